@@ -1,0 +1,239 @@
+#!/usr/bin/env python3
+"""Switchyard command line: a thin layer that parses arguments, calls the library and prints.
+
+Every user error ends in a one-line `error: …` on stderr and a non-zero exit, never a traceback
+(set SWITCHYARD_DEBUG=1 to see one).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+for _var, _value in {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1",
+                     "LANGSMITH_TRACING": "false", "LANGCHAIN_TRACING_V2": "false",
+                     "TOKENIZERS_PARALLELISM": "false", "TRANSFORMERS_VERBOSITY": "error",
+                     "HF_HUB_DISABLE_PROGRESS_BARS": "1"}.items():
+    os.environ.setdefault(_var, _value)
+
+EXIT_USAGE, EXIT_FAIL = 2, 1
+
+
+class CliError(Exception):
+    def __init__(self, message: str, code: int = EXIT_FAIL):
+        super().__init__(message)
+        self.code = code
+
+
+def _common() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(add_help=False)
+    p.add_argument("--config", metavar="FILE", help="pipeline YAML (defaults < FILE < --set)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override one config value, e.g. --set retrieve.fusion.method=rrf (repeatable)")
+    p.add_argument("--index-dir", metavar="DIR", help="index location (LanceDB URI); overrides store.uri")
+    p.add_argument("--collection", metavar="NAME", help="collection (table) to use; overrides store.collection")
+    return p
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = _common()
+    parser = argparse.ArgumentParser(prog="cli.py", description="Switchyard: retrieval-augmented QA over your documents")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("ingest", parents=[common], help="add or update documents (files or folders)")
+    p.add_argument("paths", nargs="+", metavar="PATH")
+    p.add_argument("--no-progress", action="store_true", help="hide progress bars")
+
+    p = sub.add_parser("search", parents=[common], help="ranked passages for a query")
+    p.add_argument("query")
+    p.add_argument("--k", type=int, default=None, help="passages to show (default: rerank.top_k)")
+    p.add_argument("--where", metavar="FILTER", help="metadata filter, e.g. \"source~manual and page=2\"")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+
+    p = sub.add_parser("list", parents=[common], help="indexed documents")
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("delete", parents=[common], help="remove documents by id or by source path")
+    p.add_argument("targets", nargs="+", metavar="DOC_ID|PATH")
+
+    p = sub.add_parser("eval-retrieval", parents=[common], help="nDCG/recall/MRR on a BEIR folder")
+    p.add_argument("dataset", metavar="DIR")
+    p.add_argument("--split", default="test", help="qrels split to score (default: test)")
+    p.add_argument("--limit", type=int, help="only the first N queries (sorted by id)")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--out", metavar="FILE", help="also write the JSON result (with the resolved config) here")
+
+    p = sub.add_parser("config", parents=[common], help="show the resolved config")
+    p.add_argument("action", choices=["show"])
+    p.add_argument("--json", action="store_true")
+    return parser
+
+
+def _load_config(args):
+    from configs.loader import load_config
+
+    overrides = list(args.overrides)
+    if getattr(args, "index_dir", None):
+        overrides.append(f"store.uri={args.index_dir}")
+    if getattr(args, "collection", None):
+        overrides.append(f"store.collection={args.collection}")
+    return load_config(args.config, overrides)
+
+
+def _stack(args):
+    from retrievers.pipeline import RetrievalStack
+
+    return RetrievalStack(_load_config(args))
+
+
+def cmd_ingest(args) -> int:
+    stack = _stack(args)
+    report = stack.ingestor(progress=False if args.no_progress else None).run(args.paths)
+    for err in report.errors:
+        print(f"error: {err}", file=sys.stderr)
+    print(f"{stack.collection}: {report.summary()}")
+    return 0 if report.ingested or not report.errors else EXIT_FAIL
+
+
+def _format_scores(p) -> str:
+    parts = []
+    for name, value in p.scores.items():
+        rank = p.ranks.get(name)
+        parts.append(f"{name} {value:.4f}" + (f" (#{rank})" if rank else ""))
+    return ", ".join(parts)
+
+
+def cmd_search(args) -> int:
+    if not args.query.strip():
+        raise CliError("the query is empty", EXIT_USAGE)
+    if args.k is not None and args.k < 1:
+        raise CliError("--k must be >= 1", EXIT_USAGE)
+    stack = _stack(args)
+    if stack.store.count() == 0:
+        raise CliError(f"collection {stack.collection!r} is empty; run `cli.py ingest PATH` first")
+    result = stack.search(args.query, top_k=args.k, where=args.where)
+    if args.json:
+        from configs.loader import config_to_dict
+
+        print(json.dumps({"query": args.query, "collection": stack.collection,
+                          "results": [p.to_dict() for p in result.passages],
+                          "timings_ms": result.timings_ms, "config": config_to_dict(stack.config)}, indent=2))
+        return 0
+    if not result.passages:
+        print("no matching passages")
+    for i, p in enumerate(result.passages, start=1):
+        page = f", p. {p.page}" + (f"-{p.page_end}" if p.page_end and p.page_end != p.page else "") if p.page else ""
+        print(f"{i}. {p.title}  [{p.doc_id}]  {p.source}{page}")
+        print(f"   score {p.score:.4f}: {_format_scores(p)}")
+        snippet = " ".join(p.text.split())
+        print(f"   {snippet[:300]}{'…' if len(snippet) > 300 else ''}")
+    return 0
+
+
+def cmd_list(args) -> int:
+    stack = _stack(args)
+    if not stack.store.exists():
+        raise CliError(f"collection {stack.collection!r} does not exist in {stack.config.store.uri}")
+    docs = stack.store.list_documents()
+    if args.json:
+        print(json.dumps(docs, indent=2))
+        return 0
+    for d in docs:
+        pages = f", {d['pages']} pages" if d["pages"] else ""
+        print(f"{d['doc_id']}\t{d['chunks']} chunks{pages}\t{d['title']}\t{d['source']}")
+    print(f"{len(docs)} document(s) in {stack.collection!r}")
+    return 0
+
+
+def cmd_delete(args) -> int:
+    from pathlib import Path
+
+    stack = _stack(args)
+    if not stack.store.exists():
+        raise CliError(f"collection {stack.collection!r} does not exist in {stack.config.store.uri}")
+    docs = stack.store.list_documents()
+    doomed: set[str] = set()
+    for target in args.targets:
+        matched = {d["doc_id"] for d in docs if d["doc_id"] == target}
+        path = Path(target).expanduser()
+        if not matched and (path.exists() or os.sep in target or "." in target):
+            resolved = str(path.resolve())
+            matched = {d["doc_id"] for d in docs
+                       if d["source"] == resolved or d["source"].startswith(resolved.rstrip(os.sep) + os.sep)}
+        if not matched:
+            raise CliError(f"no indexed document matches {target!r} (see `cli.py list`); nothing deleted")
+        doomed |= matched
+    removed = stack.store.delete_documents(sorted(doomed))
+    print(f"deleted {len(doomed)} document(s), {removed} chunk(s)")
+    return 0
+
+
+def cmd_eval_retrieval(args) -> int:
+    from retrievers.beir_eval import evaluate, format_table
+
+    config = _load_config(args)
+    result = evaluate(config, args.dataset, split=args.split, index_dir=args.index_dir, limit=args.limit,
+                      progress=None if not args.json else False)
+    if args.out:
+        from pathlib import Path
+
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(result, indent=2))
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(format_table(result))
+    return 0
+
+
+def cmd_config(args) -> int:
+    from configs.loader import config_to_dict
+
+    data = config_to_dict(_load_config(args))
+    if args.json:
+        print(json.dumps(data, indent=2))
+    else:
+        import yaml
+
+        print(yaml.safe_dump(data, sort_keys=False), end="")
+    return 0
+
+
+COMMANDS = {"ingest": cmd_ingest, "search": cmd_search, "list": cmd_list, "delete": cmd_delete,
+            "eval-retrieval": cmd_eval_retrieval, "config": cmd_config}
+
+
+def _known_errors() -> tuple[type[BaseException], ...]:
+    from configs.loader import ConfigError
+    from retrievers.beir_eval import DatasetError
+    from retrievers.embedder import ModelNotFoundError
+    from retrievers.filters import FilterError
+    from retrievers.rerankers import RerankerError
+    from retrievers.store import StoreError
+
+    return (ConfigError, DatasetError, ModelNotFoundError, FilterError, RerankerError, StoreError)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except CliError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.code
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:
+        if os.environ.get("SWITCHYARD_DEBUG"):
+            raise
+        known = isinstance(exc, _known_errors())
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        print(f"error: {message}" if known else f"error: unexpected {type(exc).__name__}: {message} "
+              "(set SWITCHYARD_DEBUG=1 for details)", file=sys.stderr)
+        return EXIT_USAGE if known and type(exc).__name__ in ("ConfigError", "FilterError") else EXIT_FAIL
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,95 @@
+"""Layered config: built-in defaults < YAML file < `--set a.b=c` overrides, validated by the schema."""
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Iterable
+
+import yaml
+from pydantic import ValidationError
+
+from configs.schema import SwitchyardConfig
+
+CONFIG_DIR = Path(__file__).resolve().parent
+
+
+class ConfigError(ValueError):
+    """A config file or override that cannot be used; the message names the source and the key."""
+
+
+def _deep_merge(base: dict, update: dict) -> dict:
+    merged = dict(base)
+    for key, value in update.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _read_yaml(path: Path) -> dict:
+    if not path.is_file():
+        raise ConfigError(f"config file not found: {path}")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping of sections, got {type(data).__name__}")
+    return data
+
+
+def parse_override(text: str) -> dict:
+    """`a.b=c` -> {"a": {"b": c}}, with c parsed as a YAML scalar (so 3 is an int, true a bool)."""
+    key, sep, raw = text.partition("=")
+    if not sep or not key.strip() or any(not part for part in key.strip().split(".")):
+        raise ConfigError(f"--set {text!r}: expected KEY.PATH=VALUE, e.g. retrieve.fusion.rrf_k=30")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError:
+        value = raw
+    node: Any = value
+    for part in reversed(key.strip().split(".")):
+        node = {part: node}
+    return node
+
+
+def _describe(exc: ValidationError, source: str) -> str:
+    lines = []
+    for err in exc.errors():
+        where = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+        lines.append(f"{source}: {where}: {msg}")
+    return "; ".join(lines)
+
+
+def load_config(path: str | Path | None = None, overrides: Iterable[str] = ()) -> SwitchyardConfig:
+    data: dict = {}
+    sources = ["defaults"]
+    if path is not None:
+        path = Path(path)
+        data = _read_yaml(path)
+        sources.append(str(path))
+        try:  # validate the file alone first so errors name the file, not the overrides
+            SwitchyardConfig.model_validate(data)
+        except ValidationError as exc:
+            raise ConfigError(_describe(exc, str(path))) from None
+    overrides = list(overrides)
+    for text in overrides:
+        data = _deep_merge(data, parse_override(text))
+    try:
+        return SwitchyardConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc, "--set " + " ".join(overrides))) from None
+
+
+def config_to_dict(config: SwitchyardConfig) -> dict:
+    return config.model_dump(mode="json")
+
+
+def config_hash(config: SwitchyardConfig) -> str:
+    blob = json.dumps(config_to_dict(config), sort_keys=True).encode()
+    return hashlib.sha256(blob).hexdigest()[:12]

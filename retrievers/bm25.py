@@ -1,0 +1,118 @@
+"""Lexical (BM25) retrievers over a collection: LanceDB's native FTS index, or rank-bm25 in memory.
+
+The LanceDB backend is fast and persistent but hides k1/b; the rank-bm25 backend exposes k1, b and the
+tokenizer (lower-casing, stop words, Porter stemming) and is rebuilt in memory whenever the table changes.
+"""
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+import numpy as np
+
+from retrievers.documents import Passage
+from retrievers.filters import Clause, to_predicate
+from retrievers.store import ROW_COLUMNS, IndexStore, search_text
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+@lru_cache(maxsize=1)
+def _stop_words() -> frozenset[str]:
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+    return frozenset(ENGLISH_STOP_WORDS)
+
+
+class Tokenizer:
+    """Lower-case word tokens, optionally without English stop words and Porter-stemmed."""
+
+    def __init__(self, stem: bool = True, remove_stop_words: bool = True):
+        self.stem = stem
+        self.remove_stop_words = remove_stop_words
+        if stem:
+            from nltk.stem import PorterStemmer
+
+            self._stemmer = PorterStemmer()
+            self._stem = lru_cache(maxsize=200_000)(self._stemmer.stem)
+
+    def __call__(self, text: str) -> list[str]:
+        tokens = _WORD.findall(text.lower())
+        if self.remove_stop_words:
+            stop = _stop_words()
+            tokens = [t for t in tokens if t not in stop]
+        if self.stem:
+            tokens = [self._stem(t) for t in tokens]
+        return tokens
+
+
+class LanceBM25Retriever:
+    """BM25 through LanceDB's native full-text index."""
+
+    name = "bm25"
+
+    def __init__(self, store: IndexStore, top_k: int = 100):
+        if top_k < 1:
+            raise ValueError("top_k must be >= 1")
+        self.store = store
+        self.top_k = top_k
+
+    def run(self, query: str, top_k: int | None = None, where: list[Clause] | None = None) -> list[Passage]:
+        return self.store.text_search(query, top_k or self.top_k, where)
+
+    def to_dict(self) -> dict:
+        return {"backend": "lancedb", "top_k": self.top_k}
+
+
+class RankBM25Retriever:
+    """BM25 (Okapi) with explicit k1, b and tokenizer, computed by rank-bm25 over the collection's chunks."""
+
+    name = "bm25"
+
+    def __init__(self, store: IndexStore, top_k: int = 100, k1: float = 1.2, b: float = 0.75,
+                 stem: bool = True, remove_stop_words: bool = True):
+        if top_k < 1 or k1 <= 0 or not 0 <= b <= 1:
+            raise ValueError("need top_k >= 1, k1 > 0 and 0 <= b <= 1")
+        self.store = store
+        self.top_k = top_k
+        self.k1, self.b = k1, b
+        self.tokenizer = Tokenizer(stem=stem, remove_stop_words=remove_stop_words)
+        self._built_version: int | None = None
+        self._bm25 = None
+        self._rows: list[dict] = []
+
+    def _index(self):
+        version = self.store.version()
+        if self._bm25 is None or version != self._built_version:
+            from rank_bm25 import BM25Okapi
+
+            self._rows = self.store.scan(ROW_COLUMNS).to_pylist()
+            corpus = [self.tokenizer(search_text(r["title"], r["text"])) or [""] for r in self._rows]
+            self._bm25 = BM25Okapi(corpus, k1=self.k1, b=self.b) if corpus else None
+            self._built_version = version
+        return self._bm25
+
+    def run(self, query: str, top_k: int | None = None, where: list[Clause] | None = None) -> list[Passage]:
+        bm25 = self._index()
+        tokens = self.tokenizer(query)
+        if bm25 is None or not tokens:
+            return []
+        scores = np.asarray(bm25.get_scores(tokens), dtype=np.float64)
+        if where:
+            keep = to_predicate(where)
+            scores[[not keep(r) for r in self._rows]] = -np.inf
+        k = min(top_k or self.top_k, len(scores))
+        top = np.argpartition(-scores, k - 1)[:k]
+        top = top[np.lexsort((top, -scores[top]))]
+        out = []
+        for i in top:
+            if not np.isfinite(scores[i]) or scores[i] <= 0:
+                continue
+            p = Passage.from_row(self._rows[i])
+            p.score = float(scores[i])
+            out.append(p)
+        return out
+
+    def to_dict(self) -> dict:
+        return {"backend": "rank_bm25", "top_k": self.top_k, "k1": self.k1, "b": self.b,
+                "stem": self.tokenizer.stem, "remove_stop_words": self.tokenizer.remove_stop_words}

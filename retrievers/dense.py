@@ -1,0 +1,27 @@
+"""Dense retrieval: embed the query with the collection's model, nearest chunks by cosine similarity in LanceDB."""
+from __future__ import annotations
+
+from retrievers.documents import Passage
+from retrievers.embedder import Embedder
+from retrievers.filters import Clause
+from retrievers.store import IndexStore
+
+
+class DenseRetriever:
+    name = "dense"
+
+    def __init__(self, store: IndexStore, embedder: Embedder, top_k: int = 100):
+        if top_k < 1:
+            raise ValueError("top_k must be >= 1")
+        self.store = store
+        self.embedder = embedder
+        self.top_k = top_k
+
+    def run(self, query: str, top_k: int | None = None, where: list[Clause] | None = None) -> list[Passage]:
+        if not query.strip():
+            return []
+        vector = self.embedder.run([query])[0]
+        return self.store.vector_search(vector, top_k or self.top_k, where)
+
+    def to_dict(self) -> dict:
+        return {"top_k": self.top_k, "embedding": self.embedder.to_dict()}

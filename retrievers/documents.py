@@ -1,0 +1,89 @@
+"""Plain records passed between loading, chunking and the store."""
+from __future__ import annotations
+
+import bisect
+import hashlib
+from dataclasses import dataclass, field
+
+
+def sha256_hex(*parts: str) -> str:
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(part.encode("utf-8", "surrogatepass"))
+        h.update(b"\x00")
+    return h.hexdigest()
+
+
+@dataclass
+class SourceDocument:
+    """One document as loaded: its full cleaned text and, for paged formats, where each page starts."""
+
+    doc_id: str
+    source: str
+    title: str
+    text: str
+    # (start_char, page_number) pairs sorted by start_char; empty for formats without pages.
+    page_starts: list[tuple[int, int]] = field(default_factory=list)
+
+    def page_at(self, offset: int) -> int | None:
+        if not self.page_starts:
+            return None
+        starts = [s for s, _ in self.page_starts]
+        i = bisect.bisect_right(starts, offset) - 1
+        return self.page_starts[max(i, 0)][1]
+
+
+@dataclass
+class Chunk:
+    chunk_id: str
+    doc_id: str
+    source: str
+    title: str
+    text: str
+    chunk_index: int
+    start_char: int
+    end_char: int
+    page: int | None
+    page_end: int | None
+    content_hash: str
+    doc_hash: str
+
+
+@dataclass
+class LoadError:
+    """A file (or record) that could not be loaded, with a one-line reason."""
+
+    source: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.source}: {self.reason}"
+
+
+PASSAGE_FIELDS = ("chunk_id", "doc_id", "source", "title", "text", "page", "page_end", "start_char", "end_char")
+
+
+@dataclass
+class Passage:
+    """A retrieved chunk with every score it collected on the way (per retriever, fused, reranked)."""
+
+    chunk_id: str
+    doc_id: str
+    source: str
+    title: str
+    text: str
+    page: int | None = None
+    page_end: int | None = None
+    start_char: int = 0
+    end_char: int = 0
+    score: float = 0.0
+    scores: dict[str, float] = field(default_factory=dict)
+    ranks: dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def from_row(cls, row: dict) -> "Passage":
+        return cls(**{k: row.get(k) for k in PASSAGE_FIELDS})
+
+    def to_dict(self) -> dict:
+        return {**{k: getattr(self, k) for k in PASSAGE_FIELDS}, "score": self.score,
+                "scores": dict(self.scores), "ranks": dict(self.ranks)}

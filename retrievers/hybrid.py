@@ -1,0 +1,47 @@
+"""Hybrid retrieval: run the lexical and dense retrievers, then fuse their rankings (see retrievers.fusion)."""
+from __future__ import annotations
+
+from retrievers.documents import Passage
+from retrievers.filters import Clause
+from retrievers.fusion import fuse
+
+
+class HybridRetriever:
+    """Runs each configured retriever with its own top_k and fuses the lists; `top_k` fused passages come out."""
+
+    name = "hybrid"
+
+    def __init__(self, retrievers: list, method: str = "convex", weights: dict[str, float] | None = None,
+                 rrf_k: float = 60.0, top_k: int = 20):
+        if not retrievers:
+            raise ValueError("at least one retriever is needed")
+        if method not in ("rrf", "convex"):
+            raise ValueError(f"unknown fusion method {method!r} (rrf, convex)")
+        if top_k < 1:
+            raise ValueError("top_k must be >= 1")
+        self.retrievers = retrievers
+        self.method = method
+        self.weights = dict(weights or {})
+        self.rrf_k = rrf_k
+        self.top_k = top_k
+
+    def run_each(self, query: str, where: list[Clause] | None = None) -> dict[str, list[Passage]]:
+        return {r.name: r.run(query, where=where) for r in self.retrievers}
+
+    def fuse(self, ranked: dict[str, list[Passage]], top_k: int | None = None) -> list[Passage]:
+        if len(ranked) == 1:  # a single retriever: keep its own scores and order
+            (name, passages), = ranked.items()
+            fused = []
+            for rank, p in enumerate(passages, start=1):
+                p.scores[name], p.ranks[name] = p.score, rank
+                fused.append(p)
+        else:
+            fused = fuse(ranked, method=self.method, weights=self.weights, rrf_k=self.rrf_k)
+        return fused[: top_k or self.top_k]
+
+    def run(self, query: str, top_k: int | None = None, where: list[Clause] | None = None) -> list[Passage]:
+        return self.fuse(self.run_each(query, where), top_k)
+
+    def to_dict(self) -> dict:
+        return {"retrievers": [r.name for r in self.retrievers], "method": self.method, "weights": self.weights,
+                "rrf_k": self.rrf_k, "top_k": self.top_k}

@@ -1,0 +1,124 @@
+"""Ingestion: load -> clean -> chunk -> embed -> write, incrementally and crash-safely.
+
+A document whose content hash (text, title, chunking and embedding settings) is unchanged is skipped; a changed
+one is replaced; documents that disappeared from a corpus file that still loads cleanly are removed. Each batch of
+documents is written by one atomic commit (see IndexStore.write_documents), so killing an ingest at any moment
+leaves every document either as it was or fully replaced, and re-running finishes the job.
+"""
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from retrievers.chunking import Chunker
+from retrievers.documents import LoadError, SourceDocument, sha256_hex
+from retrievers.embedder import Embedder
+from retrievers.loaders import iter_files, load_file
+from retrievers.store import IndexStore, search_text
+
+
+@dataclass
+class IngestReport:
+    added: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    removed: int = 0
+    chunks_written: int = 0
+    files: int = 0
+    errors: list[LoadError] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def ingested(self) -> int:
+        return self.added + self.updated + self.unchanged
+
+    def summary(self) -> str:
+        return (f"{self.added} added, {self.updated} updated, {self.unchanged} unchanged, {self.removed} removed; "
+                f"{self.chunks_written} chunks written from {self.files} file(s) in {self.seconds:.1f}s; "
+                f"{len(self.errors)} error(s)")
+
+
+class Ingestor:
+    def __init__(self, store: IndexStore, embedder: Embedder, chunker: Chunker, batch_docs: int = 64,
+                 progress: bool | None = None):
+        if batch_docs < 1:
+            raise ValueError("batch_docs must be >= 1")
+        self.store = store
+        self.embedder = embedder
+        self.chunker = chunker
+        self.batch_docs = batch_docs
+        # None: show bars only on a terminal
+        self.progress = progress if progress is not None else sys.stderr.isatty()
+
+    def doc_hash(self, doc: SourceDocument) -> str:
+        settings = f"{self.chunker.chunk_size}/{self.chunker.chunk_overlap}/{self.embedder.model_name}"
+        return sha256_hex(doc.title, doc.text, repr(doc.page_starts), settings)
+
+    def run(self, paths: list[str | Path]) -> IngestReport:
+        from tqdm import tqdm
+
+        started = time.perf_counter()
+        report = IngestReport()
+        states = self.store.doc_states() if self.store.exists() else {}
+        pending: list[tuple[SourceDocument, str]] = []
+        vanished: set[str] = set()
+        seen: set[str] = set()
+
+        files = list(iter_files(paths))
+        for item in tqdm(files, desc="loading", unit="file", disable=not self.progress):
+            if isinstance(item, LoadError):
+                report.errors.append(item)
+                continue
+            report.files += 1
+            source = str(item.resolve())
+            file_errors = 0
+            file_docs: set[str] = set()
+            for doc in load_file(item):
+                if isinstance(doc, LoadError):
+                    report.errors.append(doc)
+                    file_errors += 1
+                    continue
+                if doc.doc_id in seen:
+                    report.errors.append(LoadError(doc.source, f"duplicate document id {doc.doc_id!r}; skipped"))
+                    continue
+                state = states.get(doc.doc_id)
+                if state and state["source"] != doc.source:
+                    report.errors.append(LoadError(doc.source, f"document id {doc.doc_id!r} is already indexed "
+                                                               f"from {state['source']}; skipped"))
+                    continue
+                seen.add(doc.doc_id)
+                file_docs.add(doc.doc_id)
+                digest = self.doc_hash(doc)
+                if state and state["hashes"] == {digest}:
+                    report.unchanged += 1
+                else:
+                    pending.append((doc, digest))
+            if file_errors == 0:  # never delete on a partial read
+                vanished |= {d for d, s in states.items() if s["source"] == source and d not in file_docs}
+
+        bar = tqdm(total=len(pending), desc="indexing", unit="doc", disable=not self.progress)
+        for start in range(0, len(pending), self.batch_docs):
+            batch = pending[start:start + self.batch_docs]
+            chunks = []
+            for doc, digest in batch:
+                chunks.extend(self.chunker.run(doc, digest))
+            vectors = self.embedder.run([search_text(c.title, c.text) for c in chunks])
+            self.store.write_documents([doc.doc_id for doc, _ in batch], chunks, vectors)
+            for doc, _ in batch:
+                if doc.doc_id in states:
+                    report.updated += 1
+                else:
+                    report.added += 1
+            report.chunks_written += len(chunks)
+            bar.update(len(batch))
+        bar.close()
+
+        if vanished:
+            self.store.delete_documents(sorted(vanished))
+            report.removed = len(vanished)
+        if pending or vanished or (self.store.exists() and not self.store.has_text_index()):
+            self.store.refresh_text_index()
+        report.seconds = time.perf_counter() - started
+        return report

@@ -1,0 +1,108 @@
+"""Builds the retrieval stack from a config, once per process: store, embedder, retrievers, fusion, reranker."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Callable
+
+from configs.schema import SwitchyardConfig
+from retrievers.bm25 import LanceBM25Retriever, RankBM25Retriever
+from retrievers.chunking import Chunker
+from retrievers.dense import DenseRetriever
+from retrievers.documents import Passage
+from retrievers.embedder import Embedder
+from retrievers.filters import Clause, parse_filter
+from retrievers.hybrid import HybridRetriever
+from retrievers.ingest import Ingestor
+from retrievers.rerankers import CrossEncoderReranker, DenseRescoreReranker, LLMReranker, NoReranker
+from retrievers.store import IndexStore
+
+
+@dataclass
+class SearchResult:
+    passages: list[Passage]
+    candidates: list[Passage] = field(default_factory=list)  # fused list before reranking
+    timings_ms: dict[str, float] = field(default_factory=dict)
+
+
+class RetrievalStack:
+    """The heavy objects for one config and collection; create once, reuse for every query."""
+
+    def __init__(self, config: SwitchyardConfig, collection: str | None = None,
+                 llm_score_fn: Callable[[str, list[str]], list[float]] | None = None):
+        self.config = config
+        self.collection = collection or config.store.collection
+        self._llm_score_fn = llm_score_fn
+
+    @cached_property
+    def embedder(self) -> Embedder:
+        e = self.config.embedding
+        return Embedder(e.model, batch_size=e.batch_size, device=e.device)
+
+    @cached_property
+    def store(self) -> IndexStore:
+        bm25 = self.config.retrieve.retrievers.bm25
+        return IndexStore(self.config.store.uri, self.collection, embedding_model=self.config.embedding.model,
+                          dim=self.embedder.dim, fts_stem=bm25.stem, fts_remove_stop_words=bm25.remove_stop_words)
+
+    @cached_property
+    def chunker(self) -> Chunker:
+        return Chunker(self.config.ingest.chunk_size, self.config.ingest.chunk_overlap, self.embedder.tokenizer_file)
+
+    def ingestor(self, progress: bool | None = None) -> Ingestor:
+        return Ingestor(self.store, self.embedder, self.chunker, batch_docs=self.config.ingest.batch_docs,
+                        progress=progress)
+
+    def bm25(self):
+        c = self.config.retrieve.retrievers.bm25
+        if c.backend == "rank_bm25":
+            return RankBM25Retriever(self.store, top_k=c.top_k, k1=c.k1, b=c.b, stem=c.stem,
+                                     remove_stop_words=c.remove_stop_words)
+        return LanceBM25Retriever(self.store, top_k=c.top_k)
+
+    def dense(self) -> DenseRetriever:
+        return DenseRetriever(self.store, self.embedder, top_k=self.config.retrieve.retrievers.dense.top_k)
+
+    @cached_property
+    def retriever(self) -> HybridRetriever:
+        r = self.config.retrieve
+        parts = {"hybrid": [self.bm25(), self.dense()], "bm25": [self.bm25()], "dense": [self.dense()]}[r.mode]
+        return HybridRetriever(parts, method=r.fusion.method, weights=r.fusion.weights, rrf_k=r.fusion.rrf_k,
+                               top_k=r.top_k)
+
+    @cached_property
+    def reranker(self):
+        c = self.config.rerank
+        if c.method == "cross_encoder":
+            return CrossEncoderReranker(c.model or "", top_k=c.top_k, batch_size=c.batch_size)
+        if c.method == "dense_rescore":
+            embedder = self.embedder if not c.model else Embedder(c.model, batch_size=c.batch_size)
+            return DenseRescoreReranker(embedder, top_k=c.top_k, weight=c.weight)
+        if c.method == "llm":
+            return LLMReranker(self._llm_score_fn, top_k=c.top_k)
+        return NoReranker(top_k=c.top_k)
+
+    def search(self, query: str, top_k: int | None = None, where: str | list[Clause] | None = None,
+               rerank: bool = True) -> SearchResult:
+        import time
+
+        clauses = parse_filter(where) if isinstance(where, str) or where is None else where
+        self.store.table()  # a missing collection is a clear error before any model loads
+        t0 = time.perf_counter()
+        candidates = self.retriever.run(query, where=clauses)
+        t1 = time.perf_counter()
+        k = top_k or self.config.rerank.top_k
+        if rerank:
+            passages = self.reranker.run(query, [_copy(p) for p in candidates], top_k=k)
+        else:
+            passages = candidates[:k]
+        t2 = time.perf_counter()
+        return SearchResult(passages, candidates, {"retrieve": (t1 - t0) * 1e3, "rerank": (t2 - t1) * 1e3})
+
+
+def _copy(p: Passage) -> Passage:
+    from copy import copy
+
+    q = copy(p)
+    q.scores, q.ranks = dict(p.scores), dict(p.ranks)
+    return q

@@ -1,0 +1,145 @@
+"""Rerankers behind one interface: `run(query, passages, top_k) -> passages`, best first.
+
+- `none`: keep the fused order.
+- `cross_encoder`: a sentence-transformers CrossEncoder from a local folder (or a model already in the local
+  Hugging Face cache); a configured model that is not on disk is a clear error, never a download.
+- `dense_rescore`: a second-opinion score from an embedding model over the candidates' full text, convexly
+  combined with the fused score (min-max normalised over the candidate list).
+- `llm`: a hook; the caller passes a function scoring (query, texts) -> floats (the graph nodes provide one).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from retrievers.documents import Passage
+from retrievers.fusion import min_max
+
+
+class RerankerError(RuntimeError):
+    pass
+
+
+def _ordered(passages: list[Passage], scores: list[float], name: str, top_k: int) -> list[Passage]:
+    for p, s in zip(passages, scores):
+        p.scores[name] = float(s)
+        p.score = float(s)
+    ranked = sorted(passages, key=lambda p: (-p.score, p.chunk_id))
+    for rank, p in enumerate(ranked, start=1):
+        p.ranks[name] = rank
+    return ranked[:top_k]
+
+
+class NoReranker:
+    name = "none"
+
+    def __init__(self, top_k: int = 5):
+        if top_k < 1:
+            raise ValueError("top_k must be >= 1")
+        self.top_k = top_k
+
+    def run(self, query: str, passages: list[Passage], top_k: int | None = None) -> list[Passage]:
+        return passages[: top_k or self.top_k]
+
+    def to_dict(self) -> dict:
+        return {"method": "none", "top_k": self.top_k}
+
+
+class CrossEncoderReranker:
+    name = "cross_encoder"
+
+    def __init__(self, model: str, top_k: int = 5, batch_size: int = 32):
+        if not model:
+            raise RerankerError("rerank.method=cross_encoder needs rerank.model (a local folder or a cached model)")
+        if top_k < 1 or batch_size < 1:
+            raise ValueError("top_k and batch_size must be >= 1")
+        self.model_name = model
+        self.top_k = top_k
+        self.batch_size = batch_size
+        self._model = None
+
+    @property
+    def model(self):
+        if self._model is None:
+            from sentence_transformers import CrossEncoder
+
+            local = Path(self.model_name).expanduser()
+            try:
+                if local.is_dir():
+                    self._model = CrossEncoder(str(local), device="cpu")
+                else:
+                    self._model = CrossEncoder(self.model_name, device="cpu", local_files_only=True)
+            except Exception as exc:
+                raise RerankerError(
+                    f"cross-encoder {self.model_name!r} is configured but not available locally "
+                    f"({type(exc).__name__}); give a local model folder in rerank.model or set rerank.method=none"
+                ) from None
+        return self._model
+
+    def run(self, query: str, passages: list[Passage], top_k: int | None = None) -> list[Passage]:
+        if not passages:
+            return []
+        scores = self.model.predict([(query, p.text) for p in passages], batch_size=self.batch_size,
+                                    show_progress_bar=False)
+        return _ordered(passages, list(np.asarray(scores, dtype=float)), self.name, top_k or self.top_k)
+
+    def to_dict(self) -> dict:
+        return {"method": "cross_encoder", "model": self.model_name, "top_k": self.top_k}
+
+
+class DenseRescoreReranker:
+    """score = (1 - weight) * minmax(fused) + weight * minmax(cosine(query, passage) under `embedder`)."""
+
+    name = "dense_rescore"
+
+    def __init__(self, embedder, top_k: int = 5, weight: float = 0.5):
+        if not 0 <= weight <= 1:
+            raise ValueError("weight must be in [0, 1]")
+        if top_k < 1:
+            raise ValueError("top_k must be >= 1")
+        self.embedder = embedder
+        self.top_k = top_k
+        self.weight = weight
+
+    def run(self, query: str, passages: list[Passage], top_k: int | None = None) -> list[Passage]:
+        if not passages:
+            return []
+        vectors = self.embedder.run([query] + [p.text for p in passages])
+        cosine = (vectors[1:] @ vectors[0]).tolist()
+        prior = min_max([p.score for p in passages])
+        second = min_max(cosine)
+        scores = [(1 - self.weight) * a + self.weight * b for a, b in zip(prior, second)]
+        for p, c in zip(passages, cosine):
+            p.scores["rescore_cosine"] = float(c)
+        return _ordered(passages, scores, self.name, top_k or self.top_k)
+
+    def to_dict(self) -> dict:
+        return {"method": "dense_rescore", "model": self.embedder.model_name, "top_k": self.top_k,
+                "weight": self.weight}
+
+
+class LLMReranker:
+    """Hook for an LLM-based reranker: `score_fn(query, texts) -> list[float]` (higher is more relevant)."""
+
+    name = "llm"
+
+    def __init__(self, score_fn: Callable[[str, list[str]], list[float]] | None, top_k: int = 5):
+        if score_fn is None:
+            raise RerankerError("rerank.method=llm needs an LLM backend (available in the graph pipeline)")
+        if top_k < 1:
+            raise ValueError("top_k must be >= 1")
+        self.score_fn = score_fn
+        self.top_k = top_k
+
+    def run(self, query: str, passages: list[Passage], top_k: int | None = None) -> list[Passage]:
+        if not passages:
+            return []
+        scores = list(self.score_fn(query, [p.text for p in passages]))
+        if len(scores) != len(passages):
+            raise RerankerError(f"LLM reranker returned {len(scores)} scores for {len(passages)} passages")
+        return _ordered(passages, scores, self.name, top_k or self.top_k)
+
+    def to_dict(self) -> dict:
+        return {"method": "llm", "top_k": self.top_k}

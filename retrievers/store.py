@@ -1,0 +1,240 @@
+"""The on-disk index: one LanceDB table per collection holding chunks, their vectors and a native BM25 FTS index.
+
+Writes are crash-safe per document: all chunks of a batch of documents are written by ONE `merge_insert` commit
+that also deletes those documents' stale chunks, so a killed process leaves each document as it was or fully
+replaced (LanceDB commits a new table version atomically; a half-written commit is never visible).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from typing import Iterable
+
+import numpy as np
+import pyarrow as pa
+
+from retrievers.documents import Chunk, Passage
+from retrievers.filters import Clause, to_sql
+
+META_KEY = b"switchyard"
+_CHUNK_FIELDS = [
+    pa.field("chunk_id", pa.string(), nullable=False),
+    pa.field("doc_id", pa.string(), nullable=False),
+    pa.field("source", pa.string()),
+    pa.field("title", pa.string()),
+    pa.field("text", pa.string()),
+    pa.field("chunk_index", pa.int32()),
+    pa.field("start_char", pa.int64()),
+    pa.field("end_char", pa.int64()),
+    pa.field("page", pa.int32()),
+    pa.field("page_end", pa.int32()),
+    pa.field("content_hash", pa.string()),
+    pa.field("doc_hash", pa.string()),
+]
+ROW_COLUMNS = [f.name for f in _CHUNK_FIELDS]
+# What BM25 and the embedder see: the title, then the chunk text (titles carry much of a short document's topic).
+SEARCH_FIELD = pa.field("search_text", pa.string())
+
+
+def search_text(title: str, text: str) -> str:
+    return f"{title}\n{text}" if title and title not in text[: len(title) + 8] else text
+
+
+class StoreError(RuntimeError):
+    pass
+
+
+def _sql_list(values: Iterable[str]) -> str:
+    return ", ".join("'" + v.replace("'", "''") + "'" for v in values)
+
+
+class IndexStore:
+    """A LanceDB-backed collection. `uri` is any LanceDB URI (local folder, s3://…, gs://…), passed through as is."""
+
+    def __init__(self, uri: str, collection: str, embedding_model: str = "minilm", dim: int = 384,
+                 fts_stem: bool = True, fts_remove_stop_words: bool = True):
+        if dim < 1:
+            raise ValueError("dim must be >= 1")
+        self.uri = uri
+        self.collection = collection
+        self.embedding_model = embedding_model
+        self.dim = dim
+        self.fts_stem = fts_stem
+        self.fts_remove_stop_words = fts_remove_stop_words
+        self._db = None
+        self._table = None
+
+    # -- connection -----------------------------------------------------------------------------------------
+    @property
+    def db(self):
+        if self._db is None:
+            import lancedb
+
+            self._db = lancedb.connect(self.uri)
+        return self._db
+
+    def collections(self) -> list[str]:
+        result = self.db.list_tables()
+        names = getattr(result, "tables", result)
+        return sorted(names)
+
+    def exists(self) -> bool:
+        return self.collection in self.collections()
+
+    def schema(self) -> pa.Schema:
+        meta = {"embedding_model": self.embedding_model, "dim": self.dim}
+        fields = _CHUNK_FIELDS + [SEARCH_FIELD, pa.field("vector", pa.list_(pa.float32(), self.dim))]
+        return pa.schema(fields, metadata={META_KEY: json.dumps(meta).encode()})
+
+    def table(self, create: bool = False):
+        if self._table is None:
+            if not self.exists():
+                if not create:
+                    raise StoreError(f"collection {self.collection!r} does not exist in {self.uri} "
+                                     f"(collections: {', '.join(self.collections()) or 'none'}); ingest first")
+                self._table = self.db.create_table(self.collection, schema=self.schema(), exist_ok=True)
+            else:
+                self._table = self.db.open_table(self.collection)
+                self._check_compatible()
+        return self._table
+
+    def _check_compatible(self) -> None:
+        raw = (self._table.schema.metadata or {}).get(META_KEY)
+        meta = json.loads(raw) if raw else {}
+        if meta and (meta.get("embedding_model") != self.embedding_model or meta.get("dim") != self.dim):
+            raise StoreError(
+                f"collection {self.collection!r} was built with embedding model {meta.get('embedding_model')!r} "
+                f"(dim {meta.get('dim')}), but the config uses {self.embedding_model!r} (dim {self.dim}); "
+                "use another collection or re-ingest"
+            )
+
+    # -- reads ----------------------------------------------------------------------------------------------
+    def count(self) -> int:
+        return self.table().count_rows() if self.exists() else 0
+
+    def version(self) -> int:
+        return self.table().version
+
+    def scan(self, columns: list[str], where: str | None = None) -> pa.Table:
+        tbl = self.table()
+        n = tbl.count_rows()
+        if n == 0:
+            return pa.table({c: pa.array([], type=tbl.schema.field(c).type) for c in columns})
+        query = tbl.search().select(columns).limit(n)
+        if where:
+            query = query.where(where)
+        return query.to_arrow()
+
+    def doc_states(self) -> dict[str, dict]:
+        """doc_id -> {doc_hash, source, chunks} for every indexed document."""
+        rows = self.scan(["doc_id", "doc_hash", "source"]).to_pylist()
+        states: dict[str, dict] = {}
+        for row in rows:
+            state = states.setdefault(row["doc_id"], {"doc_hash": row["doc_hash"], "source": row["source"],
+                                                      "chunks": 0, "hashes": set()})
+            state["chunks"] += 1
+            state["hashes"].add(row["doc_hash"])
+        return states
+
+    def list_documents(self) -> list[dict]:
+        rows = self.scan(["doc_id", "source", "title", "page"]).to_pylist()
+        docs: dict[str, dict] = {}
+        for row in rows:
+            doc = docs.setdefault(row["doc_id"], {"doc_id": row["doc_id"], "title": row["title"],
+                                                  "source": row["source"], "chunks": 0, "pages": set()})
+            doc["chunks"] += 1
+            if row["page"] is not None:
+                doc["pages"].add(row["page"])
+        out = []
+        for doc in sorted(docs.values(), key=lambda d: (d["source"], d["doc_id"])):
+            doc["pages"] = max(doc["pages"]) if doc["pages"] else None
+            out.append(doc)
+        return out
+
+    # -- writes ---------------------------------------------------------------------------------------------
+    def write_documents(self, doc_ids: list[str], chunks: list[Chunk], vectors: np.ndarray) -> None:
+        """Replace the chunks of `doc_ids` with `chunks` in one atomic commit (inserts, updates and deletes)."""
+        if len(chunks) != len(vectors):
+            raise ValueError("one vector per chunk")
+        if not doc_ids:
+            return
+        tbl = self.table(create=True)
+        rows = [asdict(c) for c in chunks]
+        columns = {name: [r[name] for r in rows] for name in ROW_COLUMNS}
+        columns["search_text"] = [search_text(c.title, c.text) for c in chunks]
+        vec = np.asarray(vectors, dtype=np.float32).reshape(len(chunks), self.dim)
+        data = pa.table(
+            {**columns, "vector": pa.FixedSizeListArray.from_arrays(pa.array(vec.ravel()), self.dim)},
+            schema=pa.schema([f for f in self.schema()]),
+        )
+        (
+            tbl.merge_insert("chunk_id")
+            .when_matched_update_all()
+            .when_not_matched_insert_all()
+            .when_not_matched_by_source_delete(f"doc_id IN ({_sql_list(doc_ids)})")
+            .execute(data)
+        )
+
+    def delete_documents(self, doc_ids: Iterable[str]) -> int:
+        doc_ids = list(doc_ids)
+        if not doc_ids or not self.exists():
+            return 0
+        tbl = self.table()
+        before = tbl.count_rows()
+        tbl.delete(f"doc_id IN ({_sql_list(doc_ids)})")
+        return before - tbl.count_rows()
+
+    def refresh_text_index(self) -> None:
+        """(Re)build the native BM25 full-text index over `search_text`; rows written after it are still found, just slower."""
+        tbl = self.table()
+        if tbl.count_rows() == 0:
+            return
+        from lancedb.index import FTS
+
+        tbl.create_index("search_text", config=FTS(with_position=False, stem=self.fts_stem,
+                                             remove_stop_words=self.fts_remove_stop_words, lower_case=True,
+                                             ascii_folding=True), replace=True)
+
+    def has_text_index(self) -> bool:
+        return any(getattr(ix, "index_type", "").upper() == "FTS" or "search_text" in getattr(ix, "columns", [])
+                   for ix in self.table().list_indices())
+
+    def optimize(self) -> None:
+        """Compact small files and prune old versions (keeps the last hour for concurrent readers)."""
+        from datetime import timedelta
+
+        self.table().optimize(cleanup_older_than=timedelta(hours=1))
+
+    # -- search ---------------------------------------------------------------------------------------------
+    def vector_search(self, vector: np.ndarray, k: int, where: list[Clause] | None = None) -> list[Passage]:
+        query = self.table().search(np.asarray(vector, dtype=np.float32), vector_column_name="vector") \
+            .distance_type("cosine").select(ROW_COLUMNS).limit(k)
+        sql = to_sql(where or [])
+        if sql:
+            query = query.where(sql, prefilter=True)
+        out = []
+        for row in query.to_arrow().to_pylist():
+            p = Passage.from_row(row)
+            p.score = 1.0 - float(row["_distance"])
+            out.append(p)
+        return out
+
+    def text_search(self, text: str, k: int, where: list[Clause] | None = None) -> list[Passage]:
+        if not text.strip():
+            return []
+        query = self.table().search(text, query_type="fts", fts_columns="search_text").select(ROW_COLUMNS).limit(k)
+        sql = to_sql(where or [])
+        if sql:
+            query = query.where(sql, prefilter=True)
+        out = []
+        for row in query.to_arrow().to_pylist():
+            p = Passage.from_row(row)
+            p.score = float(row["_score"])
+            out.append(p)
+        return out
+
+    def fetch(self, chunk_ids: list[str]) -> dict[str, Passage]:
+        if not chunk_ids:
+            return {}
+        rows = self.scan(ROW_COLUMNS, where=f"chunk_id IN ({_sql_list(chunk_ids)})").to_pylist()
+        return {row["chunk_id"]: Passage.from_row(row) for row in rows}

