@@ -5,6 +5,7 @@ tokenizer (lower-casing, stop words, Porter stemming) and is rebuilt in memory w
 """
 from __future__ import annotations
 
+import math
 import re
 from functools import lru_cache
 
@@ -64,6 +65,27 @@ class LanceBM25Retriever:
         return {"backend": "lancedb", "top_k": self.top_k}
 
 
+def _lucene_idf_bm25():
+    from rank_bm25 import BM25Okapi
+
+    class LuceneIdfBM25(BM25Okapi):
+        """BM25Okapi with Lucene's idf, log(1 + (N - n + 0.5) / (n + 0.5)), which is always positive.
+
+        rank-bm25's own idf is 0 or negative for terms in half or more of the chunks, so in a small collection
+        a chunk that matches the query can score 0 and vanish.
+        """
+
+        def _calc_idf(self, nd):
+            for word, freq in nd.items():
+                self.idf[word] = math.log(1 + (self.corpus_size - freq + 0.5) / (freq + 0.5))
+
+    return LuceneIdfBM25
+
+
+def _LuceneIdfBM25(corpus, k1, b):
+    return _lucene_idf_bm25()(corpus, k1=k1, b=b)
+
+
 class RankBM25Retriever:
     """BM25 (Okapi) with explicit k1, b and tokenizer, computed by rank-bm25 over the collection's chunks."""
 
@@ -84,11 +106,9 @@ class RankBM25Retriever:
     def _index(self):
         version = self.store.version()
         if self._bm25 is None or version != self._built_version:
-            from rank_bm25 import BM25Okapi
-
             self._rows = self.store.scan(ROW_COLUMNS).to_pylist()
             corpus = [self.tokenizer(search_text(r["title"], r["text"])) or [""] for r in self._rows]
-            self._bm25 = BM25Okapi(corpus, k1=self.k1, b=self.b) if corpus else None
+            self._bm25 = _LuceneIdfBM25(corpus, k1=self.k1, b=self.b) if corpus else None
             self._built_version = version
         return self._bm25
 
@@ -106,7 +126,7 @@ class RankBM25Retriever:
         top = top[np.lexsort((top, -scores[top]))]
         out = []
         for i in top:
-            if not np.isfinite(scores[i]) or scores[i] <= 0:
+            if not np.isfinite(scores[i]) or scores[i] <= 0:  # no query term occurs in it
                 continue
             p = Passage.from_row(self._rows[i])
             p.score = float(scores[i])

@@ -68,9 +68,12 @@ class IndexStore:
     @property
     def db(self):
         if self._db is None:
+            from datetime import timedelta
+
             import lancedb
 
-            self._db = lancedb.connect(self.uri)
+            # see writes made by other processes (a CLI ingest while a server answers queries)
+            self._db = lancedb.connect(self.uri, read_consistency_interval=timedelta(0))
         return self._db
 
     def collections(self) -> list[str]:
@@ -208,7 +211,7 @@ class IndexStore:
     # -- search ---------------------------------------------------------------------------------------------
     def vector_search(self, vector: np.ndarray, k: int, where: list[Clause] | None = None) -> list[Passage]:
         query = self.table().search(np.asarray(vector, dtype=np.float32), vector_column_name="vector") \
-            .distance_type("cosine").select(ROW_COLUMNS).limit(k)
+            .distance_type("cosine").select(ROW_COLUMNS + ["_distance"]).limit(k)
         sql = to_sql(where or [])
         if sql:
             query = query.where(sql, prefilter=True)
@@ -222,7 +225,7 @@ class IndexStore:
     def text_search(self, text: str, k: int, where: list[Clause] | None = None) -> list[Passage]:
         if not text.strip():
             return []
-        query = self.table().search(text, query_type="fts", fts_columns="search_text").select(ROW_COLUMNS).limit(k)
+        query = self.table().search(text, query_type="fts", fts_columns="search_text").select(ROW_COLUMNS + ["_score"]).limit(k)
         sql = to_sql(where or [])
         if sql:
             query = query.where(sql, prefilter=True)
