@@ -110,7 +110,7 @@ def cmd_search(args) -> int:
     if args.k is not None and args.k < 1:
         raise CliError("--k must be >= 1", EXIT_USAGE)
     stack = _stack(args)
-    if stack.store.count() == 0:
+    if stack.store.table().count_rows() == 0:  # a missing collection raises its own clear error here
         raise CliError(f"collection {stack.collection!r} is empty; run `cli.py ingest PATH` first")
     result = stack.search(args.query, top_k=args.k, where=args.where)
     if args.json:

@@ -1,0 +1,114 @@
+"""The command line as a user runs it: real processes, real index on disk, clear errors and exit codes."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT, SAMPLES
+
+
+def cli(*args, cwd=None):
+    return subprocess.run([sys.executable, str(ROOT / "cli.py"), *map(str, args)], capture_output=True, text=True,
+                          timeout=600, cwd=cwd)
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory):
+    index = tmp_path_factory.mktemp("cli") / "index"
+    done = cli("ingest", SAMPLES, "--index-dir", index, "--no-progress")
+    assert done.returncode == 0, done.stderr
+    assert "5 added" in done.stdout
+    return index
+
+
+@pytest.mark.slow
+class TestCli:
+    def test_search_json_has_sources_pages_and_scores(self, index):
+        out = cli("search", "What protects workers on a track?", "--index-dir", index, "--json", "--k", "3")
+        assert out.returncode == 0, out.stderr
+        data = json.loads(out.stdout)
+        top = data["results"][0]
+        assert top["source"].endswith("yard-safety-handbook.pdf") and top["page"] == 1
+        assert {"bm25", "dense", "fused"} <= set(top["scores"])
+        assert data["config"]["retrieve"]["mode"] == "hybrid" and len(data["results"]) <= 3
+
+    def test_search_text_output_and_filter(self, index):
+        out = cli("search", "gauge", "--index-dir", index, "--where", "source~.txt")
+        assert out.returncode == 0, out.stderr
+        assert "track-gauge" in out.stdout and "bm25" in out.stdout and ".md" not in out.stdout
+
+    def test_list_and_delete_by_path(self, index, tmp_path):
+        listed = json.loads(cli("list", "--index-dir", index, "--json").stdout)
+        assert len(listed) == 5
+        copy = tmp_path / "index"
+        subprocess.run(["cp", "-r", str(index), str(copy)], check=True)
+        out = cli("delete", SAMPLES / "track-gauge.txt", "--index-dir", copy)
+        assert out.returncode == 0 and "deleted 1 document" in out.stdout
+        left = json.loads(cli("list", "--index-dir", copy, "--json").stdout)
+        assert len(left) == 4 and not any("track-gauge" in d["source"] for d in left)
+        out = cli("delete", "no-such-doc", "--index-dir", copy)
+        assert out.returncode != 0 and "nothing deleted" in out.stderr
+
+    def test_config_show_resolves_layers(self, tmp_path):
+        f = tmp_path / "c.yaml"
+        f.write_text("retrieve: {fusion: {method: rrf}}\n")
+        out = cli("config", "show", "--config", f, "--set", "retrieve.fusion.rrf_k=7", "--json")
+        data = json.loads(out.stdout)
+        assert data["retrieve"]["fusion"] == {"method": "rrf", "rrf_k": 7.0, "weights": {"bm25": 0.5, "dense": 0.5}}
+
+    @pytest.mark.parametrize("args, message", [
+        (["search", "  "], "query is empty"),
+        (["search", "x", "--collection", "nope"], "does not exist"),
+        (["search", "x", "--where", "color=red"], "unknown filter field"),
+        (["search", "x", "--set", "retrieve.fusion.method=max"], "retrieve.fusion.method"),
+        (["ingest", "/no/such/path"], "no such file"),
+        (["list", "--collection", "nope"], "does not exist"),
+        (["eval-retrieval", "/no/such/dir"], "not a BEIR folder"),
+    ])
+    def test_bad_input_is_one_clear_line(self, index, args, message):
+        out = cli(*args, "--index-dir", index)
+        assert out.returncode != 0
+        assert message in out.stderr
+        assert "Traceback" not in out.stderr and out.stderr.strip().count("\n") == 0
+
+    def test_bad_config_file_names_file_and_key(self, index, tmp_path):
+        f = tmp_path / "bad.yaml"
+        f.write_text("rerank: {metod: none}\n")
+        out = cli("search", "x", "--config", f, "--index-dir", index)
+        assert out.returncode == 2 and "bad.yaml: rerank.metod: unknown key" in out.stderr
+
+    def test_ingest_with_only_bad_files_fails_but_keeps_index(self, index, tmp_path):
+        (tmp_path / "broken.pdf").write_bytes(b"%PDF-1.4 junk")
+        out = cli("ingest", tmp_path / "broken.pdf", "--index-dir", index, "--no-progress")
+        assert out.returncode == 1 and "broken.pdf" in out.stderr and "not a readable PDF" in out.stderr
+        assert len(json.loads(cli("list", "--index-dir", index, "--json").stdout)) == 5
+
+    def test_ingest_mixed_good_and_bad_succeeds(self, tmp_path):
+        (tmp_path / "ok.txt").write_text("Okay text.")
+        (tmp_path / "bad.txt").write_bytes(b"\x00\x01\x02")
+        out = cli("ingest", tmp_path, "--index-dir", tmp_path / "ix", "--no-progress")
+        assert out.returncode == 0 and "1 added" in out.stdout and "binary file" in out.stderr
+
+
+@pytest.mark.slow
+def test_eval_retrieval_json_shape(tmp_path):
+    beir = tmp_path / "beir"
+    (beir / "qrels").mkdir(parents=True)
+    docs = [("d1", "Hump yards", "Cars roll over the hump and retarders brake them."),
+            ("d2", "Track gauge", "Standard gauge is 1,435 mm between the rails."),
+            ("d3", "Couplers", "The Janney knuckle coupler couples automatically.")]
+    (beir / "corpus.jsonl").write_text("\n".join(json.dumps({"_id": i, "title": t, "text": x}) for i, t, x in docs))
+    (beir / "queries.jsonl").write_text("\n".join(json.dumps({"_id": q, "text": t}) for q, t in
+                                                  [("q1", "what brakes cars on a hump"), ("q2", "distance between rails")]))
+    (beir / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td2\t1\n")
+    out = cli("eval-retrieval", beir, "--json", "--set", "rerank.method=dense_rescore")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["dataset"] == "beir" and data["index_s"] > 0
+    assert set(data["results"]) == {"bm25", "dense", "hybrid", "hybrid+rerank"}
+    for row in data["results"].values():
+        assert set(row) == {"ndcg@10", "recall@1", "recall@5", "recall@10", "recall@100", "mrr@10",
+                            "query_ms_p50", "query_ms_p95"}
+        assert row["recall@100"] == 1.0
+    assert data["results"]["hybrid"]["ndcg@10"] == 1.0
