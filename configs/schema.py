@@ -18,6 +18,8 @@ class StoreConfig(_Section):
 
     uri: str = ".switchyard/index"
     collection: str = "default"
+    vector_index_min_rows: int = Field(
+        50_000, ge=0, description="build an ANN (IVF-HNSW) vector index from this many chunks on; 0 = never")
 
     @field_validator("collection")
     @classmethod

@@ -118,7 +118,7 @@ class Ingestor:
         if vanished:
             self.store.delete_documents(sorted(vanished))
             report.removed = len(vanished)
-        if pending or vanished or (self.store.exists() and not self.store.has_text_index()):
-            self.store.refresh_text_index()
+        if self.store.exists():
+            self.store.refresh_indexes()
         report.seconds = time.perf_counter() - started
         return report

@@ -43,7 +43,8 @@ class RetrievalStack:
     def store(self) -> IndexStore:
         bm25 = self.config.retrieve.retrievers.bm25
         return IndexStore(self.config.store.uri, self.collection, embedding_model=self.config.embedding.model,
-                          dim=self.embedder.dim, fts_stem=bm25.stem, fts_remove_stop_words=bm25.remove_stop_words)
+                          dim=self.embedder.dim, fts_stem=bm25.stem, fts_remove_stop_words=bm25.remove_stop_words,
+                          vector_index_min_rows=self.config.store.vector_index_min_rows)
 
     @cached_property
     def chunker(self) -> Chunker:

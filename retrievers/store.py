@@ -52,7 +52,7 @@ class IndexStore:
     """A LanceDB-backed collection. `uri` is any LanceDB URI (local folder, s3://…, gs://…), passed through as is."""
 
     def __init__(self, uri: str, collection: str, embedding_model: str = "minilm", dim: int = 384,
-                 fts_stem: bool = True, fts_remove_stop_words: bool = True):
+                 fts_stem: bool = True, fts_remove_stop_words: bool = True, vector_index_min_rows: int = 50_000):
         if dim < 1:
             raise ValueError("dim must be >= 1")
         self.uri = uri
@@ -61,6 +61,7 @@ class IndexStore:
         self.dim = dim
         self.fts_stem = fts_stem
         self.fts_remove_stop_words = fts_remove_stop_words
+        self.vector_index_min_rows = vector_index_min_rows
         self._db = None
         self._table = None
 
@@ -187,23 +188,43 @@ class IndexStore:
         tbl.delete(f"doc_id IN ({_sql_list(doc_ids)})")
         return before - tbl.count_rows()
 
-    def refresh_text_index(self) -> None:
-        """(Re)build the native BM25 full-text index over `search_text`; rows written after it are still found, just slower."""
-        tbl = self.table()
-        if tbl.count_rows() == 0:
-            return
-        from lancedb.index import FTS
+    def refresh_indexes(self) -> None:
+        """Bring the search indexes up to date; cheap when nothing changed, so every ingest ends with it.
 
-        tbl.create_index("search_text", config=FTS(with_position=False, stem=self.fts_stem,
-                                             remove_stop_words=self.fts_remove_stop_words, lower_case=True,
-                                             ascii_folding=True), replace=True)
+        - the native BM25 full-text index over `search_text` is created once, then updated incrementally;
+        - an IVF-HNSW vector index is added once the table reaches `vector_index_min_rows` (below that, exact
+          search is fast enough and loses nothing);
+        - small fragments left by batch commits are compacted.
+        Rows written after an index was built are still searched (exhaustively) until the next refresh, so a
+        crash between a write and this call costs speed, never results.
+        """
+        tbl = self.table()
+        n = tbl.count_rows()
+        if n == 0:
+            return
+        indices = {ix.index_type.upper(): ix for ix in tbl.list_indices()}
+        stale = any((ix.num_unindexed_rows or 0) > 0 for ix in indices.values())
+        if "FTS" not in indices:
+            from lancedb.index import FTS
+
+            tbl.create_index("search_text", config=FTS(
+                with_position=False, stem=self.fts_stem, remove_stop_words=self.fts_remove_stop_words,
+                lower_case=True, ascii_folding=True), replace=True)
+        if self.vector_index_min_rows and n >= self.vector_index_min_rows \
+                and not any(t.startswith("IVF") for t in indices):
+            from lancedb.index import IvfHnswSq
+
+            tbl.create_index("vector", config=IvfHnswSq(distance_type="cosine", num_partitions=max(1, n // 50_000)),
+                             replace=True)
+        small = tbl.stats()["fragment_stats"]["num_small_fragments"]
+        if stale or small > 8:
+            self.optimize()
 
     def has_text_index(self) -> bool:
-        return any(getattr(ix, "index_type", "").upper() == "FTS" or "search_text" in getattr(ix, "columns", [])
-                   for ix in self.table().list_indices())
+        return any(ix.index_type.upper() == "FTS" for ix in self.table().list_indices())
 
     def optimize(self) -> None:
-        """Compact small files and prune old versions (keeps the last hour for concurrent readers)."""
+        """Compact small files, fold new rows into the indexes, prune versions older than an hour."""
         from datetime import timedelta
 
         self.table().optimize(cleanup_older_than=timedelta(hours=1))

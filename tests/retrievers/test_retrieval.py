@@ -131,3 +131,13 @@ class TestRetrievalQuality:
         assert len(questions) >= 50
         hits = sum(title in [p.doc_id for p in stack.search(q, top_k=3).passages] for q, title in questions)
         assert hits / len(questions) >= 0.8
+
+
+@pytest.mark.slow
+def test_ann_vector_index_is_built_past_threshold_and_used(make_stack):
+    stack = make_stack("store.vector_index_min_rows=50", collection="ann")
+    stack.ingestor(progress=False).run([FIXTURES / "phantomwiki_articles.json"])
+    types = {ix.index_type.upper() for ix in stack.store.table().list_indices()}
+    assert "FTS" in types and any(t.startswith("IVF") for t in types)
+    hits = stack.search("What is the hobby of Abraham Kindred?", top_k=3).passages
+    assert "Abraham Kindred" in [p.doc_id for p in hits]
