@@ -78,11 +78,13 @@ def evaluate(config: SwitchyardConfig, folder: str | Path, split: str = "test", 
         retrieve = cfg.retrieve
         retrieve.retrievers.bm25.top_k = max(retrieve.retrievers.bm25.top_k, 2 * EVAL_DEPTH)
         retrieve.retrievers.dense.top_k = max(retrieve.retrievers.dense.top_k, 2 * EVAL_DEPTH)
-        stack = RetrievalStack(cfg, collection=_collection_name(corpus, cfg))
+        cfg.store.collection = _collection_name(corpus, cfg)
+        stack = RetrievalStack(cfg)
 
         t0 = time.perf_counter()
         report = stack.ingestor(progress=progress).run([corpus])
         index_s = time.perf_counter() - t0
+        chunks = stack.store.count()
         if report.ingested == 0:
             raise DatasetError(f"nothing could be ingested from {corpus}: {report.errors[:1]}")
 
@@ -128,7 +130,7 @@ def evaluate(config: SwitchyardConfig, folder: str | Path, split: str = "test", 
         "split": split,
         "queries": len(qids),
         "index_s": round(index_s, 2),
-        "chunks": stack.store.count() if index_dir else report.chunks_written,
+        "chunks": chunks,
         "results": results,
         "config": cfg.model_dump(mode="json"),
     }

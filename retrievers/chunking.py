@@ -65,7 +65,7 @@ class Chunker:
                     start_char=start,
                     end_char=end,
                     page=doc.page_at(start),
-                    page_end=doc.page_at(max(start, end - 1)),
+                    page_end=doc.last_page_in(start, end),
                     content_hash=sha256_hex(piece)[:16],
                     doc_hash=doc_hash,
                 )

@@ -32,6 +32,13 @@ class SourceDocument:
         i = bisect.bisect_right(starts, offset) - 1
         return self.page_starts[max(i, 0)][1]
 
+    def last_page_in(self, start: int, end: int) -> int | None:
+        """The highest page number the span [start, end) touches (footnotes moved to the end keep their page)."""
+        first = self.page_at(start)
+        if first is None:
+            return None
+        return max([first] + [page for offset, page in self.page_starts if start <= offset < end])
+
 
 @dataclass
 class Chunk:

@@ -72,7 +72,7 @@ def load_file(path: Path) -> Iterator[SourceDocument | LoadError]:
     if suffix in HTML_SUFFIXES:
         title, body = _html_to_text(text)
     else:
-        title, body = _markdown_title(text) if suffix != ".txt" else None, text
+        title, body = (_markdown_title(text) if suffix != ".txt" else _first_line_title(text)), text
     if not body.strip():
         yield LoadError(source, "empty document (no text)")
         return
@@ -91,6 +91,12 @@ def _decode(raw: bytes) -> str | LoadError:
 def _markdown_title(text: str) -> str | None:
     match = re.search(r"^#\s+(.+?)\s*#*\s*$", text, re.M)
     return match.group(1).strip() if match else None
+
+
+def _first_line_title(text: str) -> str | None:
+    """A plain-text file's first line is its title when it is short and not a sentence."""
+    first = text.strip().split("\n", 1)[0].strip()
+    return first if first and len(first) <= 80 and not first.endswith((".", ",", ";", ":")) else None
 
 
 class _HTMLText(HTMLParser):

@@ -15,7 +15,7 @@ class TestLoaders:
         docs, errors = _load(SAMPLES)
         assert not errors
         by_title = {d.title: d for d in docs}
-        assert {"Classification yards", "Railway signalling", "Railway couplers", "track-gauge"} <= set(by_title)
+        assert {"Classification yards", "Railway signalling", "Railway couplers", "Track gauge"} <= set(by_title)
         html = by_title["Railway couplers"]
         assert "console.log" not in html.text and "font-family" not in html.text
         assert "Eli Janney" in html.text
