@@ -45,6 +45,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("paths", nargs="+", metavar="PATH")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
 
+    p = sub.add_parser("ask", parents=[common], help="answer a question over the indexed documents")
+    p.add_argument("question")
+    p.add_argument("--where", metavar="FILTER", help="restrict retrieval, e.g. \"source~handbook\"")
+    p.add_argument("--json", action="store_true", help="print one JSON object (answer, citations, trace, usage, config)")
+    p.add_argument("--trace", action="store_true", help="show every node's input/output summary and timing")
+
+    p = sub.add_parser("graph", parents=[common], help="draw the compiled pipeline graph (offline)")
+    p.add_argument("--format", choices=["mermaid", "ascii", "png", "svg"], default="mermaid")
+    p.add_argument("--out", metavar="FILE", help="write to FILE (required for png)")
+
     p = sub.add_parser("search", parents=[common], help="ranked passages for a query")
     p.add_argument("query")
     p.add_argument("--k", type=int, default=None, help="passages to show (default: rerank.top_k)")
@@ -131,6 +141,54 @@ def cmd_search(args) -> int:
     return 0
 
 
+def _print_trace(trace: list[dict]) -> None:
+    for i, entry in enumerate(trace, start=1):
+        llm = f", {entry['llm_calls']} LLM call(s), {entry['prompt_tokens']}+{entry['completion_tokens']} tokens" \
+            if entry.get("llm_calls") else ""
+        print(f"  {i}. {entry['node']}  {entry['ms']:.0f} ms{llm}")
+        for key, value in entry.get("output", {}).items():
+            text = json.dumps(value, ensure_ascii=False) if not isinstance(value, str) else value
+            print(f"       {key}: {text[:240]}")
+
+
+def cmd_ask(args) -> int:
+    from graphs.app import Pipeline
+
+    if not args.question.strip():
+        raise CliError("the question is empty", EXIT_USAGE)
+    result = Pipeline(_load_config(args)).ask(args.question, where=args.where)
+    if args.json:
+        print(json.dumps(result, indent=2, ensure_ascii=False))
+        return 0
+    print(result["answer"])
+    if result["citations"]:
+        print("\nSources:")
+        for c in result["citations"]:
+            page = f", p. {c['page']}" if c.get("page") else ""
+            print(f"  [{c['n']}] {c['title']} — {c['source']}{page}")
+    if args.trace:
+        print("\nTrace:")
+        _print_trace(result["trace"])
+        u = result["usage"]
+        print(f"  total: {sum(e['ms'] for e in result['trace']):.0f} ms, {u['llm_calls']} LLM call(s), "
+              f"{u['prompt_tokens']} prompt + {u['completion_tokens']} completion tokens")
+    return 0
+
+
+def cmd_graph(args) -> int:
+    from graphs import draw
+    from graphs.build import build_graph
+
+    if args.format == "png" and not args.out:
+        raise CliError("--format png needs --out FILE", EXIT_USAGE)
+    text = draw.write(build_graph(_load_config(args)), args.format, args.out)
+    if text is not None:
+        print(text, end="" if text.endswith("\n") else "\n")
+    else:
+        print(f"wrote {args.out}")
+    return 0
+
+
 def cmd_list(args) -> int:
     stack = _stack(args)
     if not stack.store.exists():
@@ -200,19 +258,22 @@ def cmd_config(args) -> int:
     return 0
 
 
-COMMANDS = {"ingest": cmd_ingest, "search": cmd_search, "list": cmd_list, "delete": cmd_delete,
+COMMANDS = {"ingest": cmd_ingest, "ask": cmd_ask, "graph": cmd_graph, "search": cmd_search, "list": cmd_list, "delete": cmd_delete,
             "eval-retrieval": cmd_eval_retrieval, "config": cmd_config}
 
 
 def _known_errors() -> tuple[type[BaseException], ...]:
     from configs.loader import ConfigError
+    from graphs.app import QuestionError
+    from nodes.llm import LLMError
     from retrievers.beir_eval import DatasetError
     from retrievers.embedder import ModelNotFoundError
     from retrievers.filters import FilterError
     from retrievers.rerankers import RerankerError
     from retrievers.store import StoreError
 
-    return (ConfigError, DatasetError, ModelNotFoundError, FilterError, RerankerError, StoreError)
+    return (ConfigError, DatasetError, ModelNotFoundError, FilterError, RerankerError, StoreError, QuestionError,
+            LLMError)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -98,9 +98,70 @@ class RerankConfig(_Section):
     batch_size: int = Field(32, ge=1)
 
 
+class LLMConfig(_Section):
+    """One LLM backend shared by every node. `local`: llama-cpp-python on a GGUF file (default: the packaged
+    SmolLM2-135M-Instruct); `openai`: any OpenAI-compatible server (OpenAI, vLLM, Ollama, llama.cpp server)."""
+
+    backend: Literal["local", "openai"] = "local"
+    model_path: str | None = Field(None, description="local: a GGUF file; empty = the packaged SmolLM2-135M")
+    n_ctx: int = Field(2048, ge=256)
+    n_threads: int = Field(2, ge=1)
+    base_url: str | None = Field(None, description="openai: e.g. http://127.0.0.1:8000/v1")
+    model: str = Field("gpt-4o-mini", description="openai: the model name the server expects")
+    api_key_env: str = Field("OPENAI_API_KEY", description="openai: NAME of the env var holding the key")
+    temperature: float = Field(0.0, ge=0, le=2)
+    max_tokens: int = Field(256, ge=1)
+    seed: int = 0
+    timeout_s: float = Field(60.0, gt=0)
+    max_retries: int = Field(2, ge=0, description="retries on transient errors, with exponential backoff")
+
+
+class RewriteConfig(_Section):
+    method: Literal["llm", "prf", "none"] = "llm"
+    num_queries: int = Field(1, ge=1, le=5, description="llm: queries to generate (all are searched and fused)")
+    prf_passages: int = Field(3, ge=1, description="prf: top passages used for feedback")
+    prf_terms: int = Field(6, ge=1, description="prf: expansion terms added to the query")
+
+
+class GradeThresholds(_Section):
+    correct: float = Field(0.5, description="best passage's dense cosine at or above this -> correct")
+    incorrect: float = Field(0.3, description="best passage's dense cosine below this -> incorrect")
+    relevant: float = Field(0.3, description="a passage at or above this is kept as relevant")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "GradeThresholds":
+        if not self.incorrect <= self.correct:
+            raise ValueError("need incorrect <= correct")
+        return self
+
+
+class GradeConfig(_Section):
+    method: Literal["llm", "score"] = "score"
+    max_retries: int = Field(1, ge=0, le=5, description="rewrite-and-retrieve rounds after an 'incorrect' verdict")
+    thresholds: GradeThresholds = GradeThresholds()
+
+
+class AnswerConfig(_Section):
+    method: Literal["llm", "extractive"] = "llm"
+    max_passages: int = Field(4, ge=1, description="passages shown to the answer step")
+    max_sentences: int = Field(2, ge=1, description="extractive: sentences in the answer")
+    support_threshold: float = Field(0.35, ge=0, le=1, description="cosine a cited passage needs to support a sentence")
+    abstain_message: str = "Not found in the indexed documents."
+
+
+class GraphConfig(_Section):
+    mode: Literal["fixed"] = "fixed"
+    recursion_limit: int = Field(25, ge=5, le=500, description="LangGraph super-step limit, set explicitly")
+
+
 class SwitchyardConfig(_Section):
     store: StoreConfig = StoreConfig()
     ingest: IngestConfig = IngestConfig()
     embedding: EmbeddingConfig = EmbeddingConfig()
     retrieve: RetrieveConfig = RetrieveConfig()
     rerank: RerankConfig = RerankConfig()
+    rewrite: RewriteConfig = RewriteConfig()
+    grade: GradeConfig = GradeConfig()
+    answer: AnswerConfig = AnswerConfig()
+    llm: LLMConfig = LLMConfig()
+    graph: GraphConfig = GraphConfig()

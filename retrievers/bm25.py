@@ -19,7 +19,7 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 
 
 @lru_cache(maxsize=1)
-def _stop_words() -> frozenset[str]:
+def stop_words() -> frozenset[str]:
     from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
     return frozenset(ENGLISH_STOP_WORDS)
@@ -40,7 +40,7 @@ class Tokenizer:
     def __call__(self, text: str) -> list[str]:
         tokens = _WORD.findall(text.lower())
         if self.remove_stop_words:
-            stop = _stop_words()
+            stop = stop_words()
             tokens = [t for t in tokens if t not in stop]
         if self.stem:
             tokens = [self._stem(t) for t in tokens]

@@ -94,3 +94,10 @@ class Passage:
     def to_dict(self) -> dict:
         return {**{k: getattr(self, k) for k in PASSAGE_FIELDS}, "score": self.score,
                 "scores": dict(self.scores), "ranks": dict(self.ranks)}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Passage":
+        p = cls.from_row(data)
+        p.score = data.get("score", 0.0)
+        p.scores, p.ranks = dict(data.get("scores", {})), dict(data.get("ranks", {}))
+        return p

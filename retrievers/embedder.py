@@ -46,6 +46,9 @@ class Embedder:
         if self._model is None:
             os.environ.setdefault("HF_HUB_OFFLINE", "1")
             from sentence_transformers import SentenceTransformer
+            from transformers.utils import logging as hf_logging
+
+            hf_logging.disable_progress_bar()  # no "Loading weights" bar in library use
 
             self._model = SentenceTransformer(str(self.model_dir), device=self.device)
         return self._model

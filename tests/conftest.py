@@ -45,3 +45,47 @@ def handbook_pdf(tmp_path):
     from tests.fixtures.pdfs import make_handbook_pdf
 
     return make_handbook_pdf(tmp_path / "handbook.pdf")
+
+
+@pytest.fixture(scope="session")
+def sample_index(tmp_path_factory, embedder):
+    """The bundled sample corpus ingested once per session (read-only for tests)."""
+    from configs.loader import load_config
+    from retrievers.pipeline import RetrievalStack
+
+    uri = tmp_path_factory.mktemp("sample") / "index"
+    stack = RetrievalStack(load_config(None, [f"store.uri={uri}"]))
+    stack.__dict__["embedder"] = embedder
+    stack.ingestor(progress=False).run([SAMPLES])
+    return uri
+
+
+@pytest.fixture
+def make_pipeline(sample_index, embedder):
+    """A Pipeline over the sample index; pass `llm=` (e.g. a scripted one) to replace the configured backend."""
+    from configs.loader import load_config
+    from graphs.app import Pipeline
+    from nodes.resources import Resources
+    from retrievers.pipeline import RetrievalStack
+
+    def make(*overrides: str, llm=None, config_file=None):
+        cfg = load_config(config_file, [f"store.uri={sample_index}", *overrides])
+        res = Resources(cfg, llm=llm)
+        stack = RetrievalStack(cfg, llm_score_fn=None)
+        stack.__dict__["embedder"] = embedder
+        if cfg.rerank.method == "llm":
+            from nodes.rerank import llm_relevance_scorer
+
+            stack._llm_score_fn = llm_relevance_scorer(res)
+        res.__dict__["stack"] = stack
+        return Pipeline(cfg, res)
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def local_llm():
+    """The real packaged SmolLM2 GGUF through llama-cpp-python, loaded once."""
+    from nodes.llm import LLM, LlamaCppBackend
+
+    return LLM(LlamaCppBackend(), max_tokens=128)

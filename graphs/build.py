@@ -1,0 +1,90 @@
+"""Builds the fixed LangGraph pipeline from a config:
+
+    START -> rewrite -> retrieve -> rerank -> grade --relevant (correct/ambiguous)--> answer -> END
+                ^                               |--retry (incorrect, retries left)--> rewrite
+                                                '--exhausted (incorrect, none left)--> abstain -> END
+
+Nodes are the plain functions in `nodes/`, bound to one shared `Resources`; every node call appends a trace
+entry (duration, LLM calls and tokens, input/output summary).
+"""
+from __future__ import annotations
+
+import time
+from functools import partial
+from typing import Callable, Literal
+
+from langgraph.graph import END, START, StateGraph
+
+from configs.schema import SwitchyardConfig
+from graphs.state import RAGState
+from nodes.abstain import abstain
+from nodes.answer import answer
+from nodes.grade import grade
+from nodes.llm import Usage
+from nodes.rerank import rerank
+from nodes.resources import Resources
+from nodes.retrieve import retrieve
+from nodes.rewrite import rewrite
+
+NODES: dict[str, Callable[[dict, Resources], dict]] = {
+    "rewrite": rewrite, "retrieve": retrieve, "rerank": rerank, "grade": grade, "answer": answer,
+    "abstain": abstain,
+}
+GradeRoute = Literal["relevant", "retry", "exhausted"]
+GRADE_ROUTES: dict[str, str] = {"relevant": "answer", "retry": "rewrite", "exhausted": "abstain"}
+
+
+def route_after_grade(state: RAGState, max_retries: int) -> GradeRoute:
+    """correct/ambiguous with passages -> answer; incorrect -> rewrite while retries are left, else abstain."""
+    if state.get("verdict") in ("correct", "ambiguous") and state.get("graded"):
+        return "relevant"
+    if state.get("attempts", 0) <= max_retries:
+        return "retry"
+    return "exhausted"
+
+
+def _summarize(value):
+    if isinstance(value, list) and value and isinstance(value[0], dict) and "chunk_id" in value[0]:
+        return [f"{p['doc_id']} ({p.get('score', 0):.3f})" for p in value[:5]] + (
+            [f"... {len(value) - 5} more"] if len(value) > 5 else [])
+    if isinstance(value, list) and value and isinstance(value[0], dict) and "n" in value[0]:
+        return [f"[{c['n']}] {c['title']}" for c in value]
+    if isinstance(value, str) and len(value) > 200:
+        return value[:200] + "…"
+    return value
+
+
+_INPUT_KEYS = ("question", "queries", "attempts", "feedback", "candidates", "reranked", "graded", "verdict")
+
+
+def traced(name: str, fn: Callable[[dict, Resources], dict], res: Resources) -> Callable[[RAGState], dict]:
+    def node(state: RAGState) -> dict:
+        llm_before = res.__dict__["llm"].usage.snapshot() if "llm" in res.__dict__ else Usage()
+        t = time.perf_counter()
+        update = fn(state, res)
+        ms = (time.perf_counter() - t) * 1e3
+        llm_after = res.__dict__["llm"].usage if "llm" in res.__dict__ else Usage()
+        entry = {"node": name, "ms": round(ms, 2), **llm_after.since(llm_before),
+                 "input": {k: _summarize(state[k]) for k in _INPUT_KEYS if k in state and state[k] not in ("", None)},
+                 "output": {k: _summarize(v) for k, v in update.items() if k != "query_history"}}
+        return {**update, "trace": [entry]}
+
+    node.__name__ = name
+    return node
+
+
+def build_graph(config: SwitchyardConfig, resources: Resources | None = None):
+    """The compiled LangGraph for `config` (only `graph.mode: fixed` so far)."""
+    res = resources or Resources(config)
+    graph = StateGraph(RAGState)
+    for name, fn in NODES.items():
+        graph.add_node(name, traced(name, fn, res))
+    graph.add_edge(START, "rewrite")
+    graph.add_edge("rewrite", "retrieve")
+    graph.add_edge("retrieve", "rerank")
+    graph.add_edge("rerank", "grade")
+    graph.add_conditional_edges("grade", partial(route_after_grade, max_retries=config.grade.max_retries),
+                                GRADE_ROUTES)
+    graph.add_edge("answer", END)
+    graph.add_edge("abstain", END)
+    return graph.compile(name=f"switchyard-{config.graph.mode}")

@@ -1,0 +1,36 @@
+"""The graph state: one object carries a run. Nodes return partial updates; `query_history` and `trace` append."""
+from __future__ import annotations
+
+import operator
+from typing import Annotated, Literal, TypedDict
+
+Verdict = Literal["correct", "ambiguous", "incorrect"]
+
+
+class TraceEntry(TypedDict, total=False):
+    node: str
+    ms: float
+    llm_calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    input: dict
+    output: dict
+
+
+class RAGState(TypedDict, total=False):
+    question: str
+    where: str | None                       # metadata filter for retrieval
+    query: str                              # the current main retrieval query
+    queries: list[str]                      # every query of the current round (searched and fused)
+    query_history: Annotated[list[str], operator.add]
+    candidates: list[dict]                  # fused passages (Passage.to_dict) with every score
+    reranked: list[dict]
+    graded: list[dict]                      # passages kept by the corrective check
+    verdict: Verdict
+    attempts: int                           # retrieval rounds graded so far
+    feedback: str                           # what the last grading learnt, for the next rewrite
+    answer: str
+    abstained: bool
+    citations: list[dict]
+    citation_check: dict
+    trace: Annotated[list[TraceEntry], operator.add]

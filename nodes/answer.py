@@ -1,0 +1,61 @@
+"""answer: write the answer from the kept passages, with `[n]` citations checked after generation.
+
+Methods: `llm` (the model answers from numbered passages and cites them; it may say NOT FOUND, which becomes an
+abstention) and `extractive` (no LLM: the passage sentences closest to the question, each citing its passage).
+"""
+from __future__ import annotations
+
+from nodes.citations import split_sentences, verify_citations
+from nodes.resources import Resources
+
+NOT_FOUND = "NOT FOUND"
+_SYSTEM = ("Answer the question using only the numbered passages. Be brief (1-3 sentences). End every sentence "
+           "with the number of the passage that supports it, like [1]. If the passages do not answer the "
+           f"question, reply exactly: {NOT_FOUND}")
+
+
+def _prompt(question: str, passages: list[dict]) -> list[dict]:
+    numbered = "\n".join(f"[{i}] {p['title']}: {' '.join(p['text'].split())}" for i, p in enumerate(passages, 1))
+    return [{"role": "system", "content": _SYSTEM},
+            {"role": "user", "content": f"Passages:\n{numbered}\n\nQuestion: {question}"}]
+
+
+def extractive_answer(question: str, passages: list[dict], embedder, max_sentences: int) -> str:
+    """Best sentences by cosine to the question, kept in passage order, each ending with its passage number."""
+    candidates = [(i, s) for i, p in enumerate(passages) for s in split_sentences(" ".join(p["text"].split()))
+                  if len(s.split()) >= 4 and not s.startswith("#")]
+    if not candidates:
+        return ""
+    vecs = embedder.run([question] + [s for _, s in candidates])
+    scores = (vecs[1:] @ vecs[0]).tolist()
+    best = sorted(range(len(candidates)), key=lambda k: -scores[k])[:max_sentences]
+    picked = sorted(best, key=lambda k: (candidates[k][0], k))
+    parts = []
+    for k in picked:
+        i, sentence = candidates[k]
+        body = sentence.rstrip(".!?")
+        parts.append(f"{body} [{i + 1}].")
+    return " ".join(parts)
+
+
+def answer(state: dict, res: Resources) -> dict:
+    cfg = res.config.answer
+    question = state["question"]
+    passages = state.get("graded", [])[: cfg.max_passages]
+    if not passages:
+        return abstention(cfg.abstain_message, "no relevant passages")
+    if cfg.method == "llm":
+        text = res.llm.generate(_prompt(question, passages), max_tokens=res.config.llm.max_tokens)
+        if NOT_FOUND.lower() in text.lower()[: len(NOT_FOUND) + 10] or not text.strip():
+            return abstention(cfg.abstain_message, "the model found no answer in the passages")
+    else:
+        text = extractive_answer(question, passages, res.embedder, cfg.max_sentences)
+    final, citations, check = verify_citations(text, passages, res.embedder, cfg.support_threshold)
+    if not citations:  # nothing in the answer is supported by any passage: do not present it as grounded
+        return abstention(cfg.abstain_message, "no answer sentence is supported by the passages", check)
+    return {"answer": final, "abstained": False, "citations": citations, "citation_check": check}
+
+
+def abstention(message: str, reason: str, check: dict | None = None) -> dict:
+    return {"answer": message, "abstained": True, "citations": [],
+            "citation_check": {**(check or {}), "abstain_reason": reason}}

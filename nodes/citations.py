@@ -1,0 +1,78 @@
+"""Citation checking after generation: every answer sentence is matched to the kept passage that supports it best.
+
+Support of a passage for a sentence = max(cosine of their embeddings, share of the sentence's content words found
+in the passage). A citation to a passage below `threshold` is replaced by the best-supporting passage when that
+one clears the threshold, else dropped; the sentence is then reported as unsupported. Citations are renumbered
+1..m in order of first use, so `[n]` in the answer always points at `citations[n-1]`.
+"""
+from __future__ import annotations
+
+import re
+
+_CITE = re.compile(r"\s*\[(\d+(?:\s*,\s*\d+)*)\]")
+_SENT = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
+
+
+def split_sentences(text: str) -> list[str]:
+    return [s.strip() for s in _SENT.split(text.strip()) if s.strip()]
+
+
+def _content_words(text: str) -> set[str]:
+    from retrievers.bm25 import stop_words
+
+    stop = stop_words()
+    return {w for w in re.findall(r"\w+", text.lower()) if w not in stop and len(w) > 1}
+
+
+def support_matrix(sentences: list[str], passages: list[dict], embedder) -> list[list[float]]:
+    if not sentences or not passages:
+        return [[0.0] * len(passages) for _ in sentences]
+    vecs = embedder.run(sentences + [p["text"] for p in passages])
+    sims = vecs[: len(sentences)] @ vecs[len(sentences):].T
+    words = [_content_words(p["text"]) for p in passages]
+    out = []
+    for i, sentence in enumerate(sentences):
+        mine = _content_words(sentence)
+        row = []
+        for j in range(len(passages)):
+            overlap = len(mine & words[j]) / len(mine) if mine else 0.0
+            row.append(max(float(sims[i, j]), overlap))
+        out.append(row)
+    return out
+
+
+def verify_citations(answer: str, passages: list[dict], embedder, threshold: float) -> tuple[str, list[dict], dict]:
+    """Returns (answer with checked, renumbered [n] markers; citations; counts of what was changed)."""
+    sentences = split_sentences(answer)
+    bare = [_CITE.sub("", s).strip() for s in sentences]
+    support = support_matrix(bare, passages, embedder)
+    stats = {"sentences": len(sentences), "kept": 0, "corrected": 0, "dropped": 0, "unsupported": 0}
+    order: list[int] = []  # passage indexes in order of first citation
+    out_sentences = []
+    for sentence, text, row in zip(sentences, bare, support):
+        cited = {int(n) - 1 for group in _CITE.findall(sentence) for n in group.split(",")}
+        cited = {c for c in cited if 0 <= c < len(passages)}
+        good = sorted(c for c in cited if row[c] >= threshold)
+        stats["kept"] += len(good)
+        if not good:
+            best = max(range(len(passages)), key=lambda j: row[j]) if passages else None
+            if best is not None and row[best] >= threshold:
+                good = [best]
+                stats["corrected" if cited else "kept"] += 1
+            else:
+                stats["unsupported"] += 1
+        stats["dropped"] += len(cited - set(good))
+        for c in good:
+            if c not in order:
+                order.append(c)
+        marks = "".join(f" [{order.index(c) + 1}]" for c in good)
+        body = text.rstrip()
+        end = body[-1] if body and body[-1] in ".!?" else ""
+        out_sentences.append((body[:-1] if end else body) + marks + (end or ""))
+    citations = [cite_record(n, passages[j]) for n, j in enumerate(order, start=1)]
+    return " ".join(out_sentences), citations, stats
+
+
+def cite_record(n: int, passage: dict) -> dict:
+    return {"n": n, "doc_id": passage["doc_id"], "title": passage["title"], "source": passage["source"],
+            "page": passage.get("page"), "text": passage["text"]}

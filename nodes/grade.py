@@ -1,0 +1,58 @@
+"""grade: the corrective check (CRAG-style). Per-passage relevance and a verdict: correct / ambiguous / incorrect.
+
+Methods: `score` (no LLM: the cosine between the question and each passage under the embedding model, against
+calibrated thresholds) and `llm` (a structured yes/no per passage). `correct` keeps the relevant passages,
+`ambiguous` keeps only the relevant ones (at least one), `incorrect` keeps none and sends the graph back to
+`rewrite` with feedback, at most `grade.max_retries` times.
+"""
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+from nodes.resources import Resources
+
+
+class PassageGrade(BaseModel):
+    relevant: bool
+
+
+def _cosines(res: Resources, question: str, texts: list[str]) -> list[float]:
+    vectors = res.embedder.run([question] + texts)
+    return (vectors[1:] @ vectors[0]).tolist()
+
+
+def grade(state: dict, res: Resources) -> dict:
+    cfg = res.config.grade
+    passages = [dict(p) for p in state.get("reranked", [])]
+    question = state["question"]
+    attempts = state.get("attempts", 0) + 1
+    if not passages:
+        return {"graded": [], "verdict": "incorrect", "attempts": attempts,
+                "feedback": f"no passages matched {state.get('query', question)!r}"}
+    cosines = _cosines(res, question, [p["text"] for p in passages])
+    for p, c in zip(passages, cosines):
+        p["scores"] = {**p.get("scores", {}), "grade_cosine": float(c)}
+    if cfg.method == "llm":
+        flags = []
+        for p in passages:
+            result = res.llm.structured(
+                [{"role": "system", "content": "Does the passage contain information that helps answer the "
+                                               "question? Reply as JSON {\"relevant\": true/false}."},
+                 {"role": "user", "content": f"Question: {question}\nPassage: {p['text']}"}],
+                PassageGrade, fallback=PassageGrade(relevant=True), max_tokens=12)
+            flags.append(result.value.relevant)
+        share = sum(flags) / len(flags)
+        verdict = "correct" if share >= 0.5 else "ambiguous" if share > 0 else "incorrect"
+    else:
+        t = cfg.thresholds
+        flags = [c >= t.relevant for c in cosines]
+        best = max(cosines)
+        verdict = "correct" if best >= t.correct else "incorrect" if best < t.incorrect else "ambiguous"
+        if verdict != "incorrect" and not any(flags):
+            flags = [c == best for c in cosines]
+    kept = [p for p, keep in zip(passages, flags) if keep] if verdict != "incorrect" else []
+    feedback = ""
+    if verdict == "incorrect":
+        titles = ", ".join(sorted({p["title"] for p in passages})[:3])
+        feedback = f"queries {state.get('queries', [question])} only found unrelated passages ({titles})"
+    return {"graded": kept, "verdict": verdict, "attempts": attempts, "feedback": feedback}
