@@ -109,6 +109,9 @@ class LLMConfig(_Section):
     base_url: str | None = Field(None, description="openai: e.g. http://127.0.0.1:8000/v1")
     model: str = Field("gpt-4o-mini", description="openai: the model name the server expects")
     api_key_env: str = Field("OPENAI_API_KEY", description="openai: NAME of the env var holding the key")
+    response_format: Literal["json_schema", "json_object"] = Field(
+        "json_schema", description="openai: how structured output is requested; json_object = llama.cpp's "
+                                   "{type: json_object, schema} (switched to automatically when a server asks for it)")
     temperature: float = Field(0.0, ge=0, le=2)
     max_tokens: int = Field(256, ge=1)
     seed: int = 0

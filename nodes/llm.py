@@ -127,7 +127,7 @@ class OpenAIBackend:
     name = "openai"
 
     def __init__(self, base_url: str | None, model: str, api_key_env: str = "OPENAI_API_KEY",
-                 timeout_s: float = 60.0):
+                 timeout_s: float = 60.0, response_format: str = "json_schema"):
         from openai import OpenAI
 
         key = os.environ.get(api_key_env)
@@ -135,6 +135,7 @@ class OpenAIBackend:
             raise LLMError(f"llm.backend=openai needs an API key in ${api_key_env} (or set llm.base_url for a "
                            "local server)")
         self.base_url, self.model = base_url, model
+        self.response_format = response_format
         # retries are ours (with accounting); the client's own are switched off
         self.client = OpenAI(base_url=base_url, api_key=key or "not-needed", timeout=timeout_s, max_retries=0)
 
@@ -144,20 +145,33 @@ class OpenAIBackend:
 
         kwargs = {}
         if json_schema is not None:
-            kwargs["response_format"] = {"type": "json_schema",
-                                         "json_schema": {"name": "reply", "schema": json_schema}}
+            kwargs["response_format"] = self._response_format(json_schema)
         try:
             out = self.client.chat.completions.create(model=self.model, messages=messages, max_tokens=max_tokens,
                                                       temperature=temperature, **kwargs)
-        except (openai.APIConnectionError, openai.APITimeoutError, openai.RateLimitError,
-                openai.InternalServerError) as exc:
-            raise TransientLLMError(f"{type(exc).__name__}: {exc}") from None
-        except openai.APIStatusError as exc:
+        except (openai.APIStatusError, openai.APIConnectionError) as exc:
+            if json_schema is not None and self.response_format == "json_schema" and "json_object" in str(exc):
+                # the server (e.g. llama.cpp's) knows only json_object + schema: switch once and for all
+                self.response_format = "json_object"
+                return self.chat(messages, max_tokens=max_tokens, temperature=temperature, json_schema=json_schema)
+            if isinstance(exc, openai.APIConnectionError):
+                raise TransientLLMError(f"unreachable: {type(exc).__name__}") from None
+            if isinstance(exc, (openai.RateLimitError, openai.InternalServerError)):
+                raise TransientLLMError(f"HTTP {exc.status_code}: {_first_line(exc.message)}") from None
             raise LLMError(f"LLM server at {self.base_url or 'api.openai.com'} refused the request "
-                           f"(HTTP {exc.status_code}): {exc.message}") from None
+                           f"(HTTP {exc.status_code}): {_first_line(exc.message)}") from None
         usage = out.usage
         return Reply(out.choices[0].message.content or "", getattr(usage, "prompt_tokens", 0) or 0,
                      getattr(usage, "completion_tokens", 0) or 0)
+
+    def _response_format(self, schema: dict) -> dict:
+        if self.response_format == "json_object":
+            return {"type": "json_object", "schema": schema}
+        return {"type": "json_schema", "json_schema": {"name": "reply", "schema": schema}}
+
+
+def _first_line(text: str) -> str:
+    return (text or "").strip().splitlines()[0][:200] if (text or "").strip() else ""
 
 
 class ScriptedBackend:
@@ -212,7 +226,7 @@ class LLM:
             except TransientLLMError as exc:
                 if attempt == self.max_retries:
                     where = getattr(self.backend, "base_url", None) or self.backend.name
-                    raise LLMError(f"LLM server {where} unreachable after {attempt + 1} tries ({exc})") from None
+                    raise LLMError(f"LLM backend {where} failed after {attempt + 1} tries ({exc})") from None
                 time.sleep(self.backoff_s * 2 ** attempt)
                 continue
             self.usage.llm_calls += 1
@@ -263,7 +277,8 @@ def _parse(raw: str, model: type[T]) -> tuple[T | None, str]:
 
 def build_llm(config: LLMConfig) -> LLM:
     if config.backend == "openai":
-        backend: ChatBackend = OpenAIBackend(config.base_url, config.model, config.api_key_env, config.timeout_s)
+        backend: ChatBackend = OpenAIBackend(config.base_url, config.model, config.api_key_env, config.timeout_s,
+                                             config.response_format)
     else:
         backend = LlamaCppBackend(config.model_path, config.n_ctx, config.n_threads, config.seed)
     return LLM(backend, temperature=config.temperature, max_tokens=config.max_tokens, max_retries=config.max_retries)

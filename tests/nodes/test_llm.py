@@ -36,7 +36,7 @@ class TestLLM:
 
     def test_unreachable_after_retries_is_one_clear_error(self):
         llm = LLM(ScriptedBackend([TransientLLMError("connection refused")]), max_retries=1, backoff_s=0.0)
-        with pytest.raises(LLMError, match="unreachable after 2 tries"):
+        with pytest.raises(LLMError, match="failed after 2 tries"):
             llm.generate([{"role": "user", "content": "x"}])
 
     @pytest.mark.parametrize("raw, ok", [('{"choice": "x"} trailing', True), ("prefix {\"choice\": \"y\"}", True),

@@ -1,0 +1,98 @@
+"""End to end with real models: the packaged GGUF through llama-cpp-python, and the `openai` backend talking to a
+real OpenAI-compatible server (llama_cpp.server with the same GGUF) started on 127.0.0.1 by the test."""
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+from nodes.llm import packaged_gguf
+from tests.conftest import ROOT
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def llama_server():
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "llama_cpp.server", "--model", str(packaged_gguf()), "--host", "127.0.0.1",
+         "--port", str(port), "--n_threads", "2", "--n_ctx", "2048", "--model_alias", "smollm2",
+         "--verbose", "False"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}/v1"
+    deadline = time.time() + 180
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"llama_cpp.server exited: {proc.stderr.read().decode()[-2000:]}")
+        try:
+            with urllib.request.urlopen(f"{url}/models", timeout=2) as r:
+                if r.status == 200:
+                    break
+        except OSError:
+            time.sleep(0.5)
+    else:
+        proc.kill()
+        pytest.fail("llama_cpp.server did not start within 180 s")
+    yield url
+    proc.terminate()
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+def _check_grounded(result):
+    assert result["answer"].strip()
+    assert result["usage"]["llm_calls"] >= 2 and result["usage"]["prompt_tokens"] > 0
+    if not result["abstained"]:
+        kept = {p.split(" (")[0] for e in result["trace"] if e["node"] == "grade" for p in e["output"]["graded"]}
+        assert result["citations"] and {c["doc_id"] for c in result["citations"]} <= kept
+
+
+@pytest.mark.slow
+class TestRealModels:
+    def test_local_model_answers_through_the_graph(self, make_pipeline, local_llm):
+        result = make_pipeline(llm=local_llm).ask("Who patented the knuckle coupler?")
+        assert [e["node"] for e in result["trace"]][:4] == ["rewrite", "retrieve", "rerank", "grade"]
+        _check_grounded(result)
+        assert result["trace"][0]["llm_calls"] == 1  # the rewrite asked the model
+
+    def test_openai_backend_against_local_server(self, make_pipeline, llama_server):
+        from configs.loader import CONFIG_DIR
+
+        pipe = make_pipeline(f"llm.base_url={llama_server}", "llm.model=smollm2",
+                             config_file=CONFIG_DIR / "fixed-openai.yaml")
+        result = pipe.ask("Who patented the knuckle coupler?")
+        assert pipe.resources.llm.backend.name == "openai"
+        _check_grounded(result)
+        assert result["config"]["resolved"]["llm"]["backend"] == "openai"
+
+    def test_cli_ask_json_via_server(self, sample_index, llama_server):
+        out = subprocess.run(
+            [sys.executable, str(ROOT / "cli.py"), "ask", "What protects workers on a track?", "--json",
+             "--config", str(ROOT / "configs" / "fixed-openai.yaml"), "--index-dir", str(sample_index),
+             "--set", f"llm.base_url={llama_server}"], capture_output=True, text=True, timeout=600)
+        assert out.returncode == 0, out.stderr
+        data = json.loads(out.stdout)
+        assert set(data) >= {"answer", "abstained", "citations", "trace", "usage", "config"}
+        assert all(set(c) >= {"n", "doc_id", "title", "source", "page", "text"} for c in data["citations"])
+
+
+@pytest.mark.slow
+def test_unreachable_server_is_one_clear_line(sample_index):
+    port = _free_port()  # nothing listens there
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "cli.py"), "ask", "anything", "--config",
+         str(ROOT / "configs" / "fixed-openai.yaml"), "--index-dir", str(sample_index),
+         "--set", f"llm.base_url=http://127.0.0.1:{port}/v1", "--set", "llm.max_retries=1"],
+        capture_output=True, text=True, timeout=300, env={**os.environ, "OPENAI_API_KEY": "x"})
+    assert out.returncode == 1
+    assert "failed after 2 tries (unreachable" in out.stderr and "Traceback" not in out.stderr and out.stderr.count("\n") == 1
