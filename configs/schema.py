@@ -106,6 +106,7 @@ class LLMConfig(_Section):
     model_path: str | None = Field(None, description="local: a GGUF file; empty = the packaged SmolLM2-135M")
     n_ctx: int = Field(2048, ge=256)
     n_threads: int = Field(2, ge=1)
+    repeat_penalty: float = Field(1.1, ge=1.0, le=2.0, description="local: llama.cpp repetition penalty")
     base_url: str | None = Field(None, description="openai: e.g. http://127.0.0.1:8000/v1")
     model: str = Field("gpt-4o-mini", description="openai: the model name the server expects")
     api_key_env: str = Field("OPENAI_API_KEY", description="openai: NAME of the env var holding the key")
@@ -148,7 +149,9 @@ class AnswerConfig(_Section):
     method: Literal["llm", "extractive"] = "llm"
     max_passages: int = Field(4, ge=1, description="passages shown to the answer step")
     max_sentences: int = Field(2, ge=1, description="extractive: sentences in the answer")
-    support_threshold: float = Field(0.35, ge=0, le=1, description="cosine a cited passage needs to support a sentence")
+    support_threshold: float = Field(0.55, ge=0, le=1, description="support (mean of cosine and word overlap) a "
+                                                                    "cited passage needs for its sentence")
+    drop_unsupported: bool = Field(True, description="llm: remove answer sentences no passage supports")
     abstain_message: str = "Not found in the indexed documents."
 
 

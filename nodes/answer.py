@@ -44,16 +44,41 @@ def answer(state: dict, res: Resources) -> dict:
     passages = state.get("graded", [])[: cfg.max_passages]
     if not passages:
         return abstention(cfg.abstain_message, "no relevant passages")
+    def extractive() -> tuple[str, list[dict], dict]:
+        text = extractive_answer(question, passages, res.embedder, cfg.max_sentences)
+        return verify_citations(text, passages, res.embedder, cfg.support_threshold)
+
     if cfg.method == "llm":
         text = res.llm.generate(_prompt(question, passages), max_tokens=res.config.llm.max_tokens)
         if NOT_FOUND.lower() in text.lower()[: len(NOT_FOUND) + 10] or not text.strip():
             return abstention(cfg.abstain_message, "the model found no answer in the passages")
+        # a looping answer, or one no passage supports, is replaced by the passages' own best sentences
+        reason = "the model's answer was repetitive" if is_degenerate(text) else ""
+        if not reason:
+            final, citations, check = verify_citations(text, passages, res.embedder, cfg.support_threshold,
+                                                       drop_unsupported=cfg.drop_unsupported)
+            if not citations:
+                reason = "no sentence of the model's answer was supported by the passages"
+        if reason:
+            final, citations, check = extractive()
+            check["fallback"] = f"extractive ({reason})"
     else:
-        text = extractive_answer(question, passages, res.embedder, cfg.max_sentences)
-    final, citations, check = verify_citations(text, passages, res.embedder, cfg.support_threshold)
+        final, citations, check = extractive()
     if not citations:  # nothing in the answer is supported by any passage: do not present it as grounded
         return abstention(cfg.abstain_message, "no answer sentence is supported by the passages", check)
     return {"answer": final, "abstained": False, "citations": citations, "citation_check": check}
+
+
+def is_degenerate(text: str, n: int = 3, max_repeats: int = 3) -> bool:
+    """True when some word n-gram occurs more than `max_repeats` times: the model is looping."""
+    words = text.lower().split()
+    counts: dict[tuple, int] = {}
+    for i in range(len(words) - n + 1):
+        gram = tuple(words[i:i + n])
+        counts[gram] = counts.get(gram, 0) + 1
+        if counts[gram] > max_repeats:
+            return True
+    return False
 
 
 def abstention(message: str, reason: str, check: dict | None = None) -> dict:

@@ -77,12 +77,14 @@ def packaged_gguf() -> Path:
 class LlamaCppBackend:
     name = "local"
 
-    def __init__(self, model_path: str | None = None, n_ctx: int = 2048, n_threads: int = 2, seed: int = 0):
+    def __init__(self, model_path: str | None = None, n_ctx: int = 2048, n_threads: int = 2, seed: int = 0,
+                 repeat_penalty: float = 1.1):
         path = Path(model_path).expanduser() if model_path else packaged_gguf()
         if not path.is_file():
             raise LLMError(f"GGUF model file not found: {path}")
         self.model_path = path
         self.n_ctx, self.n_threads, self.seed = n_ctx, n_threads, seed
+        self.repeat_penalty = repeat_penalty
         self._llm = None
 
     @property
@@ -104,7 +106,7 @@ class LlamaCppBackend:
             kwargs["response_format"] = {"type": "json_object", "schema": json_schema}
         out = self.llm.create_chat_completion(messages=_fit(messages, self.n_ctx - max_tokens),
                                               max_tokens=max_tokens, temperature=temperature, seed=self.seed,
-                                              **kwargs)
+                                              repeat_penalty=self.repeat_penalty, **kwargs)
         usage = out.get("usage") or {}
         return Reply(out["choices"][0]["message"].get("content") or "", usage.get("prompt_tokens", 0),
                      usage.get("completion_tokens", 0))
@@ -280,5 +282,6 @@ def build_llm(config: LLMConfig) -> LLM:
         backend: ChatBackend = OpenAIBackend(config.base_url, config.model, config.api_key_env, config.timeout_s,
                                              config.response_format)
     else:
-        backend = LlamaCppBackend(config.model_path, config.n_ctx, config.n_threads, config.seed)
+        backend = LlamaCppBackend(config.model_path, config.n_ctx, config.n_threads, config.seed,
+                                  config.repeat_penalty)
     return LLM(backend, temperature=config.temperature, max_tokens=config.max_tokens, max_retries=config.max_retries)

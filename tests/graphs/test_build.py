@@ -107,3 +107,23 @@ class TestFixedGraph:
     def test_output_is_json_serialisable(self, make_pipeline):
         llm, _ = scripted_llm(answer="Standard gauge is 1,435 mm [1].")
         json.dumps(make_pipeline(llm=llm).ask("What is standard gauge?"))
+
+
+class TestAnswerFallbacks:
+    def test_unsupported_llm_answer_falls_back_to_extractive(self, make_pipeline):
+        llm, _ = scripted_llm(answer="Magnetic levitation lets trains float over the moon [1].")
+        result = make_pipeline(llm=llm).ask("What do blue flags protect?")
+        assert not result["abstained"] and "blue flag" in result["answer"].lower()
+        assert result["citation_check"]["fallback"].startswith("extractive (no sentence")
+
+    def test_repetitive_llm_answer_falls_back(self, make_pipeline):
+        llm, _ = scripted_llm(answer="use a combination of " * 10)
+        result = make_pipeline(llm=llm).ask("What do blue flags protect?")
+        assert result["citation_check"]["fallback"] == "extractive (the model's answer was repetitive)"
+
+    def test_partly_invented_answer_keeps_only_supported_sentences(self, make_pipeline):
+        llm, _ = scripted_llm(answer="The Janney coupler was patented by Eli Janney in 1873 [1]. "
+                                     "Janney later became president of France [1].")
+        result = make_pipeline(llm=llm).ask("Who patented the knuckle coupler?")
+        assert "France" not in result["answer"] and "Eli Janney" in result["answer"]
+        assert result["citation_check"]["removed"] == 1
