@@ -26,8 +26,7 @@ def extractive_answer(question: str, passages: list[dict], embedder, max_sentenc
                   if len(s.split()) >= 4 and not s.startswith("#")]
     if not candidates:
         return ""
-    vecs = embedder.run([question] + [s for _, s in candidates])
-    scores = (vecs[1:] @ vecs[0]).tolist()
+    scores = (embedder.run([s for _, s in candidates]) @ embedder.embed_query(question)).tolist()
     best = sorted(range(len(candidates)), key=lambda k: -scores[k])[:max_sentences]
     picked = sorted(best, key=lambda k: (candidates[k][0], k))
     parts = []
@@ -44,9 +43,11 @@ def answer(state: dict, res: Resources) -> dict:
     passages = state.get("graded", [])[: cfg.max_passages]
     if not passages:
         return abstention(cfg.abstain_message, "no relevant passages")
+    vectors = res.passage_vectors(passages)
+
     def extractive() -> tuple[str, list[dict], dict]:
         text = extractive_answer(question, passages, res.embedder, cfg.max_sentences)
-        return verify_citations(text, passages, res.embedder, cfg.support_threshold)
+        return verify_citations(text, passages, res.embedder, cfg.support_threshold, passage_vectors=vectors)
 
     if cfg.method == "llm":
         text = res.llm.generate(_prompt(question, passages), max_tokens=res.config.llm.max_tokens)
@@ -56,7 +57,8 @@ def answer(state: dict, res: Resources) -> dict:
         reason = "the model's answer was repetitive" if is_degenerate(text) else ""
         if not reason:
             final, citations, check = verify_citations(text, passages, res.embedder, cfg.support_threshold,
-                                                       drop_unsupported=cfg.drop_unsupported)
+                                                       drop_unsupported=cfg.drop_unsupported,
+                                                       passage_vectors=vectors)
             if not citations:
                 reason = "no sentence of the model's answer was supported by the passages"
         if reason:

@@ -25,11 +25,12 @@ def _content_words(text: str) -> set[str]:
     return {w for w in re.findall(r"\w+", text.lower()) if w not in stop and len(w) > 1}
 
 
-def support_matrix(sentences: list[str], passages: list[dict], embedder) -> list[list[float]]:
+def support_matrix(sentences: list[str], passages: list[dict], embedder, passage_vectors=None) -> list[list[float]]:
     if not sentences or not passages:
         return [[0.0] * len(passages) for _ in sentences]
-    vecs = embedder.run(sentences + [p["text"] for p in passages])
-    sims = vecs[: len(sentences)] @ vecs[len(sentences):].T
+    if passage_vectors is None:
+        passage_vectors = embedder.run([p["text"] for p in passages])
+    sims = embedder.run(sentences) @ passage_vectors.T
     words = [_content_words(p["text"]) for p in passages]
     out = []
     for i, sentence in enumerate(sentences):
@@ -43,14 +44,14 @@ def support_matrix(sentences: list[str], passages: list[dict], embedder) -> list
 
 
 def verify_citations(answer: str, passages: list[dict], embedder, threshold: float,
-                     drop_unsupported: bool = False) -> tuple[str, list[dict], dict]:
+                     drop_unsupported: bool = False, passage_vectors=None) -> tuple[str, list[dict], dict]:
     """Returns (answer with checked, renumbered [n] markers; citations; counts of what was changed).
 
     With `drop_unsupported`, sentences no passage supports are removed from the answer (counted as `removed`).
     """
     sentences = split_sentences(answer)
     bare = [_CITE.sub("", s).strip() for s in sentences]
-    support = support_matrix(bare, passages, embedder)
+    support = support_matrix(bare, passages, embedder, passage_vectors)
     stats = {"sentences": len(sentences), "kept": 0, "corrected": 0, "dropped": 0, "unsupported": 0, "removed": 0}
     order: list[int] = []  # passage indexes in order of first citation
     out_sentences = []

@@ -16,9 +16,8 @@ class PassageGrade(BaseModel):
     relevant: bool
 
 
-def _cosines(res: Resources, question: str, texts: list[str]) -> list[float]:
-    vectors = res.embedder.run([question] + texts)
-    return (vectors[1:] @ vectors[0]).tolist()
+def _cosines(res: Resources, question: str, passages: list[dict]) -> list[float]:
+    return (res.passage_vectors(passages) @ res.embedder.embed_query(question)).tolist()
 
 
 def grade(state: dict, res: Resources) -> dict:
@@ -29,7 +28,7 @@ def grade(state: dict, res: Resources) -> dict:
     if not passages:
         return {"graded": [], "verdict": "incorrect", "attempts": attempts,
                 "feedback": f"no passages matched {state.get('query', question)!r}"}
-    cosines = _cosines(res, question, [p["text"] for p in passages])
+    cosines = _cosines(res, question, passages)
     for p, c in zip(passages, cosines):
         p["scores"] = {**p.get("scores", {}), "grade_cosine": float(c)}
     if cfg.method == "llm":

@@ -49,14 +49,16 @@ class Usage:
     llm_calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    llm_ms: float = 0.0  # wall time inside the backend (generation), to separate it from pipeline overhead
 
     def snapshot(self) -> "Usage":
-        return Usage(self.llm_calls, self.prompt_tokens, self.completion_tokens)
+        return Usage(self.llm_calls, self.prompt_tokens, self.completion_tokens, self.llm_ms)
 
-    def since(self, before: "Usage") -> dict[str, int]:
+    def since(self, before: "Usage") -> dict:
         return {"llm_calls": self.llm_calls - before.llm_calls,
                 "prompt_tokens": self.prompt_tokens - before.prompt_tokens,
-                "completion_tokens": self.completion_tokens - before.completion_tokens}
+                "completion_tokens": self.completion_tokens - before.completion_tokens,
+                "llm_ms": round(self.llm_ms - before.llm_ms, 2)}
 
 
 class ChatBackend(Protocol):
@@ -222,15 +224,18 @@ class LLM:
 
     def _call(self, messages: Messages, max_tokens: int | None, json_schema: dict | None) -> str:
         for attempt in range(self.max_retries + 1):
+            started = time.perf_counter()
             try:
                 reply = self.backend.chat(messages, max_tokens=max_tokens or self.max_tokens,
                                           temperature=self.temperature, json_schema=json_schema)
             except TransientLLMError as exc:
+                self.usage.llm_ms += (time.perf_counter() - started) * 1e3
                 if attempt == self.max_retries:
                     where = getattr(self.backend, "base_url", None) or self.backend.name
                     raise LLMError(f"LLM backend {where} failed after {attempt + 1} tries ({exc})") from None
                 time.sleep(self.backoff_s * 2 ** attempt)
                 continue
+            self.usage.llm_ms += (time.perf_counter() - started) * 1e3
             self.usage.llm_calls += 1
             self.usage.prompt_tokens += reply.prompt_tokens
             self.usage.completion_tokens += reply.completion_tokens

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from functools import cached_property
 
+import numpy as np
+
 from configs.schema import SwitchyardConfig
 from nodes.llm import LLM, build_llm
 from retrievers.pipeline import RetrievalStack
@@ -29,3 +31,14 @@ class Resources:
     @property
     def embedder(self):
         return self.stack.embedder
+
+    def passage_vectors(self, passages: list[dict]) -> np.ndarray:
+        """Vectors of retrieved passages, read from the index instead of embedding them again."""
+        from retrievers.store import search_text
+
+        stored = self.stack.store.vectors([p["chunk_id"] for p in passages])
+        missing = [p for p in passages if p["chunk_id"] not in stored]
+        if missing:  # e.g. deleted since retrieval
+            fresh = self.embedder.run([search_text(p["title"], p["text"]) for p in missing])
+            stored.update({p["chunk_id"]: v for p, v in zip(missing, fresh)})
+        return np.stack([stored[p["chunk_id"]] for p in passages]) if passages else np.zeros((0, 1), np.float32)

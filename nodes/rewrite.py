@@ -8,18 +8,31 @@ from __future__ import annotations
 from collections import Counter
 from functools import lru_cache
 
-from pydantic import BaseModel, Field
+from typing import Annotated
+
+from pydantic import BaseModel, Field, StringConstraints
 
 from nodes.resources import Resources
 from retrievers.bm25 import Tokenizer, stop_words
 
 
+Query = Annotated[str, StringConstraints(min_length=2, max_length=160)]
+
+
+class RewrittenQuery(BaseModel):
+    query: Query
+
+
 class RewrittenQueries(BaseModel):
-    queries: list[str] = Field(min_length=1, max_length=5)
+    queries: list[Query] = Field(min_length=1, max_length=5)
 
 
-_PROMPT = ("Rewrite the question into {n} short search engine quer{ies} that would find the passages answering "
-           "it. Keep names, numbers and key terms. Reply as JSON: {{\"queries\": [...]}}")
+# Small models fill a list-of-strings schema with junk far more often than a single field, so one query
+# (the default) asks for {"query": ...}.
+_PROMPT_ONE = ("Rewrite the question into one short search engine query that would find the passages answering "
+               "it. Keep names, numbers and key terms. Reply as JSON: {\"query\": \"...\"}")
+_PROMPT_MANY = ("Rewrite the question into {n} different short search engine queries that would find the passages "
+                "answering it. Keep names, numbers and key terms. Reply as JSON: {{\"queries\": [...]}}")
 
 
 def _dedupe(queries: list[str]) -> list[str]:
@@ -68,13 +81,18 @@ def rewrite(state: dict, res: Resources) -> dict:
             queries = [_keywords(question)]
     else:
         n = cfg.num_queries
-        prompt = _PROMPT.format(n=n, ies="y" if n == 1 else "ies")
+        prompt = _PROMPT_ONE if n == 1 else _PROMPT_MANY.format(n=n)
         if attempts and state.get("feedback"):
             prompt += f"\nEarlier queries found nothing useful: {state['feedback']}. Try different words."
-        result = res.llm.structured(
-            [{"role": "system", "content": prompt}, {"role": "user", "content": question}],
-            RewrittenQueries, fallback=RewrittenQueries(queries=[question]), max_tokens=96)
-        generated = list(result.value.queries)[:n]
+        messages = [{"role": "system", "content": prompt}, {"role": "user", "content": question}]
+        if n == 1:
+            result = res.llm.structured(messages, RewrittenQuery, fallback=RewrittenQuery(query=question),
+                                        max_tokens=64)
+            generated = [result.value.query]
+        else:
+            result = res.llm.structured(messages, RewrittenQueries, fallback=RewrittenQueries(queries=[question]),
+                                        max_tokens=48 * n)
+            generated = list(result.value.queries)[:n]
         # the first round also searches the question itself: a weak model's rewrite must not lose it
         queries = _dedupe(([question] if attempts == 0 else []) + generated) or [question]
     queries = _dedupe(queries)

@@ -20,7 +20,7 @@ class DenseRetriever:
     def run(self, query: str, top_k: int | None = None, where: list[Clause] | None = None) -> list[Passage]:
         if not query.strip():
             return []
-        vector = self.embedder.run([query])[0]
+        vector = self.embedder.embed_query(query)
         return self.store.vector_search(vector, top_k or self.top_k, where)
 
     def to_dict(self) -> dict:

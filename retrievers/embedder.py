@@ -40,6 +40,7 @@ class Embedder:
         self.batch_size = batch_size
         self.device = device
         self._model = None
+        self._query_cache: dict[str, np.ndarray] = {}
 
     @property
     def model(self):
@@ -69,6 +70,16 @@ class Embedder:
             show_progress_bar=False,
         )
         return np.asarray(vectors, dtype=np.float32)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """One text's vector, cached: the same question is embedded by retrieval and by the graph's checks."""
+        cached = self._query_cache.get(text)
+        if cached is None:
+            cached = self.run([text])[0]
+            if len(self._query_cache) >= 512:
+                self._query_cache.pop(next(iter(self._query_cache)))
+            self._query_cache[text] = cached
+        return cached
 
     def to_dict(self) -> dict:
         return {"model": self.model_name, "batch_size": self.batch_size, "device": self.device}

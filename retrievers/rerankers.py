@@ -106,7 +106,9 @@ class DenseRescoreReranker:
     def run(self, query: str, passages: list[Passage], top_k: int | None = None) -> list[Passage]:
         if not passages:
             return []
-        vectors = self.embedder.run([query] + [p.text for p in passages])
+        from retrievers.store import search_text
+
+        vectors = self.embedder.run([query] + [search_text(p.title, p.text) for p in passages])
         cosine = (vectors[1:] @ vectors[0]).tolist()
         prior = min_max([p.score for p in passages])
         second = min_max(cosine)

@@ -257,6 +257,14 @@ class IndexStore:
             out.append(p)
         return out
 
+    def vectors(self, chunk_ids: list[str]) -> dict[str, np.ndarray]:
+        """The stored (title + text) vectors of some chunks, so checks need not embed passages again."""
+        if not chunk_ids:
+            return {}
+        rows = self.scan(["chunk_id", "vector"], where=f"chunk_id IN ({_sql_list(chunk_ids)})")
+        vecs = rows["vector"].to_numpy(zero_copy_only=False)
+        return {cid: np.asarray(v, dtype=np.float32) for cid, v in zip(rows["chunk_id"].to_pylist(), vecs)}
+
     def fetch(self, chunk_ids: list[str]) -> dict[str, Passage]:
         if not chunk_ids:
             return {}

@@ -55,7 +55,7 @@ class TestCli:
         f.write_text("retrieve: {fusion: {method: rrf}}\n")
         out = cli("config", "show", "--config", f, "--set", "retrieve.fusion.rrf_k=7", "--json")
         data = json.loads(out.stdout)
-        assert data["retrieve"]["fusion"] == {"method": "rrf", "rrf_k": 7.0, "weights": {"bm25": 0.5, "dense": 0.5}}
+        assert data["retrieve"]["fusion"] == {"method": "rrf", "rrf_k": 7.0, "weights": {"bm25": 0.55, "dense": 0.45}}
 
     @pytest.mark.parametrize("args, message", [
         (["search", "  "], "query is empty"),

@@ -25,7 +25,7 @@ class TestRouteAfterGrade:
 
 class TestFixedGraph:
     def test_answer_with_verified_citation_and_trace(self, make_pipeline):
-        llm, _ = scripted_llm(rewrite='{"queries": ["knuckle coupler patent"]}',
+        llm, _ = scripted_llm(rewrite='{"query": "knuckle coupler patent"}',
                               answer="Eli Janney patented the knuckle coupler in 1873 [3].")
         result = make_pipeline("grade.method=llm", llm=llm).ask("Who patented the knuckle coupler?")
         assert _nodes(result) == ["rewrite", "retrieve", "rerank", "grade", "answer"]
@@ -39,7 +39,7 @@ class TestFixedGraph:
         assert result["config"]["resolved"]["grade"]["method"] == "llm" and len(result["config"]["hash"]) == 12
 
     def test_corrective_loop_then_explicit_abstention(self, make_pipeline):
-        llm, _ = scripted_llm(rewrite=['{"queries": ["first try"]}', '{"queries": ["second try"]}'],
+        llm, _ = scripted_llm(rewrite=['{"query": "first try"}', '{"query": "second try"}'],
                               grade='{"relevant": false}')
         result = make_pipeline("grade.method=llm", "grade.max_retries=1", llm=llm).ask("What colour is the sky?")
         assert _nodes(result) == ["rewrite", "retrieve", "rerank", "grade"] * 2 + ["abstain"]

@@ -17,7 +17,7 @@ def scripted_llm(rewrite=None, grade=None, answer=None, rerank=None, max_retries
                 else "rerank" if system.startswith("Rate how well") else "answer")
         script = queues[kind]
         if script is None:
-            script = {"rewrite": json.dumps({"queries": ["railway"]}), "grade": '{"relevant": true}',
+            script = {"rewrite": json.dumps({"query": "railway"}), "grade": '{"relevant": true}',
                       "rerank": '{"relevant": true, "score": 5}', "answer": "NOT FOUND"}[kind]
         if isinstance(script, list):
             i = min(used[kind], len(script) - 1)

@@ -1,0 +1,65 @@
+"""Per-node latency of `ask` on the bundled sample corpus, and the pipeline's own overhead.
+
+    python bench/ask_latency.py [--config configs/fixed.yaml] [--runs 3]
+
+Overhead = everything except time inside LLM calls (retrieval, reranking, grading, citation checking, graph
+bookkeeping). Target: overhead p50 <= 100 ms on 2 cores. Models are loaded (and warmed) before timing.
+"""
+from __future__ import annotations
+
+import argparse
+import tempfile
+from pathlib import Path
+
+from _common import ROOT, write_resolved_config
+
+from configs.loader import load_config
+from graphs.app import Pipeline
+from retrievers.metrics import percentile
+
+QUESTIONS = [
+    "What protects workers on a track?",
+    "Who patented the knuckle coupler?",
+    "What is standard gauge?",
+    "How are freight cars sorted in a hump yard?",
+    "What does an interlocking prevent?",
+    "Which yard is the largest classification yard?",
+    "What is a break of gauge?",
+    "How fast may cars be humped?",
+]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--config", default=str(ROOT / "configs" / "fixed.yaml"))
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--out", default=str(ROOT / "bench" / "out" / "ask"))
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        config = load_config(args.config, [f"store.uri={tmp}/index"])
+        write_resolved_config(config, Path(args.out))
+        pipe = Pipeline(config)
+        pipe.resources.stack.ingestor(progress=False).run([ROOT / "samples" / "corpus"])
+        pipe.ask(QUESTIONS[0])  # warm-up: loads the models
+        per_node: dict[str, list[float]] = {}
+        totals, overheads, llm_ms = [], [], []
+        for _ in range(args.runs):
+            for q in QUESTIONS:
+                result = pipe.ask(q)
+                for e in result["trace"]:
+                    per_node.setdefault(e["node"], []).append(e["ms"])
+                totals.append(result["usage"]["total_ms"])
+                llm_ms.append(result["usage"]["llm_ms"])
+                overheads.append(result["usage"]["total_ms"] - result["usage"]["llm_ms"])
+    print(f"config: {args.config}; {len(totals)} questions")
+    print("| node | calls | p50 ms | p95 ms |\n|---|---|---|---|")
+    for node, times in per_node.items():
+        print(f"| {node} | {len(times)} | {percentile(times, 50):.1f} | {percentile(times, 95):.1f} |")
+    print(f"total per question: p50 {percentile(totals, 50):.0f} ms, p95 {percentile(totals, 95):.0f} ms")
+    print(f"inside LLM calls:   p50 {percentile(llm_ms, 50):.0f} ms")
+    print(f"pipeline overhead (total - LLM): p50 {percentile(overheads, 50):.1f} ms, "
+          f"p95 {percentile(overheads, 95):.1f} ms (target p50 <= 100 ms)")
+
+
+if __name__ == "__main__":
+    main()
