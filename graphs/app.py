@@ -33,9 +33,7 @@ class Pipeline:
         state = self.graph.invoke({"question": question.strip(), "where": where, "attempts": 0},
                                   config={"recursion_limit": self.config.graph.recursion_limit})
         trace = state.get("trace", [])
-        usage = {k: sum(e.get(k, 0) for e in trace) for k in ("llm_calls", "prompt_tokens", "completion_tokens")}
-        usage["llm_ms"] = round(sum(e.get("llm_ms", 0.0) for e in trace), 2)
-        usage["total_ms"] = round(sum(e["ms"] for e in trace), 2)
+        usage = state.get("usage", {})
         return {
             "question": question.strip(),
             "answer": state.get("answer", ""),

@@ -64,10 +64,11 @@ def traced(name: str, fn: Callable[[dict, Resources], dict], res: Resources) -> 
         update = fn(state, res)
         ms = (time.perf_counter() - t) * 1e3
         llm_after = res.__dict__["llm"].usage if "llm" in res.__dict__ else Usage()
-        entry = {"node": name, "ms": round(ms, 2), **llm_after.since(llm_before),
+        spent = llm_after.since(llm_before)
+        entry = {"node": name, "ms": round(ms, 2), **spent,
                  "input": {k: _summarize(state[k]) for k in _INPUT_KEYS if k in state and state[k] not in ("", None)},
                  "output": {k: _summarize(v) for k, v in update.items() if k != "query_history"}}
-        return {**update, "trace": [entry]}
+        return {**update, "trace": [entry], "usage": {**spent, "total_ms": round(ms, 2)}}
 
     node.__name__ = name
     return node

@@ -17,6 +17,14 @@ class TraceEntry(TypedDict, total=False):
     output: dict
 
 
+def add_usage(total: dict | None, step: dict | None) -> dict:
+    """Reducer: usage totals are the sum of every node's usage."""
+    out = dict(total or {})
+    for key, value in (step or {}).items():
+        out[key] = round(out.get(key, 0) + value, 2)
+    return out
+
+
 class RAGState(TypedDict, total=False):
     question: str
     where: str | None                       # metadata filter for retrieval
@@ -34,3 +42,4 @@ class RAGState(TypedDict, total=False):
     citations: list[dict]
     citation_check: dict
     trace: Annotated[list[TraceEntry], operator.add]
+    usage: Annotated[dict, add_usage]        # llm_calls, prompt_tokens, completion_tokens, llm_ms, total_ms

@@ -112,3 +112,53 @@ def test_eval_retrieval_json_shape(tmp_path):
                             "query_ms_p50", "query_ms_p95"}
         assert row["recall@100"] == 1.0
     assert data["results"]["hybrid"]["ndcg@10"] == 1.0
+
+
+@pytest.mark.slow
+class TestCliAskAndGraph:
+    def test_ask_json_schema_with_no_llm_config(self, index):
+        out = cli("ask", "Who patented the knuckle coupler?", "--json", "--config", ROOT / "configs" / "no-llm.yaml",
+                  "--index-dir", index)
+        assert out.returncode == 0, out.stderr
+        data = json.loads(out.stdout)
+        assert set(data) >= {"answer", "abstained", "citations", "trace", "usage", "config"}
+        assert "Janney" in data["answer"] and not data["abstained"]
+        assert data["citations"][0]["n"] == 1 and data["citations"][0]["source"].endswith("couplers.html")
+        assert [e["node"] for e in data["trace"]] == ["rewrite", "retrieve", "rerank", "grade", "answer"]
+        assert all("ms" in e for e in data["trace"]) and data["usage"]["llm_calls"] == 0
+        assert data["config"]["resolved"]["answer"]["method"] == "extractive"
+
+    def test_ask_text_with_trace(self, index):
+        out = cli("ask", "What is standard gauge?", "--trace", "--config", ROOT / "configs" / "no-llm.yaml",
+                  "--index-dir", index)
+        assert out.returncode == 0, out.stderr
+        assert "Sources:" in out.stdout and "[1] Track gauge" in out.stdout
+        assert "Trace:" in out.stdout and "grade" in out.stdout and "verdict:" in out.stdout
+
+    @pytest.mark.parametrize("args, message", [
+        (["ask", " "], "question is empty"),
+        (["ask", "x", "--collection", "nope"], "does not exist"),
+        (["ask", "x", "--set", "llm.backend=claude"], "llm.backend"),
+    ])
+    def test_ask_errors(self, index, args, message):
+        out = cli(*args, "--index-dir", index)
+        assert out.returncode != 0 and message in out.stderr and "Traceback" not in out.stderr
+
+    def test_graph_formats(self, tmp_path):
+        mermaid = cli("graph")
+        assert mermaid.returncode == 0 and "grade -. &nbsp;retry&nbsp; .-> rewrite" in mermaid.stdout
+        png = cli("graph", "--format", "png", "--out", tmp_path / "g.png")
+        assert png.returncode == 0 and (tmp_path / "g.png").read_bytes()[:4] == b"\x89PNG"
+        svg = cli("graph", "--config", ROOT / "configs" / "no-llm.yaml", "--format", "svg")
+        assert svg.stdout.startswith("<svg")
+        assert cli("graph", "--format", "png").returncode == 2
+
+
+def test_langgraph_json_points_at_a_loadable_graph():
+    import importlib
+
+    spec = json.loads((ROOT / "langgraph.json").read_text())["graphs"]["switchyard"]
+    module_path, _, attr = spec.partition(":")
+    module = importlib.import_module(module_path.removeprefix("./").removesuffix(".py").replace("/", "."))
+    graph = getattr(module, attr)()
+    assert set(graph.get_graph().nodes) >= {"rewrite", "retrieve", "rerank", "grade", "answer", "abstain"}
