@@ -146,9 +146,12 @@ def _print_trace(trace: list[dict]) -> None:
         llm = f", {entry['llm_calls']} LLM call(s), {entry['prompt_tokens']}+{entry['completion_tokens']} tokens" \
             if entry.get("llm_calls") else ""
         print(f"  {i}. {entry['node']}  {entry['ms']:.0f} ms{llm}")
-        for key, value in entry.get("output", {}).items():
-            text = json.dumps(value, ensure_ascii=False) if not isinstance(value, str) else value
-            print(f"       {key}: {text[:240]}")
+        for direction, arrow in (("input", "<"), ("output", ">")):
+            for key, value in entry.get(direction, {}).items():
+                if key == "question":
+                    continue
+                text = json.dumps(value, ensure_ascii=False) if not isinstance(value, str) else value
+                print(f"     {arrow} {key}: {text[:240]}")
 
 
 def cmd_ask(args) -> int:

@@ -129,9 +129,12 @@ class RewriteConfig(_Section):
 
 
 class GradeThresholds(_Section):
-    correct: float = Field(0.5, description="best passage's dense cosine at or above this -> correct")
-    incorrect: float = Field(0.3, description="best passage's dense cosine below this -> incorrect")
-    relevant: float = Field(0.3, description="a passage at or above this is kept as relevant")
+    """Question-passage cosine thresholds, calibrated on HotpotQA dev300_a, checked on dev500 and PhantomWiki
+    (bench/calibration/). Entity-heavy Wikipedia-style deployments may raise `incorrect` to 0.5."""
+
+    correct: float = Field(0.55, description="best passage's cosine at or above this -> correct (keep all)")
+    incorrect: float = Field(0.35, description="best passage's cosine below this -> incorrect (retry/abstain)")
+    relevant: float = Field(0.35, description="a passage at or above this is relevant (kept when ambiguous)")
 
     @model_validator(mode="after")
     def _ordered(self) -> "GradeThresholds":

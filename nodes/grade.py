@@ -1,14 +1,15 @@
 """grade: the corrective check (CRAG-style). Per-passage relevance and a verdict: correct / ambiguous / incorrect.
 
 Methods: `score` (no LLM: the cosine between the question and each passage under the embedding model, against
-calibrated thresholds) and `llm` (a structured yes/no per passage). `correct` keeps the relevant passages,
-`ambiguous` keeps only the relevant ones (at least one), `incorrect` keeps none and sends the graph back to
-`rewrite` with feedback, at most `grade.max_retries` times.
+thresholds calibrated on HotpotQA, see bench/calibration/) and `llm` (a structured yes/no per passage).
+`correct` keeps every passage, `ambiguous` keeps only the relevant ones (at least the best), `incorrect` keeps none
+and sends the graph back to `rewrite` with feedback, at most `grade.max_retries` times.
 """
 from __future__ import annotations
 
 from pydantic import BaseModel
 
+from nodes.llm import judge_passages
 from nodes.resources import Resources
 
 
@@ -32,14 +33,10 @@ def grade(state: dict, res: Resources) -> dict:
     for p, c in zip(passages, cosines):
         p["scores"] = {**p.get("scores", {}), "grade_cosine": float(c)}
     if cfg.method == "llm":
-        flags = []
-        for p in passages:
-            result = res.llm.structured(
-                [{"role": "system", "content": "Does the passage contain information that helps answer the "
-                                               "question? Reply as JSON {\"relevant\": true/false}."},
-                 {"role": "user", "content": f"Question: {question}\nPassage: {p['text']}"}],
-                PassageGrade, fallback=PassageGrade(relevant=True), max_tokens=12)
-            flags.append(result.value.relevant)
+        grades = judge_passages(res.llm, "Does the passage contain information that helps answer the question? "
+                                         "Reply as JSON {\"relevant\": true/false}.", question,
+                                [p["text"] for p in passages], PassageGrade, PassageGrade(relevant=True), 12)
+        flags = [g.relevant for g in grades]
         share = sum(flags) / len(flags)
         verdict = "correct" if share >= 0.5 else "ambiguous" if share > 0 else "incorrect"
     else:
@@ -49,7 +46,12 @@ def grade(state: dict, res: Resources) -> dict:
         verdict = "correct" if best >= t.correct else "incorrect" if best < t.incorrect else "ambiguous"
         if verdict != "incorrect" and not any(flags):
             flags = [c == best for c in cosines]
-    kept = [p for p, keep in zip(passages, flags) if keep] if verdict != "incorrect" else []
+    if verdict == "correct":
+        kept = passages
+    elif verdict == "ambiguous":
+        kept = [p for p, keep in zip(passages, flags) if keep]
+    else:
+        kept = []
     feedback = ""
     if verdict == "incorrect":
         titles = ", ".join(sorted({p["title"] for p in passages})[:3])

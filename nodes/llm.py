@@ -265,6 +265,15 @@ class LLM:
         return StructuredResult(fallback, "fallback", raw2, error2)
 
 
+def judge_passages(llm: LLM, instruction: str, question: str, texts: list[str], model: type[T], fallback: T,
+                   max_tokens: int = 24) -> list[T]:
+    """One structured judgement per passage (relevance grading, LLM reranking): `instruction` is the system prompt."""
+    return [llm.structured([{"role": "system", "content": instruction},
+                            {"role": "user", "content": f"Question: {question}\nPassage: {text}"}],
+                           model, fallback=fallback, max_tokens=max_tokens).value
+            for text in texts]
+
+
 def _parse(raw: str, model: type[T]) -> tuple[T | None, str]:
     text = raw.strip()
     fenced = re.search(r"```(?:json)?\s*(.*?)```", text, re.S)

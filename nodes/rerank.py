@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from nodes.llm import judge_passages
 from nodes.resources import Resources
 from retrievers.documents import Passage
 
@@ -17,15 +18,10 @@ class Relevance(BaseModel):
 
 def llm_relevance_scorer(res: Resources):
     def score(query: str, texts: list[str]) -> list[float]:
-        out = []
-        for text in texts:
-            result = res.llm.structured(
-                [{"role": "system", "content": "Rate how well the passage answers the question. Reply as JSON "
-                                               "{\"relevant\": true/false, \"score\": 0-10}."},
-                 {"role": "user", "content": f"Question: {query}\nPassage: {text}"}],
-                Relevance, fallback=Relevance(relevant=False, score=0), max_tokens=24)
-            out.append(float(result.value.score))
-        return out
+        judged = judge_passages(res.llm, "Rate how well the passage answers the question. Reply as JSON "
+                                         "{\"relevant\": true/false, \"score\": 0-10}.", query, texts,
+                                Relevance, Relevance(relevant=False, score=0))
+        return [float(j.score) for j in judged]
 
     return score
 

@@ -233,27 +233,24 @@ class IndexStore:
     def vector_search(self, vector: np.ndarray, k: int, where: list[Clause] | None = None) -> list[Passage]:
         query = self.table().search(np.asarray(vector, dtype=np.float32), vector_column_name="vector") \
             .distance_type("cosine").select(ROW_COLUMNS + ["_distance"]).limit(k)
-        sql = to_sql(where or [])
-        if sql:
-            query = query.where(sql, prefilter=True)
-        out = []
-        for row in query.to_arrow().to_pylist():
-            p = Passage.from_row(row)
-            p.score = 1.0 - float(row["_distance"])
-            out.append(p)
-        return out
+        return self._passages(query, where, lambda row: 1.0 - float(row["_distance"]))
 
     def text_search(self, text: str, k: int, where: list[Clause] | None = None) -> list[Passage]:
         if not text.strip():
             return []
-        query = self.table().search(text, query_type="fts", fts_columns="search_text").select(ROW_COLUMNS + ["_score"]).limit(k)
+        query = self.table().search(text, query_type="fts", fts_columns="search_text") \
+            .select(ROW_COLUMNS + ["_score"]).limit(k)
+        return self._passages(query, where, lambda row: float(row["_score"]))
+
+    @staticmethod
+    def _passages(query, where: list[Clause] | None, score) -> list[Passage]:
         sql = to_sql(where or [])
         if sql:
             query = query.where(sql, prefilter=True)
         out = []
         for row in query.to_arrow().to_pylist():
             p = Passage.from_row(row)
-            p.score = float(row["_score"])
+            p.score = score(row)
             out.append(p)
         return out
 

@@ -68,7 +68,7 @@ class TestRealModels:
     def test_openai_backend_against_local_server(self, make_pipeline, llama_server):
         from configs.loader import CONFIG_DIR
 
-        pipe = make_pipeline(f"llm.base_url={llama_server}", "llm.model=smollm2",
+        pipe = make_pipeline(f"llm.base_url={llama_server}", "llm.model=smollm2", "llm.timeout_s=300",
                              config_file=CONFIG_DIR / "fixed-openai.yaml")
         result = pipe.ask("Who patented the knuckle coupler?")
         assert pipe.resources.llm.backend.name == "openai"
@@ -79,7 +79,8 @@ class TestRealModels:
         out = subprocess.run(
             [sys.executable, str(ROOT / "cli.py"), "ask", "What protects workers on a track?", "--json",
              "--config", str(ROOT / "configs" / "fixed-openai.yaml"), "--index-dir", str(sample_index),
-             "--set", f"llm.base_url={llama_server}"], capture_output=True, text=True, timeout=600)
+             "--set", f"llm.base_url={llama_server}", "--set", "grade.method=score", "--set", "llm.timeout_s=300"],
+            capture_output=True, text=True, timeout=900)
         assert out.returncode == 0, out.stderr
         data = json.loads(out.stdout)
         assert set(data) >= {"answer", "abstained", "citations", "trace", "usage", "config"}
