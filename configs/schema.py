@@ -159,9 +159,41 @@ class AnswerConfig(_Section):
     abstain_message: str = "Not found in the indexed documents."
 
 
+DEFAULT_REACT_EXAMPLES = [
+    "Question: Who founded the company that makes the Walkman?\n"
+    "Thought: I have no passages yet, so I search first.\n"
+    'Action: {"thought": "search first", "action": "retrieve", "query": "Walkman manufacturer founder"}',
+    "Observation: 20 passages; best: Sony (Walkman is made by Sony)\n"
+    "Thought: Order the passages, then check they are relevant.\n"
+    'Action: {"thought": "rerank then grade", "action": "rerank"}',
+    "Observation: verdict correct, 3 relevant passages\n"
+    "Thought: The passages answer the question.\n"
+    'Action: {"thought": "enough evidence", "action": "answer"}',
+]
+
+
+class RouterConfig(_Section):
+    """Agent mode: an LLM picks each next step over the same nodes as the fixed pipeline."""
+
+    strategy: Literal["zeroshot", "react", "plan"] = "react"
+    max_steps: int = Field(8, ge=1, le=50, description="router decisions before the budget guard forces an end")
+    max_tokens: int = Field(96, ge=16, description="per router decision")
+    examples: list[str] = Field(default_factory=lambda: list(DEFAULT_REACT_EXAMPLES),
+                                description="react: few-shot examples shown before the scratchpad")
+
+
 class GraphConfig(_Section):
-    mode: Literal["fixed"] = "fixed"
+    mode: Literal["fixed", "agent"] = "fixed"
     recursion_limit: int = Field(25, ge=5, le=500, description="LangGraph super-step limit, set explicitly")
+    router: RouterConfig = RouterConfig()
+
+    @model_validator(mode="after")
+    def _limit_covers_budget(self) -> "GraphConfig":
+        # an agent step is two super-steps (router, then the action); +4 for the final answer and slack
+        need = 2 * self.router.max_steps + 4
+        if self.mode == "agent" and self.recursion_limit < need:
+            raise ValueError(f"recursion_limit must be >= 2 * router.max_steps + 4 = {need} in agent mode")
+        return self
 
 
 class SwitchyardConfig(_Section):

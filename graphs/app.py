@@ -30,8 +30,15 @@ class Pipeline:
         if not question or not question.strip():
             raise QuestionError("the question is empty")
         self.check_ready()
+        failures_before = self.resources.llm.parse_failures if "llm" in self.resources.__dict__ else 0
         state = self.graph.invoke({"question": question.strip(), "where": where, "attempts": 0},
                                   config={"recursion_limit": self.config.graph.recursion_limit})
+        failures = (self.resources.llm.parse_failures if "llm" in self.resources.__dict__ else 0) - failures_before
+        steps = state.get("agent_steps", [])
+        guards: dict[str, int] = {}
+        for s in steps:
+            if s.get("guard"):
+                guards[s["guard"]] = guards.get(s["guard"], 0) + 1
         trace = state.get("trace", [])
         usage = state.get("usage", {})
         return {
@@ -43,6 +50,8 @@ class Pipeline:
             "queries": state.get("query_history", []),
             "citation_check": state.get("citation_check", {}),
             "trace": trace,
+            "steps": steps,
+            "failures": {"parse_fallbacks": failures, "guards": guards},
             "usage": usage,
             "config": {"hash": config_hash(self.config), "resolved": config_to_dict(self.config)},
         }

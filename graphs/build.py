@@ -18,13 +18,14 @@ from langgraph.graph import END, START, StateGraph
 from configs.schema import SwitchyardConfig
 from graphs.state import RAGState
 from nodes.abstain import abstain
-from nodes.answer import answer
+from nodes.answer import abstention, answer
 from nodes.grade import grade
 from nodes.llm import Usage
 from nodes.rerank import rerank
 from nodes.resources import Resources
 from nodes.retrieve import retrieve
 from nodes.rewrite import rewrite
+from nodes.router import ACTIONS, choose_edge, route
 
 NODES: dict[str, Callable[[dict, Resources], dict]] = {
     "rewrite": rewrite, "retrieve": retrieve, "rerank": rerank, "grade": grade, "answer": answer,
@@ -74,9 +75,69 @@ def traced(name: str, fn: Callable[[dict, Resources], dict], res: Resources) -> 
     return node
 
 
+def _observation(name: str, update: dict) -> str:
+    def best(key):
+        items = update.get(key) or []
+        return f"; best: {items[0]['title']}" if items else ""
+
+    if name == "rewrite":
+        return f"query: {update.get('query', '')}"
+    if name == "retrieve":
+        return f"{len(update.get('candidates', []))} passages{best('candidates')}"
+    if name == "rerank":
+        return f"{len(update.get('reranked', []))} passages kept{best('reranked')}"
+    if name == "grade":
+        return f"verdict {update.get('verdict')}, {len(update.get('graded', []))} relevant passages"
+    if update.get("abstained"):
+        return f"abstained: {update.get('citation_check', {}).get('abstain_reason', '')}"
+    return f"answered with {len(update.get('citations', []))} citation(s)"
+
+
+def agent_action(name: str, fn: Callable[[dict, Resources], dict], res: Resources) -> Callable[[dict, Resources], dict]:
+    """The same node, with the router's arguments applied: rewrite/retrieve(query), abstain(reason); an answer
+    without graded passages uses the reranked (or retrieved) ones, so the citation check still applies."""
+    def run(state: dict, res: Resources) -> dict:
+        args = state.get("action_args") or {}
+        query = args.get("query")
+        if name == "rewrite" and query:
+            update = {"queries": [query], "query": query, "query_history": [query]}
+        elif name == "retrieve" and query:
+            update = fn({**state, "queries": [query]}, res)
+            update.update(queries=[query], query=query)
+            if query not in state.get("query_history", []):
+                update["query_history"] = [query]
+        elif name == "answer" and not state.get("graded"):
+            fallback = state.get("reranked") or state.get("candidates", [])[: res.config.rerank.top_k]
+            update = fn({**state, "graded": fallback}, res)
+        elif name == "abstain" and args.get("reason"):
+            update = abstention(res.config.answer.abstain_message, f"the agent abstained: {args['reason']}")
+        else:
+            update = fn(state, res)
+        return {**update, "last_action": name}
+
+    return run
+
+
+def agent_step(name: str, fn, res: Resources) -> Callable[[RAGState], dict]:
+    """An action node in agent mode: traced like any node, plus one step record joining the router's decision."""
+    node = traced(name, agent_action(name, fn, res), res)
+
+    def step(state: RAGState) -> dict:
+        update = node(state)
+        entry = update["trace"][0]
+        record = {**state.get("decision", {}), "observation": _observation(name, update), "action_ms": entry["ms"],
+                  "action_llm_calls": entry["llm_calls"]}
+        return {**update, "agent_steps": [record]}
+
+    step.__name__ = name
+    return step
+
+
 def build_graph(config: SwitchyardConfig, resources: Resources | None = None):
-    """The compiled LangGraph for `config` (only `graph.mode: fixed` so far)."""
+    """The compiled LangGraph for `config`: fixed edges, or (graph.mode: agent) an LLM router over the same nodes."""
     res = resources or Resources(config)
+    if config.graph.mode == "agent":
+        return _build_agent(config, res)
     graph = StateGraph(RAGState)
     for name, fn in NODES.items():
         graph.add_node(name, traced(name, fn, res))
@@ -89,3 +150,17 @@ def build_graph(config: SwitchyardConfig, resources: Resources | None = None):
     graph.add_edge("answer", END)
     graph.add_edge("abstain", END)
     return graph.compile(name=f"switchyard-{config.graph.mode}")
+
+
+def _build_agent(config: SwitchyardConfig, res: Resources):
+    graph = StateGraph(RAGState)
+    graph.add_node("router", traced("router", route, res))
+    for name in ACTIONS:
+        graph.add_node(name, agent_step(name, NODES[name], res))
+    graph.add_edge(START, "router")
+    graph.add_conditional_edges("router", choose_edge, {a: a for a in ACTIONS})
+    for name in ("rewrite", "retrieve", "rerank", "grade"):
+        graph.add_edge(name, "router")
+    graph.add_edge("answer", END)
+    graph.add_edge("abstain", END)
+    return graph.compile(name=f"switchyard-agent-{config.graph.router.strategy}")

@@ -70,12 +70,12 @@ def _layout(nodes: list[str], edges: list[Edge]) -> tuple[dict[str, tuple[float,
     for n in nodes:
         by_layer.setdefault(rank[n], []).append(n)
     widest = max(len(v) for v in by_layer.values())
-    width = 2 * _MARGIN + widest * _W + (widest - 1) * _GAP_X + 160
+    width = 2 * _MARGIN + widest * _W + (widest - 1) * _GAP_X + 160 + 12 * len(edges)
     height = 2 * _MARGIN + len(by_layer) * _H + (len(by_layer) - 1) * _GAP_Y
     pos = {}
     for layer, members in by_layer.items():
         row_w = len(members) * _W + (len(members) - 1) * _GAP_X
-        x0 = (width - 160 - row_w) / 2
+        x0 = _MARGIN + ((widest * _W + (widest - 1) * _GAP_X) - row_w) / 2
         for i, n in enumerate(members):
             pos[n] = (x0 + i * (_W + _GAP_X) + _W / 2, _MARGIN + layer * (_H + _GAP_Y) + _H / 2)
     return pos, int(width), int(height)
@@ -85,13 +85,24 @@ def _label(node: str) -> str:
     return {"__start__": "START", "__end__": "END"}.get(node, node)
 
 
-def _route(edge: Edge, pos) -> list[tuple[float, float]]:
+def _route(edge: Edge, pos, lane: int = 0) -> list[tuple[float, float]]:
     (x1, y1), (x2, y2) = pos[edge.source], pos[edge.target]
     if y2 > y1:  # downwards: bottom of source to top of target
         return [(x1, y1 + _H / 2), (x2, y2 - _H / 2)]
-    # a back edge: out of the right side, up the margin, into the target's right side
-    side = max(x for x, _ in pos.values()) + _W / 2 + 60
-    return [(x1 + _W / 2, y1), (side, y1), (side, y2), (x2 + _W / 2, y2)]
+    # a back edge gets its own lane: down out of the source, along under its row, up the right margin,
+    # into the target's right side
+    side = max(x for x, _ in pos.values()) + _W / 2 + 30 + 12 * lane
+    below = y1 + _H / 2 + 10 + 6 * lane
+    return [(x1, y1 + _H / 2), (x1, below), (side, below), (side, y2 + 6 * lane - 12), (x2 + _W / 2, y2 + 6 * lane - 12)]
+
+
+def _routes(edges: list[Edge], pos) -> list[list[tuple[float, float]]]:
+    lanes, out = 0, []
+    for e in edges:
+        back = pos[e.target][1] <= pos[e.source][1]
+        out.append(_route(e, pos, lanes if back else 0))
+        lanes += back
+    return out
 
 
 def to_svg(compiled) -> str:
@@ -102,8 +113,7 @@ def to_svg(compiled) -> str:
              '<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="8" markerHeight="8" '
              'orient="auto-start-reverse"><path d="M 0 0 L 10 5 L 0 10 z" fill="#333"/></marker></defs>',
              f'<rect width="{width}" height="{height}" fill="white"/>']
-    for e in edges:
-        pts = _route(e, pos)
+    for e, pts in zip(edges, _routes(edges, pos)):
         dash = ' stroke-dasharray="6 4"' if e.conditional else ""
         d = " ".join(f"{'M' if i == 0 else 'L'} {x:.1f} {y:.1f}" for i, (x, y) in enumerate(pts))
         parts.append(f'<path d="{d}" fill="none" stroke="#333" stroke-width="1.5"{dash} marker-end="url(#arrow)"/>')
@@ -130,8 +140,7 @@ def to_png(compiled) -> bytes:
     img = Image.new("RGB", (width, height), "white")
     draw = ImageDraw.Draw(img)
     font = ImageFont.load_default(size=14)
-    for e in edges:
-        pts = _route(e, pos)
+    for e, pts in zip(edges, _routes(edges, pos)):
         for a, b in zip(pts, pts[1:]):
             _line(draw, a, b, dashed=e.conditional)
         _arrowhead(draw, pts[-2], pts[-1])

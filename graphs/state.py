@@ -43,3 +43,12 @@ class RAGState(TypedDict, total=False):
     citation_check: dict
     trace: Annotated[list[TraceEntry], operator.add]
     usage: Annotated[dict, add_usage]        # llm_calls, prompt_tokens, completion_tokens, llm_ms, total_ms
+    # agent mode
+    last_action: str                        # the last node that ran (the fixed pipeline's next edge follows it)
+    step_count: int                         # router decisions so far
+    next_action: str
+    action_args: dict
+    decision: dict                          # the router's last decision (thought, action, args, guard, cost)
+    plan: list[str]                         # plan strategy: the remaining planned actions
+    executed: Annotated[list, operator.add]  # (action, args) of every executed step, for the repeat guard
+    agent_steps: Annotated[list[dict], operator.add]  # one machine-readable record per step

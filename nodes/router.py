@@ -1,0 +1,190 @@
+"""router: in agent mode an LLM chooses each next step over the same nodes as the fixed pipeline.
+
+Strategies: `zeroshot` (the next action from a compact state summary), `react` (a thought, then an action, with
+few-shot examples and a scratchpad of earlier steps), `plan` (write a short plan, execute it, re-plan when a step
+fails). Actions: rewrite(query), retrieve(query), rerank, grade, answer, abstain(reason).
+
+Guards, each recorded in the step's `guard` field:
+- `invalid`: the reply did not parse or validate after one repair round -> the fixed pipeline's next edge;
+- `repeat`: the same action with the same arguments on an unchanged state -> not executed again; the fixed
+  pipeline's next edge instead (or, if that repeats too, answer/abstain);
+- `premature_answer`: answer before any passage was retrieved -> the fixed pipeline's next edge;
+- `budget`: `router.max_steps` decisions made -> answer from what the run has, or abstain.
+Every run therefore ends with an answer or an explicit abstention.
+"""
+from __future__ import annotations
+
+import json
+import time
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from nodes.llm import Usage
+from nodes.resources import Resources
+
+Action = Literal["rewrite", "retrieve", "rerank", "grade", "answer", "abstain"]
+ACTIONS: tuple[str, ...] = ("rewrite", "retrieve", "rerank", "grade", "answer", "abstain")
+_ACTION_HELP = (
+    "rewrite(query): set a better search query | retrieve(query): search the documents | rerank: order the found "
+    "passages | grade: check the passages are relevant | answer: answer from the relevant passages | "
+    "abstain(reason): stop, the documents do not hold the answer")
+
+
+class Decision(BaseModel):
+    thought: str = Field("", max_length=400)
+    action: Action
+    query: str | None = Field(None, max_length=200)
+    reason: str | None = Field(None, max_length=200)
+
+
+class Plan(BaseModel):
+    steps: list[Action] = Field(min_length=1, max_length=8)
+
+
+def fixed_next(state: dict, max_retries: int) -> str:
+    """The edge the fixed pipeline would take from here."""
+    last = state.get("last_action")
+    if last is None:
+        return "rewrite"
+    if last == "rewrite":
+        return "retrieve"
+    if last == "retrieve":
+        return "rerank"
+    if last == "rerank":
+        return "grade"
+    if last == "grade":
+        if state.get("verdict") in ("correct", "ambiguous") and state.get("graded"):
+            return "answer"
+        return "rewrite" if state.get("attempts", 0) <= max_retries else "abstain"
+    return "abstain"
+
+
+def _has_passages(state: dict) -> bool:
+    return bool(state.get("graded") or state.get("reranked") or state.get("candidates"))
+
+
+_INPUTS = {"rerank": {"retrieve"}, "grade": {"retrieve", "rerank"}, "rewrite": {"grade"}}
+
+
+def is_repeat(action: str, args: dict, executed: list) -> bool:
+    """Would this step redo work whose inputs have not changed since it last ran?
+
+    retrieve/rewrite with a query repeat when that exact call ran before; rerank, grade and an argument-less
+    rewrite repeat when they already ran since the last step that changes their input.
+    """
+    history = [(a, g) for a, g in executed]
+    if action in ("rewrite", "retrieve") and args:
+        return (action, args) in history
+    if action in _INPUTS:
+        for past, _ in reversed(history):
+            if past == action:
+                return True
+            if past in _INPUTS[action]:
+                return False
+    return False
+
+
+def summarize_state(state: dict, steps_left: int) -> str:
+    verdict = state.get("verdict")
+    lines = [f"Question: {state['question']}",
+             f"Current query: {state.get('query') or '(none yet)'}",
+             f"Passages found: {len(state.get('candidates', []))}; reranked: {len(state.get('reranked', []))}; "
+             f"graded relevant: {len(state.get('graded', []))}" + (f" (verdict {verdict})" if verdict else ""),
+             f"Last action: {state.get('last_action') or '(none)'}; steps left: {steps_left}"]
+    top = state.get("graded") or state.get("reranked") or state.get("candidates") or []
+    if top:
+        lines.append("Best passage: " + " ".join(top[0]["text"].split())[:200])
+    return "\n".join(lines)
+
+
+def _scratchpad(state: dict) -> str:
+    return "\n".join(f"Thought: {s.get('thought') or '-'}\nAction: {s['action']}"
+                     + (f"({json.dumps(s['args'])})" if s.get("args") else "")
+                     + f"\nObservation: {s.get('observation', '')}" for s in state.get("agent_steps", []))
+
+
+def _system(strategy: str) -> str:
+    base = (f"You control a document question-answering pipeline. Actions: {_ACTION_HELP}. "
+            "Usual order: retrieve, rerank, grade, answer; rewrite and retrieve again when grading finds nothing "
+            "relevant; abstain only when repeated searches find nothing.")
+    if strategy == "plan":
+        return base + ' Write the plan as JSON {"steps": [actions in order]}.'
+    if strategy == "react":
+        return base + (' Think briefly, then act. Reply as JSON {"thought": "...", "action": "...", "query": '
+                       '"only for rewrite/retrieve", "reason": "only for abstain"}.')
+    return base + ' Reply as JSON {"action": "...", "query": "only for rewrite/retrieve", "reason": "for abstain"}.'
+
+
+def _ask_decision(state: dict, res: Resources, steps_left: int) -> tuple[Decision | None, str]:
+    cfg = res.config.graph.router
+    messages = [{"role": "system", "content": _system(cfg.strategy)}]
+    if cfg.strategy == "react":
+        if cfg.examples:
+            messages.append({"role": "user", "content": "Examples:\n" + "\n".join(cfg.examples)})
+        pad = _scratchpad(state)
+        messages.append({"role": "user", "content": summarize_state(state, steps_left)
+                         + (f"\nEarlier steps:\n{pad}" if pad else "")})
+    else:
+        messages.append({"role": "user", "content": summarize_state(state, steps_left)})
+    result = res.llm.structured(messages, Decision, fallback=Decision(action="abstain"), max_tokens=cfg.max_tokens)
+    return (None if result.status == "fallback" else result.value), result.status
+
+
+def _ask_plan(state: dict, res: Resources, steps_left: int) -> list[str] | None:
+    messages = [{"role": "system", "content": _system("plan")},
+                {"role": "user", "content": summarize_state(state, steps_left)}]
+    result = res.llm.structured(messages, Plan, fallback=Plan(steps=["abstain"]),
+                                max_tokens=res.config.graph.router.max_tokens)
+    return None if result.status == "fallback" else list(result.value.steps)
+
+
+def route(state: dict, res: Resources) -> dict:
+    cfg = res.config.graph.router
+    max_retries = res.config.grade.max_retries
+    step = state.get("step_count", 0) + 1
+    steps_left = cfg.max_steps - step + 1
+    llm_before = res.__dict__["llm"].usage.snapshot() if "llm" in res.__dict__ else Usage()
+    started = time.perf_counter()
+    thought, guard, args, plan = "", None, {}, list(state.get("plan") or [])
+
+    executed = state.get("executed", [])
+    if step > cfg.max_steps:
+        action, guard = ("answer" if _has_passages(state) else "abstain"), "budget"
+    else:
+        decision: Decision | None
+        if cfg.strategy == "plan":
+            if not plan or (state.get("last_action") == "grade" and state.get("verdict") == "incorrect"):
+                plan = _ask_plan(state, res, steps_left) or []
+            decision = Decision(action=plan.pop(0)) if plan else None
+        else:
+            decision, _ = _ask_decision(state, res, steps_left)
+        if decision is None:
+            action, guard = fixed_next(state, max_retries), "invalid"
+        else:
+            action, thought = decision.action, decision.thought
+            if action in ("rewrite", "retrieve") and decision.query and decision.query.strip():
+                args = {"query": decision.query.strip()}
+            elif action == "abstain" and decision.reason:
+                args = {"reason": decision.reason.strip()}
+        if action == "retrieve" and not args:  # retrieving "the current query" is a call with that query
+            args = {"query": state.get("query") or state["question"]}
+        if action == "answer" and not _has_passages(state):
+            action, args, guard = fixed_next(state, max_retries), {}, "premature_answer"
+        if is_repeat(action, args, executed):
+            action, args, guard = fixed_next(state, max_retries), {}, "repeat"
+            if action == "retrieve":
+                args = {"query": state.get("query") or state["question"]}
+            if is_repeat(action, args, executed):
+                action, args = ("answer" if _has_passages(state) else "abstain"), {}
+
+    spent = res.__dict__["llm"].usage.since(llm_before) if "llm" in res.__dict__ else Usage().since(Usage())
+    decision_record = {"step": step, "thought": thought, "action": action, "args": args, "guard": guard,
+                       "router_ms": round((time.perf_counter() - started) * 1e3, 2), **spent}
+    return {"next_action": action, "action_args": args, "step_count": step, "plan": plan,
+            "decision": decision_record, "executed": [(action, args)]}
+
+
+def choose_edge(state: dict) -> str:
+    """The router's conditional edge: the action it chose (one of ACTIONS)."""
+    return state["next_action"]
