@@ -51,6 +51,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print one JSON object (answer, citations, trace, usage, config)")
     p.add_argument("--trace", action="store_true", help="show every node's input/output summary and timing")
 
+    p = sub.add_parser("trace", help="replay a saved run (`ask --json` output) step by step")
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("--delay", type=float, default=0.0, help="seconds to pause between steps")
+
     p = sub.add_parser("graph", parents=[common], help="draw the compiled pipeline graph (offline)")
     p.add_argument("--format", choices=["mermaid", "ascii", "png", "svg"], default="mermaid")
     p.add_argument("--out", metavar="FILE", help="write to FILE (required for png)")
@@ -154,6 +158,51 @@ def _print_trace(trace: list[dict]) -> None:
                 print(f"     {arrow} {key}: {text[:240]}")
 
 
+def _print_steps(steps: list[dict], delay: float = 0.0) -> None:
+    import time
+
+    for s in steps:
+        call = s["action"] + (f"({json.dumps(s['args'], ensure_ascii=False)})" if s.get("args") else "")
+        guard = f"  [guard: {s['guard']}]" if s.get("guard") else ""
+        cost = f"router {s.get('router_ms', 0):.0f} ms, {s.get('llm_calls', 0)} LLM call(s), " \
+               f"{s.get('prompt_tokens', 0)}+{s.get('completion_tokens', 0)} tokens; action {s.get('action_ms', 0):.0f} ms"
+        print(f"  step {s['step']}: {call}{guard}")
+        if s.get("thought"):
+            print(f"     thought: {s['thought']}")
+        print(f"     observation: {s.get('observation', '')}")
+        print(f"     ({cost})")
+        if delay:
+            time.sleep(delay)
+
+
+def cmd_trace(args) -> int:
+    from pathlib import Path
+
+    path = Path(args.file)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise CliError(f"trace file not found: {path}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise CliError(f"{path}: not a JSON trace ({exc})") from None
+    if isinstance(data, list):
+        data = {"steps": data}
+    if not isinstance(data, dict) or not isinstance(data.get("steps", data.get("trace")), list):
+        raise CliError(f"{path}: expected the JSON printed by `cli.py ask --json` (with 'steps' or 'trace')")
+    if data.get("question"):
+        print(f"question: {data['question']}")
+    if data.get("steps"):
+        try:
+            _print_steps(data["steps"], args.delay)
+        except (KeyError, TypeError) as exc:
+            raise CliError(f"{path}: malformed step record ({exc})") from None
+    else:
+        _print_trace(data["trace"])
+    if "answer" in data:
+        print(f"answer{' (abstained)' if data.get('abstained') else ''}: {data['answer']}")
+    return 0
+
+
 def cmd_ask(args) -> int:
     from graphs.app import Pipeline
 
@@ -170,6 +219,9 @@ def cmd_ask(args) -> int:
             page = f", p. {c['page']}" if c.get("page") else ""
             print(f"  [{c['n']}] {c['title']} — {c['source']}{page}")
     if args.trace:
+        if result["steps"]:
+            print("\nAgent steps:")
+            _print_steps(result["steps"])
         print("\nTrace:")
         _print_trace(result["trace"])
         u = result["usage"]
@@ -261,7 +313,7 @@ def cmd_config(args) -> int:
     return 0
 
 
-COMMANDS = {"ingest": cmd_ingest, "ask": cmd_ask, "graph": cmd_graph, "search": cmd_search, "list": cmd_list, "delete": cmd_delete,
+COMMANDS = {"ingest": cmd_ingest, "ask": cmd_ask, "trace": cmd_trace, "graph": cmd_graph, "search": cmd_search, "list": cmd_list, "delete": cmd_delete,
             "eval-retrieval": cmd_eval_retrieval, "config": cmd_config}
 
 

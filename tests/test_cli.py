@@ -162,3 +162,23 @@ def test_langgraph_json_points_at_a_loadable_graph():
     module = importlib.import_module(module_path.removeprefix("./").removesuffix(".py").replace("/", "."))
     graph = getattr(module, attr)()
     assert set(graph.get_graph().nodes) >= {"rewrite", "retrieve", "rerank", "grade", "answer", "abstain"}
+
+
+class TestCliTrace:
+    def test_replays_steps_and_rejects_bad_files(self, tmp_path):
+        run = {"question": "q?", "answer": "a [1].", "abstained": False,
+               "steps": [{"step": 1, "thought": "look", "action": "retrieve", "args": {"query": "q"}, "guard": None,
+                          "observation": "3 passages", "router_ms": 5, "llm_calls": 1, "prompt_tokens": 9,
+                          "completion_tokens": 2, "action_ms": 20},
+                         {"step": 2, "thought": "", "action": "answer", "args": {}, "guard": "budget",
+                          "observation": "answered with 1 citation(s)", "router_ms": 0, "action_ms": 30}]}
+        f = tmp_path / "run.json"
+        f.write_text(json.dumps(run))
+        out = cli("trace", f)
+        assert out.returncode == 0
+        assert 'step 1: retrieve({"query": "q"})' in out.stdout and "[guard: budget]" in out.stdout
+        assert "thought: look" in out.stdout and "answer: a [1]." in out.stdout
+        (tmp_path / "bad.json").write_text("{not json")
+        for bad in (tmp_path / "bad.json", tmp_path / "missing.json"):
+            res = cli("trace", bad)
+            assert res.returncode == 1 and res.stderr.startswith("error:") and "Traceback" not in res.stderr

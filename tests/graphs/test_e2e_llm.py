@@ -97,3 +97,20 @@ def test_unreachable_server_is_one_clear_line(sample_index):
         capture_output=True, text=True, timeout=300, env={**os.environ, "OPENAI_API_KEY": "x"})
     assert out.returncode == 1
     assert "failed after 2 tries (unreachable" in out.stderr and "Traceback" not in out.stderr and out.stderr.count("\n") == 1
+
+
+@pytest.mark.slow
+def test_agent_with_the_real_local_model_then_replay(make_pipeline, local_llm, tmp_path):
+    result = make_pipeline("graph.mode=agent", "graph.router.max_steps=6", llm=local_llm).ask(
+        "Who patented the knuckle coupler?")
+    steps = result["steps"]
+    assert 1 <= len(steps) <= 7 and steps[-1]["action"] in ("answer", "abstain")
+    assert result["answer"].strip() and result["usage"]["llm_calls"] >= 1
+    assert all({"step", "thought", "action", "args", "observation", "guard", "router_ms"} <= set(s) for s in steps)
+    if not result["abstained"]:
+        assert result["citations"]
+    saved = tmp_path / "run.json"
+    saved.write_text(json.dumps(result))
+    out = subprocess.run([sys.executable, str(ROOT / "cli.py"), "trace", str(saved)], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0 and "step 1:" in out.stdout and f"step {len(steps)}:" in out.stdout
