@@ -75,6 +75,16 @@ class TestRealModels:
         _check_grounded(result)
         assert result["config"]["resolved"]["llm"]["backend"] == "openai"
 
+    def test_agent_openai_config_against_local_server(self, make_pipeline, llama_server):
+        from configs.loader import CONFIG_DIR
+
+        pipe = make_pipeline(f"llm.base_url={llama_server}", "llm.timeout_s=300", "graph.router.max_steps=4",
+                             config_file=CONFIG_DIR / "agent-openai.yaml")
+        result = pipe.ask("What is standard gauge?")
+        assert pipe.resources.llm.backend.name == "openai" and pipe.config.graph.mode == "agent"
+        assert 1 <= len(result["steps"]) <= 5 and result["steps"][-1]["action"] in ("answer", "abstain")
+        assert result["usage"]["llm_calls"] >= 1
+
     def test_cli_ask_json_via_server(self, sample_index, llama_server):
         out = subprocess.run(
             [sys.executable, str(ROOT / "cli.py"), "ask", "What protects workers on a track?", "--json",
