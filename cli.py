@@ -78,6 +78,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.add_argument("--out", metavar="FILE", help="also write the JSON result (with the resolved config) here")
 
+    p = sub.add_parser("eval", help="compare pipeline configs on a QA dataset (accuracy, grounding, cost)")
+    p.add_argument("dataset", metavar="DATASET", help="PhantomWiki folder, HotpotQA JSON/JSONL, or plain JSONL")
+    p.add_argument("--configs", nargs="+", required=True, metavar="YAML", help="pipeline configs to compare")
+    p.add_argument("--runs", type=int, default=1, help="runs per config and question (mean ± SD)")
+    p.add_argument("--limit", type=int, help="only the first N questions")
+    p.add_argument("--out", default="eval-out", metavar="DIR", help="report folder (resumes if it has results)")
+    p.add_argument("--corpus", metavar="PATH", help="documents to index, for a plain JSONL dataset")
+    p.add_argument("--index-dir", metavar="DIR", help="where eval collections live (default: DIR/index)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a value in every config (repeatable)")
+    p.add_argument("--no-progress", action="store_true")
+
     p = sub.add_parser("config", parents=[common], help="show the resolved config")
     p.add_argument("action", choices=["show"])
     p.add_argument("--json", action="store_true")
@@ -300,6 +312,37 @@ def cmd_eval_retrieval(args) -> int:
     return 0
 
 
+def cmd_eval(args) -> int:
+    from pathlib import Path
+
+    from evaluation.datasets import load_dataset
+    from evaluation.report import write_report
+    from evaluation.runner import Evaluator, read_results
+
+    if args.runs < 1 or (args.limit is not None and args.limit < 1):
+        raise CliError("--runs and --limit must be >= 1", EXIT_USAGE)
+    for path in args.configs:
+        _load_config_file(path)  # every config is checked before any work starts
+    out = Path(args.out)
+    dataset = load_dataset(args.dataset, args.corpus, cache_dir=out / "cache")
+    evaluator = Evaluator(dataset, [Path(p) for p in args.configs], out, runs=args.runs, limit=args.limit,
+                          index_dir=Path(args.index_dir) if args.index_dir else None, overrides=args.overrides)
+    results = evaluator.run(progress=False if args.no_progress else None)
+    names = {Path(p).stem for p in args.configs}
+    qids = {q.id for q in evaluator.questions}
+    rows = [r for r in read_results(results) if r["config"] in names and r["id"] in qids and r["run"] < args.runs]
+    report = write_report(rows, out, f"{dataset.name}: {', '.join(sorted(names))}")
+    print((out / "report.md").read_text())
+    print(f"wrote {out / 'report.md'}, report.json, {results.name}, configs/ and 3 plots")
+    return 0 if report["configs"] else EXIT_FAIL
+
+
+def _load_config_file(path: str):
+    from configs.loader import load_config
+
+    return load_config(path)
+
+
 def cmd_config(args) -> int:
     from configs.loader import config_to_dict
 
@@ -314,11 +357,12 @@ def cmd_config(args) -> int:
 
 
 COMMANDS = {"ingest": cmd_ingest, "ask": cmd_ask, "trace": cmd_trace, "graph": cmd_graph, "search": cmd_search, "list": cmd_list, "delete": cmd_delete,
-            "eval-retrieval": cmd_eval_retrieval, "config": cmd_config}
+            "eval-retrieval": cmd_eval_retrieval, "eval": cmd_eval, "config": cmd_config}
 
 
 def _known_errors() -> tuple[type[BaseException], ...]:
     from configs.loader import ConfigError
+    from evaluation.datasets import DatasetError as EvalDatasetError
     from graphs.app import QuestionError
     from nodes.llm import LLMError
     from retrievers.beir_eval import DatasetError
@@ -327,8 +371,8 @@ def _known_errors() -> tuple[type[BaseException], ...]:
     from retrievers.rerankers import RerankerError
     from retrievers.store import StoreError
 
-    return (ConfigError, DatasetError, ModelNotFoundError, FilterError, RerankerError, StoreError, QuestionError,
-            LLMError)
+    return (ConfigError, DatasetError, EvalDatasetError, ModelNotFoundError, FilterError, RerankerError, StoreError,
+            QuestionError, LLMError)
 
 
 def main(argv: list[str] | None = None) -> int:

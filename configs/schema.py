@@ -150,7 +150,7 @@ class GradeConfig(_Section):
 
 
 class AnswerConfig(_Section):
-    method: Literal["llm", "extractive"] = "llm"
+    method: Literal["llm", "extractive", "closed_book"] = "llm"
     max_passages: int = Field(4, ge=1, description="passages shown to the answer step")
     max_sentences: int = Field(2, ge=1, description="extractive: sentences in the answer")
     support_threshold: float = Field(0.55, ge=0, le=1, description="support (mean of cosine and word overlap) a "
@@ -183,7 +183,7 @@ class RouterConfig(_Section):
 
 
 class GraphConfig(_Section):
-    mode: Literal["fixed", "agent"] = "fixed"
+    mode: Literal["fixed", "agent", "closed_book"] = "fixed"
     recursion_limit: int = Field(25, ge=5, le=500, description="LangGraph super-step limit, set explicitly")
     router: RouterConfig = RouterConfig()
 
@@ -207,3 +207,9 @@ class SwitchyardConfig(_Section):
     answer: AnswerConfig = AnswerConfig()
     llm: LLMConfig = LLMConfig()
     graph: GraphConfig = GraphConfig()
+
+    @model_validator(mode="after")
+    def _closed_book_consistent(self) -> "SwitchyardConfig":
+        if (self.graph.mode == "closed_book") != (self.answer.method == "closed_book"):
+            raise ValueError("graph.mode: closed_book and answer.method: closed_book go together (no retrieval)")
+        return self

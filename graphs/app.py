@@ -29,7 +29,8 @@ class Pipeline:
     def ask(self, question: str, where: str | None = None) -> dict:
         if not question or not question.strip():
             raise QuestionError("the question is empty")
-        self.check_ready()
+        if self.config.graph.mode != "closed_book":
+            self.check_ready()
         failures_before = self.resources.llm.parse_failures if "llm" in self.resources.__dict__ else 0
         state = self.graph.invoke({"question": question.strip(), "where": where, "attempts": 0},
                                   config={"recursion_limit": self.config.graph.recursion_limit})
@@ -48,6 +49,7 @@ class Pipeline:
             "citations": state.get("citations", []),
             "verdict": state.get("verdict"),
             "queries": state.get("query_history", []),
+            "retrieved_doc_ids": list(dict.fromkeys(state.get("retrieved", []))),
             "citation_check": state.get("citation_check", {}),
             "trace": trace,
             "steps": steps,

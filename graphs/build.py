@@ -68,7 +68,7 @@ def traced(name: str, fn: Callable[[dict, Resources], dict], res: Resources) -> 
         spent = llm_after.since(llm_before)
         entry = {"node": name, "ms": round(ms, 2), **spent,
                  "input": {k: _summarize(state[k]) for k in _INPUT_KEYS if k in state and state[k] not in ("", None)},
-                 "output": {k: _summarize(v) for k, v in update.items() if k != "query_history"}}
+                 "output": {k: _summarize(v) for k, v in update.items() if k not in ("query_history", "retrieved")}}
         return {**update, "trace": [entry], "usage": {**spent, "total_ms": round(ms, 2)}}
 
     node.__name__ = name
@@ -138,6 +138,12 @@ def build_graph(config: SwitchyardConfig, resources: Resources | None = None):
     res = resources or Resources(config)
     if config.graph.mode == "agent":
         return _build_agent(config, res)
+    if config.graph.mode == "closed_book":
+        graph = StateGraph(RAGState)
+        graph.add_node("answer", traced("answer", answer, res))
+        graph.add_edge(START, "answer")
+        graph.add_edge("answer", END)
+        return graph.compile(name="switchyard-closed-book")
     graph = StateGraph(RAGState)
     for name, fn in NODES.items():
         graph.add_node(name, traced(name, fn, res))

@@ -32,6 +32,7 @@ class RAGState(TypedDict, total=False):
     queries: list[str]                      # every query of the current round (searched and fused)
     query_history: Annotated[list[str], operator.add]
     candidates: list[dict]                  # fused passages (Passage.to_dict) with every score
+    retrieved: Annotated[list[str], operator.add]  # doc ids of every retrieval round, in rank order
     reranked: list[dict]
     graded: list[dict]                      # passages kept by the corrective check
     verdict: Verdict

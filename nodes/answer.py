@@ -37,9 +37,16 @@ def extractive_answer(question: str, passages: list[dict], embedder, max_sentenc
     return " ".join(parts)
 
 
+_CLOSED_BOOK = "Answer the question briefly (a few words or one sentence) from your own knowledge."
+
+
 def answer(state: dict, res: Resources) -> dict:
     cfg = res.config.answer
     question = state["question"]
+    if cfg.method == "closed_book":  # the no-retrieval baseline: nothing to cite
+        text = res.llm.generate([{"role": "system", "content": _CLOSED_BOOK}, {"role": "user", "content": question}],
+                                max_tokens=res.config.llm.max_tokens)
+        return {"answer": text or cfg.abstain_message, "abstained": not text, "citations": [], "citation_check": {}}
     passages = state.get("graded", [])[: cfg.max_passages]
     if not passages:
         return abstention(cfg.abstain_message, "no relevant passages")

@@ -15,4 +15,5 @@ def retrieve(state: dict, res: Resources) -> dict:
         (passages,) = ranked.values()
     else:
         passages = reciprocal_rank_fusion(ranked, k=cfg.fusion.rrf_k)
-    return {"candidates": [p.to_dict() for p in passages[: cfg.top_k]]}
+    kept = passages[: cfg.top_k]
+    return {"candidates": [p.to_dict() for p in kept], "retrieved": [p.doc_id for p in kept]}

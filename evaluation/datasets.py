@@ -1,0 +1,147 @@
+"""Evaluation datasets: PhantomWiki, HotpotQA-style JSON/JSONL, and a plain JSONL with a corpus folder.
+
+Each loader returns an EvalSet: questions with their gold answers (alternatives, or one list of items), gold
+document ids where known, difficulty and type, plus the corpus paths to ingest.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+class DatasetError(ValueError):
+    pass
+
+
+@dataclass
+class EvalQuestion:
+    id: str
+    question: str
+    answers: list[str]
+    is_list: bool = False
+    gold_doc_ids: list[str] = field(default_factory=list)
+    difficulty: str = "-"
+    type: str = "-"
+
+
+@dataclass
+class EvalSet:
+    name: str
+    questions: list[EvalQuestion]
+    corpus: list[Path]
+
+
+def _read_json(path: Path):
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise DatasetError(f"missing file: {path}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise DatasetError(f"{path}: not valid JSON ({exc})") from None
+
+
+def _read_jsonl(path: Path) -> list[dict]:
+    rows = []
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        raise DatasetError(f"missing file: {path}") from None
+    except UnicodeDecodeError as exc:
+        raise DatasetError(f"{path}: not UTF-8 text ({exc})") from None
+    for n, line in enumerate(lines, start=1):
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise DatasetError(f"{path}:{n}: invalid JSON ({exc.msg})") from None
+    return rows
+
+
+def _require(record: dict, keys: tuple[str, ...], where: str) -> None:
+    missing = [k for k in keys if k not in record]
+    if missing:
+        raise DatasetError(f"{where}: missing field(s) {', '.join(missing)}")
+
+
+def load_phantomwiki(folder: Path) -> EvalSet:
+    articles, questions = folder / "articles.json", folder / "questions.json"
+    titles = {a.get("title") for a in _read_json(articles) if isinstance(a, dict)}
+    data = _read_json(questions)
+    if not isinstance(data, list):
+        raise DatasetError(f"{questions}: expected a list of questions")
+    out = []
+    for i, q in enumerate(data):
+        _require(q, ("id", "question", "answer"), f"{questions}[{i}]")
+        gold: list[str] = []
+        try:  # the entities on the solution path are the gold articles
+            for trace in json.loads(q.get("solution_traces") or "[]"):
+                gold += [v for v in trace.values() if v in titles and v not in gold]
+        except (json.JSONDecodeError, AttributeError):
+            pass
+        answers = q["answer"] if isinstance(q["answer"], list) else [q["answer"]]
+        gold += [a for a in answers if a in titles and a not in gold]
+        out.append(EvalQuestion(str(q["id"]), q["question"], [str(a) for a in answers], is_list=True,
+                                gold_doc_ids=gold, difficulty=str(q.get("difficulty", "-")), type=str(q.get("type", "-"))))
+    return EvalSet(folder.name, out, [articles])
+
+
+def load_hotpotqa(path: Path, cache_dir: Path) -> EvalSet:
+    """HotpotQA (HF layout) JSONL or JSON list; the corpus is the union of the context paragraphs."""
+    rows = _read_jsonl(path) if path.suffix == ".jsonl" else _read_json(path)
+    paragraphs: dict[str, str] = {}
+    out = []
+    for i, r in enumerate(rows):
+        _require(r, ("question", "answer", "context"), f"{path}[{i}]")
+        ctx = r["context"]
+        pairs = zip(ctx["title"], ctx["sentences"]) if isinstance(ctx, dict) else ((t, s) for t, s in ctx)
+        for title, sentences in pairs:
+            paragraphs.setdefault(title, "".join(sentences))
+        facts = r.get("supporting_facts") or {}
+        gold = facts.get("title", []) if isinstance(facts, dict) else [t for t, _ in facts]
+        out.append(EvalQuestion(str(r.get("id", r.get("_id", i))), r["question"], [str(r["answer"])],
+                                gold_doc_ids=sorted(set(gold)), difficulty=str(r.get("level", "-")),
+                                type=str(r.get("type", "-"))))
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    body = "\n".join(json.dumps({"_id": t, "title": t, "text": x}) for t, x in sorted(paragraphs.items()))
+    corpus = cache_dir / f"hotpot-corpus-{hashlib.sha256(body.encode()).hexdigest()[:12]}.jsonl"
+    if not corpus.exists():
+        corpus.write_text(body)
+    return EvalSet(path.stem, out, [corpus])
+
+
+def load_plain(path: Path, corpus: Path | None) -> EvalSet:
+    if corpus is None:
+        raise DatasetError(f"{path}: a plain JSONL dataset needs --corpus PATH (files or a folder to ingest)")
+    if not corpus.exists():
+        raise DatasetError(f"corpus not found: {corpus}")
+    out = []
+    for i, r in enumerate(_read_jsonl(path)):
+        _require(r, ("id", "question", "answers"), f"{path}:{i + 1}")
+        if not isinstance(r["answers"], list) or not r["answers"]:
+            raise DatasetError(f"{path}:{i + 1}: 'answers' must be a non-empty list")
+        out.append(EvalQuestion(str(r["id"]), r["question"], [str(a) for a in r["answers"]],
+                                is_list=bool(r.get("list", False)), gold_doc_ids=list(r.get("gold_doc_ids") or []),
+                                difficulty=str(r.get("difficulty", "-")), type=str(r.get("type", "-"))))
+    return EvalSet(path.stem, out, [corpus])
+
+
+def load_dataset(path: str | Path, corpus: str | Path | None = None, cache_dir: Path | None = None) -> EvalSet:
+    """Detect the format: a folder with articles.json + questions.json (PhantomWiki); a JSON/JSONL whose records
+    have `context` (HotpotQA); a JSONL with `answers` (plain, needs `corpus`)."""
+    path = Path(path)
+    if path.is_dir():
+        if (path / "questions.json").exists() and (path / "articles.json").exists():
+            return load_phantomwiki(path)
+        raise DatasetError(f"{path}: a dataset folder needs articles.json and questions.json (PhantomWiki)")
+    if not path.is_file():
+        raise DatasetError(f"dataset not found: {path}")
+    first = _read_jsonl(path)[:1] if path.suffix == ".jsonl" else (_read_json(path) or [None])[:1]
+    if not first or not isinstance(first[0], dict):
+        raise DatasetError(f"{path}: no question records")
+    if "context" in first[0]:
+        return load_hotpotqa(path, cache_dir or Path(".switchyard") / "eval-cache")
+    if "answers" in first[0]:
+        return load_plain(path, Path(corpus) if corpus else None)
+    raise DatasetError(f"{path}: unknown format (records need 'context' (HotpotQA) or 'answers' (plain JSONL))")

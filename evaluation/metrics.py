@@ -1,0 +1,85 @@
+"""Answer metrics with SQuAD-style normalisation, list answers, and grounding metrics.
+
+Normalisation (SQuAD v1.1): lower-case, drop punctuation, drop the articles a/an/the, collapse whitespace.
+Citation markers like "[1]" are removed from predictions first. For list answers (several gold items, as in
+PhantomWiki) the prediction is split into items on commas, semicolons, "and"/"or", and scored as a set:
+exact match = same set; precision/recall/F1 over items.
+"""
+from __future__ import annotations
+
+import re
+import string
+from collections import Counter
+
+_CITE = re.compile(r"\[\d+(?:\s*,\s*\d+)*\]")
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+_PUNCT = set(string.punctuation)
+
+
+def normalize_answer(text: str) -> str:
+    text = _CITE.sub(" ", text or "").lower()
+    text = "".join(ch for ch in text if ch not in _PUNCT)
+    return " ".join(_ARTICLES.sub(" ", text).split())
+
+
+def token_f1(prediction: str, gold: str) -> float:
+    pred, ref = normalize_answer(prediction).split(), normalize_answer(gold).split()
+    if not pred or not ref:
+        return float(pred == ref)
+    common = sum((Counter(pred) & Counter(ref)).values())
+    if common == 0:
+        return 0.0
+    p, r = common / len(pred), common / len(ref)
+    return 2 * p * r / (p + r)
+
+
+def split_items(prediction: str) -> set[str]:
+    text = _CITE.sub(" ", prediction or "")
+    parts = re.split(r"[,;\n]|\band\b|\bor\b", text)
+    return {n for n in (normalize_answer(p) for p in parts) if n}
+
+
+def set_prf(prediction: str, golds: list[str]) -> tuple[float, float, float]:
+    pred, ref = split_items(prediction), {normalize_answer(g) for g in golds if normalize_answer(g)}
+    if not pred or not ref:
+        same = float(pred == ref)
+        return same, same, same
+    hit = len(pred & ref)
+    p, r = hit / len(pred), hit / len(ref)
+    return p, r, (2 * p * r / (p + r) if hit else 0.0)
+
+
+def answer_scores(prediction: str, golds: list[str], is_list: bool = False) -> dict[str, float]:
+    """exact_match, f1 and contains for one prediction against its gold answer(s).
+
+    `is_list` scores the golds as one set of items (PhantomWiki); otherwise they are alternatives and the
+    best-matching one counts, as in SQuAD.
+    """
+    golds = [g for g in golds if str(g).strip()]
+    if not golds:
+        raise ValueError("a question needs at least one gold answer")
+    norm_pred = normalize_answer(prediction)
+    if is_list:
+        _, recall, f1 = set_prf(prediction, golds)
+        return {"exact_match": float(split_items(prediction) == {normalize_answer(g) for g in golds}),
+                "f1": f1,
+                "contains": sum(normalize_answer(g) in norm_pred for g in golds) / len(golds)}
+    return {"exact_match": float(any(norm_pred == normalize_answer(g) for g in golds)),
+            "f1": max(token_f1(prediction, g) for g in golds),
+            "contains": float(any(normalize_answer(g) and normalize_answer(g) in norm_pred for g in golds))}
+
+
+def gold_recall(retrieved_doc_ids: list[str], gold_doc_ids: list[str]) -> float | None:
+    """Share of gold documents among everything the run retrieved (None when the question has no gold docs)."""
+    gold = set(gold_doc_ids)
+    if not gold:
+        return None
+    return len(gold & set(retrieved_doc_ids)) / len(gold)
+
+
+def citation_precision(cited_doc_ids: list[str], gold_doc_ids: list[str]) -> float | None:
+    """Share of cited passages that come from gold documents (None without citations or gold docs)."""
+    if not cited_doc_ids or not gold_doc_ids:
+        return None
+    gold = set(gold_doc_ids)
+    return sum(d in gold for d in cited_doc_ids) / len(cited_doc_ids)

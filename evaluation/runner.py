@@ -1,0 +1,160 @@
+"""Runs several pipeline configs over one dataset, N times each, one JSON line per (config, run, question).
+
+The corpus is ingested once per distinct collection (named by the corpus hash and the ingest settings) and reused.
+Lines are appended and flushed as they are produced, so an interrupted evaluation resumes where it stopped: the
+(config, run, question) triples already in `questions.jsonl` are skipped.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from pathlib import Path
+
+import yaml
+
+from configs.loader import load_config
+from configs.schema import SwitchyardConfig
+from evaluation.datasets import EvalQuestion, EvalSet
+from evaluation.metrics import answer_scores, citation_precision, gold_recall
+from graphs.app import Pipeline
+from nodes.resources import Resources
+
+RESULTS = "questions.jsonl"
+
+
+def corpus_collection(paths: list[Path], config: SwitchyardConfig) -> str:
+    """A collection name keyed by the corpus content and the settings that shape the index."""
+    h = hashlib.sha256()
+    for path in sorted(paths):
+        files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+        for f in files:
+            h.update(str(f.name).encode())
+            with f.open("rb") as fh:
+                for block in iter(lambda: fh.read(1 << 20), b""):
+                    h.update(block)
+    h.update(json.dumps([config.ingest.chunk_size, config.ingest.chunk_overlap, config.embedding.model]).encode())
+    return "eval-" + h.hexdigest()[:12]
+
+
+def read_results(path: Path) -> list[dict]:
+    """Every complete line; a torn last line (killed mid-write) is ignored and will be redone."""
+    if not path.exists():
+        return []
+    rows = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return rows
+
+
+def _drop_torn_tail(path: Path) -> None:
+    """Cut a last line that a killed run left half-written, so appending starts on a fresh line."""
+    if not path.exists():
+        return
+    data = path.read_bytes()
+    if data and not data.endswith(b"\n"):
+        with path.open("r+b") as fh:
+            fh.truncate(data.rfind(b"\n") + 1)
+
+
+def score(q: EvalQuestion, result: dict) -> dict:
+    scores = answer_scores("" if result["abstained"] else result["answer"], q.answers, q.is_list)
+    return {**scores,
+            "gold_recall": gold_recall(result.get("retrieved_doc_ids", []), q.gold_doc_ids),
+            "citation_precision": citation_precision([c["doc_id"] for c in result.get("citations", [])],
+                                                     q.gold_doc_ids)}
+
+
+class Evaluator:
+    def __init__(self, dataset: EvalSet, config_paths: list[Path], out_dir: Path, runs: int = 1,
+                 limit: int | None = None, index_dir: Path | None = None, overrides: list[str] | None = None):
+        if runs < 1:
+            raise ValueError("runs must be >= 1")
+        self.dataset = dataset
+        self.config_paths = [Path(p) for p in config_paths]
+        names = [p.stem for p in self.config_paths]
+        if len(set(names)) != len(names):
+            raise ValueError(f"config names must differ: {names}")
+        self.out_dir = Path(out_dir)
+        self.runs = runs
+        self.questions = dataset.questions[:limit] if limit else dataset.questions
+        self.index_dir = Path(index_dir) if index_dir else self.out_dir / "index"
+        self.overrides = list(overrides or [])
+        self._ingested: set[str] = set()
+        self._shared: dict[str, object] = {}
+
+    def _pipeline(self, path: Path) -> Pipeline:
+        base = load_config(path, self.overrides)
+        collection = corpus_collection(self.dataset.corpus, base)
+        config = load_config(path, [*self.overrides, f"store.uri={self.index_dir}", f"store.collection={collection}"])
+        (self.out_dir / "configs").mkdir(parents=True, exist_ok=True)
+        (self.out_dir / "configs" / f"{path.stem}.yaml").write_text(
+            yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False))
+        res = Resources(config)
+        # one embedding model and one LLM per distinct setting, shared by every config of the run
+        embed_key = f"embed:{config.embedding.model_dump_json()}"
+        llm_key = f"llm:{config.llm.model_dump_json()}"
+        if embed_key in self._shared:
+            res.stack.__dict__["embedder"] = self._shared[embed_key]
+        else:
+            self._shared[embed_key] = res.stack.embedder
+        if llm_key in self._shared:
+            res.__dict__["llm"] = self._shared[llm_key]
+        if config.graph.mode != "closed_book" and collection not in self._ingested:
+            report = res.stack.ingestor(progress=False).run(self.dataset.corpus)
+            if report.ingested == 0:
+                raise ValueError(f"nothing could be ingested from {self.dataset.corpus}: {report.errors[:1]}")
+            self._ingested.add(collection)
+        return Pipeline(config, res)
+
+    def run(self, progress: bool | None = None) -> Path:
+        from tqdm import tqdm
+
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        results = self.out_dir / RESULTS
+        _drop_torn_tail(results)
+        done = {(r["config"], r["run"], r["id"]) for r in read_results(results)}
+        total = len(self.config_paths) * self.runs * len(self.questions)
+        bar = tqdm(total=total, initial=len(done), desc="eval", unit="q", disable=not progress)
+        with results.open("a", encoding="utf-8") as out:
+            for path in self.config_paths:
+                todo = [(run, q) for run in range(self.runs) for q in self.questions
+                        if (path.stem, run, q.id) not in done]
+                if not todo:
+                    continue
+                pipe = self._pipeline(path)
+                for run, q in todo:
+                    row = self._ask(pipe, path.stem, run, q)
+                    out.write(json.dumps(row, ensure_ascii=False) + "\n")
+                    out.flush()
+                    bar.update(1)
+                if "llm" in pipe.resources.__dict__:  # built on first use; later configs reuse it
+                    self._shared.setdefault(f"llm:{pipe.config.llm.model_dump_json()}", pipe.resources.llm)
+        bar.close()
+        return results
+
+    def _ask(self, pipe: Pipeline, name: str, run: int, q: EvalQuestion) -> dict:
+        backend = getattr(pipe.resources.llm, "backend", None)
+        if backend is not None and hasattr(backend, "seed"):
+            backend.seed = pipe.config.llm.seed + run  # runs differ when temperature > 0
+        base = {"config": name, "run": run, "id": q.id, "question": q.question, "answers": q.answers,
+                "is_list": q.is_list, "difficulty": q.difficulty, "type": q.type, "gold_doc_ids": q.gold_doc_ids}
+        started = time.perf_counter()
+        try:
+            result = pipe.ask(q.question)
+        except Exception as exc:  # one failing question never stops the evaluation; it is counted
+            return {**base, "prediction": "", "abstained": False, "error": f"{type(exc).__name__}: {exc}",
+                    "latency_ms": (time.perf_counter() - started) * 1e3, "exact_match": 0.0, "f1": 0.0,
+                    "contains": 0.0, "gold_recall": None, "citation_precision": None, "llm_calls": 0,
+                    "prompt_tokens": 0, "completion_tokens": 0, "parse_fallbacks": 0, "guards": {}}
+        usage = result["usage"]
+        return {**base, "prediction": result["answer"], "abstained": result["abstained"], "error": None,
+                "latency_ms": (time.perf_counter() - started) * 1e3, **score(q, result),
+                "llm_calls": usage.get("llm_calls", 0), "prompt_tokens": usage.get("prompt_tokens", 0),
+                "completion_tokens": usage.get("completion_tokens", 0),
+                "parse_fallbacks": result["failures"]["parse_fallbacks"], "guards": result["failures"]["guards"],
+                "retrieved_doc_ids": result.get("retrieved_doc_ids", []), "citations": result["citations"],
+                "steps": result["steps"], "trace": result["trace"]}

@@ -1,0 +1,140 @@
+"""The evaluation harness end to end: a tiny dataset over the sample corpus, two configs, resume, bad files."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from evaluation.datasets import DatasetError, load_dataset
+from tests.conftest import FIXTURES, ROOT, SAMPLES
+
+DATASET = FIXTURES / "tiny_qa" / "questions.jsonl"
+
+
+def cli(*args):
+    return subprocess.run([sys.executable, str(ROOT / "cli.py"), *map(str, args)], capture_output=True, text=True,
+                          timeout=900)
+
+
+@pytest.fixture
+def configs(tmp_path):
+    no_llm = ROOT / "configs" / "no-llm.yaml"
+    bm25 = tmp_path / "no-llm-bm25.yaml"
+    bm25.write_text(no_llm.read_text() + "retrieve:\n  mode: bm25\n")
+    return [no_llm, bm25]
+
+
+@pytest.mark.slow
+class TestEvalCommand:
+    def test_two_configs_two_runs_end_to_end(self, tmp_path, configs):
+        out = tmp_path / "out"
+        done = cli("eval", DATASET, "--corpus", SAMPLES, "--configs", *configs, "--runs", "2", "--out", out,
+                   "--no-progress")
+        assert done.returncode == 0, done.stderr
+        rows = [json.loads(line) for line in (out / "questions.jsonl").read_text().splitlines()]
+        assert len(rows) == 2 * 2 * 4 and {r["config"] for r in rows} == {"no-llm", "no-llm-bm25"}
+        q1 = next(r for r in rows if r["id"] == "q1" and r["config"] == "no-llm")
+        assert "Janney" in q1["prediction"] and q1["contains"] == 1.0 and q1["trace"]
+        report = json.loads((out / "report.json").read_text())
+        f1 = report["configs"]["no-llm"]["f1"]
+        assert f1["mean"] is not None and f1["sd"] == 0.0  # deterministic pipeline: identical runs
+        assert report["configs"]["no-llm"]["llm_calls"]["mean"] == 0
+        assert set(report["by_difficulty"]) == {"easy", "hard"} and set(report["by_type"]) >= {"who", "which"}
+        md = (out / "report.md").read_text()
+        assert "| f1 |" in md and "± 0.000" in md and "F1 by difficulty" in md
+        for png in ("accuracy_by_difficulty.png", "accuracy_vs_llm_calls.png", "accuracy_vs_latency.png"):
+            assert (out / png).read_bytes()[:4] == b"\x89PNG"
+        assert (out / "configs" / "no-llm-bm25.yaml").exists()
+
+    def test_resume_after_interruption(self, tmp_path, configs):
+        out = tmp_path / "out"
+        assert cli("eval", DATASET, "--corpus", SAMPLES, "--configs", configs[0], "--limit", "2", "--out", out,
+                   "--no-progress").returncode == 0
+        results = out / "questions.jsonl"
+        first = results.read_text().splitlines()
+        assert len(first) == 2
+        with results.open("a") as fh:  # a run killed mid-write leaves a torn line
+            fh.write('{"config": "no-llm", "run": 0, "id": "q3", "predi')
+        done = cli("eval", DATASET, "--corpus", SAMPLES, "--configs", configs[0], "--out", out, "--no-progress")
+        assert done.returncode == 0, done.stderr
+        lines = results.read_text().splitlines()
+        assert lines[:2] == first  # the finished questions were not redone
+        assert sorted(json.loads(x)["id"] for x in lines) == ["q1", "q2", "q3", "q4"]  # the torn line was redone
+
+    @pytest.mark.parametrize("content, message", [
+        ("{not json\n", "invalid JSON"),
+        ('{"id": "x", "question": "q?"}\n', "unknown format"),
+        ('{"id": "x", "question": "q?", "answers": []}\n', "non-empty list"),
+    ])
+    def test_bad_dataset_files(self, tmp_path, configs, content, message):
+        bad = tmp_path / "bad.jsonl"
+        bad.write_text(content)
+        done = cli("eval", bad, "--corpus", SAMPLES, "--configs", configs[0], "--out", tmp_path / "o")
+        assert done.returncode != 0 and message in done.stderr and "Traceback" not in done.stderr
+
+    def test_missing_corpus_and_bad_config(self, tmp_path, configs):
+        done = cli("eval", DATASET, "--configs", configs[0], "--out", tmp_path / "o")
+        assert done.returncode != 0 and "needs --corpus" in done.stderr
+        bad = tmp_path / "bad.yaml"
+        bad.write_text("graph: {mode: sideways}\n")
+        done = cli("eval", DATASET, "--corpus", SAMPLES, "--configs", bad, "--out", tmp_path / "o")
+        assert done.returncode == 2 and "bad.yaml: graph.mode" in done.stderr
+
+
+class TestDatasets:
+    def test_phantomwiki_style_folder(self, tmp_path):
+        arts = [{"title": "Ann Lee", "article": "# Ann Lee\nThe friend of Ann Lee is Bo Chen."},
+                {"title": "Bo Chen", "article": "# Bo Chen\nBo Chen likes chess."}]
+        qs = [{"id": "1", "question": "Who is the friend of Ann Lee?", "answer": ["Bo Chen"], "difficulty": 1,
+               "type": 0, "solution_traces": json.dumps([{"Y_1": "Ann Lee", "Y_2": "Bo Chen"}])}]
+        (tmp_path / "articles.json").write_text(json.dumps(arts))
+        (tmp_path / "questions.json").write_text(json.dumps(qs))
+        ds = load_dataset(tmp_path)
+        q = ds.questions[0]
+        assert q.is_list and q.answers == ["Bo Chen"] and q.gold_doc_ids == ["Ann Lee", "Bo Chen"]
+        assert q.difficulty == "1" and ds.corpus == [tmp_path / "articles.json"]
+
+    def test_hotpotqa_builds_a_corpus(self, tmp_path):
+        rec = {"id": "h1", "question": "q?", "answer": "yes", "type": "comparison", "level": "hard",
+               "supporting_facts": {"title": ["A"], "sent_id": [0]},
+               "context": {"title": ["A", "B"], "sentences": [["A is one.", " A is two."], ["B is."]]}}
+        path = tmp_path / "h.jsonl"
+        path.write_text(json.dumps(rec) + "\n")
+        ds = load_dataset(path, cache_dir=tmp_path / "cache")
+        assert ds.questions[0].gold_doc_ids == ["A"] and ds.questions[0].type == "comparison"
+        corpus = [json.loads(x) for x in ds.corpus[0].read_text().splitlines()]
+        assert corpus == [{"_id": "A", "title": "A", "text": "A is one. A is two."},
+                          {"_id": "B", "title": "B", "text": "B is."}]
+
+    def test_missing_pieces(self, tmp_path):
+        with pytest.raises(DatasetError, match="articles.json and questions.json"):
+            load_dataset(tmp_path)
+        with pytest.raises(DatasetError, match="not found"):
+            load_dataset(tmp_path / "nope.jsonl")
+
+
+class TestReport:
+    def _row(self, config, run, qid, f1, abstained=False, recall=None, difficulty="1"):
+        return {"config": config, "run": run, "id": qid, "exact_match": float(f1 == 1), "f1": f1, "contains": f1,
+                "gold_recall": recall, "citation_precision": None, "abstained": abstained, "latency_ms": 100.0 * (run + 1),
+                "llm_calls": 2, "prompt_tokens": 10, "completion_tokens": 5, "parse_fallbacks": 0,
+                "guards": {"repeat": 1}, "error": None, "difficulty": difficulty, "type": "t"}
+
+    def test_mean_and_sample_sd_over_runs(self):
+        from evaluation.report import aggregate
+
+        rows = [self._row("a", 0, "q1", 1.0), self._row("a", 0, "q2", 0.0),   # run 0: mean f1 0.5
+                self._row("a", 1, "q1", 1.0), self._row("a", 1, "q2", 1.0)]   # run 1: mean f1 1.0
+        rep = aggregate(rows)["configs"]["a"]
+        assert rep["f1"]["mean"] == pytest.approx(0.75)
+        assert rep["f1"]["sd"] == pytest.approx(0.3535534, rel=1e-5)  # stdev([0.5, 1.0])
+        assert rep["guard_activations"]["mean"] == 1.0 and rep["runs"] == 2 and rep["questions"] == 2
+
+    def test_correct_abstention_needs_gold_information(self):
+        from evaluation.report import run_metrics
+
+        rows = [self._row("a", 0, "q1", 0.0, abstained=True, recall=0.0),
+                self._row("a", 0, "q2", 0.0, abstained=True, recall=0.5),
+                self._row("a", 0, "q3", 0.0, abstained=True, recall=None)]
+        m = run_metrics(rows)
+        assert m["abstention_rate"] == 1.0 and m["correct_abstention_rate"] == 0.5
