@@ -6,7 +6,6 @@ Lines are appended and flushed as they are produced, so an interrupted evaluatio
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from pathlib import Path
@@ -19,22 +18,9 @@ from evaluation.datasets import EvalQuestion, EvalSet
 from evaluation.metrics import answer_scores, citation_precision, gold_recall
 from graphs.app import Pipeline
 from nodes.resources import Resources
+from retrievers.ingest import corpus_collection
 
 RESULTS = "questions.jsonl"
-
-
-def corpus_collection(paths: list[Path], config: SwitchyardConfig) -> str:
-    """A collection name keyed by the corpus content and the settings that shape the index."""
-    h = hashlib.sha256()
-    for path in sorted(paths):
-        files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
-        for f in files:
-            h.update(str(f.name).encode())
-            with f.open("rb") as fh:
-                for block in iter(lambda: fh.read(1 << 20), b""):
-                    h.update(block)
-    h.update(json.dumps([config.ingest.chunk_size, config.ingest.chunk_overlap, config.embedding.model]).encode())
-    return "eval-" + h.hexdigest()[:12]
 
 
 def read_results(path: Path) -> list[dict]:
@@ -88,7 +74,8 @@ class Evaluator:
 
     def _pipeline(self, path: Path) -> Pipeline:
         base = load_config(path, self.overrides)
-        collection = corpus_collection(self.dataset.corpus, base)
+        collection = corpus_collection(self.dataset.corpus, base.ingest.chunk_size, base.ingest.chunk_overlap,
+                                       base.embedding.model)
         config = load_config(path, [*self.overrides, f"store.uri={self.index_dir}", f"store.collection={collection}"])
         (self.out_dir / "configs").mkdir(parents=True, exist_ok=True)
         (self.out_dir / "configs" / f"{path.stem}.yaml").write_text(

@@ -8,7 +8,6 @@ settings). Each query runs BM25 and dense retrieval once; the configurations are
 from __future__ import annotations
 
 import csv
-import hashlib
 import json
 import tempfile
 import time
@@ -16,6 +15,7 @@ from pathlib import Path
 
 from configs.schema import SwitchyardConfig
 from retrievers.fusion import fuse
+from retrievers.ingest import corpus_collection
 from retrievers.metrics import METRIC_NAMES, dedupe, percentile, score_query
 from retrievers.pipeline import RetrievalStack
 
@@ -57,15 +57,6 @@ def load_beir(folder: str | Path, split: str = "test") -> tuple[Path, dict[str, 
     return corpus, queries, qrels
 
 
-def _collection_name(corpus: Path, config: SwitchyardConfig) -> str:
-    h = hashlib.sha256()
-    with corpus.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    h.update(json.dumps([config.ingest.chunk_size, config.ingest.chunk_overlap, config.embedding.model]).encode())
-    return "beir-" + h.hexdigest()[:12]
-
-
 def evaluate(config: SwitchyardConfig, folder: str | Path, split: str = "test", index_dir: str | None = None,
              limit: int | None = None, progress: bool | None = None) -> dict:
     from tqdm import tqdm
@@ -78,7 +69,8 @@ def evaluate(config: SwitchyardConfig, folder: str | Path, split: str = "test", 
         retrieve = cfg.retrieve
         retrieve.retrievers.bm25.top_k = max(retrieve.retrievers.bm25.top_k, 2 * EVAL_DEPTH)
         retrieve.retrievers.dense.top_k = max(retrieve.retrievers.dense.top_k, 2 * EVAL_DEPTH)
-        cfg.store.collection = _collection_name(corpus, cfg)
+        cfg.store.collection = corpus_collection([corpus], cfg.ingest.chunk_size, cfg.ingest.chunk_overlap,
+                                                 cfg.embedding.model, prefix="beir")
         stack = RetrievalStack(cfg)
 
         t0 = time.perf_counter()

@@ -7,6 +7,8 @@ leaves every document either as it was or fully replaced, and re-running finishe
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import sys
 import time
 from dataclasses import dataclass, field
@@ -17,6 +19,22 @@ from retrievers.documents import LoadError, SourceDocument, sha256_hex
 from retrievers.embedder import Embedder
 from retrievers.loaders import iter_files, load_file
 from retrievers.store import IndexStore, search_text
+
+
+def corpus_collection(paths: list[Path], chunk_size: int, chunk_overlap: int, embedding_model: str,
+                      prefix: str = "eval") -> str:
+    """A collection name keyed by the corpus content and the settings that shape the index, so benchmark runs
+    ingest a corpus once and reuse it."""
+    h = hashlib.sha256()
+    for path in sorted(Path(p) for p in paths):
+        files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+        for f in files:
+            h.update(f.name.encode())
+            with f.open("rb") as fh:
+                for block in iter(lambda: fh.read(1 << 20), b""):
+                    h.update(block)
+    h.update(json.dumps([chunk_size, chunk_overlap, embedding_model]).encode())
+    return f"{prefix}-{h.hexdigest()[:12]}"
 
 
 @dataclass
