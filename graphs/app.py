@@ -31,10 +31,10 @@ class Pipeline:
             raise QuestionError("the question is empty")
         if self.config.graph.mode != "closed_book":
             self.check_ready()
-        failures_before = self.resources.llm.parse_failures if "llm" in self.resources.__dict__ else 0
+        failures_before = self.resources.llm_parse_failures()
         state = self.graph.invoke({"question": question.strip(), "where": where, "attempts": 0},
                                   config={"recursion_limit": self.config.graph.recursion_limit})
-        failures = (self.resources.llm.parse_failures if "llm" in self.resources.__dict__ else 0) - failures_before
+        failures = self.resources.llm_parse_failures() - failures_before
         steps = state.get("agent_steps", [])
         guards: dict[str, int] = {}
         for s in steps:

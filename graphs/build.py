@@ -20,7 +20,6 @@ from graphs.state import RAGState
 from nodes.abstain import abstain
 from nodes.answer import abstention, answer
 from nodes.grade import grade
-from nodes.llm import Usage
 from nodes.rerank import rerank
 from nodes.resources import Resources
 from nodes.retrieve import retrieve
@@ -60,12 +59,11 @@ _INPUT_KEYS = ("question", "queries", "attempts", "feedback", "candidates", "rer
 
 def traced(name: str, fn: Callable[[dict, Resources], dict], res: Resources) -> Callable[[RAGState], dict]:
     def node(state: RAGState) -> dict:
-        llm_before = res.__dict__["llm"].usage.snapshot() if "llm" in res.__dict__ else Usage()
+        llm_before = res.llm_usage()
         t = time.perf_counter()
         update = fn(state, res)
         ms = (time.perf_counter() - t) * 1e3
-        llm_after = res.__dict__["llm"].usage if "llm" in res.__dict__ else Usage()
-        spent = llm_after.since(llm_before)
+        spent = res.llm_usage().since(llm_before)
         entry = {"node": name, "ms": round(ms, 2), **spent,
                  "input": {k: _summarize(state[k]) for k in _INPUT_KEYS if k in state and state[k] not in ("", None)},
                  "output": {k: _summarize(v) for k, v in update.items() if k not in ("query_history", "retrieved")}}

@@ -6,7 +6,7 @@ from functools import cached_property
 import numpy as np
 
 from configs.schema import SwitchyardConfig
-from nodes.llm import LLM, build_llm
+from nodes.llm import LLM, Usage, build_llm
 from retrievers.pipeline import RetrievalStack
 
 
@@ -27,6 +27,13 @@ class Resources:
         from nodes.rerank import llm_relevance_scorer
 
         return RetrievalStack(self.config, llm_score_fn=llm_relevance_scorer(self))
+
+    def llm_usage(self) -> Usage:
+        """A snapshot of the LLM's usage so far, without building the LLM (no-LLM pipelines never load one)."""
+        return self.__dict__["llm"].usage.snapshot() if "llm" in self.__dict__ else Usage()
+
+    def llm_parse_failures(self) -> int:
+        return self.__dict__["llm"].parse_failures if "llm" in self.__dict__ else 0
 
     @property
     def embedder(self):

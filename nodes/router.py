@@ -20,7 +20,6 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from nodes.llm import Usage
 from nodes.resources import Resources
 
 Action = Literal["rewrite", "retrieve", "rerank", "grade", "answer", "abstain"]
@@ -144,7 +143,7 @@ def route(state: dict, res: Resources) -> dict:
     max_retries = res.config.grade.max_retries
     step = state.get("step_count", 0) + 1
     steps_left = cfg.max_steps - step + 1
-    llm_before = res.__dict__["llm"].usage.snapshot() if "llm" in res.__dict__ else Usage()
+    llm_before = res.llm_usage()
     started = time.perf_counter()
     thought, guard, args, plan = "", None, {}, list(state.get("plan") or [])
 
@@ -178,7 +177,7 @@ def route(state: dict, res: Resources) -> dict:
             if is_repeat(action, args, executed):
                 action, args = ("answer" if _has_passages(state) else "abstain"), {}
 
-    spent = res.__dict__["llm"].usage.since(llm_before) if "llm" in res.__dict__ else Usage().since(Usage())
+    spent = res.llm_usage().since(llm_before)
     decision_record = {"step": step, "thought": thought, "action": action, "args": args, "guard": guard,
                        "router_ms": round((time.perf_counter() - started) * 1e3, 2), **spent}
     return {"next_action": action, "action_args": args, "step_count": step, "plan": plan,
