@@ -88,6 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--index-dir", metavar="DIR", help="where eval collections live (default: DIR/index)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a value in every config (repeatable)")
+    p.add_argument("--judge", metavar="YAML", help="also judge faithfulness with the LLM of this config's llm: "
+                   "section (off by default; e.g. configs/fixed-openai.yaml)")
     p.add_argument("--no-progress", action="store_true")
 
     p = sub.add_parser("config", parents=[common], help="show the resolved config")
@@ -323,6 +325,7 @@ def cmd_eval(args) -> int:
         raise CliError("--runs and --limit must be >= 1", EXIT_USAGE)
     for path in args.configs:
         _load_config_file(path)  # every config is checked before any work starts
+    judge_llm = _load_config_file(args.judge).llm if args.judge else None
     out = Path(args.out)
     dataset = load_dataset(args.dataset, args.corpus, cache_dir=out / "cache")
     evaluator = Evaluator(dataset, [Path(p) for p in args.configs], out, runs=args.runs, limit=args.limit,
@@ -331,7 +334,14 @@ def cmd_eval(args) -> int:
     names = {Path(p).stem for p in args.configs}
     qids = {q.id for q in evaluator.questions}
     rows = [r for r in read_results(results) if r["config"] in names and r["id"] in qids and r["run"] < args.runs]
-    report = write_report(rows, out, f"{dataset.name}: {', '.join(sorted(names))}")
+    title = f"{dataset.name}: {', '.join(sorted(names))}"
+    if judge_llm is not None:
+        from evaluation.faithfulness import JUDGEMENTS, attach_judgements
+
+        judge = evaluator.faithfulness_judge(judge_llm)
+        rows = attach_judgements(rows, judge.judge_results(rows, out / JUDGEMENTS))
+        title += f"; faithfulness judge {judge.name}"
+    report = write_report(rows, out, title)
     print((out / "report.md").read_text())
     print(f"wrote {out / 'report.md'}, report.json, {results.name}, configs/ and 3 plots")
     return 0 if report["configs"] else EXIT_FAIL

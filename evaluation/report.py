@@ -11,9 +11,10 @@ from pathlib import Path
 
 from retrievers.metrics import percentile
 
-METRICS = ["exact_match", "f1", "contains", "gold_recall", "citation_precision", "abstention_rate",
+METRICS = ["exact_match", "f1", "contains", "gold_recall", "citation_precision", "faithfulness", "abstention_rate",
            "correct_abstention_rate", "latency_p50_ms", "latency_p95_ms", "llm_calls", "prompt_tokens",
-           "completion_tokens", "parse_fallbacks", "guard_activations", "errors"]
+           "completion_tokens", "parse_fallbacks", "guard_activations", "errors", "judge_fallbacks"]
+OPTIONAL = {"faithfulness", "judge_fallbacks"}  # only when an LLM judge ran (cli.py eval --judge)
 
 
 def _mean(values: list) -> float | None:
@@ -30,6 +31,7 @@ def run_metrics(rows: list[dict]) -> dict[str, float | None]:
         "contains": _mean([r["contains"] for r in rows]),
         "gold_recall": _mean([r.get("gold_recall") for r in rows]),
         "citation_precision": _mean([r.get("citation_precision") for r in rows]),
+        "faithfulness": _mean([r.get("faithfulness") for r in rows]),
         "abstention_rate": len(abstained) / len(rows),
         # an abstention is "correct" when the run never retrieved a gold document (nothing to answer from)
         "correct_abstention_rate": _mean([float(r["gold_recall"] == 0) for r in abstained
@@ -42,6 +44,7 @@ def run_metrics(rows: list[dict]) -> dict[str, float | None]:
         "parse_fallbacks": _mean([r["parse_fallbacks"] for r in rows]),
         "guard_activations": _mean([sum(r["guards"].values()) for r in rows]),
         "errors": sum(1 for r in rows if r.get("error")),
+        "judge_fallbacks": _mean([r.get("judge_fallbacks") for r in rows]),
     }
 
 
@@ -84,6 +87,8 @@ def markdown(report: dict, title: str) -> str:
              "Cells are mean ± sample SD over runs.", "", "## Side by side", "",
              "| metric | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
     for m in METRICS:
+        if m in OPTIONAL and all(cfgs[n][m]["mean"] is None for n in names):
+            continue
         digits = 1 if m.startswith("latency") or m.endswith("tokens") else 3
         lines.append(f"| {m} | " + " | ".join(_fmt(cfgs[n][m], digits) for n in names) + " |")
     for table, label in (("by_difficulty", "difficulty"), ("by_type", "type")):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
 
@@ -19,6 +20,9 @@ from evaluation.metrics import answer_scores, citation_precision, gold_recall
 from graphs.app import Pipeline
 from nodes.resources import Resources
 from retrievers.ingest import corpus_collection
+
+if TYPE_CHECKING:
+    from evaluation.faithfulness import FaithfulnessJudge
 
 RESULTS = "questions.jsonl"
 
@@ -36,7 +40,7 @@ def read_results(path: Path) -> list[dict]:
     return rows
 
 
-def _drop_torn_tail(path: Path) -> None:
+def drop_torn_tail(path: Path) -> None:
     """Cut a last line that a killed run left half-written, so appending starts on a fresh line."""
     if not path.exists():
         return
@@ -102,7 +106,7 @@ class Evaluator:
 
         self.out_dir.mkdir(parents=True, exist_ok=True)
         results = self.out_dir / RESULTS
-        _drop_torn_tail(results)
+        drop_torn_tail(results)
         done = {(r["config"], r["run"], r["id"]) for r in read_results(results)}
         total = len(self.config_paths) * self.runs * len(self.questions)
         bar = tqdm(total=total, initial=len(done), desc="eval", unit="q", disable=not progress)
@@ -122,6 +126,14 @@ class Evaluator:
                     self._shared.setdefault(f"llm:{pipe.config.llm.model_dump_json()}", pipe.resources.llm)
         bar.close()
         return results
+
+    def faithfulness_judge(self, llm_config) -> "FaithfulnessJudge":
+        """A judge on `llm_config`, reusing the evaluation's loaded model when the settings are the same."""
+        from evaluation.faithfulness import FaithfulnessJudge, judge_name
+        from nodes.llm import build_llm
+
+        llm = self._shared.get(f"llm:{llm_config.model_dump_json()}") or build_llm(llm_config)
+        return FaithfulnessJudge(llm, judge_name(llm_config))
 
     def _ask(self, pipe: Pipeline, name: str, run: int, q: EvalQuestion) -> dict:
         backend = getattr(pipe.resources.llm, "backend", None)

@@ -20,6 +20,15 @@ def split_sentences(text: str) -> list[str]:
     return [s.strip() for s in _SENT.split(text.strip()) if s.strip()]
 
 
+def cited_numbers(sentence: str) -> set[int]:
+    """The 1-based passage numbers a sentence cites with [n] or [n, m] markers."""
+    return {int(n) for group in _CITE.findall(sentence) for n in group.split(",")}
+
+
+def strip_citations(text: str) -> str:
+    return _CITE.sub("", text).strip()
+
+
 def _content_words(text: str) -> set[str]:
     from retrievers.bm25 import stop_words
 
@@ -52,13 +61,13 @@ def verify_citations(answer: str, passages: list[dict], embedder, threshold: flo
     With `drop_unsupported`, sentences no passage supports are removed from the answer (counted as `removed`).
     """
     sentences = split_sentences(answer)
-    bare = [_CITE.sub("", s).strip() for s in sentences]
+    bare = [strip_citations(s) for s in sentences]
     support = support_matrix(bare, passages, embedder, passage_vectors)
     stats = {"sentences": len(sentences), "kept": 0, "corrected": 0, "dropped": 0, "unsupported": 0, "removed": 0}
     order: list[int] = []  # passage indexes in order of first citation
     out_sentences = []
     for sentence, text, row in zip(sentences, bare, support):
-        cited = {int(n) - 1 for group in _CITE.findall(sentence) for n in group.split(",")}
+        cited = {n - 1 for n in cited_numbers(sentence)}
         cited = {c for c in cited if 0 <= c < len(passages)}
         good = sorted(c for c in cited if row[c] >= threshold)
         stats["kept"] += len(good)

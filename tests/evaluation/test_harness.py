@@ -61,6 +61,22 @@ class TestEvalCommand:
         assert lines[:2] == first  # the finished questions were not redone
         assert sorted(json.loads(x)["id"] for x in lines) == ["q1", "q2", "q3", "q4"]  # the torn line was redone
 
+    def test_faithfulness_judged_by_the_real_local_model(self, tmp_path, configs):
+        out = tmp_path / "out"
+        args = ["eval", DATASET, "--corpus", SAMPLES, "--configs", configs[0], "--limit", "2", "--out", out,
+                "--no-progress", "--judge", ROOT / "configs" / "fixed.yaml"]
+        done = cli(*args)
+        assert done.returncode == 0, done.stderr
+        judgements = [json.loads(x) for x in (out / "judgements.jsonl").read_text().splitlines()]
+        assert sorted(j["id"] for j in judgements) == ["q1", "q2"]
+        assert all(j["judge"].startswith("local:SmolLM2") for j in judgements)
+        verdicts = [v for j in judgements for v in j["verdicts"]]
+        assert verdicts and all(v["supported"] in (True, False, None) for v in verdicts)
+        assert sum(j["judge_calls"] for j in judgements) >= sum(bool(v["cited"]) for v in verdicts) > 0
+        assert "| faithfulness |" in (out / "report.md").read_text() and "judge local:SmolLM2" in done.stdout
+        assert cli(*args).returncode == 0  # judged answers are not judged again
+        assert (out / "judgements.jsonl").read_text().count("\n") == 2
+
     @pytest.mark.parametrize("content, message", [
         ("{not json\n", "invalid JSON"),
         ('{"id": "x", "question": "q?"}\n', "unknown format"),
@@ -79,6 +95,9 @@ class TestEvalCommand:
         bad.write_text("graph: {mode: sideways}\n")
         done = cli("eval", DATASET, "--corpus", SAMPLES, "--configs", bad, "--out", tmp_path / "o")
         assert done.returncode == 2 and "bad.yaml: graph.mode" in done.stderr
+        done = cli("eval", DATASET, "--corpus", SAMPLES, "--configs", configs[0], "--judge", bad, "--out",
+                   tmp_path / "o")
+        assert done.returncode == 2 and "bad.yaml: graph.mode" in done.stderr and not (tmp_path / "o").exists()
 
 
 class TestDatasets:
