@@ -11,11 +11,9 @@ import json
 import os
 import sys
 
-for _var, _value in {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1",
-                     "LANGSMITH_TRACING": "false", "LANGCHAIN_TRACING_V2": "false",
-                     "TOKENIZERS_PARALLELISM": "false", "TRANSFORMERS_VERBOSITY": "error",
-                     "HF_HUB_DISABLE_PROGRESS_BARS": "1"}.items():
-    os.environ.setdefault(_var, _value)
+from configs import runtime_env
+
+runtime_env.apply()
 
 EXIT_USAGE, EXIT_FAIL = 2, 1
 

@@ -2,16 +2,15 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "datasets"
 sys.path.insert(0, str(ROOT))
-for var, value in {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error",
-                   "TOKENIZERS_PARALLELISM": "false", "HF_HUB_DISABLE_PROGRESS_BARS": "1"}.items():
-    os.environ.setdefault(var, value)
+from configs import runtime_env  # noqa: E402
+
+runtime_env.apply()
 
 
 def scifact_docs(limit: int | None = None) -> list[dict]:

@@ -1,7 +1,6 @@
 """Sentence-transformers embeddings from a model folder on disk (never a hub download)."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
@@ -45,7 +44,9 @@ class Embedder:
     @property
     def model(self):
         if self._model is None:
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+            from configs import runtime_env
+
+            runtime_env.apply()  # library use (no cli.py): still never reach for the hub
             from sentence_transformers import SentenceTransformer
             from transformers.utils import logging as hf_logging
 

@@ -1,21 +1,20 @@
 """Shared fixtures: the real packaged embedding model (loaded once per session) and temp-dir indexes."""
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
-for _var, _value in {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1",
-                     "TOKENIZERS_PARALLELISM": "false", "TRANSFORMERS_VERBOSITY": "error",
-                     "HF_HUB_DISABLE_PROGRESS_BARS": "1"}.items():
-    os.environ.setdefault(_var, _value)
-
-import pytest
-
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from configs import runtime_env  # noqa: E402
+
+runtime_env.apply()
+
+import pytest  # noqa: E402
+
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 SAMPLES = ROOT / "samples" / "corpus"
-sys.path.insert(0, str(ROOT))
 
 
 @pytest.fixture(scope="session")

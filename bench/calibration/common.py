@@ -10,13 +10,11 @@ import os
 import sys
 from pathlib import Path
 
-for _var, _value in {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1",
-                     "TOKENIZERS_PARALLELISM": "false", "TRANSFORMERS_VERBOSITY": "error",
-                     "HF_HUB_DISABLE_PROGRESS_BARS": "1"}.items():
-    os.environ.setdefault(_var, _value)
-
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+from configs import runtime_env  # noqa: E402
+
+runtime_env.apply()
 
 DATA = Path(os.environ.get("HOTPOT_DIR", "/work/shared/datasets/hotpotqa_dev_distractor_sample"))
 CACHE = Path(os.environ.get("CALIB_CACHE", "/tmp/calib"))
