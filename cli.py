@@ -317,7 +317,7 @@ def cmd_eval(args) -> int:
 
     from evaluation.datasets import load_dataset
     from evaluation.report import write_report
-    from evaluation.runner import Evaluator, read_results
+    from evaluation.runner import Evaluator, read_results, score_row
 
     if args.runs < 1 or (args.limit is not None and args.limit < 1):
         raise CliError("--runs and --limit must be >= 1", EXIT_USAGE)
@@ -331,7 +331,8 @@ def cmd_eval(args) -> int:
     results = evaluator.run(progress=False if args.no_progress else None)
     names = {Path(p).stem for p in args.configs}
     qids = {q.id for q in evaluator.questions}
-    rows = [r for r in read_results(results) if r["config"] in names and r["id"] in qids and r["run"] < args.runs]
+    rows = [{**r, **score_row(r)} for r in read_results(results)
+            if r["config"] in names and r["id"] in qids and r["run"] < args.runs]
     title = f"{dataset.name}: {', '.join(sorted(names))}"
     if judge_llm is not None:
         from evaluation.faithfulness import JUDGEMENTS, attach_judgements

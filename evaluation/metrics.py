@@ -22,6 +22,12 @@ def normalize_answer(text: str) -> str:
     return " ".join(_ARTICLES.sub(" ", text).split())
 
 
+def contains_phrase(normalized_prediction: str, gold: str) -> bool:
+    """Whether the normalised gold answer occurs in the prediction as whole words ("no" is not in "not known")."""
+    phrase = normalize_answer(gold)
+    return bool(phrase) and f" {phrase} " in f" {normalized_prediction} "
+
+
 def token_f1(prediction: str, gold: str) -> float:
     pred, ref = normalize_answer(prediction).split(), normalize_answer(gold).split()
     if not pred or not ref:
@@ -63,10 +69,10 @@ def answer_scores(prediction: str, golds: list[str], is_list: bool = False) -> d
         _, recall, f1 = set_prf(prediction, golds)
         return {"exact_match": float(split_items(prediction) == {normalize_answer(g) for g in golds}),
                 "f1": f1,
-                "contains": sum(normalize_answer(g) in norm_pred for g in golds) / len(golds)}
+                "contains": sum(contains_phrase(norm_pred, g) for g in golds) / len(golds)}
     return {"exact_match": float(any(norm_pred == normalize_answer(g) for g in golds)),
             "f1": max(token_f1(prediction, g) for g in golds),
-            "contains": float(any(normalize_answer(g) and normalize_answer(g) in norm_pred for g in golds))}
+            "contains": float(any(contains_phrase(norm_pred, g) for g in golds))}
 
 
 def gold_recall(retrieved_doc_ids: list[str], gold_doc_ids: list[str]) -> float | None:

@@ -50,12 +50,19 @@ def drop_torn_tail(path: Path) -> None:
             fh.truncate(data.rfind(b"\n") + 1)
 
 
-def score(q: EvalQuestion, result: dict) -> dict:
-    scores = answer_scores("" if result["abstained"] else result["answer"], q.answers, q.is_list)
+ERROR_SCORES = {"exact_match": 0.0, "f1": 0.0, "contains": 0.0, "gold_recall": None, "citation_precision": None}
+
+
+def score_row(row: dict) -> dict:
+    """Answer and grounding metrics of one result line, from what the line stores. Reports recompute them, so a
+    metric fix applies to finished evaluations without re-running the pipelines."""
+    if row.get("error"):
+        return dict(ERROR_SCORES)
+    scores = answer_scores("" if row["abstained"] else row["prediction"], row["answers"], row["is_list"])
     return {**scores,
-            "gold_recall": gold_recall(result.get("retrieved_doc_ids", []), q.gold_doc_ids),
-            "citation_precision": citation_precision([c["doc_id"] for c in result.get("citations", [])],
-                                                     q.gold_doc_ids)}
+            "gold_recall": gold_recall(row.get("retrieved_doc_ids", []), row["gold_doc_ids"]),
+            "citation_precision": citation_precision([c["doc_id"] for c in row.get("citations", [])],
+                                                     row["gold_doc_ids"])}
 
 
 class Evaluator:
@@ -146,14 +153,14 @@ class Evaluator:
             result = pipe.ask(q.question)
         except Exception as exc:  # one failing question never stops the evaluation; it is counted
             return {**base, "prediction": "", "abstained": False, "error": f"{type(exc).__name__}: {exc}",
-                    "latency_ms": (time.perf_counter() - started) * 1e3, "exact_match": 0.0, "f1": 0.0,
-                    "contains": 0.0, "gold_recall": None, "citation_precision": None, "llm_calls": 0,
+                    "latency_ms": (time.perf_counter() - started) * 1e3, **ERROR_SCORES, "llm_calls": 0,
                     "prompt_tokens": 0, "completion_tokens": 0, "parse_fallbacks": 0, "guards": {}}
         usage = result["usage"]
-        return {**base, "prediction": result["answer"], "abstained": result["abstained"], "error": None,
-                "latency_ms": (time.perf_counter() - started) * 1e3, **score(q, result),
-                "llm_calls": usage.get("llm_calls", 0), "prompt_tokens": usage.get("prompt_tokens", 0),
-                "completion_tokens": usage.get("completion_tokens", 0),
-                "parse_fallbacks": result["failures"]["parse_fallbacks"], "guards": result["failures"]["guards"],
-                "retrieved_doc_ids": result.get("retrieved_doc_ids", []), "citations": result["citations"],
-                "steps": result["steps"], "trace": result["trace"]}
+        row = {**base, "prediction": result["answer"], "abstained": result["abstained"], "error": None,
+               "latency_ms": (time.perf_counter() - started) * 1e3,
+               "llm_calls": usage.get("llm_calls", 0), "prompt_tokens": usage.get("prompt_tokens", 0),
+               "completion_tokens": usage.get("completion_tokens", 0),
+               "parse_fallbacks": result["failures"]["parse_fallbacks"], "guards": result["failures"]["guards"],
+               "retrieved_doc_ids": result.get("retrieved_doc_ids", []), "citations": result["citations"],
+               "steps": result["steps"], "trace": result["trace"]}
+        return {**row, **score_row(row)}

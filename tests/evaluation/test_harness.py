@@ -149,6 +149,17 @@ class TestReport:
         assert rep["f1"]["sd"] == pytest.approx(0.3535534, rel=1e-5)  # stdev([0.5, 1.0])
         assert rep["guard_activations"]["mean"] == 1.0 and rep["runs"] == 2 and rep["questions"] == 2
 
+    def test_scores_are_recomputed_from_the_stored_line(self):
+        from evaluation.runner import score_row
+
+        row = {"prediction": "I do not know [1].", "abstained": False, "answers": ["no"], "is_list": False,
+               "gold_doc_ids": ["A", "B"], "retrieved_doc_ids": ["A", "C"], "citations": [{"doc_id": "C"}],
+               "contains": 1.0, "error": None}  # "contains" as an older, substring-matching scorer stored it
+        assert score_row(row) == {"exact_match": 0.0, "f1": 0.0, "contains": 0.0, "gold_recall": 0.5,
+                                  "citation_precision": 0.0}
+        assert score_row({**row, "abstained": True})["f1"] == 0.0
+        assert score_row({**row, "error": "LLMError: down"})["gold_recall"] is None
+
     def test_correct_abstention_needs_gold_information(self):
         from evaluation.report import run_metrics
 

@@ -18,6 +18,12 @@ class TestSingleAnswers:
         assert s["f1"] == pytest.approx(0.8)
         assert s["contains"] == 1.0
 
+    def test_contains_needs_whole_words(self):
+        assert answer_scores("I do not know.", ["no"])["contains"] == 0.0
+        assert answer_scores("No, they were not [2].", ["no"])["contains"] == 1.0
+        assert answer_scores("Annabel Lee", ["Anna"])["contains"] == 0.0
+        assert answer_scores("Friends: Annabel Lee and Anna.", ["Anna", "Bo"], is_list=True)["contains"] == 0.5
+
     def test_token_f1_counts_repeats(self):
         assert token_f1("a cat cat", "cat") == pytest.approx(2 * (1 / 2) * 1 / (1 / 2 + 1))
 
