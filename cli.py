@@ -88,6 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="override a value in every config (repeatable)")
     p.add_argument("--judge", metavar="YAML", help="also judge faithfulness with the LLM of this config's llm: "
                    "section (off by default; e.g. configs/fixed-openai.yaml)")
+    p.add_argument("--plot-metric", choices=["f1", "contains", "exact_match"], default="f1",
+                   help="accuracy metric of the plots (default: f1)")
     p.add_argument("--no-progress", action="store_true")
 
     p = sub.add_parser("config", parents=[common], help="show the resolved config")
@@ -340,7 +342,7 @@ def cmd_eval(args) -> int:
         judge = evaluator.faithfulness_judge(judge_llm)
         rows = attach_judgements(rows, judge.judge_results(rows, out / JUDGEMENTS))
         title += f"; faithfulness judge {judge.name}"
-    report = write_report(rows, out, title)
+    report = write_report(rows, out, title, plot_metric=args.plot_metric)
     print((out / "report.md").read_text())
     print(f"wrote {out / 'report.md'}, report.json, {results.name}, configs/ and 3 plots")
     return 0 if report["configs"] else EXIT_FAIL

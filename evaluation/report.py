@@ -92,29 +92,39 @@ def markdown(report: dict, title: str) -> str:
         digits = 1 if m.startswith("latency") or m.endswith("tokens") else 3
         lines.append(f"| {m} | " + " | ".join(_fmt(cfgs[n][m], digits) for n in names) + " |")
     for table, label in (("by_difficulty", "difficulty"), ("by_type", "type")):
-        lines += ["", f"## F1 by {label} (all runs pooled; n per cell)", "",
+        lines += ["", f"## F1 / contains by {label} (all runs pooled; n per cell)", "",
                   f"| {label} | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
         for value, per in report[table].items():
             lines.append(f"| {value} | " + " | ".join(
-                f"{_fmt(per[n]['f1'])} (n={per[n]['n']})" if n in per else "–" for n in names) + " |")
+                f"{_fmt(per[n]['f1'])} / {_fmt(per[n]['contains'])} (n={per[n]['n']})" if n in per else "–"
+                for n in names) + " |")
     return "\n".join(lines) + "\n"
 
 
-def write_report(rows: list[dict], out_dir: Path, title: str) -> dict:
+PLOT_METRICS = ("f1", "contains", "exact_match")
+
+
+def write_report(rows: list[dict], out_dir: Path, title: str, plot_metric: str = "f1") -> dict:
+    """report.json, report.md and three PNG plots of `plot_metric` (by difficulty; against LLM calls; against
+    latency)."""
     from evaluation.plots import bars, scatter
 
+    if plot_metric not in PLOT_METRICS:
+        raise ValueError(f"plot_metric must be one of {PLOT_METRICS}")
+    label = {"f1": "F1", "contains": "contains", "exact_match": "exact match"}[plot_metric]
     report = aggregate(rows)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "report.json").write_text(json.dumps(report, indent=2))
     (out_dir / "report.md").write_text(markdown(report, title))
     names = list(report["configs"])
     groups = list(report["by_difficulty"])
-    bars(out_dir / "accuracy_by_difficulty.png", "F1 by difficulty", groups, names,
-         [[(report["by_difficulty"][g].get(n) or {}).get("f1") or 0.0 for n in names] for g in groups])
-    points = [(n, report["configs"][n]["llm_calls"]["mean"] or 0.0, report["configs"][n]["f1"]["mean"] or 0.0)
-              for n in names]
-    scatter(out_dir / "accuracy_vs_llm_calls.png", "F1 vs LLM calls per question", "LLM calls / question", points)
+    bars(out_dir / "accuracy_by_difficulty.png", f"{label} by difficulty", groups, names,
+         [[(report["by_difficulty"][g].get(n) or {}).get(plot_metric) or 0.0 for n in names] for g in groups])
+    points = [(n, report["configs"][n]["llm_calls"]["mean"] or 0.0,
+               report["configs"][n][plot_metric]["mean"] or 0.0) for n in names]
+    scatter(out_dir / "accuracy_vs_llm_calls.png", f"{label} vs LLM calls per question", "LLM calls / question",
+            points)
     points = [(n, (report["configs"][n]["latency_p50_ms"]["mean"] or 0.0) / 1e3,
-               report["configs"][n]["f1"]["mean"] or 0.0) for n in names]
-    scatter(out_dir / "accuracy_vs_latency.png", "F1 vs latency", "p50 latency (s)", points)
+               report["configs"][n][plot_metric]["mean"] or 0.0) for n in names]
+    scatter(out_dir / "accuracy_vs_latency.png", f"{label} vs latency", "p50 latency (s)", points)
     return report

@@ -41,7 +41,7 @@ class TestEvalCommand:
         assert report["configs"]["no-llm"]["llm_calls"]["mean"] == 0
         assert set(report["by_difficulty"]) == {"easy", "hard"} and set(report["by_type"]) >= {"who", "which"}
         md = (out / "report.md").read_text()
-        assert "| f1 |" in md and "± 0.000" in md and "F1 by difficulty" in md
+        assert "| f1 |" in md and "± 0.000" in md and "F1 / contains by difficulty" in md
         for png in ("accuracy_by_difficulty.png", "accuracy_vs_llm_calls.png", "accuracy_vs_latency.png"):
             assert (out / png).read_bytes()[:4] == b"\x89PNG"
         assert (out / "configs" / "no-llm-bm25.yaml").exists()
@@ -148,6 +148,18 @@ class TestReport:
         assert rep["f1"]["mean"] == pytest.approx(0.75)
         assert rep["f1"]["sd"] == pytest.approx(0.3535534, rel=1e-5)  # stdev([0.5, 1.0])
         assert rep["guard_activations"]["mean"] == 1.0 and rep["runs"] == 2 and rep["questions"] == 2
+
+    def test_breakdowns_show_f1_and_contains_and_plots_take_a_metric(self, tmp_path):
+        from evaluation.report import write_report
+
+        rows = [self._row("a", 0, "q1", 1.0, difficulty="1"), {**self._row("a", 0, "q2", 0.0, difficulty="2"),
+                                                                "contains": 0.5}]
+        report = write_report(rows, tmp_path, "t", plot_metric="contains")
+        md = (tmp_path / "report.md").read_text()
+        assert "| 2 | 0.000 / 0.500 (n=1) |" in md and report["by_difficulty"]["1"]["a"]["contains"] == 1.0
+        assert (tmp_path / "accuracy_by_difficulty.png").read_bytes()[:4] == b"\x89PNG"
+        with pytest.raises(ValueError, match="plot_metric"):
+            write_report(rows, tmp_path, "t", plot_metric="latency")
 
     def test_scores_are_recomputed_from_the_stored_line(self):
         from evaluation.runner import score_row
