@@ -33,9 +33,10 @@ def run_metrics(rows: list[dict]) -> dict[str, float | None]:
         "citation_precision": _mean([r.get("citation_precision") for r in rows]),
         "faithfulness": _mean([r.get("faithfulness") for r in rows]),
         "abstention_rate": len(abstained) / len(rows),
-        # an abstention is "correct" when the run never retrieved a gold document (nothing to answer from)
-        "correct_abstention_rate": _mean([float(r["gold_recall"] == 0) for r in abstained
-                                          if r.get("gold_recall") is not None]),
+        # an abstention is "correct" when the run searched and nothing it retrieved was gold (nothing to answer
+        # from); giving up without searching is not, however unanswerable the question then looked
+        "correct_abstention_rate": _mean([float(r["gold_recall"] == 0 and bool(r.get("retrieved_doc_ids")))
+                                          for r in abstained if r.get("gold_recall") is not None]),
         "latency_p50_ms": percentile(lat, 50),
         "latency_p95_ms": percentile(lat, 95),
         "llm_calls": _mean([r["llm_calls"] for r in rows]),

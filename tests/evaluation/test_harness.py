@@ -175,8 +175,10 @@ class TestReport:
     def test_correct_abstention_needs_gold_information(self):
         from evaluation.report import run_metrics
 
-        rows = [self._row("a", 0, "q1", 0.0, abstained=True, recall=0.0),
-                self._row("a", 0, "q2", 0.0, abstained=True, recall=0.5),
-                self._row("a", 0, "q3", 0.0, abstained=True, recall=None)]
+        searched = {"retrieved_doc_ids": ["x", "y"]}
+        rows = [{**self._row("a", 0, "q1", 0.0, abstained=True, recall=0.0), **searched},  # correct
+                {**self._row("a", 0, "q2", 0.0, abstained=True, recall=0.5), **searched},  # gold was there
+                self._row("a", 0, "q3", 0.0, abstained=True, recall=0.0),  # gave up without searching
+                self._row("a", 0, "q4", 0.0, abstained=True, recall=None)]  # no gold documents known
         m = run_metrics(rows)
-        assert m["abstention_rate"] == 1.0 and m["correct_abstention_rate"] == 0.5
+        assert m["abstention_rate"] == 1.0 and m["correct_abstention_rate"] == pytest.approx(1 / 3)
