@@ -29,7 +29,7 @@ def strip_citations(text: str) -> str:
     return _CITE.sub("", text).strip()
 
 
-def _content_words(text: str) -> set[str]:
+def content_words(text: str) -> set[str]:
     from retrievers.bm25 import stop_words
 
     stop = stop_words()
@@ -42,10 +42,10 @@ def support_matrix(sentences: list[str], passages: list[dict], embedder, passage
     if passage_vectors is None:
         passage_vectors = embedder.run([p["text"] for p in passages])
     sims = embedder.run(sentences) @ passage_vectors.T
-    words = [_content_words(p["text"]) for p in passages]
+    words = [content_words(p["text"]) for p in passages]
     out = []
     for i, sentence in enumerate(sentences):
-        mine = _content_words(sentence)
+        mine = content_words(sentence)
         row = []
         for j in range(len(passages)):
             overlap = len(mine & words[j]) / len(mine) if mine else 0.0

@@ -9,6 +9,9 @@ Guards, each recorded in the step's `guard` field:
 - `repeat`: the same action with the same arguments on an unchanged state -> not executed again; the fixed
   pipeline's next edge instead (or, if that repeats too, answer/abstain);
 - `premature_answer`: answer before any passage was retrieved -> the fixed pipeline's next edge;
+- `ungrounded_query`: a rewrite/retrieve query sharing no content word with the question, the current query or the
+  passages found so far (small models copy the prompt's field description, "only for rewrite/retrieve", as the
+  query) -> the query is dropped: retrieve searches the current query, rewrite writes its own;
 - `budget`: `router.max_steps` decisions made -> answer from what the run has, or abstain.
 Every run therefore ends with an answer or an explicit abstention.
 """
@@ -64,6 +67,15 @@ def _has_passages(state: dict) -> bool:
 
 
 _INPUTS = {"rerank": {"retrieve"}, "grade": {"retrieve", "rerank"}, "rewrite": {"grade"}}
+
+
+def is_grounded(query: str, state: dict) -> bool:
+    """Does the query share a content word with what the run knows: the question, the current query, the passages?"""
+    from nodes.citations import content_words
+
+    known = " ".join([state["question"], state.get("query") or ""]
+                     + [p["text"] for p in state.get("candidates", [])])
+    return bool(content_words(query) & content_words(known))
 
 
 def is_repeat(action: str, args: dict, executed: list) -> bool:
@@ -166,6 +178,8 @@ def route(state: dict, res: Resources) -> dict:
                 args = {"query": decision.query.strip()}
             elif action == "abstain" and decision.reason:
                 args = {"reason": decision.reason.strip()}
+            if args.get("query") and not is_grounded(args["query"], state):
+                args, guard = {}, "ungrounded_query"
         if action == "retrieve" and not args:  # retrieving "the current query" is a call with that query
             args = {"query": state.get("query") or state["question"]}
         if action == "answer" and not _has_passages(state):

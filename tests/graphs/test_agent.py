@@ -65,7 +65,7 @@ class TestAgentGraph:
         assert "not valid" in backend.calls[1][-1]["content"]
 
     def test_budget_exhausted_answers_from_what_it_has(self, make_pipeline):
-        llm, _ = scripted_llm(router=lambda n: _d("retrieve", query=f"query number {n}"),
+        llm, _ = scripted_llm(router=lambda n: _d("retrieve", query=f"blue flags {n}"),
                               answer="Blue flags protect workers on a track [1].")
         result = make_pipeline(*AGENT, "graph.router.max_steps=3", llm=llm).ask("What do blue flags protect?")
         assert _actions(result) == ["retrieve", "retrieve", "retrieve", "answer"]
@@ -73,7 +73,7 @@ class TestAgentGraph:
         assert not result["abstained"] and result["citations"]
 
     def test_budget_exhausted_without_passages_abstains(self, make_pipeline):
-        llm, _ = scripted_llm(router=lambda n: _d("rewrite", query=f"variant {n}"))
+        llm, _ = scripted_llm(router=lambda n: _d("rewrite", query=f"blue flag variant {n}"))
         result = make_pipeline(*AGENT, "graph.router.max_steps=2", llm=llm).ask("What do blue flags protect?")
         assert _actions(result) == ["rewrite", "rewrite", "abstain"] and _guards(result)[-1] == "budget"
         assert result["abstained"]
@@ -85,6 +85,24 @@ class TestAgentGraph:
         result = make_pipeline(*AGENT, llm=llm).ask("What is standard gauge?")
         assert result["steps"][0]["action"] == "rewrite" and result["steps"][0]["guard"] == "premature_answer"
         assert _actions(result)[-1] == "answer" and not result["abstained"]
+
+    def test_query_sharing_nothing_with_the_run_is_dropped(self, make_pipeline):
+        # what SmolLM2 does under the zero-shot prompt: the field description comes back as the query
+        llm, _ = scripted_llm(router=[_d("retrieve", query="only for rewrite/retrieve"), _d("rerank"), _d("grade"),
+                                      _d("answer")], answer="Blue flags protect workers on a track [1].")
+        result = make_pipeline(*AGENT, llm=llm).ask("What do blue flags protect?")
+        first = result["steps"][0]
+        assert first["guard"] == "ungrounded_query" and first["args"] == {"query": "What do blue flags protect?"}
+        assert result["failures"]["guards"] == {"ungrounded_query": 1} and not result["abstained"]
+
+    def test_query_grounded_in_found_passages_is_kept(self):
+        from nodes.router import is_grounded
+
+        state = {"question": "Who is the friend of the person whose hobby is physics?", "query": None,
+                 "candidates": [{"text": "The hobby of Elna Fears is physics."}]}
+        assert is_grounded("Elna Fears friends", state)  # a bridge entity read in a passage
+        assert not is_grounded("only for rewrite/retrieve", state)
+        assert not is_grounded("the of and", state)  # stop words only
 
     def test_explicit_abstain_with_reason(self, make_pipeline):
         llm, _ = scripted_llm(router=[_d("retrieve", query="soufflé"), _d("abstain", reason="nothing about cooking")])
