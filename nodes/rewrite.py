@@ -85,12 +85,14 @@ def rewrite(state: dict, res: Resources) -> dict:
         if attempts and state.get("feedback"):
             prompt += f"\nEarlier queries found nothing useful: {state['feedback']}. Try different words."
         messages = [{"role": "system", "content": prompt}, {"role": "user", "content": question}]
+        # fallbacks are built unvalidated: the length limits are for the model's queries, not the user's question
         if n == 1:
-            result = res.llm.structured(messages, RewrittenQuery, fallback=RewrittenQuery(query=question),
-                                        max_tokens=64)
+            result = res.llm.structured(messages, RewrittenQuery,
+                                        fallback=RewrittenQuery.model_construct(query=question), max_tokens=64)
             generated = [result.value.query]
         else:
-            result = res.llm.structured(messages, RewrittenQueries, fallback=RewrittenQueries(queries=[question]),
+            result = res.llm.structured(messages, RewrittenQueries,
+                                        fallback=RewrittenQueries.model_construct(queries=[question]),
                                         max_tokens=48 * n)
             generated = list(result.value.queries)[:n]
         # the first round also searches the question itself: a weak model's rewrite must not lose it

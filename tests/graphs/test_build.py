@@ -62,6 +62,16 @@ class TestFixedGraph:
         assert result["queries"] == ["Who patented the knuckle coupler?"]
         assert not result["abstained"] and result["citations"]
 
+    @pytest.mark.parametrize("num_queries", [1, 3])
+    def test_question_longer_than_a_query_survives_a_fallback(self, make_pipeline, num_queries):
+        # HotpotQA has questions over 160 characters, the limit on a model-written query
+        question = ("In the railway yard described in the handbook, which safety rule, written after several "
+                    "accidents involving workers between cars, says what must never be moved onto a protected track?")
+        assert len(question) > 160
+        llm, _ = scripted_llm(rewrite="no json here", answer="NOT FOUND")
+        result = make_pipeline(f"rewrite.num_queries={num_queries}", llm=llm).ask(question)
+        assert result["queries"] == [question] and llm.parse_failures >= 1
+
     def test_model_says_not_found(self, make_pipeline):
         llm, _ = scripted_llm(answer="NOT FOUND")
         result = make_pipeline(llm=llm).ask("Who patented the knuckle coupler?")
