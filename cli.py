@@ -88,6 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="override a value in every config (repeatable)")
     p.add_argument("--judge", metavar="YAML", help="also judge faithfulness with the LLM of this config's llm: "
                    "section (off by default; e.g. configs/fixed-openai.yaml)")
+    p.add_argument("--retry-errors", action="store_true", help="ask again the questions that failed last time")
     p.add_argument("--plot-metric", choices=["f1", "contains", "exact_match"], default="f1",
                    help="accuracy metric of the plots (default: f1)")
     p.add_argument("--no-progress", action="store_true")
@@ -330,7 +331,7 @@ def cmd_eval(args) -> int:
     dataset = load_dataset(args.dataset, args.corpus, cache_dir=out / "cache")
     evaluator = Evaluator(dataset, [Path(p) for p in args.configs], out, runs=args.runs, limit=args.limit,
                           index_dir=Path(args.index_dir) if args.index_dir else None, overrides=args.overrides)
-    results = evaluator.run(progress=False if args.no_progress else None)
+    results = evaluator.run(progress=False if args.no_progress else None, retry_errors=args.retry_errors)
     names = {Path(p).stem for p in args.configs}
     qids = {q.id for q in evaluator.questions}
     rows = [{**r, **score_row(r)} for r in read_results(results)

@@ -7,6 +7,7 @@ Lines are appended and flushed as they are produced, so an interrupted evaluatio
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -51,6 +52,20 @@ def drop_torn_tail(path: Path) -> None:
 
 
 ERROR_SCORES = {"exact_match": 0.0, "f1": 0.0, "contains": 0.0, "gold_recall": None, "citation_precision": None}
+
+
+def drop_error_lines(path: Path) -> int:
+    """Remove the lines of questions that failed, so a resumed run asks them again. Written to a temporary file
+    and renamed over the original, so a kill midway loses nothing. Returns how many were removed."""
+    if not path.exists():
+        return 0
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    keep = [line for line in lines if not json.loads(line).get("error")]
+    if len(keep) < len(lines):
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text("".join(keep), encoding="utf-8")
+        os.replace(tmp, path)
+    return len(lines) - len(keep)
 
 
 def score_row(row: dict) -> dict:
@@ -108,12 +123,15 @@ class Evaluator:
             self._ingested.add(collection)
         return Pipeline(config, res)
 
-    def run(self, progress: bool | None = None) -> Path:
+    def run(self, progress: bool | None = None, retry_errors: bool = False) -> Path:
+        """Ask every (config, run, question) not yet in the results; with `retry_errors`, also those that failed."""
         from tqdm import tqdm
 
         self.out_dir.mkdir(parents=True, exist_ok=True)
         results = self.out_dir / RESULTS
         drop_torn_tail(results)
+        if retry_errors:
+            drop_error_lines(results)
         done = {(r["config"], r["run"], r["id"]) for r in read_results(results)}
         total = len(self.config_paths) * self.runs * len(self.questions)
         bar = tqdm(total=total, initial=len(done), desc="eval", unit="q", disable=not progress)

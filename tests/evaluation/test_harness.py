@@ -77,6 +77,22 @@ class TestEvalCommand:
         assert cli(*args).returncode == 0  # judged answers are not judged again
         assert (out / "judgements.jsonl").read_text().count("\n") == 2
 
+    def test_retry_errors_asks_failed_questions_again(self, tmp_path, configs):
+        out = tmp_path / "out"
+        args = ["eval", DATASET, "--corpus", SAMPLES, "--configs", configs[0], "--limit", "2", "--out", out,
+                "--no-progress"]
+        assert cli(*args).returncode == 0
+        results = out / "questions.jsonl"
+        rows = [json.loads(x) for x in results.read_text().splitlines()]
+        rows[1].update(error="LLMError: server down", prediction="")
+        results.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        assert cli(*args).returncode == 0
+        assert json.loads(results.read_text().splitlines()[1])["error"]  # a plain resume keeps the failure
+        assert cli(*args, "--retry-errors").returncode == 0
+        lines = [json.loads(x) for x in results.read_text().splitlines()]
+        assert [r["id"] for r in lines] == ["q1", "q2"] and not any(r["error"] for r in lines)
+        assert "Janney" in lines[0]["prediction"] and lines[1]["prediction"]
+
     @pytest.mark.parametrize("content, message", [
         ("{not json\n", "invalid JSON"),
         ('{"id": "x", "question": "q?"}\n', "unknown format"),
