@@ -13,7 +13,7 @@ from retrievers.metrics import percentile
 
 METRICS = ["exact_match", "f1", "contains", "gold_recall", "citation_precision", "faithfulness", "abstention_rate",
            "correct_abstention_rate", "latency_p50_ms", "latency_p95_ms", "llm_calls", "prompt_tokens",
-           "completion_tokens", "parse_fallbacks", "guard_activations", "errors", "judge_fallbacks"]
+           "completion_tokens", "parse_fallbacks", "guard_activations", "errors", "timeouts", "judge_fallbacks"]
 OPTIONAL = {"faithfulness", "judge_fallbacks"}  # only when an LLM judge ran (cli.py eval --judge)
 
 
@@ -45,6 +45,7 @@ def run_metrics(rows: list[dict]) -> dict[str, float | None]:
         "parse_fallbacks": _mean([r["parse_fallbacks"] for r in rows]),
         "guard_activations": _mean([sum(r["guards"].values()) for r in rows]),
         "errors": sum(1 for r in rows if r.get("error")),
+        "timeouts": sum(1 for r in rows if "timed out" in (r.get("error") or "")),  # LLM calls past llm.timeout_s
         "judge_fallbacks": _mean([r.get("judge_fallbacks") for r in rows]),
     }
 

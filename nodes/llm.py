@@ -158,6 +158,8 @@ class OpenAIBackend:
                 # the server (e.g. llama.cpp's) knows only json_object + schema: switch once and for all
                 self.response_format = "json_object"
                 return self.chat(messages, max_tokens=max_tokens, temperature=temperature, json_schema=json_schema)
+            if isinstance(exc, openai.APITimeoutError):
+                raise TransientLLMError(f"timed out after {self.client.timeout}s") from None
             if isinstance(exc, openai.APIConnectionError):
                 raise TransientLLMError(f"unreachable: {type(exc).__name__}") from None
             if isinstance(exc, (openai.RateLimitError, openai.InternalServerError)):

@@ -177,6 +177,16 @@ class TestReport:
         with pytest.raises(ValueError, match="plot_metric"):
             write_report(rows, tmp_path, "t", plot_metric="latency")
 
+    def test_errors_and_timeouts_are_counted(self):
+        from evaluation.report import run_metrics
+
+        rows = [self._row("a", 0, "q1", 1.0),
+                {**self._row("a", 0, "q2", 0.0), "error": "LLMError: LLM backend x failed after 3 tries (timed out "
+                                                           "after 60.0s)"},
+                {**self._row("a", 0, "q3", 0.0), "error": "LLMError: refused the request (HTTP 400)"}]
+        m = run_metrics(rows)
+        assert m["errors"] == 2 and m["timeouts"] == 1
+
     def test_scores_are_recomputed_from_the_stored_line(self):
         from evaluation.runner import score_row
 

@@ -60,3 +60,25 @@ class TestLocalBackend:
 
         with pytest.raises(LLMError, match="GGUF model file not found"):
             LlamaCppBackend(str(tmp_path / "none.gguf"))
+
+
+class TestOpenAIBackendTimeout:
+    def test_a_server_that_never_answers_times_out_with_a_clear_error(self):
+        """A real socket on 127.0.0.1 that accepts the request and never replies."""
+        import socket
+        import threading
+
+        from nodes.llm import OpenAIBackend
+
+        server = socket.socket()
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        held = []
+        threading.Thread(target=lambda: held.append(server.accept()), daemon=True).start()
+        try:
+            backend = OpenAIBackend(f"http://127.0.0.1:{server.getsockname()[1]}/v1", "m", timeout_s=0.3)
+            llm = LLM(backend, max_retries=0)
+            with pytest.raises(LLMError, match=r"failed after 1 tries \(timed out after 0.3s\)"):
+                llm.generate([{"role": "user", "content": "x"}])
+        finally:
+            server.close()
