@@ -88,6 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="override a value in every config (repeatable)")
     p.add_argument("--judge", metavar="YAML", help="also judge faithfulness with the LLM of this config's llm: "
                    "section (off by default; e.g. configs/fixed-openai.yaml)")
+    p.add_argument("--baseline", metavar="NAME", help="config the others are paired against (default: fixed, if "
+                   "compared, else the first)")
     p.add_argument("--retry-errors", action="store_true", help="ask again the questions that failed last time")
     p.add_argument("--plot-metric", choices=["f1", "contains", "exact_match"], default="f1",
                    help="accuracy metric of the plots (default: f1)")
@@ -327,6 +329,8 @@ def cmd_eval(args) -> int:
     for path in args.configs:
         _load_config_file(path)  # every config is checked before any work starts
     judge_llm = _load_config_file(args.judge).llm if args.judge else None
+    if args.baseline and args.baseline not in {Path(p).stem for p in args.configs}:
+        raise CliError(f"--baseline {args.baseline} is not one of the compared configs", EXIT_USAGE)
     out = Path(args.out)
     dataset = load_dataset(args.dataset, args.corpus, cache_dir=out / "cache")
     evaluator = Evaluator(dataset, [Path(p) for p in args.configs], out, runs=args.runs, limit=args.limit,
@@ -343,7 +347,7 @@ def cmd_eval(args) -> int:
         judge = evaluator.faithfulness_judge(judge_llm)
         rows = attach_judgements(rows, judge.judge_results(rows, out / JUDGEMENTS))
         title += f"; faithfulness judge {judge.name}"
-    report = write_report(rows, out, title, plot_metric=args.plot_metric)
+    report = write_report(rows, out, title, plot_metric=args.plot_metric, baseline=args.baseline)
     print((out / "report.md").read_text())
     print(f"wrote {out / 'report.md'}, report.json, {results.name}, configs/ and 3 plots")
     return 0 if report["configs"] else EXIT_FAIL

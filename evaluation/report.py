@@ -6,6 +6,7 @@ runs; with one run it is shown as "±–"). Breakdowns by difficulty and type po
 from __future__ import annotations
 
 import json
+import random
 import statistics
 from pathlib import Path
 
@@ -50,9 +51,41 @@ def run_metrics(rows: list[dict]) -> dict[str, float | None]:
     }
 
 
-def aggregate(rows: list[dict]) -> dict:
+def paired(rows: list[dict], baseline: str, metrics: tuple[str, ...] = ("f1", "contains"),
+           resamples: int = 2000) -> dict:
+    """Each config against `baseline` on the same (run, question) pairs: mean difference with a seeded bootstrap
+    95% interval, and how many questions it won, lost and tied. An interval that spans 0 is no evidence either way."""
+    base = {(r["run"], r["id"]): r for r in rows if r["config"] == baseline}
+    out: dict = {}
+    for name in dict.fromkeys(r["config"] for r in rows):
+        if name == baseline:
+            continue
+        mine = {(r["run"], r["id"]): r for r in rows if r["config"] == name}
+        keys = sorted(set(mine) & set(base))
+        if not keys:
+            continue
+        out[name] = {}
+        for m in metrics:
+            diffs = [mine[k][m] - base[k][m] for k in keys]
+            rng = random.Random(0)
+            means = sorted(sum(rng.choices(diffs, k=len(diffs))) / len(diffs) for _ in range(resamples))
+            out[name][m] = {"diff": sum(diffs) / len(diffs), "ci95": [means[int(0.025 * resamples)],
+                                                                       means[int(0.975 * resamples) - 1]],
+                            "wins": sum(d > 0 for d in diffs), "losses": sum(d < 0 for d in diffs),
+                            "ties": sum(d == 0 for d in diffs), "n": len(diffs)}
+    return out
+
+
+def aggregate(rows: list[dict], baseline: str | None = None) -> dict:
+    """Per-config summaries, breakdowns by difficulty and type, and paired differences against `baseline`
+    (default: the `fixed` config when there is one, else the first)."""
     configs = list(dict.fromkeys(r["config"] for r in rows))
-    out: dict = {"configs": {}, "by_difficulty": {}, "by_type": {}}
+    if baseline is None:
+        baseline = "fixed" if "fixed" in configs else (configs[0] if configs else None)
+    elif baseline not in configs:
+        raise ValueError(f"baseline {baseline!r} is not one of the configs: {configs}")
+    out: dict = {"configs": {}, "by_difficulty": {}, "by_type": {}, "baseline": baseline,
+                 "paired": paired(rows, baseline) if baseline else {}}
     for name in configs:
         mine = [r for r in rows if r["config"] == name]
         runs = sorted({r["run"] for r in mine})
@@ -93,6 +126,19 @@ def markdown(report: dict, title: str) -> str:
             continue
         digits = 1 if m.startswith("latency") or m.endswith("tokens") else 3
         lines.append(f"| {m} | " + " | ".join(_fmt(cfgs[n][m], digits) for n in names) + " |")
+    if report.get("paired"):
+        lines += ["", f"## Paired against {report['baseline']} (same questions and runs)", "",
+                  "Mean difference with a bootstrap 95% interval; wins / losses / ties count questions. An interval "
+                  "that spans 0 is no evidence of a difference.", "",
+                  "| config | F1 diff [95% CI] | F1 W/L/T | contains diff [95% CI] | contains W/L/T |",
+                  "|---|---|---|---|---|"]
+        for name, per in report["paired"].items():
+            cells = []
+            for m in ("f1", "contains"):
+                p = per[m]
+                cells += [f"{p['diff']:+.3f} [{p['ci95'][0]:+.3f}, {p['ci95'][1]:+.3f}]",
+                          f"{p['wins']}/{p['losses']}/{p['ties']}"]
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
     for table, label in (("by_difficulty", "difficulty"), ("by_type", "type")):
         lines += ["", f"## F1 / contains by {label} (all runs pooled; n per cell)", "",
                   f"| {label} | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
@@ -106,7 +152,8 @@ def markdown(report: dict, title: str) -> str:
 PLOT_METRICS = ("f1", "contains", "exact_match")
 
 
-def write_report(rows: list[dict], out_dir: Path, title: str, plot_metric: str = "f1") -> dict:
+def write_report(rows: list[dict], out_dir: Path, title: str, plot_metric: str = "f1",
+                 baseline: str | None = None) -> dict:
     """report.json, report.md and three PNG plots of `plot_metric` (by difficulty; against LLM calls; against
     latency)."""
     from evaluation.plots import bars, scatter
@@ -114,7 +161,7 @@ def write_report(rows: list[dict], out_dir: Path, title: str, plot_metric: str =
     if plot_metric not in PLOT_METRICS:
         raise ValueError(f"plot_metric must be one of {PLOT_METRICS}")
     label = {"f1": "F1", "contains": "contains", "exact_match": "exact match"}[plot_metric]
-    report = aggregate(rows)
+    report = aggregate(rows, baseline)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "report.json").write_text(json.dumps(report, indent=2))
     (out_dir / "report.md").write_text(markdown(report, title))

@@ -114,6 +114,9 @@ class TestEvalCommand:
         done = cli("eval", DATASET, "--corpus", SAMPLES, "--configs", configs[0], "--judge", bad, "--out",
                    tmp_path / "o")
         assert done.returncode == 2 and "bad.yaml: graph.mode" in done.stderr and not (tmp_path / "o").exists()
+        done = cli("eval", DATASET, "--corpus", SAMPLES, "--configs", configs[0], "--baseline", "agent", "--out",
+                   tmp_path / "o")
+        assert done.returncode == 2 and "--baseline agent is not one of" in done.stderr
 
 
 class TestDatasets:
@@ -176,6 +179,24 @@ class TestReport:
         assert (tmp_path / "accuracy_by_difficulty.png").read_bytes()[:4] == b"\x89PNG"
         with pytest.raises(ValueError, match="plot_metric"):
             write_report(rows, tmp_path, "t", plot_metric="latency")
+
+    def test_paired_differences_against_the_baseline(self):
+        from evaluation.report import aggregate, markdown
+
+        rows = [self._row("fixed", 0, "q1", 1.0), self._row("fixed", 0, "q2", 0.0), self._row("fixed", 0, "q3", 0.5),
+                self._row("agent", 0, "q1", 0.0), self._row("agent", 0, "q2", 1.0), self._row("agent", 0, "q3", 0.5),
+                self._row("better", 0, "q1", 1.0), self._row("better", 0, "q2", 0.5), self._row("better", 0, "q3", 1.0)]
+        report = aggregate(rows)
+        assert report["baseline"] == "fixed" and set(report["paired"]) == {"agent", "better"}
+        agent = report["paired"]["agent"]["f1"]
+        assert agent["diff"] == 0.0 and (agent["wins"], agent["losses"], agent["ties"], agent["n"]) == (1, 1, 1, 3)
+        assert agent["ci95"][0] < 0 < agent["ci95"][1]
+        better = report["paired"]["better"]["contains"]
+        assert better["diff"] == pytest.approx(1 / 3) and better["ci95"][0] >= 0 and better["wins"] == 2
+        assert "## Paired against fixed" in markdown(report, "t") and "| agent | +0.000 [" in markdown(report, "t")
+        assert aggregate(rows, baseline="agent")["paired"]["fixed"]["f1"]["diff"] == 0.0
+        with pytest.raises(ValueError, match="baseline"):
+            aggregate(rows, baseline="nope")
 
     def test_errors_and_timeouts_are_counted(self):
         from evaluation.report import run_metrics
