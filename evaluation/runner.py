@@ -68,6 +68,11 @@ def drop_error_lines(path: Path) -> int:
     return len(lines) - len(keep)
 
 
+def _shared_key(section) -> str:
+    """Key of a loaded model in the evaluation's cache: the config section that builds it, in full."""
+    return f"{type(section).__name__}:{section.model_dump_json()}"
+
+
 def score_row(row: dict) -> dict:
     """Answer and grounding metrics of one result line, from what the line stores. Reports recompute them, so a
     metric fix applies to finished evaluations without re-running the pipelines."""
@@ -108,8 +113,7 @@ class Evaluator:
             yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False))
         res = Resources(config)
         # one embedding model and one LLM per distinct setting, shared by every config of the run
-        embed_key = f"embed:{config.embedding.model_dump_json()}"
-        llm_key = f"llm:{config.llm.model_dump_json()}"
+        embed_key, llm_key = _shared_key(config.embedding), _shared_key(config.llm)
         if embed_key in self._shared:
             res.stack.__dict__["embedder"] = self._shared[embed_key]
         else:
@@ -148,7 +152,7 @@ class Evaluator:
                     out.flush()
                     bar.update(1)
                 if "llm" in pipe.resources.__dict__:  # built on first use; later configs reuse it
-                    self._shared.setdefault(f"llm:{pipe.config.llm.model_dump_json()}", pipe.resources.llm)
+                    self._shared.setdefault(_shared_key(pipe.config.llm), pipe.resources.llm)
         bar.close()
         return results
 
@@ -157,7 +161,7 @@ class Evaluator:
         from evaluation.faithfulness import FaithfulnessJudge, judge_name
         from nodes.llm import build_llm
 
-        llm = self._shared.get(f"llm:{llm_config.model_dump_json()}") or build_llm(llm_config)
+        llm = self._shared.get(_shared_key(llm_config)) or build_llm(llm_config)
         return FaithfulnessJudge(llm, judge_name(llm_config))
 
     def _ask(self, pipe: Pipeline, name: str, run: int, q: EvalQuestion) -> dict:
