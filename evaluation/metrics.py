@@ -11,13 +11,14 @@ import re
 import string
 from collections import Counter
 
-_CITE = re.compile(r"\[\d+(?:\s*,\s*\d+)*\]")
+from nodes.citations import CITATION_MARK
+
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCT = set(string.punctuation)
 
 
 def normalize_answer(text: str) -> str:
-    text = _CITE.sub(" ", text or "").lower()
+    text = CITATION_MARK.sub(" ", text or "").lower()
     text = "".join(ch for ch in text if ch not in _PUNCT)
     return " ".join(_ARTICLES.sub(" ", text).split())
 
@@ -40,7 +41,7 @@ def token_f1(prediction: str, gold: str) -> float:
 
 
 def split_items(prediction: str) -> set[str]:
-    text = _CITE.sub(" ", prediction or "")
+    text = CITATION_MARK.sub(" ", prediction or "")
     parts = re.split(r"[,;\n]|\band\b|\bor\b", text)
     return {n for n in (normalize_answer(p) for p in parts) if n}
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-_CITE = re.compile(r"\s*\[(\d+(?:\s*,\s*\d+)*)\]")
+CITATION_MARK = re.compile(r"\s*\[(\d+(?:\s*,\s*\d+)*)\]")  # "[2]" or "[1, 3]", with the space before it
 _SENT = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
 
 
@@ -22,11 +22,11 @@ def split_sentences(text: str) -> list[str]:
 
 def cited_numbers(sentence: str) -> set[int]:
     """The 1-based passage numbers a sentence cites with [n] or [n, m] markers."""
-    return {int(n) for group in _CITE.findall(sentence) for n in group.split(",")}
+    return {int(n) for group in CITATION_MARK.findall(sentence) for n in group.split(",")}
 
 
 def strip_citations(text: str) -> str:
-    return _CITE.sub("", text).strip()
+    return CITATION_MARK.sub("", text).strip()
 
 
 def content_words(text: str) -> set[str]:

@@ -23,6 +23,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from nodes.citations import content_words
 from nodes.resources import Resources
 
 Action = Literal["rewrite", "retrieve", "rerank", "grade", "answer", "abstain"]
@@ -62,6 +63,10 @@ def fixed_next(state: dict, max_retries: int) -> str:
     return "abstain"
 
 
+def _current_query(state: dict) -> str:
+    return state.get("query") or state["question"]
+
+
 def _has_passages(state: dict) -> bool:
     return bool(state.get("graded") or state.get("reranked") or state.get("candidates"))
 
@@ -71,8 +76,6 @@ _INPUTS = {"rerank": {"retrieve"}, "grade": {"retrieve", "rerank"}, "rewrite": {
 
 def is_grounded(query: str, state: dict) -> bool:
     """Does the query share a content word with what the run knows: the question, the current query, the passages?"""
-    from nodes.citations import content_words
-
     known = " ".join([state["question"], state.get("query") or ""]
                      + [p["text"] for p in state.get("candidates", [])])
     return bool(content_words(query) & content_words(known))
@@ -181,13 +184,13 @@ def route(state: dict, res: Resources) -> dict:
             if args.get("query") and not is_grounded(args["query"], state):
                 args, guard = {}, "ungrounded_query"
         if action == "retrieve" and not args:  # retrieving "the current query" is a call with that query
-            args = {"query": state.get("query") or state["question"]}
+            args = {"query": _current_query(state)}
         if action == "answer" and not _has_passages(state):
             action, args, guard = fixed_next(state, max_retries), {}, "premature_answer"
         if is_repeat(action, args, executed):
             action, args, guard = fixed_next(state, max_retries), {}, "repeat"
             if action == "retrieve":
-                args = {"query": state.get("query") or state["question"]}
+                args = {"query": _current_query(state)}
             if is_repeat(action, args, executed):
                 action, args = ("answer" if _has_passages(state) else "abstain"), {}
 
