@@ -30,13 +30,12 @@ def main() -> None:
         for name in CONFIGS:
             config = load_config(ROOT / "configs" / name, [f"store.uri={tmp}/index"])
             write_resolved_config(config, ROOT / "bench" / "out" / "agent_sample" / name.removesuffix(".yaml"))
-            res = Resources(config)
             if shared is None:
+                res = Resources(config)
                 res.stack.ingestor(progress=False).run([ROOT / "samples" / "corpus"])
                 shared = res
             else:  # one model load for every config
-                res.__dict__["llm"] = shared.llm
-                res.stack.__dict__["embedder"] = shared.stack.embedder
+                res = Resources(config, llm=shared.llm, embedder=shared.stack.embedder)
             pipe = Pipeline(config, res)
             rows = [pipe.ask(q) for q in QUESTIONS]
             guards = Counter(g for r in rows for g, n in r["failures"]["guards"].items() for _ in range(n))

@@ -45,7 +45,7 @@ def main() -> None:
         totals, overheads, llm_ms = [], [], []
         for _ in range(args.runs):
             for q in QUESTIONS:
-                pipe.resources.embedder._query_cache.clear()  # no help from an earlier run of the same question
+                pipe.resources.embedder.clear_cache()  # no help from an earlier run of the same question
                 result = pipe.ask(q)
                 for e in result["trace"]:
                     per_node.setdefault(e["node"], []).append(e["ms"])

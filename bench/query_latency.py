@@ -67,15 +67,13 @@ def main() -> None:
         for size in args.sizes:
             config = load_config(None, [f"store.uri={tmp}/n{size}"])
             write_resolved_config(config, Path(args.out))
-            stack = RetrievalStack(config)
-            stack.__dict__["embedder"] = seed.embedder
-            build_s = build(stack, base, base_vecs, size, rng)
+            build_s = build(RetrievalStack(config, embedder=seed.embedder), base, base_vecs, size, rng)
             for mode in ("bm25", "dense", "hybrid"):
-                stack.config.retrieve.mode = mode
-                stack.__dict__.pop("retriever", None)
+                stack = RetrievalStack(load_config(None, [f"store.uri={tmp}/n{size}", f"retrieve.mode={mode}"]),
+                                       embedder=seed.embedder)
                 for q in warmup:
                     stack.search(q, rerank=False)  # warm the index caches
-                stack.embedder._query_cache.clear()  # every timed query pays for its own embedding
+                stack.embedder.clear_cache()  # every timed query pays for its own embedding
                 times = []
                 for q in queries:
                     t = time.perf_counter()

@@ -107,6 +107,8 @@ class LLMConfig(_Section):
     model_path: str | None = Field(None, description="local: a GGUF file; empty = the packaged SmolLM2-135M")
     n_ctx: int = Field(2048, ge=256)
     n_threads: int = Field(2, ge=1)
+    instances: int = Field(1, ge=1, le=16, description="local: model instances serving runs in flight (each "
+                           "holds its own context and memory); 1 = concurrent runs take turns on one model")
     repeat_penalty: float = Field(1.1, ge=1.0, le=2.0, description="local: llama.cpp repetition penalty")
     base_url: str | None = Field(None, description="openai: e.g. http://127.0.0.1:8000/v1")
     model: str = Field("gpt-4o-mini", description="openai: the model name the server expects")
@@ -213,3 +215,8 @@ class SwitchyardConfig(_Section):
         if (self.graph.mode == "closed_book") != (self.answer.method == "closed_book"):
             raise ValueError("graph.mode: closed_book and answer.method: closed_book go together (no retrieval)")
         return self
+
+    def uses_llm(self) -> bool:
+        """Does any step of this pipeline call the LLM? (No-LLM pipelines never load one.)"""
+        return (self.graph.mode == "agent" or self.rewrite.method == "llm" or self.grade.method == "llm"
+                or self.answer.method in ("llm", "closed_book") or self.rerank.method == "llm")

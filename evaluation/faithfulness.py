@@ -18,8 +18,10 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from evaluation.jsonl import drop_torn_tail, read_results
 from nodes.citations import cited_numbers, split_sentences, strip_citations
 from nodes.llm import LLM, packaged_gguf
+from nodes.run_context import metered
 
 JUDGEMENTS = "judgements.jsonl"
 
@@ -53,7 +55,14 @@ class FaithfulnessJudge:
         return None if result.status == "fallback" else result.value.supported
 
     def run(self, answer: str, citations: list[dict]) -> dict:
-        before = self.llm.usage.snapshot()
+        with metered() as spent:
+            verdicts = self._verdicts(answer, citations)
+        judged = [v for v in verdicts if v["supported"] is not None]
+        return {"faithfulness": sum(v["supported"] for v in judged) / len(judged) if judged else None,
+                "sentences": len(verdicts), "judge_fallbacks": len(verdicts) - len(judged),
+                "judge_calls": spent.llm_calls, "verdicts": verdicts}
+
+    def _verdicts(self, answer: str, citations: list[dict]) -> list[dict]:
         by_number = {c["n"]: c for c in citations}
         verdicts = []
         for sentence in split_sentences(answer or ""):
@@ -65,15 +74,10 @@ class FaithfulnessJudge:
                 if supported:
                     break
             verdicts.append({"sentence": claim, "cited": cited, "supported": supported})
-        judged = [v for v in verdicts if v["supported"] is not None]
-        return {"faithfulness": sum(v["supported"] for v in judged) / len(judged) if judged else None,
-                "sentences": len(verdicts), "judge_fallbacks": len(verdicts) - len(judged),
-                "judge_calls": self.llm.usage.since(before)["llm_calls"], "verdicts": verdicts}
+        return verdicts
 
     def judge_results(self, rows: list[dict], out_path: Path) -> list[dict]:
         """Judge every answered row not yet judged by this judge; appends to `out_path` as it goes."""
-        from evaluation.runner import drop_torn_tail, read_results
-
         drop_torn_tail(out_path)
         done = {judgement_key(j) for j in read_results(out_path)}
         with out_path.open("a", encoding="utf-8") as out:

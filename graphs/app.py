@@ -1,13 +1,24 @@
-"""The importable pipeline: `Pipeline(config).ask(question)` gives the same dict as `cli.py ask --json`.
+"""The importable pipeline: `Pipeline(config).ask(question)` gives the same dict as `cli.py ask --json`, and
+`Pipeline.stream(question)` gives the run as events. One `Pipeline` serves many callers at once (threads or
+asyncio tasks): the models it shares are guarded, and each run's data (its usage, seed, cancellation and token
+stream) travels with the run as LangGraph runtime context, never in the shared objects.
 
 `make_graph` is the entry point `langgraph.json` points LangGraph's own tooling at.
 """
 from __future__ import annotations
 
+from typing import AsyncIterator, Iterator
+
 from configs.loader import config_hash, config_to_dict, load_config
 from configs.schema import SwitchyardConfig
 from graphs.build import build_graph
+from nodes.llm import LLMError
 from nodes.resources import Resources
+from nodes.run_context import RunCancelled, RunContext
+from retrievers.store import StoreError
+
+STREAM_MODES = ["custom", "updates", "values"]
+_PASSAGE_KEYS = ("candidates", "reranked", "graded")
 
 
 class QuestionError(ValueError):
@@ -19,6 +30,11 @@ class Pipeline:
         self.config = config or load_config()
         self.resources = resources or Resources(self.config)
         self.graph = build_graph(self.config, self.resources)
+        self.config_hash = config_hash(self.config)
+
+    def warm_up(self) -> None:
+        """Load every model and open the index now (a service calls this at start; the CLI stays lazy)."""
+        self.resources.warm_up()
 
     def check_ready(self) -> None:
         """Clear errors before any model loads: a missing or empty collection."""
@@ -26,24 +42,115 @@ class Pipeline:
         if store.table().count_rows() == 0:
             raise QuestionError(f"collection {store.collection!r} is empty; run `cli.py ingest PATH` first")
 
-    def ask(self, question: str, where: str | None = None) -> dict:
+    # -- one answer --------------------------------------------------------------------------------------------
+    def ask(self, question: str, where: str | None = None, *, seed: int | None = None) -> dict:
+        """Run the graph and return the result dict. `seed` (default: llm.seed) makes sampling at temperature > 0
+        depend on the question and run alone, never on what else is in flight."""
+        question = self._checked(question)
+        context = RunContext(seed=seed)
+        state = self.graph.invoke(self._input(question, where), config=self._run_config(), context=context)
+        return self._result(question, state, context)
+
+    async def aask(self, question: str, where: str | None = None, *, seed: int | None = None) -> dict:
+        question = self._checked(question)
+        context = RunContext(seed=seed)
+        state = await self.graph.ainvoke(self._input(question, where), config=self._run_config(), context=context)
+        return self._result(question, state, context)
+
+    # -- the run as events -------------------------------------------------------------------------------------
+    def stream(self, question: str, where: str | None = None, *, seed: int | None = None) -> Iterator[dict]:
+        """The run as plain dicts, each with an `event` key, in order:
+
+        `run_start {run_id, config_hash}`; per node `node_start {node}`, then `node_end {node, ms, llm_calls,
+        prompt_tokens, completion_tokens, summary}`, with `passages {node, passages: [{doc_id, title, source,
+        page, score}]}` after retrieve/rerank/grade and `decision {step, action, args, guard, thought}` after each
+        agent router step; `token {text}` while the answer is generated (answer tokens only); last `answer
+        {result}`, where `result` is the dict `ask()` returns, or `error {message}`.
+
+        The streamed tokens are provisional: citations are verified after generation, and unsupported sentences
+        may be removed or the answer replaced. The final `answer` event is authoritative.
+
+        A bad question raises `QuestionError` at once. Closing the iterator early cancels the run: no further
+        LLM call is made and a generation in progress stops.
+        """
+        question = self._checked(question)
+        return self._events(question, where, RunContext(seed=seed, stream_tokens=True))
+
+    def astream(self, question: str, where: str | None = None, *,
+                seed: int | None = None) -> AsyncIterator[dict]:
+        """`stream()` for asyncio: the same events; closing the iterator (or cancelling its task) cancels the run."""
+        question = self._checked(question)
+        return self._aevents(question, where, RunContext(seed=seed, stream_tokens=True))
+
+    def _events(self, question: str, where: str | None, context: RunContext) -> Iterator[dict]:
+        yield {"event": "run_start", "run_id": context.run_id, "config_hash": self.config_hash}
+        chunks = self.graph.stream(self._input(question, where), config=self._run_config(), context=context,
+                                   stream_mode=STREAM_MODES)
+        state, finished = None, False
+        try:
+            for mode, chunk in chunks:
+                if mode == "values":
+                    state = chunk
+                else:
+                    yield from stream_events(mode, chunk)
+            finished = True
+        except Exception as exc:  # the run failed: say so as the last event
+            yield {"event": "error", "message": error_message(exc)}
+            return
+        finally:
+            if not finished:
+                context.cancelled.set()
+            chunks.close()
+        yield {"event": "answer", "result": self._result(question, state, context)}
+
+    async def _aevents(self, question: str, where: str | None, context: RunContext) -> AsyncIterator[dict]:
+        yield {"event": "run_start", "run_id": context.run_id, "config_hash": self.config_hash}
+        chunks = self.graph.astream(self._input(question, where), config=self._run_config(), context=context,
+                                    stream_mode=STREAM_MODES)
+        state, finished = None, False
+        try:
+            async for mode, chunk in chunks:
+                if mode == "values":
+                    state = chunk
+                else:
+                    for event in stream_events(mode, chunk):
+                        yield event
+            finished = True
+        except Exception as exc:
+            yield {"event": "error", "message": error_message(exc)}
+            return
+        finally:
+            if not finished:
+                context.cancelled.set()
+            await chunks.aclose()
+        yield {"event": "answer", "result": self._result(question, state, context)}
+
+    # -- shared by every way of running ------------------------------------------------------------------------
+    def _checked(self, question: str) -> str:
         if not question or not question.strip():
             raise QuestionError("the question is empty")
         if self.config.graph.mode != "closed_book":
             self.check_ready()
-        failures_before = self.resources.llm_parse_failures()
-        state = self.graph.invoke({"question": question.strip(), "where": where, "attempts": 0},
-                                  config={"recursion_limit": self.config.graph.recursion_limit})
-        failures = self.resources.llm_parse_failures() - failures_before
+        return question.strip()
+
+    @staticmethod
+    def _input(question: str, where: str | None) -> dict:
+        return {"question": question, "where": where, "attempts": 0}
+
+    def _run_config(self) -> dict:
+        return {"recursion_limit": self.config.graph.recursion_limit}
+
+    def _result(self, question: str, state: dict, context: RunContext) -> dict:
         steps = state.get("agent_steps", [])
         guards: dict[str, int] = {}
         for s in steps:
             if s.get("guard"):
                 guards[s["guard"]] = guards.get(s["guard"], 0) + 1
-        trace = state.get("trace", [])
-        usage = state.get("usage", {})
+        usage = dict(state.get("usage", {}))
+        parse_fallbacks = int(usage.pop("parse_fallbacks", 0))
         return {
-            "question": question.strip(),
+            "question": question,
+            "run_id": context.run_id,
             "answer": state.get("answer", ""),
             "abstained": bool(state.get("abstained", False)),
             "citations": state.get("citations", []),
@@ -51,12 +158,43 @@ class Pipeline:
             "queries": state.get("query_history", []),
             "retrieved_doc_ids": list(dict.fromkeys(state.get("retrieved", []))),
             "citation_check": state.get("citation_check", {}),
-            "trace": trace,
+            "trace": state.get("trace", []),
             "steps": steps,
-            "failures": {"parse_fallbacks": failures, "guards": guards},
+            "failures": {"parse_fallbacks": parse_fallbacks, "guards": guards},
             "usage": usage,
-            "config": {"hash": config_hash(self.config), "resolved": config_to_dict(self.config)},
+            "config": {"hash": self.config_hash, "resolved": config_to_dict(self.config)},
         }
+
+
+def stream_events(mode: str, chunk) -> list[dict]:
+    """Translate one LangGraph stream item (`custom` or `updates` mode) into Switchyard events."""
+    if mode == "custom":
+        return [chunk]
+    events: list[dict] = []
+    for node, update in (chunk or {}).items():
+        if not update:
+            continue
+        entry = (update.get("trace") or [{}])[0]
+        events.append({"event": "node_end", "node": node, "ms": entry.get("ms", 0.0),
+                       "llm_calls": entry.get("llm_calls", 0), "prompt_tokens": entry.get("prompt_tokens", 0),
+                       "completion_tokens": entry.get("completion_tokens", 0), "summary": entry.get("output", {})})
+        for key in _PASSAGE_KEYS:
+            if key in update:
+                events.append({"event": "passages", "node": node, "passages": [
+                    {"doc_id": p["doc_id"], "title": p["title"], "source": p["source"], "page": p.get("page"),
+                     "score": p.get("score")} for p in update[key]]})
+        if "decision" in update:
+            decision = update["decision"]
+            events.append({"event": "decision", **{k: decision.get(k) for k in
+                                                   ("step", "action", "args", "guard", "thought")}})
+    return events
+
+
+def error_message(exc: BaseException) -> str:
+    """One line for a failed run: the message of our own errors, the type as well for anything unexpected."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return text if isinstance(exc, (LLMError, RunCancelled, StoreError, QuestionError)) \
+        else f"{type(exc).__name__}: {text}"
 
 
 def make_graph(config: dict | None = None):

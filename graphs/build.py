@@ -14,6 +14,7 @@ from functools import partial
 from typing import Callable, Literal
 
 from langgraph.graph import END, START, StateGraph
+from langgraph.runtime import Runtime
 
 from configs.schema import SwitchyardConfig
 from graphs.state import RAGState
@@ -25,6 +26,7 @@ from nodes.resources import Resources
 from nodes.retrieve import retrieve
 from nodes.rewrite import rewrite
 from nodes.router import ACTIONS, choose_edge, route
+from nodes.run_context import RunContext, metered
 
 NODES: dict[str, Callable[[dict, Resources], dict]] = {
     "rewrite": rewrite, "retrieve": retrieve, "rerank": rerank, "grade": grade, "answer": answer,
@@ -57,13 +59,20 @@ def _summarize(value):
 _INPUT_KEYS = ("question", "queries", "attempts", "feedback", "candidates", "reranked", "graded", "verdict")
 
 
-def traced(name: str, fn: Callable[[dict, Resources], dict], res: Resources) -> Callable[[RAGState], dict]:
-    def node(state: RAGState) -> dict:
-        llm_before = res.llm_usage()
+def traced(name: str, fn: Callable[[dict, Resources], dict], res: Resources) -> Callable[..., dict]:
+    """The node LangGraph runs: `fn` inside the run's LLM scope (its seed, cancellation and its own usage meter,
+    from the runtime context), plus one trace entry. When the run is streamed, `node_start` and (answer only)
+    `token` events go out through LangGraph's stream writer."""
+    def node(state: RAGState, runtime: Runtime[RunContext]) -> dict:
+        context = runtime.context or RunContext()
+        write = runtime.stream_writer
+        write({"event": "node_start", "node": name})
+        sink = (lambda text: write({"event": "token", "text": text})) if context.stream_tokens else None
         t = time.perf_counter()
-        update = fn(state, res)
+        with metered(context, token_sink=sink) as meter:
+            update = fn(state, res)
         ms = (time.perf_counter() - t) * 1e3
-        spent = res.llm_usage().since(llm_before)
+        spent = meter.as_dict()
         entry = {"node": name, "ms": round(ms, 2), **spent,
                  "input": {k: _summarize(state[k]) for k in _INPUT_KEYS if k in state and state[k] not in ("", None)},
                  "output": {k: _summarize(v) for k, v in update.items() if k not in ("query_history", "retrieved")}}
@@ -116,12 +125,12 @@ def agent_action(name: str, fn: Callable[[dict, Resources], dict], res: Resource
     return run
 
 
-def agent_step(name: str, fn, res: Resources) -> Callable[[RAGState], dict]:
+def agent_step(name: str, fn, res: Resources) -> Callable[..., dict]:
     """An action node in agent mode: traced like any node, plus one step record joining the router's decision."""
     node = traced(name, agent_action(name, fn, res), res)
 
-    def step(state: RAGState) -> dict:
-        update = node(state)
+    def step(state: RAGState, runtime: Runtime[RunContext]) -> dict:
+        update = node(state, runtime)
         entry = update["trace"][0]
         record = {**state.get("decision", {}), "observation": _observation(name, update), "action_ms": entry["ms"],
                   "action_llm_calls": entry["llm_calls"]}
@@ -137,12 +146,12 @@ def build_graph(config: SwitchyardConfig, resources: Resources | None = None):
     if config.graph.mode == "agent":
         return _build_agent(config, res)
     if config.graph.mode == "closed_book":
-        graph = StateGraph(RAGState)
+        graph = StateGraph(RAGState, context_schema=RunContext)
         graph.add_node("answer", traced("answer", answer, res))
         graph.add_edge(START, "answer")
         graph.add_edge("answer", END)
         return graph.compile(name="switchyard-closed-book")
-    graph = StateGraph(RAGState)
+    graph = StateGraph(RAGState, context_schema=RunContext)
     for name, fn in NODES.items():
         graph.add_node(name, traced(name, fn, res))
     graph.add_edge(START, "rewrite")
@@ -157,7 +166,7 @@ def build_graph(config: SwitchyardConfig, resources: Resources | None = None):
 
 
 def _build_agent(config: SwitchyardConfig, res: Resources):
-    graph = StateGraph(RAGState)
+    graph = StateGraph(RAGState, context_schema=RunContext)
     graph.add_node("router", traced("router", route, res))
     for name in ACTIONS:
         graph.add_node(name, agent_step(name, NODES[name], res))

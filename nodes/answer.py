@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from nodes.citations import split_sentences, verify_citations
 from nodes.resources import Resources
+from nodes.run_context import answer_token_sink
 
 NOT_FOUND = "NOT FOUND"
 _SYSTEM = ("Answer the question using only the numbered passages. Be brief (1-3 sentences). End every sentence "
@@ -45,7 +46,7 @@ def answer(state: dict, res: Resources) -> dict:
     question = state["question"]
     if cfg.method == "closed_book":  # the no-retrieval baseline: nothing to cite
         text = res.llm.generate([{"role": "system", "content": _CLOSED_BOOK}, {"role": "user", "content": question}],
-                                max_tokens=res.config.llm.max_tokens)
+                                max_tokens=res.config.llm.max_tokens, on_token=answer_token_sink())
         return {"answer": text or cfg.abstain_message, "abstained": not text, "citations": [], "citation_check": {}}
     passages = state.get("graded", [])[: cfg.max_passages]
     if not passages:
@@ -57,7 +58,8 @@ def answer(state: dict, res: Resources) -> dict:
         return verify_citations(text, passages, res.embedder, cfg.support_threshold, passage_vectors=vectors)
 
     if cfg.method == "llm":
-        text = res.llm.generate(_prompt(question, passages), max_tokens=res.config.llm.max_tokens)
+        text = res.llm.generate(_prompt(question, passages), max_tokens=res.config.llm.max_tokens,
+                                on_token=answer_token_sink())
         if NOT_FOUND.lower() in text.lower()[: len(NOT_FOUND) + 10] or not text.strip():
             return abstention(cfg.abstain_message, "the model found no answer in the passages")
         # a looping answer, or one no passage supports, is replaced by the passages' own best sentences

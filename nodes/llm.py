@@ -1,29 +1,38 @@
 """LLM backends shared by every node, behind one interface (`LLM`).
 
 - `LlamaCppBackend` (the embedded default): llama-cpp-python on a GGUF file, JSON-schema-constrained decoding for
-  structured outputs.
+  structured outputs. A llama.cpp context is never entered by two threads at once: calls take turns on a pool of
+  `llm.instances` model instances (default 1), loaded once under a lock.
 - `OpenAIBackend`: the `openai` client against any OpenAI-compatible server (structured output via
-  `response_format=json_schema`).
+  `response_format=json_schema`; a reply that is not a chat completion is a misbehaving server, retried).
 - `ScriptedBackend`: replies from a list or a function, for forcing control-flow paths in tests.
 
-`LLM` adds what every node needs: retries with exponential backoff on transient errors, call/token accounting,
-and pydantic validation of structured replies with one repair round and then a deterministic fallback, so a
-malformed reply never crashes a query. An unreachable server becomes one clear `LLMError`.
+`LLM` adds what every node needs: retries with exponential backoff on transient errors, per-run accounting (each
+reply's usage goes to the meters of the run that made the call, see nodes/run_context.py), the run's seed and
+cancellation, optional token streaming, and pydantic validation of structured replies with one repair round and
+then a deterministic fallback, so a malformed reply never crashes a query. An unreachable server becomes one clear
+`LLMError`.
 """
 from __future__ import annotations
 
 import importlib.util
 import json
 import os
+import queue
 import re
+import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Protocol, TypeVar
+from typing import Callable, Iterator, Protocol, TypeVar
 
-from pydantic import BaseModel, ValidationError
+import numpy as np
+from pydantic import BaseModel, Field, ValidationError
 
 from configs.schema import LLMConfig
+from nodes.run_context import (RunCancelled, TokenSink, cancellation, record_call, record_parse_fallback,
+                               record_time, run_seed)
 
 T = TypeVar("T", bound=BaseModel)
 Messages = list[dict[str, str]]
@@ -34,7 +43,7 @@ class LLMError(RuntimeError):
 
 
 class TransientLLMError(RuntimeError):
-    """Worth retrying: a timeout, a dropped connection, a 429 or a 5xx."""
+    """Worth retrying: a timeout, a dropped connection, a 429 or a 5xx, a malformed reply."""
 
 
 @dataclass
@@ -44,28 +53,12 @@ class Reply:
     completion_tokens: int = 0
 
 
-@dataclass
-class Usage:
-    llm_calls: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    llm_ms: float = 0.0  # wall time inside the backend (generation), to separate it from pipeline overhead
-
-    def snapshot(self) -> "Usage":
-        return Usage(self.llm_calls, self.prompt_tokens, self.completion_tokens, self.llm_ms)
-
-    def since(self, before: "Usage") -> dict:
-        return {"llm_calls": self.llm_calls - before.llm_calls,
-                "prompt_tokens": self.prompt_tokens - before.prompt_tokens,
-                "completion_tokens": self.completion_tokens - before.completion_tokens,
-                "llm_ms": round(self.llm_ms - before.llm_ms, 2)}
-
-
 class ChatBackend(Protocol):
     name: str
 
-    def chat(self, messages: Messages, *, max_tokens: int, temperature: float,
-             json_schema: dict | None = None) -> Reply: ...
+    def chat(self, messages: Messages, *, max_tokens: int, temperature: float, json_schema: dict | None = None,
+             seed: int | None = None, on_token: TokenSink | None = None,
+             cancelled: threading.Event | None = None) -> Reply: ...
 
 
 def packaged_gguf() -> Path:
@@ -76,42 +69,117 @@ def packaged_gguf() -> Path:
     return Path(list(spec.submodule_search_locations)[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
+class _TokenWatch:
+    """A llama.cpp logits processor that sees every generated token: it sends the new text to `on_token` and,
+    once `cancelled` is set, forces the end-of-sequence token so generation stops. Otherwise the logits pass
+    unchanged, so the reply and its usage are exactly those of the same call without it."""
+
+    def __init__(self, model, on_token: TokenSink | None, cancelled: threading.Event | None):
+        self.model, self.on_token, self.cancelled = model, on_token, cancelled
+        self.prompt_len: int | None = None
+        self.sent = ""
+
+    def __call__(self, input_ids, scores):
+        if self.prompt_len is None:
+            self.prompt_len = len(input_ids)
+        if self.on_token is not None:
+            self._send(self.model.detokenize(list(input_ids[self.prompt_len:])).decode("utf-8", "ignore"))
+        if self.cancelled is not None and self.cancelled.is_set():
+            forced = np.full_like(scores, -np.inf)
+            forced[self.model.token_eos()] = 0.0
+            return forced
+        return scores
+
+    def _send(self, text: str) -> None:
+        if len(text) > len(self.sent) and text.startswith(self.sent):
+            self.on_token(text[len(self.sent):])
+            self.sent = text
+
+    def flush(self, final: str) -> None:
+        """The last token never passes through a logits processor: send what the final text adds."""
+        if self.on_token is not None:
+            self._send(final)
+
+
 class LlamaCppBackend:
     name = "local"
 
     def __init__(self, model_path: str | None = None, n_ctx: int = 2048, n_threads: int = 2, seed: int = 0,
-                 repeat_penalty: float = 1.1):
+                 repeat_penalty: float = 1.1, instances: int = 1):
+        if instances < 1:
+            raise ValueError("instances must be >= 1")
         path = Path(model_path).expanduser() if model_path else packaged_gguf()
         if not path.is_file():
             raise LLMError(f"GGUF model file not found: {path}")
         self.model_path = path
         self.n_ctx, self.n_threads, self.seed = n_ctx, n_threads, seed
         self.repeat_penalty = repeat_penalty
-        self._llm = None
+        self.instances = instances
+        self._idle: queue.LifoQueue = queue.LifoQueue()
+        self._loaded = 0
+        self._load_lock = threading.Lock()
 
-    @property
-    def llm(self):
-        if self._llm is None:
-            from llama_cpp import Llama
+    def _load(self):
+        from llama_cpp import Llama
 
-            try:
-                self._llm = Llama(model_path=str(self.model_path), n_ctx=self.n_ctx, n_threads=self.n_threads,
-                                  seed=self.seed, verbose=False)
-            except Exception as exc:
-                raise LLMError(f"cannot load GGUF model {self.model_path}: {exc}") from None
-        return self._llm
+        try:
+            return Llama(model_path=str(self.model_path), n_ctx=self.n_ctx, n_threads=self.n_threads,
+                         seed=self.seed, verbose=False)
+        except Exception as exc:
+            raise LLMError(f"cannot load GGUF model {self.model_path}: {exc}") from None
 
-    def chat(self, messages: Messages, *, max_tokens: int, temperature: float,
-             json_schema: dict | None = None) -> Reply:
-        kwargs = {}
-        if json_schema is not None:
-            kwargs["response_format"] = {"type": "json_object", "schema": json_schema}
-        out = self.llm.create_chat_completion(messages=_fit(messages, self.n_ctx - max_tokens),
-                                              max_tokens=max_tokens, temperature=temperature, seed=self.seed,
-                                              repeat_penalty=self.repeat_penalty, **kwargs)
+    def warm_up(self) -> None:
+        """Load every instance now (a service does this at start; otherwise they load on first use)."""
+        with self._load_lock:
+            while self._loaded < self.instances:
+                self._idle.put(self._load())
+                self._loaded += 1
+
+    @contextmanager
+    def _instance(self, cancelled: threading.Event | None) -> Iterator:
+        """A model instance held by this call alone; with every instance busy, wait for one to come back."""
+        try:
+            model = self._idle.get_nowait()
+        except queue.Empty:
+            model = None
+            with self._load_lock:
+                if self._loaded < self.instances:
+                    model = self._load()
+                    self._loaded += 1
+            while model is None:
+                if cancelled is not None and cancelled.is_set():
+                    raise RunCancelled("the run was cancelled while waiting for the model")
+                try:
+                    model = self._idle.get(timeout=0.2)
+                except queue.Empty:
+                    continue
+        try:
+            yield model
+        finally:
+            self._idle.put(model)
+
+    def chat(self, messages: Messages, *, max_tokens: int, temperature: float, json_schema: dict | None = None,
+             seed: int | None = None, on_token: TokenSink | None = None,
+             cancelled: threading.Event | None = None) -> Reply:
+        from llama_cpp import LogitsProcessorList
+
+        kwargs: dict = {}
+        with self._instance(cancelled) as model:
+            watch = None
+            if json_schema is not None:  # short, grammar-constrained: cancellation is checked between calls
+                kwargs["response_format"] = {"type": "json_object", "schema": json_schema}
+            elif on_token is not None or cancelled is not None:
+                watch = _TokenWatch(model, on_token, cancelled)
+                kwargs["logits_processor"] = LogitsProcessorList([watch])
+            out = model.create_chat_completion(messages=_fit(messages, self.n_ctx - max_tokens),
+                                               max_tokens=max_tokens, temperature=temperature,
+                                               seed=self.seed if seed is None else seed,
+                                               repeat_penalty=self.repeat_penalty, **kwargs)
         usage = out.get("usage") or {}
-        return Reply(out["choices"][0]["message"].get("content") or "", usage.get("prompt_tokens", 0),
-                     usage.get("completion_tokens", 0))
+        text = out["choices"][0]["message"].get("content") or ""
+        if watch is not None:
+            watch.flush(text)
+        return Reply(text, usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0))
 
 
 def _fit(messages: Messages, budget_tokens: int) -> Messages:
@@ -140,40 +208,105 @@ class OpenAIBackend:
                            "local server)")
         self.base_url, self.model = base_url, model
         self.response_format = response_format
-        # retries are ours (with accounting); the client's own are switched off
+        self.stream_usage = True  # ask for usage in the last stream chunk until a server refuses stream_options
+        # retries are ours (with accounting); the client's own are switched off. The client is thread-safe.
         self.client = OpenAI(base_url=base_url, api_key=key or "not-needed", timeout=timeout_s, max_retries=0)
 
-    def chat(self, messages: Messages, *, max_tokens: int, temperature: float,
-             json_schema: dict | None = None) -> Reply:
-        import openai
+    @property
+    def where(self) -> str:
+        return self.base_url or "api.openai.com"
 
-        kwargs = {}
+    def chat(self, messages: Messages, *, max_tokens: int, temperature: float, json_schema: dict | None = None,
+             seed: int | None = None, on_token: TokenSink | None = None,
+             cancelled: threading.Event | None = None) -> Reply:
+        kwargs: dict = {"model": self.model, "messages": messages, "max_tokens": max_tokens,
+                        "temperature": temperature}
+        if seed is not None:
+            kwargs["seed"] = seed
         if json_schema is not None:
             kwargs["response_format"] = self._response_format(json_schema)
+        if on_token is None:
+            return self._reply(self._create(kwargs, json_schema))
+        kwargs["stream"] = True
+        if self.stream_usage:
+            kwargs["stream_options"] = {"include_usage": True}
+        return self._streamed(self._create(kwargs, json_schema), on_token, cancelled)
+
+    def _create(self, kwargs: dict, json_schema: dict | None):
+        import openai
+
         try:
-            out = self.client.chat.completions.create(model=self.model, messages=messages, max_tokens=max_tokens,
-                                                      temperature=temperature, **kwargs)
+            return self.client.chat.completions.create(**kwargs)
+        except json.JSONDecodeError:  # declared JSON, but is not
+            raise TransientLLMError(f"misbehaving server at {self.where}: HTTP 200 with a body that is not "
+                                    "JSON") from None
         except (openai.APIStatusError, openai.APIConnectionError) as exc:
             if json_schema is not None and self.response_format == "json_schema" and "json_object" in str(exc):
                 # the server (e.g. llama.cpp's) knows only json_object + schema: switch once and for all
                 self.response_format = "json_object"
-                return self.chat(messages, max_tokens=max_tokens, temperature=temperature, json_schema=json_schema)
+                return self._create({**kwargs, "response_format": self._response_format(json_schema)}, json_schema)
+            if "stream_options" in kwargs and "stream_options" in str(exc):
+                self.stream_usage = False
+                return self._create({k: v for k, v in kwargs.items() if k != "stream_options"}, json_schema)
             if isinstance(exc, openai.APITimeoutError):
                 raise TransientLLMError(f"timed out after {self.client.timeout}s") from None
             if isinstance(exc, openai.APIConnectionError):
                 raise TransientLLMError(f"unreachable: {type(exc).__name__}") from None
             if isinstance(exc, (openai.RateLimitError, openai.InternalServerError)):
                 raise TransientLLMError(f"HTTP {exc.status_code}: {_first_line(exc.message)}") from None
-            raise LLMError(f"LLM server at {self.base_url or 'api.openai.com'} refused the request "
+            raise LLMError(f"LLM server at {self.where} refused the request "
                            f"(HTTP {exc.status_code}): {_first_line(exc.message)}") from None
-        usage = out.usage
-        return Reply(out.choices[0].message.content or "", getattr(usage, "prompt_tokens", 0) or 0,
+
+    def _reply(self, out) -> Reply:
+        choices = _choices(out, self.where)
+        message = getattr(choices[0], "message", None)
+        if message is None:
+            raise TransientLLMError(f"misbehaving server at {self.where}: a choice without a message")
+        usage = getattr(out, "usage", None)
+        return Reply(message.content or "", getattr(usage, "prompt_tokens", 0) or 0,
+                     getattr(usage, "completion_tokens", 0) or 0)
+
+    def _streamed(self, stream, on_token: TokenSink, cancelled: threading.Event | None) -> Reply:
+        parts: list[str] = []
+        usage, chunks = None, 0
+        try:
+            for chunk in stream:
+                chunks += 1
+                if cancelled is not None and cancelled.is_set():
+                    raise RunCancelled("the run was cancelled")
+                usage = getattr(chunk, "usage", None) or usage
+                if getattr(chunk, "choices", None) == [] and usage is not None:
+                    continue  # the usage-only last chunk
+                delta = getattr(_choices(chunk, self.where)[0], "delta", None)
+                text = getattr(delta, "content", None) or ""
+                if text:
+                    parts.append(text)
+                    on_token(text)
+        except json.JSONDecodeError:
+            raise TransientLLMError(f"misbehaving server at {self.where}: a stream event that is not JSON") from None
+        finally:
+            close = getattr(stream, "close", None)
+            if close is not None:
+                close()
+        if not chunks:
+            raise TransientLLMError(f"misbehaving server at {self.where}: HTTP 200 without a chat-completion stream")
+        return Reply("".join(parts), getattr(usage, "prompt_tokens", 0) or 0,
                      getattr(usage, "completion_tokens", 0) or 0)
 
     def _response_format(self, schema: dict) -> dict:
         if self.response_format == "json_object":
             return {"type": "json_object", "schema": schema}
         return {"type": "json_schema", "json_schema": {"name": "reply", "schema": schema}}
+
+
+def _choices(out, where: str) -> list:
+    """The reply's choices; anything else is a misbehaving server (HTTP 200 with a body that is not a completion)."""
+    if isinstance(out, (str, bytes)):
+        raise TransientLLMError(f"misbehaving server at {where}: HTTP 200 with a body that is not JSON")
+    choices = getattr(out, "choices", None)
+    if not isinstance(choices, list) or not choices:
+        raise TransientLLMError(f"misbehaving server at {where}: the reply has no 'choices'")
+    return choices
 
 
 def _first_line(text: str) -> str:
@@ -188,16 +321,21 @@ class ScriptedBackend:
     def __init__(self, replies: list[str] | Callable[[Messages, dict | None], str]):
         self.replies = replies
         self.calls: list[Messages] = []
+        self._lock = threading.Lock()
 
-    def chat(self, messages: Messages, *, max_tokens: int, temperature: float,
-             json_schema: dict | None = None) -> Reply:
-        self.calls.append(messages)
-        if callable(self.replies):
-            text = self.replies(messages, json_schema)
-        else:
-            text = self.replies[min(len(self.calls), len(self.replies)) - 1]
+    def chat(self, messages: Messages, *, max_tokens: int, temperature: float, json_schema: dict | None = None,
+             seed: int | None = None, on_token: TokenSink | None = None,
+             cancelled: threading.Event | None = None) -> Reply:
+        with self._lock:
+            self.calls.append(messages)
+            n = len(self.calls)
+        text = self.replies(messages, json_schema) if callable(self.replies) \
+            else self.replies[min(n, len(self.replies)) - 1]
         if isinstance(text, Exception):
             raise text
+        if on_token is not None:
+            for word in re.findall(r"\S+\s*", text):
+                on_token(word)
         return Reply(text, sum(len(m["content"].split()) for m in messages), len(text.split()))
 
 
@@ -210,7 +348,8 @@ class StructuredResult:
 
 
 class LLM:
-    """The interface nodes use: `generate(messages)` and `structured(messages, Model, fallback)`."""
+    """The interface nodes use: `generate(messages)` and `structured(messages, Model, fallback)`. Safe to share
+    between runs in flight: it holds no per-run state (usage, seed and cancellation come from the run's scope)."""
 
     def __init__(self, backend: ChatBackend, temperature: float = 0.0, max_tokens: int = 256, max_retries: int = 2,
                  backoff_s: float = 0.5):
@@ -221,31 +360,39 @@ class LLM:
         self.max_tokens = max_tokens
         self.max_retries = max_retries
         self.backoff_s = backoff_s
-        self.usage = Usage()
-        self.parse_failures = 0
 
-    def _call(self, messages: Messages, max_tokens: int | None, json_schema: dict | None) -> str:
+    def warm_up(self) -> None:
+        warm_up = getattr(self.backend, "warm_up", None)
+        if warm_up is not None:
+            warm_up()
+
+    def _call(self, messages: Messages, max_tokens: int | None, json_schema: dict | None,
+              on_token: TokenSink | None = None) -> str:
+        cancelled, seed = cancellation(), run_seed()
         for attempt in range(self.max_retries + 1):
+            if cancelled is not None and cancelled.is_set():
+                raise RunCancelled("the run was cancelled")
             started = time.perf_counter()
             try:
                 reply = self.backend.chat(messages, max_tokens=max_tokens or self.max_tokens,
-                                          temperature=self.temperature, json_schema=json_schema)
+                                          temperature=self.temperature, json_schema=json_schema, seed=seed,
+                                          on_token=on_token, cancelled=cancelled)
             except TransientLLMError as exc:
-                self.usage.llm_ms += (time.perf_counter() - started) * 1e3
+                record_time((time.perf_counter() - started) * 1e3)
                 if attempt == self.max_retries:
                     where = getattr(self.backend, "base_url", None) or self.backend.name
                     raise LLMError(f"LLM backend {where} failed after {attempt + 1} tries ({exc})") from None
                 time.sleep(self.backoff_s * 2 ** attempt)
                 continue
-            self.usage.llm_ms += (time.perf_counter() - started) * 1e3
-            self.usage.llm_calls += 1
-            self.usage.prompt_tokens += reply.prompt_tokens
-            self.usage.completion_tokens += reply.completion_tokens
+            record_call(reply.prompt_tokens, reply.completion_tokens, (time.perf_counter() - started) * 1e3)
+            if cancelled is not None and cancelled.is_set():
+                raise RunCancelled("the run was cancelled")
             return reply.text
         raise AssertionError("unreachable")
 
-    def generate(self, messages: Messages, max_tokens: int | None = None) -> str:
-        return self._call(messages, max_tokens, None).strip()
+    def generate(self, messages: Messages, max_tokens: int | None = None, on_token: TokenSink | None = None) -> str:
+        """Free text. With `on_token`, the text is also sent piece by piece as it is generated."""
+        return self._call(messages, max_tokens, None, on_token).strip()
 
     def structured(self, messages: Messages, model: type[T], fallback: T, max_tokens: int | None = None,
                    ) -> StructuredResult:
@@ -263,7 +410,7 @@ class LLM:
         value, error2 = _parse(raw2, model)
         if value is not None:
             return StructuredResult(value, "repaired", raw2, error)
-        self.parse_failures += 1
+        record_parse_fallback()
         return StructuredResult(fallback, "fallback", raw2, error2)
 
 
@@ -274,6 +421,22 @@ def judge_passages(llm: LLM, instruction: str, question: str, texts: list[str], 
                             {"role": "user", "content": f"Question: {question}\nPassage: {text}"}],
                            model, fallback=fallback, max_tokens=max_tokens).value
             for text in texts]
+
+
+class Relevance(BaseModel):
+    relevant: bool
+    score: int = Field(ge=0, le=10, description="0 = unrelated, 10 = answers the question")
+
+
+def llm_relevance_scorer(get_llm: Callable[[], LLM]) -> Callable[[str, list[str]], list[float]]:
+    """The scoring function of the `llm` reranker; `get_llm` is called on first use (no-LLM runs never load one)."""
+    def score(query: str, texts: list[str]) -> list[float]:
+        judged = judge_passages(get_llm(), "Rate how well the passage answers the question. Reply as JSON "
+                                           "{\"relevant\": true/false, \"score\": 0-10}.", query, texts,
+                                Relevance, Relevance(relevant=False, score=0))
+        return [float(j.score) for j in judged]
+
+    return score
 
 
 def _parse(raw: str, model: type[T]) -> tuple[T | None, str]:
@@ -299,5 +462,5 @@ def build_llm(config: LLMConfig) -> LLM:
                                              config.response_format)
     else:
         backend = LlamaCppBackend(config.model_path, config.n_ctx, config.n_threads, config.seed,
-                                  config.repeat_penalty)
+                                  config.repeat_penalty, config.instances)
     return LLM(backend, temperature=config.temperature, max_tokens=config.max_tokens, max_retries=config.max_retries)

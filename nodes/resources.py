@@ -1,48 +1,51 @@
-"""The heavy objects one process shares across queries: the retrieval stack and the LLM, each built on first use."""
+"""The heavy objects one process shares across runs: the retrieval stack and the LLM, each built once on first use
+(under a lock, so runs arriving together never build two), or all at once by `warm_up()`."""
 from __future__ import annotations
-
-from functools import cached_property
 
 import numpy as np
 
 from configs.schema import SwitchyardConfig
-from nodes.llm import LLM, Usage, build_llm
+from nodes.llm import LLM, build_llm, llm_relevance_scorer
+from retrievers.embedder import Embedder
+from retrievers.lazy import Lazy
 from retrievers.pipeline import RetrievalStack
+from retrievers.store import search_text
 
 
 class Resources:
-    def __init__(self, config: SwitchyardConfig, llm: LLM | None = None, stack: RetrievalStack | None = None):
+    """Pass already loaded objects to share them: `llm`, a whole `stack`, or just the `embedder` of a new stack."""
+
+    def __init__(self, config: SwitchyardConfig, llm: LLM | None = None, stack: RetrievalStack | None = None,
+                 embedder: Embedder | None = None):
         self.config = config
-        if llm is not None:
-            self.__dict__["llm"] = llm
-        if stack is not None:
-            self.__dict__["stack"] = stack
+        self._llm = Lazy(lambda: build_llm(config.llm), llm)
+        self._stack = Lazy(lambda: RetrievalStack(config, llm_score_fn=llm_relevance_scorer(lambda: self.llm),
+                                                  embedder=embedder), stack)
 
-    @cached_property
+    @property
     def llm(self) -> LLM:
-        return build_llm(self.config.llm)
+        return self._llm.get()
 
-    @cached_property
+    @property
+    def llm_built(self) -> bool:
+        return self._llm.built
+
+    @property
     def stack(self) -> RetrievalStack:
-        from nodes.rerank import llm_relevance_scorer
-
-        return RetrievalStack(self.config, llm_score_fn=llm_relevance_scorer(self))
-
-    def llm_usage(self) -> Usage:
-        """A snapshot of the LLM's usage so far, without building the LLM (no-LLM pipelines never load one)."""
-        return self.__dict__["llm"].usage.snapshot() if "llm" in self.__dict__ else Usage()
-
-    def llm_parse_failures(self) -> int:
-        return self.__dict__["llm"].parse_failures if "llm" in self.__dict__ else 0
+        return self._stack.get()
 
     @property
     def embedder(self):
         return self.stack.embedder
 
+    def warm_up(self) -> None:
+        """Load every model and open the index now, instead of on the first question."""
+        self.stack.warm_up()
+        if self.config.uses_llm():
+            self.llm.warm_up()
+
     def passage_vectors(self, passages: list[dict]) -> np.ndarray:
         """Vectors of retrieved passages, read from the index instead of embedding them again."""
-        from retrievers.store import search_text
-
         stored = self.stack.store.vectors([p["chunk_id"] for p in passages])
         missing = [p for p in passages if p["chunk_id"] not in stored]
         if missing:  # e.g. deleted since retrieval

@@ -25,6 +25,7 @@ from pydantic import BaseModel, Field
 
 from nodes.citations import content_words
 from nodes.resources import Resources
+from nodes.run_context import metered
 
 Action = Literal["rewrite", "retrieve", "rerank", "grade", "answer", "abstain"]
 ACTIONS: tuple[str, ...] = ("rewrite", "retrieve", "rerank", "grade", "answer", "abstain")
@@ -154,11 +155,18 @@ def _ask_plan(state: dict, res: Resources, steps_left: int) -> list[str] | None:
 
 
 def route(state: dict, res: Resources) -> dict:
+    """The router node: the next action, with the decision's own LLM cost in its record."""
+    with metered() as spent:
+        update = _decide(state, res)
+    update["decision"].update(spent.as_dict())
+    return update
+
+
+def _decide(state: dict, res: Resources) -> dict:
     cfg = res.config.graph.router
     max_retries = res.config.grade.max_retries
     step = state.get("step_count", 0) + 1
     steps_left = cfg.max_steps - step + 1
-    llm_before = res.llm_usage()
     started = time.perf_counter()
     thought, guard, args, plan = "", None, {}, list(state.get("plan") or [])
 
@@ -194,9 +202,8 @@ def route(state: dict, res: Resources) -> dict:
             if is_repeat(action, args, executed):
                 action, args = ("answer" if _has_passages(state) else "abstain"), {}
 
-    spent = res.llm_usage().since(llm_before)
     decision_record = {"step": step, "thought": thought, "action": action, "args": args, "guard": guard,
-                       "router_ms": round((time.perf_counter() - started) * 1e3, 2), **spent}
+                       "router_ms": round((time.perf_counter() - started) * 1e3, 2)}
     return {"next_action": action, "action_args": args, "step_count": step, "plan": plan,
             "decision": decision_record, "executed": [(action, args)]}
 

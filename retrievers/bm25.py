@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import math
 import re
+import threading
+from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
@@ -86,6 +88,13 @@ def _LuceneIdfBM25(corpus, k1, b):
     return _lucene_idf_bm25()(corpus, k1=k1, b=b)
 
 
+@dataclass(frozen=True)
+class _Snapshot:
+    version: int
+    rows: list[dict]
+    bm25: object | None
+
+
 class RankBM25Retriever:
     """BM25 (Okapi) with explicit k1, b and tokenizer, computed by rank-bm25 over the collection's chunks."""
 
@@ -99,28 +108,33 @@ class RankBM25Retriever:
         self.top_k = top_k
         self.k1, self.b = k1, b
         self.tokenizer = Tokenizer(stem=stem, remove_stop_words=remove_stop_words)
-        self._built_version: int | None = None
-        self._bm25 = None
-        self._rows: list[dict] = []
+        self._index: _Snapshot | None = None
+        self._build_lock = threading.Lock()
 
-    def _index(self):
+    def _current(self) -> "_Snapshot":
+        """The index of the table's current version, rebuilt (by one thread, the others wait) when it changed.
+        Rows and scorer are swapped together as one snapshot, so a search never pairs old rows with new scores."""
         version = self.store.version()
-        if self._bm25 is None or version != self._built_version:
-            self._rows = self.store.scan(ROW_COLUMNS).to_pylist()
-            corpus = [self.tokenizer(search_text(r["title"], r["text"])) or [""] for r in self._rows]
-            self._bm25 = _LuceneIdfBM25(corpus, k1=self.k1, b=self.b) if corpus else None
-            self._built_version = version
-        return self._bm25
+        index = self._index
+        if index is None or index.version != version:
+            with self._build_lock:
+                index = self._index
+                if index is None or index.version != version:
+                    rows = self.store.scan(ROW_COLUMNS).to_pylist()
+                    corpus = [self.tokenizer(search_text(r["title"], r["text"])) or [""] for r in rows]
+                    index = _Snapshot(version, rows, _LuceneIdfBM25(corpus, k1=self.k1, b=self.b) if corpus else None)
+                    self._index = index
+        return index
 
     def run(self, query: str, top_k: int | None = None, where: list[Clause] | None = None) -> list[Passage]:
-        bm25 = self._index()
+        index = self._current()
         tokens = self.tokenizer(query)
-        if bm25 is None or not tokens:
+        if index.bm25 is None or not tokens:
             return []
-        scores = np.asarray(bm25.get_scores(tokens), dtype=np.float64)
+        scores = np.asarray(index.bm25.get_scores(tokens), dtype=np.float64)
         if where:
             keep = to_predicate(where)
-            scores[[not keep(r) for r in self._rows]] = -np.inf
+            scores[[not keep(r) for r in index.rows]] = -np.inf
         k = min(top_k or self.top_k, len(scores))
         top = np.argpartition(-scores, k - 1)[:k]
         top = top[np.lexsort((top, -scores[top]))]
@@ -128,7 +142,7 @@ class RankBM25Retriever:
         for i in top:
             if not np.isfinite(scores[i]) or scores[i] <= 0:  # no query term occurs in it
                 continue
-            p = Passage.from_row(self._rows[i])
+            p = Passage.from_row(index.rows[i])
             p.score = float(scores[i])
             out.append(p)
         return out

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import Callable
 
 from configs.schema import SwitchyardConfig
@@ -14,6 +13,7 @@ from retrievers.embedder import Embedder
 from retrievers.filters import Clause, parse_filter
 from retrievers.hybrid import HybridRetriever
 from retrievers.ingest import Ingestor
+from retrievers.lazy import Lazy
 from retrievers.rerankers import CrossEncoderReranker, DenseRescoreReranker, LLMReranker, NoReranker
 from retrievers.store import IndexStore
 
@@ -26,29 +26,60 @@ class SearchResult:
 
 
 class RetrievalStack:
-    """The heavy objects for one config and collection; create once, reuse for every query."""
+    """The heavy objects for one config and collection; create once, reuse for every query, share between threads.
+
+    Each part is built on first use, once (under a lock). Pass an already loaded `embedder` to share one model
+    between stacks (another collection, an evaluation's configs)."""
 
     def __init__(self, config: SwitchyardConfig, collection: str | None = None,
-                 llm_score_fn: Callable[[str, list[str]], list[float]] | None = None):
+                 llm_score_fn: Callable[[str, list[str]], list[float]] | None = None,
+                 embedder: Embedder | None = None):
         self.config = config
         self.collection = collection or config.store.collection
         self._llm_score_fn = llm_score_fn
+        e = config.embedding
+        self._embedder = Lazy(lambda: Embedder(e.model, batch_size=e.batch_size, device=e.device), embedder)
+        self._store = Lazy(self._build_store)
+        self._chunker = Lazy(lambda: Chunker(config.ingest.chunk_size, config.ingest.chunk_overlap,
+                                             self.embedder.tokenizer_file))
+        self._retriever = Lazy(self._build_retriever)
+        self._reranker = Lazy(self._build_reranker)
 
-    @cached_property
+    @property
     def embedder(self) -> Embedder:
-        e = self.config.embedding
-        return Embedder(e.model, batch_size=e.batch_size, device=e.device)
+        return self._embedder.get()
 
-    @cached_property
+    @property
     def store(self) -> IndexStore:
+        return self._store.get()
+
+    @property
+    def chunker(self) -> Chunker:
+        return self._chunker.get()
+
+    @property
+    def retriever(self) -> HybridRetriever:
+        return self._retriever.get()
+
+    @property
+    def reranker(self):
+        return self._reranker.get()
+
+    def warm_up(self) -> None:
+        """Load the models and open the collection now (a service calls this at start)."""
+        self.embedder.warm_up()
+        if self.store.exists():
+            self.store.table()
+        self.retriever
+        reranker_warm_up = getattr(self.reranker, "warm_up", None)
+        if reranker_warm_up is not None:
+            reranker_warm_up()
+
+    def _build_store(self) -> IndexStore:
         bm25 = self.config.retrieve.retrievers.bm25
         return IndexStore(self.config.store.uri, self.collection, embedding_model=self.config.embedding.model,
                           dim=self.embedder.dim, fts_stem=bm25.stem, fts_remove_stop_words=bm25.remove_stop_words,
                           vector_index_min_rows=self.config.store.vector_index_min_rows)
-
-    @cached_property
-    def chunker(self) -> Chunker:
-        return Chunker(self.config.ingest.chunk_size, self.config.ingest.chunk_overlap, self.embedder.tokenizer_file)
 
     def ingestor(self, progress: bool | None = None) -> Ingestor:
         return Ingestor(self.store, self.embedder, self.chunker, batch_docs=self.config.ingest.batch_docs,
@@ -64,15 +95,13 @@ class RetrievalStack:
     def dense(self) -> DenseRetriever:
         return DenseRetriever(self.store, self.embedder, top_k=self.config.retrieve.retrievers.dense.top_k)
 
-    @cached_property
-    def retriever(self) -> HybridRetriever:
+    def _build_retriever(self) -> HybridRetriever:
         r = self.config.retrieve
         parts = {"hybrid": [self.bm25(), self.dense()], "bm25": [self.bm25()], "dense": [self.dense()]}[r.mode]
         return HybridRetriever(parts, method=r.fusion.method, weights=r.fusion.weights, rrf_k=r.fusion.rrf_k,
                                top_k=r.top_k)
 
-    @cached_property
-    def reranker(self):
+    def _build_reranker(self):
         c = self.config.rerank
         if c.method == "cross_encoder":
             return CrossEncoderReranker(c.model or "", top_k=c.top_k, batch_size=c.batch_size)

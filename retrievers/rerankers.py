@@ -9,6 +9,7 @@
 """
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Callable
 
@@ -16,6 +17,7 @@ import numpy as np
 
 from retrievers.documents import Passage
 from retrievers.fusion import min_max
+from retrievers.lazy import Lazy
 
 
 class RerankerError(RuntimeError):
@@ -58,31 +60,37 @@ class CrossEncoderReranker:
         self.model_name = model
         self.top_k = top_k
         self.batch_size = batch_size
-        self._model = None
+        self._model = Lazy(self._load)
+        self._predict_lock = threading.Lock()
+
+    def _load(self):
+        from sentence_transformers import CrossEncoder
+
+        local = Path(self.model_name).expanduser()
+        try:
+            if local.is_dir():
+                return CrossEncoder(str(local), device="cpu")
+            return CrossEncoder(self.model_name, device="cpu", local_files_only=True)
+        except Exception as exc:
+            raise RerankerError(
+                f"cross-encoder {self.model_name!r} is configured but not available locally "
+                f"({type(exc).__name__}); give a local model folder in rerank.model or set rerank.method=none"
+            ) from None
 
     @property
     def model(self):
-        if self._model is None:
-            from sentence_transformers import CrossEncoder
+        return self._model.get()
 
-            local = Path(self.model_name).expanduser()
-            try:
-                if local.is_dir():
-                    self._model = CrossEncoder(str(local), device="cpu")
-                else:
-                    self._model = CrossEncoder(self.model_name, device="cpu", local_files_only=True)
-            except Exception as exc:
-                raise RerankerError(
-                    f"cross-encoder {self.model_name!r} is configured but not available locally "
-                    f"({type(exc).__name__}); give a local model folder in rerank.model or set rerank.method=none"
-                ) from None
-        return self._model
+    def warm_up(self) -> None:
+        self._model.get()
 
     def run(self, query: str, passages: list[Passage], top_k: int | None = None) -> list[Passage]:
         if not passages:
             return []
-        scores = self.model.predict([(query, p.text) for p in passages], batch_size=self.batch_size,
-                                    show_progress_bar=False)
+        model = self.model
+        with self._predict_lock:  # one tokenizer, one model: calls from several runs take turns
+            scores = model.predict([(query, p.text) for p in passages], batch_size=self.batch_size,
+                                   show_progress_bar=False)
         return _ordered(passages, list(np.asarray(scores, dtype=float)), self.name, top_k or self.top_k)
 
     def to_dict(self) -> dict:

@@ -7,6 +7,7 @@ replaced (LanceDB commits a new table version atomically; a half-written commit 
 from __future__ import annotations
 
 import json
+import threading
 from dataclasses import asdict
 from typing import Iterable
 
@@ -15,6 +16,7 @@ import pyarrow as pa
 
 from retrievers.documents import Chunk, Passage
 from retrievers.filters import Clause, to_sql
+from retrievers.lazy import Lazy
 
 META_KEY = b"switchyard"
 _CHUNK_FIELDS = [
@@ -62,20 +64,22 @@ class IndexStore:
         self.fts_stem = fts_stem
         self.fts_remove_stop_words = fts_remove_stop_words
         self.vector_index_min_rows = vector_index_min_rows
-        self._db = None
+        self._db = Lazy(self._connect)
         self._table = None
+        self._table_lock = threading.Lock()
 
     # -- connection -----------------------------------------------------------------------------------------
+    def _connect(self):
+        from datetime import timedelta
+
+        import lancedb
+
+        # see writes made by other processes (a CLI ingest while a server answers queries)
+        return lancedb.connect(self.uri, read_consistency_interval=timedelta(0))
+
     @property
     def db(self):
-        if self._db is None:
-            from datetime import timedelta
-
-            import lancedb
-
-            # see writes made by other processes (a CLI ingest while a server answers queries)
-            self._db = lancedb.connect(self.uri, read_consistency_interval=timedelta(0))
-        return self._db
+        return self._db.get()
 
     def collections(self) -> list[str]:
         result = self.db.list_tables()
@@ -91,19 +95,25 @@ class IndexStore:
         return pa.schema(fields, metadata={META_KEY: json.dumps(meta).encode()})
 
     def table(self, create: bool = False):
+        """The open LanceDB table (opened once; one handle serves every thread)."""
         if self._table is None:
-            if not self.exists():
-                if not create:
-                    raise StoreError(f"collection {self.collection!r} does not exist in {self.uri} "
-                                     f"(collections: {', '.join(self.collections()) or 'none'}); ingest first")
-                self._table = self.db.create_table(self.collection, schema=self.schema(), exist_ok=True)
-            else:
-                self._table = self.db.open_table(self.collection)
-                self._check_compatible()
+            with self._table_lock:
+                if self._table is None:
+                    self._table = self._open(create)
         return self._table
 
-    def _check_compatible(self) -> None:
-        raw = (self._table.schema.metadata or {}).get(META_KEY)
+    def _open(self, create: bool):
+        if not self.exists():
+            if not create:
+                raise StoreError(f"collection {self.collection!r} does not exist in {self.uri} "
+                                 f"(collections: {', '.join(self.collections()) or 'none'}); ingest first")
+            return self.db.create_table(self.collection, schema=self.schema(), exist_ok=True)
+        table = self.db.open_table(self.collection)
+        self._check_compatible(table)
+        return table
+
+    def _check_compatible(self, table) -> None:
+        raw = (table.schema.metadata or {}).get(META_KEY)
         meta = json.loads(raw) if raw else {}
         if meta and (meta.get("embedding_model") != self.embedding_model or meta.get("dim") != self.dim):
             raise StoreError(

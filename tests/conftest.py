@@ -32,9 +32,7 @@ def make_stack(tmp_path, embedder):
 
     def make(*overrides: str, collection: str | None = None, uri: Path | None = None):
         cfg = load_config(None, [f"store.uri={uri or tmp_path / 'index'}", *overrides])
-        stack = RetrievalStack(cfg, collection=collection)
-        stack.__dict__["embedder"] = embedder  # cached_property: reuse the loaded model
-        return stack
+        return RetrievalStack(cfg, collection=collection, embedder=embedder)  # reuse the loaded model
 
     return make
 
@@ -53,8 +51,7 @@ def sample_index(tmp_path_factory, embedder):
     from retrievers.pipeline import RetrievalStack
 
     uri = tmp_path_factory.mktemp("sample") / "index"
-    stack = RetrievalStack(load_config(None, [f"store.uri={uri}"]))
-    stack.__dict__["embedder"] = embedder
+    stack = RetrievalStack(load_config(None, [f"store.uri={uri}"]), embedder=embedder)
     stack.ingestor(progress=False).run([SAMPLES])
     return uri
 
@@ -65,19 +62,10 @@ def make_pipeline(sample_index, embedder):
     from configs.loader import load_config
     from graphs.app import Pipeline
     from nodes.resources import Resources
-    from retrievers.pipeline import RetrievalStack
 
     def make(*overrides: str, llm=None, config_file=None):
         cfg = load_config(config_file, [f"store.uri={sample_index}", *overrides])
-        res = Resources(cfg, llm=llm)
-        stack = RetrievalStack(cfg, llm_score_fn=None)
-        stack.__dict__["embedder"] = embedder
-        if cfg.rerank.method == "llm":
-            from nodes.rerank import llm_relevance_scorer
-
-            stack._llm_score_fn = llm_relevance_scorer(res)
-        res.__dict__["stack"] = stack
-        return Pipeline(cfg, res)
+        return Pipeline(cfg, Resources(cfg, llm=llm, embedder=embedder))
 
     return make
 

@@ -53,7 +53,4 @@ def make_stack(index_name: str, embedder=None):
     from retrievers.pipeline import RetrievalStack
 
     cfg = load_config(None, [f"store.uri={CACHE / 'index'}", f"store.collection={index_name}"])
-    stack = RetrievalStack(cfg)
-    if embedder is not None:
-        stack.__dict__["embedder"] = embedder
-    return stack
+    return RetrievalStack(cfg, embedder=embedder)

@@ -2,6 +2,7 @@ import pytest
 from pydantic import BaseModel
 
 from nodes.llm import LLM, LLMError, ScriptedBackend, TransientLLMError, _parse
+from nodes.run_context import metered
 
 
 class Pick(BaseModel):
@@ -11,9 +12,10 @@ class Pick(BaseModel):
 class TestLLM:
     def test_structured_ok_and_accounting(self):
         llm = LLM(ScriptedBackend(['{"choice": "a"}']))
-        result = llm.structured([{"role": "user", "content": "pick one"}], Pick, fallback=Pick(choice="z"))
+        with metered() as usage:
+            result = llm.structured([{"role": "user", "content": "pick one"}], Pick, fallback=Pick(choice="z"))
         assert result.status == "ok" and result.value.choice == "a"
-        assert llm.usage.llm_calls == 1 and llm.usage.prompt_tokens == 2 and llm.usage.completion_tokens == 2
+        assert usage.llm_calls == 1 and usage.prompt_tokens == 2 and usage.completion_tokens == 2
 
     def test_one_repair_retry_then_ok(self):
         backend = ScriptedBackend(["not json at all", '```json\n{"choice": "b"}\n```'])
@@ -24,15 +26,17 @@ class TestLLM:
 
     def test_fallback_after_failed_repair(self):
         llm = LLM(ScriptedBackend(['{"wrong": 1}', "{broken"]))
-        result = llm.structured([{"role": "user", "content": "pick"}], Pick, fallback=Pick(choice="z"))
+        with metered() as usage:
+            result = llm.structured([{"role": "user", "content": "pick"}], Pick, fallback=Pick(choice="z"))
         assert result.status == "fallback" and result.value.choice == "z"
-        assert llm.parse_failures == 1 and llm.usage.llm_calls == 2
+        assert usage.parse_fallbacks == 1 and usage.llm_calls == 2
 
     def test_transient_errors_are_retried_with_backoff(self):
         llm = LLM(ScriptedBackend([TransientLLMError("503"), TransientLLMError("timeout"), "fine"]), max_retries=2,
                   backoff_s=0.0)
-        assert llm.generate([{"role": "user", "content": "x"}]) == "fine"
-        assert llm.usage.llm_calls == 1
+        with metered() as usage:
+            assert llm.generate([{"role": "user", "content": "x"}]) == "fine"
+        assert usage.llm_calls == 1
 
     def test_unreachable_after_retries_is_one_clear_error(self):
         llm = LLM(ScriptedBackend([TransientLLMError("connection refused")]), max_retries=1, backoff_s=0.0)
@@ -49,11 +53,12 @@ class TestLLM:
 @pytest.mark.slow
 class TestLocalBackend:
     def test_schema_constrained_json_from_the_real_model(self, local_llm):
-        result = local_llm.structured(
-            [{"role": "user", "content": "Is Paris in France? Reply as JSON {\"choice\": \"yes\" or \"no\"}."}],
-            Pick, fallback=Pick(choice="fallback"), max_tokens=24)
+        with metered() as usage:
+            result = local_llm.structured(
+                [{"role": "user", "content": "Is Paris in France? Reply as JSON {\"choice\": \"yes\" or \"no\"}."}],
+                Pick, fallback=Pick(choice="fallback"), max_tokens=24)
         assert result.status in ("ok", "repaired") and result.value.choice
-        assert local_llm.usage.prompt_tokens > 0 and local_llm.usage.completion_tokens > 0
+        assert usage.prompt_tokens > 0 and usage.completion_tokens > 0
 
     def test_missing_gguf_is_clear_error(self, tmp_path):
         from nodes.llm import LlamaCppBackend
@@ -82,3 +87,137 @@ class TestOpenAIBackendTimeout:
                 llm.generate([{"role": "user", "content": "x"}])
         finally:
             server.close()
+
+
+class _CannedServer:
+    """A real HTTP server on 127.0.0.1 that answers every POST with HTTP 200 and a fixed body."""
+
+    def __init__(self, body: bytes, content_type: str = "application/json"):
+        import http.server
+        import threading
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802 - the http.server API
+                self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                self.send_response(200)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        self.posts = 0
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class TestMisbehavingServer:
+    @pytest.mark.parametrize("body, content_type, said", [
+        (b"<html>gateway says hi</html>", "text/html", "HTTP 200 with a body that is not JSON"),
+        (b"<html>gateway says hi</html>", "application/json", "HTTP 200 with a body that is not JSON"),
+        (b'{"id": "x", "object": "chat.completion", "model": "m"}', "application/json",
+         "the reply has no 'choices'"),
+        (b'{"id": "x", "object": "chat.completion", "model": "m", "choices": []}', "application/json",
+         "the reply has no 'choices'"),
+    ])
+    def test_is_one_clear_line_after_retries(self, body, content_type, said):
+        from nodes.llm import OpenAIBackend
+
+        server = _CannedServer(body, content_type)
+        try:
+            llm = LLM(OpenAIBackend(server.url, "m"), max_retries=1, backoff_s=0.0)
+            prefix = f"LLM backend {server.url} failed after 2 tries (misbehaving server at {server.url}: "
+            for call in (lambda: llm.generate([{"role": "user", "content": "x"}]),
+                         lambda: llm.structured([{"role": "user", "content": "x"}], Pick, Pick(choice="z"))):
+                with pytest.raises(LLMError) as info:
+                    call()
+                assert str(info.value) == f"{prefix}{said})"
+            with pytest.raises(LLMError) as info:  # the same server asked for a token stream
+                llm.generate([{"role": "user", "content": "x"}], on_token=lambda t: None)
+            assert str(info.value) == f"{prefix}HTTP 200 without a chat-completion stream)"
+        finally:
+            server.close()
+
+
+class TestScriptedStreaming:
+    def test_tokens_reach_the_sink_and_the_text_is_whole(self):
+        pieces = []
+        llm = LLM(ScriptedBackend(["Eli Janney patented it [1]."]))
+        assert llm.generate([{"role": "user", "content": "x"}], on_token=pieces.append) == "Eli Janney patented it [1]."
+        assert "".join(pieces) == "Eli Janney patented it [1]." and len(pieces) == 5
+
+    def test_a_cancelled_run_makes_no_call(self):
+        import threading
+
+        from nodes.run_context import RunCancelled, RunContext
+
+        backend = ScriptedBackend(["never"])
+        context = RunContext(cancelled=threading.Event())
+        context.cancelled.set()
+        with metered(context), pytest.raises(RunCancelled):
+            LLM(backend).generate([{"role": "user", "content": "x"}])
+        assert backend.calls == []
+
+
+@pytest.mark.slow
+class TestLocalBackendConcurrency:
+    MESSAGES = [{"role": "user", "content": "Name three colours of a railway signal."}]
+
+    def test_instances_serve_barrier_started_threads(self):
+        import threading
+
+        from nodes.llm import LlamaCppBackend
+
+        backend = LlamaCppBackend(instances=2)
+        llm = LLM(backend, max_tokens=16)
+        alone = llm.generate(self.MESSAGES)
+        barrier, replies, errors = threading.Barrier(4), [], []
+
+        def worker():
+            barrier.wait()
+            try:
+                with metered() as usage:
+                    replies.append((llm.generate(self.MESSAGES), usage.llm_calls))
+            except BaseException as exc:  # noqa: BLE001
+                errors.append(repr(exc))
+
+        threads = [threading.Thread(target=worker) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=300)
+        assert not errors and replies == [(alone, 1)] * 4
+        assert backend._loaded == 2  # never more instances than configured
+
+    def test_streamed_tokens_and_usage_equal_the_plain_call(self, local_llm):
+        pieces = []
+        with metered() as plain:
+            text = local_llm.generate(self.MESSAGES, max_tokens=24)
+        with metered() as streamed:
+            assert local_llm.generate(self.MESSAGES, max_tokens=24, on_token=pieces.append) == text
+        assert "".join(pieces).strip() == text and len(pieces) > 1
+        assert (streamed.prompt_tokens, streamed.completion_tokens) == (plain.prompt_tokens, plain.completion_tokens)
+
+    def test_cancelling_mid_generation_stops_it(self, local_llm):
+        import threading
+
+        from nodes.run_context import RunCancelled, RunContext
+
+        context = RunContext(cancelled=threading.Event())
+        pieces = []
+
+        def sink(text):
+            pieces.append(text)
+            context.cancelled.set()  # the client goes away after the first token
+
+        with metered(context) as usage, pytest.raises(RunCancelled):
+            local_llm.generate([{"role": "user", "content": "Write a long story about trains."}], max_tokens=120,
+                               on_token=sink)
+        assert usage.completion_tokens <= 3 and len(pieces) <= 2

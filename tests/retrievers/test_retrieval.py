@@ -141,3 +141,72 @@ def test_ann_vector_index_is_built_past_threshold_and_used(make_stack):
     assert "FTS" in types and any(t.startswith("IVF") for t in types)
     hits = stack.search("What is the hobby of Abraham Kindred?", top_k=3).passages
     assert "Abraham Kindred" in [p.doc_id for p in hits]
+
+
+def _together(n: int, fn) -> list:
+    """Call fn(i) from n threads released together by a barrier; re-raise the first error."""
+    import threading
+
+    barrier, results, errors = threading.Barrier(n), [None] * n, []
+
+    def worker(i):
+        barrier.wait()
+        try:
+            results[i] = fn(i)
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    if errors:
+        raise errors[0]
+    return results
+
+
+class TestConcurrentSearch:
+    QUERIES = ["Who patented the knuckle coupler?", "standard gauge", "hump yard retarders", "block signalling",
+               "blue flag protection", "narrow gauge railways", "automatic couplers", "classification tracks"]
+
+    @pytest.mark.parametrize("backend", ["lancedb", "rank_bm25"])
+    def test_searches_from_many_threads_equal_sequential(self, make_stack, backend):
+        stack = make_stack(f"retrieve.retrievers.bm25.backend={backend}")
+        stack.ingestor(progress=False).run([SAMPLES])
+        stack.embedder.clear_cache()
+
+        def ids(query):
+            return [(p.chunk_id, round(p.score, 6)) for p in stack.search(query).passages]
+
+        together = _together(len(self.QUERIES), lambda i: ids(self.QUERIES[i]))
+        assert together == [ids(q) for q in self.QUERIES]
+
+    def test_rank_bm25_rebuild_while_searching_never_mixes_versions(self, make_stack, tmp_path):
+        """One thread changes the table while seven search: each search sees the old or the new index whole."""
+        stack = make_stack("retrieve.mode=bm25", "retrieve.retrievers.bm25.backend=rank_bm25")
+        (tmp_path / "a.txt").write_text("zebras graze on the savanna near the railway")
+        stack.ingestor(progress=False).run([tmp_path / "a.txt"])
+        (tmp_path / "b.txt").write_text("okapis live in the forest, far from any railway")
+
+        def act(i):
+            if i == 0:
+                stack.ingestor(progress=False).run([tmp_path / "b.txt"])
+                return None
+            return {p.text for p in stack.search("railway", top_k=5).passages}
+
+        seen = [s for s in _together(8, act) if s is not None]
+        old = {"zebras graze on the savanna near the railway"}
+        new = old | {"okapis live in the forest, far from any railway"}
+        assert all(s in (old, new) for s in seen)
+        assert {p.text for p in stack.search("railway", top_k=5).passages} == new
+
+    def test_query_vectors_from_many_threads_equal_sequential(self, embedder):
+        import numpy as np
+
+        embedder.clear_cache()
+        texts = [f"question number {i} about railway couplers" for i in range(16)]
+        together = _together(16, lambda i: embedder.embed_query(texts[i]))
+        embedder.clear_cache()
+        for text, vector in zip(texts, together):
+            assert np.allclose(vector, embedder.embed_query(text), atol=1e-6)
