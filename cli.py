@@ -91,6 +91,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--baseline", metavar="NAME", help="config the others are paired against (default: fixed, if "
                    "compared, else the first)")
     p.add_argument("--retry-errors", action="store_true", help="ask again the questions that failed last time")
+    p.add_argument("--workers", type=int, default=1, metavar="N",
+                   help="questions in flight at once through one process (default 1; e.g. 8 against a model server)")
     p.add_argument("--plot-metric", choices=["f1", "contains", "exact_match"], default="f1",
                    help="accuracy metric of the plots (default: f1)")
     p.add_argument("--no-progress", action="store_true")
@@ -322,24 +324,31 @@ def cmd_eval(args) -> int:
 
     from evaluation.datasets import load_dataset
     from evaluation.report import write_report
-    from evaluation.runner import Evaluator, read_results, score_row
+    from evaluation.jsonl import read_results
+    from evaluation.runner import Evaluator, score_row
 
-    if args.runs < 1 or (args.limit is not None and args.limit < 1):
-        raise CliError("--runs and --limit must be >= 1", EXIT_USAGE)
+    if args.runs < 1 or args.workers < 1 or (args.limit is not None and args.limit < 1):
+        raise CliError("--runs, --workers and --limit must be >= 1", EXIT_USAGE)
     for path in args.configs:
         _load_config_file(path)  # every config is checked before any work starts
     judge_llm = _load_config_file(args.judge).llm if args.judge else None
     if args.baseline and args.baseline not in {Path(p).stem for p in args.configs}:
         raise CliError(f"--baseline {args.baseline} is not one of the compared configs", EXIT_USAGE)
     out = Path(args.out)
-    dataset = load_dataset(args.dataset, args.corpus, cache_dir=out / "cache")
+    # a corpus built from the dataset lives beside the index, so evaluations sharing --index-dir share it too
+    cache = Path(args.index_dir).parent / "cache" if args.index_dir else out / "cache"
+    dataset = load_dataset(args.dataset, args.corpus, cache_dir=cache)
     evaluator = Evaluator(dataset, [Path(p) for p in args.configs], out, runs=args.runs, limit=args.limit,
                           index_dir=Path(args.index_dir) if args.index_dir else None, overrides=args.overrides)
-    results = evaluator.run(progress=False if args.no_progress else None, retry_errors=args.retry_errors)
+    results = evaluator.run(progress=False if args.no_progress else None, retry_errors=args.retry_errors,
+                            workers=args.workers)
     names = {Path(p).stem for p in args.configs}
-    qids = {q.id for q in evaluator.questions}
+    config_order = {Path(p).stem: i for i, p in enumerate(args.configs)}
+    question_order = {q.id: i for i, q in enumerate(evaluator.questions)}
     rows = [{**r, **score_row(r)} for r in read_results(results)
-            if r["config"] in names and r["id"] in qids and r["run"] < args.runs]
+            if r["config"] in names and r["id"] in question_order and r["run"] < args.runs]
+    # the file's order depends on which worker finished first; reports do not
+    rows.sort(key=lambda r: (config_order[r["config"]], r["run"], question_order[r["id"]]))
     title = f"{dataset.name}: {', '.join(sorted(names))}"
     if judge_llm is not None:
         from evaluation.faithfulness import JUDGEMENTS, attach_judgements

@@ -63,7 +63,9 @@ def prf_expand(question: str, passages_text: list[str], n_terms: int) -> str:
     counts: Counter[str] = Counter()
     for text in passages_text:
         counts.update({t for t in tok(text) if len(t) > 2 and not t.isdigit()})  # document frequency
-    extra = [t for t, _ in counts.most_common() if t not in have][:n_terms]
+    # ties by term, not by set order: that varies between processes (string hashing is randomised)
+    ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    extra = [t for t, _ in ranked if t not in have][:n_terms]
     return f"{question} {' '.join(extra)}".strip()
 
 

@@ -1,7 +1,11 @@
 """The evaluation harness end to end: a tiny dataset over the sample corpus, two configs, resume, bad files."""
+import contextlib
 import json
+import socket
 import subprocess
 import sys
+import time
+import urllib.request
 
 import pytest
 
@@ -14,6 +18,38 @@ DATASET = FIXTURES / "tiny_qa" / "questions.jsonl"
 def cli(*args):
     return subprocess.run([sys.executable, str(ROOT / "cli.py"), *map(str, args)], capture_output=True, text=True,
                           timeout=900)
+
+
+def _timeless(value):
+    """A result line or report without what depends on timing (latency), for comparing runs."""
+    if isinstance(value, dict):
+        return {k: _timeless(v) for k, v in value.items()
+                if "latency" not in k and k not in ("ms", "llm_ms", "total_ms", "router_ms", "action_ms", "run_id")}
+    if isinstance(value, list):
+        return [_timeless(v) for v in value]
+    return value
+
+
+@contextlib.contextmanager
+def slow_server(delay_ms: int):
+    """bench/slow_openai_server.py on a free 127.0.0.1 port: a stand-in for a remote model server."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, str(ROOT / "bench" / "slow_openai_server.py"), "--port", str(port),
+                             "--delay-ms", str(delay_ms)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1)
+                break
+            except OSError:
+                time.sleep(0.2)
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
 
 
 @pytest.fixture
@@ -60,6 +96,34 @@ class TestEvalCommand:
         lines = results.read_text().splitlines()
         assert lines[:2] == first  # the finished questions were not redone
         assert sorted(json.loads(x)["id"] for x in lines) == ["q1", "q2", "q3", "q4"]  # the torn line was redone
+
+    def test_workers_give_the_rows_and_report_of_a_sequential_run(self, tmp_path, configs):
+        reports, rows = {}, {}
+        for workers in (1, 4):
+            out = tmp_path / f"workers{workers}"
+            done = cli("eval", DATASET, "--corpus", SAMPLES, "--configs", *configs, "--runs", "2", "--out", out,
+                       "--index-dir", tmp_path / "index", "--workers", workers, "--no-progress")
+            assert done.returncode == 0, done.stderr
+            lines = [json.loads(x) for x in (out / "questions.jsonl").read_text().splitlines()]
+            rows[workers] = sorted((_timeless(r) for r in lines), key=lambda r: (r["config"], r["run"], r["id"]))
+            reports[workers] = _timeless(json.loads((out / "report.json").read_text()))
+        assert len(rows[4]) == 2 * 2 * 4 and rows[4] == rows[1]
+        assert reports[4] == reports[1]
+
+    def test_workers_against_a_model_server(self, tmp_path):
+        """fixed.yaml through the openai backend, 4 questions in flight against a real HTTP server of ours."""
+        with slow_server(delay_ms=50) as url:
+            outs = []
+            for workers in (1, 4):
+                out = tmp_path / f"w{workers}"
+                done = cli("eval", DATASET, "--corpus", SAMPLES, "--configs", ROOT / "configs" / "fixed.yaml",
+                           "--out", out, "--index-dir", tmp_path / "index", "--workers", workers, "--no-progress",
+                           "--set", "llm.backend=openai", "--set", f"llm.base_url={url}",
+                           "--set", "llm.model=slow-model")
+                assert done.returncode == 0, done.stderr
+                outs.append(sorted((r["id"], r["prediction"], r["llm_calls"], r["prompt_tokens"], r["error"])
+                                   for r in map(json.loads, (out / "questions.jsonl").read_text().splitlines())))
+        assert outs[0] == outs[1] and all(row[2] == 2 and row[4] is None for row in outs[0])
 
     def test_faithfulness_judged_by_the_real_local_model(self, tmp_path, configs):
         out = tmp_path / "out"

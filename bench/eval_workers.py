@@ -1,0 +1,162 @@
+"""Throughput of `cli.py eval --workers N` against a remote-like model: questions/s with 1, 4 and 8 workers.
+
+    .venv/bin/python bench/eval_workers.py [--workers 1 4 8] [--limit 40] [--delay-ms 300] [--dataset FILE]
+
+The LLM is bench/slow_openai_server.py (every call waits --delay-ms, then replies validly), started here on a free
+127.0.0.1 port, so the figures show how well the evaluation overlaps LLM calls, not how fast a model is. The corpus
+is ingested once by a warm-up run (--limit 1) into a shared --index-dir; each timed run then gets a fresh --out
+folder and is timed wall-clock as a whole command (so process start and model loading are in every figure). The
+answers must not depend on the worker count: (id, prediction, abstained, llm_calls) are compared across runs.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from _common import ROOT, SHARED
+
+HOTPOT = SHARED / "hotpotqa_dev_distractor_sample"
+MODEL = "slow-model"
+
+
+def default_dataset() -> Path:
+    """The largest JSON/JSONL sample in the HotpotQA folder (dev500.jsonl, the one bench/eval/hotpotqa-dev100 used)."""
+    files = [p for p in HOTPOT.glob("*.json*") if p.suffix in (".json", ".jsonl")] if HOTPOT.is_dir() else []
+    if not files:
+        sys.exit(f"no HotpotQA JSON/JSONL file in {HOTPOT}; pass --dataset FILE")
+    return max(files, key=lambda p: p.stat().st_size)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(port: int, delay_ms: float) -> subprocess.Popen:
+    server = subprocess.Popen([sys.executable, str(ROOT / "bench" / "slow_openai_server.py"), "--host", "127.0.0.1",
+                               "--port", str(port), "--delay-ms", str(delay_ms), "--model-name", MODEL])
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            sys.exit(f"slow_openai_server.py exited with code {server.returncode}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1) as reply:
+                if reply.status == 200:
+                    return server
+        except OSError:
+            time.sleep(0.2)
+    stop(server)
+    sys.exit("slow_openai_server.py did not answer /healthz within 30 s")
+
+
+def stop(server: subprocess.Popen) -> None:
+    server.terminate()
+    try:
+        server.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        server.wait()
+
+
+def eval_command(args, port: int, limit: int, out: Path, workers: int | str | None) -> list[str]:
+    cmd = [sys.executable, "cli.py", "eval", str(args.dataset), "--configs", args.config, "--limit", str(limit)]
+    if workers is not None:
+        cmd += ["--workers", str(workers)]
+    return cmd + ["--out", str(out), "--index-dir", str(args.index_dir), "--no-progress",
+                  "--set", "llm.backend=openai", "--set", f"llm.base_url=http://127.0.0.1:{port}/v1",
+                  "--set", f"llm.model={MODEL}", "--set", "llm.max_retries=0"]
+
+
+def run_eval(cmd: list[str], out: Path, cache: Path) -> float:
+    """Run one evaluation into a fresh `out` (eval resumes from old results); wall seconds."""
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    cache.mkdir(parents=True, exist_ok=True)
+    # eval writes the HotpotQA corpus file under OUT/cache, and the index refuses a document already indexed from
+    # another file: every run must see the corpus at the same (resolved) path to reuse the warm-up's index
+    (out / "cache").symlink_to(cache, target_is_directory=True)
+    started = time.perf_counter()
+    done = subprocess.run(cmd, cwd=ROOT, env={**os.environ, "OPENAI_API_KEY": "x"}, capture_output=True, text=True)
+    seconds = time.perf_counter() - started
+    out.with_suffix(".log").write_text(done.stdout + done.stderr)
+    if done.returncode != 0:
+        tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-15:])
+        raise SystemExit(f"eval failed (exit {done.returncode}): {' '.join(cmd)}\n{tail}")
+    return seconds
+
+
+def read_rows(out: Path) -> list[dict]:
+    with (out / "questions.jsonl").open(encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dataset", type=Path, help="HotpotQA JSON/JSONL (default: the largest file in "
+                                                     f"{HOTPOT.relative_to(ROOT.parent)})")
+    parser.add_argument("--config", default="configs/fixed.yaml")
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 4, 8])
+    parser.add_argument("--limit", type=int, default=40)
+    parser.add_argument("--delay-ms", type=float, default=300)
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "eval_workers",
+                        help="run folders go here (each emptied before its run)")
+    parser.add_argument("--index-dir", type=Path, help="eval collections, kept between runs (default: OUT/index)")
+    args = parser.parse_args()
+    args.dataset = (args.dataset or default_dataset()).resolve()
+    args.out = args.out.resolve()
+    args.index_dir = (args.index_dir or args.out / "index").resolve()
+
+    port = free_port()
+    server = start_server(port, args.delay_ms)
+    results = {}  # workers -> (seconds, rows)
+    try:
+        print(f"dataset: {args.dataset}; config: {args.config}; {args.limit} questions; "
+              f"LLM delay {args.delay_ms:g} ms per call")
+        warm = time.perf_counter()
+        run_eval(eval_command(args, port, 1, args.out / "warmup", None), args.out / "warmup", args.out / "cache")
+        print(f"warm-up run (--limit 1; ingests the corpus into {args.index_dir} if not there yet): "
+              f"{time.perf_counter() - warm:.1f} s")
+        print("command:", " ".join(eval_command(args, port, args.limit, args.out / "wN", "N")))
+        for workers in args.workers:
+            out = args.out / f"w{workers}"
+            seconds = run_eval(eval_command(args, port, args.limit, out, workers), out, args.out / "cache")
+            results[workers] = (seconds, read_rows(out))
+    finally:
+        stop(server)
+
+    base_workers = 1 if 1 in results else args.workers[0]
+    base_seconds = results[base_workers][0]
+    print(f"\n| workers | wall s | questions/s | speed-up vs {base_workers} | rows | errors |")
+    print("|---|---|---|---|---|---|")
+    for workers, (seconds, rows) in results.items():
+        errors = sum(1 for r in rows if r.get("error"))
+        print(f"| {workers} | {seconds:.1f} | {len(rows) / seconds:.2f} | {base_seconds / seconds:.2f} | "
+              f"{len(rows)} | {errors} |")
+        if len(rows) != args.limit:
+            print(f"  warning: {len(rows)} rows, expected {args.limit}")
+
+    def answers(rows: list[dict]) -> set:
+        return {(r["id"], r["prediction"], r["abstained"], r["llm_calls"]) for r in rows}
+
+    reference = answers(results[base_workers][1])
+    identical = all(answers(rows) == reference for _, rows in results.values())
+    print(f"\nidentical_to_sequential: {str(identical).lower()}")
+    for workers, (_, rows) in results.items():
+        differing = sorted({a[0] for a in answers(rows) ^ reference})
+        if differing:
+            print(f"  {workers} workers differ on {len(differing)} questions, e.g. {differing[:3]}")
+    for n in (4, 8):
+        print(f"speedup_{n}: {base_seconds / results[n][0]:.2f}" if n in results else f"speedup_{n}: n/a")
+
+
+if __name__ == "__main__":
+    main()
