@@ -66,11 +66,24 @@ def _describe(exc: ValidationError, source: str) -> str:
     return "; ".join(lines)
 
 
+def resolve_config_path(path: str | Path) -> Path:
+    """A config file: the path as given, else a config shipped with Switchyard by its name (`agent`,
+    `no-llm.yaml`), so the installed command finds them from any folder."""
+    given = Path(path)
+    if given.is_file() or given.parent != Path("."):
+        return given
+    for candidate in (CONFIG_DIR / given.name, CONFIG_DIR / f"{given.name}.yaml"):
+        if candidate.is_file():
+            return candidate
+    shipped = ", ".join(sorted(p.stem for p in CONFIG_DIR.glob("*.yaml")))
+    raise ConfigError(f"config file not found: {path} (shipped configs: {shipped})")
+
+
 def load_config(path: str | Path | None = None, overrides: Iterable[str] = ()) -> SwitchyardConfig:
     data: dict = {}
     sources = ["defaults"]
     if path is not None:
-        path = Path(path)
+        path = resolve_config_path(path)
         data = _read_yaml(path)
         sources.append(str(path))
         try:  # validate the file alone first so errors name the file, not the overrides

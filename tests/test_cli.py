@@ -182,3 +182,38 @@ class TestCliTrace:
         for bad in (tmp_path / "bad.json", tmp_path / "missing.json"):
             res = cli("trace", bad)
             assert res.returncode == 1 and res.stderr.startswith("error:") and "Traceback" not in res.stderr
+
+
+@pytest.mark.slow
+class TestInstalledCommand:
+    """`switchyard` as pip installed it (setup.sh), run from a folder that is not the repository."""
+
+    @staticmethod
+    def run(*args, cwd):
+        exe = ROOT / ".venv" / "bin" / "switchyard"
+        if not exe.exists():
+            pytest.skip("the switchyard command is not installed (run `bash setup.sh`)")
+        return subprocess.run([str(exe), *map(str, args)], capture_output=True, text=True, timeout=600, cwd=cwd)
+
+    def test_every_subcommand_starts_outside_the_repository(self, tmp_path):
+        for sub in ("ingest", "ask", "trace", "graph", "search", "list", "delete", "eval-retrieval", "eval",
+                    "config"):
+            done = self.run(sub, "--help", cwd=tmp_path)
+            assert done.returncode == 0 and "usage:" in done.stdout, (sub, done.stderr[-500:])
+        done = self.run("config", "show", "--json", cwd=tmp_path)
+        assert done.returncode == 0 and json.loads(done.stdout)["llm"]["backend"] == "local"
+        assert self.run("graph", "--format", "mermaid", cwd=tmp_path).returncode == 0
+
+    def test_ingest_and_ask_outside_the_repository(self, tmp_path):
+        assert self.run("ingest", SAMPLES, "--no-progress", cwd=tmp_path).returncode == 0
+        assert (tmp_path / ".switchyard" / "index").is_dir()  # the default index is relative to where it runs
+        done = self.run("ask", "Who patented the knuckle coupler?", "--config", "no-llm", "--json", cwd=tmp_path)
+        assert done.returncode == 0, done.stderr  # a shipped config by its name
+        assert "Janney" in json.loads(done.stdout)["answer"]
+        done = self.run("eval", ROOT / "tests" / "fixtures" / "tiny_qa" / "questions.jsonl", "--corpus", SAMPLES,
+                        "--configs", "no-llm.yaml", "--limit", "1", "--out", tmp_path / "out", "--no-progress",
+                        cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        assert (tmp_path / "out" / "report.md").exists()
+        done = self.run("ask", "x", "--config", "no-such-pipeline", cwd=tmp_path)
+        assert done.returncode == 2 and "shipped configs:" in done.stderr and "Traceback" not in done.stderr
