@@ -290,6 +290,8 @@ class OpenAIBackend:
                 close()
         if not chunks:
             raise TransientLLMError(f"misbehaving server at {self.where}: HTTP 200 without a chat-completion stream")
+        if usage is None:  # the server ignores stream_options (llama.cpp's): one content chunk per token
+            return Reply("".join(parts), 0, len(parts))
         return Reply("".join(parts), getattr(usage, "prompt_tokens", 0) or 0,
                      getattr(usage, "completion_tokens", 0) or 0)
 

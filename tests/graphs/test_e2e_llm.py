@@ -85,6 +85,29 @@ class TestRealModels:
         assert 1 <= len(result["steps"]) <= 5 and result["steps"][-1]["action"] in ("answer", "abstain")
         assert result["usage"]["llm_calls"] >= 1
 
+    def test_concurrent_runs_against_local_server(self, make_pipeline, llama_server):
+        """Four barrier-started runs through one Pipeline against the real server: what each run returns and
+        counts is what it returns and counts alone."""
+        from configs.loader import CONFIG_DIR
+        from tests.graphs.test_concurrency import QUESTIONS, ask_together, essence
+
+        pipe = make_pipeline(f"llm.base_url={llama_server}", "llm.model=smollm2", "llm.timeout_s=300",
+                             config_file=CONFIG_DIR / "fixed-openai.yaml")
+        sequential = [essence(pipe.ask(q)) for q in QUESTIONS]
+        assert [essence(r) for r in ask_together(pipe, QUESTIONS)] == sequential
+
+    def test_stream_against_local_server(self, make_pipeline, llama_server):
+        from configs.loader import CONFIG_DIR
+
+        pipe = make_pipeline(f"llm.base_url={llama_server}", "llm.model=smollm2", "llm.timeout_s=300",
+                             config_file=CONFIG_DIR / "fixed-openai.yaml")
+        events = list(pipe.stream("Who patented the knuckle coupler?"))
+        assert events[-1]["event"] == "answer", events[-1]
+        tokens = [e["text"] for e in events if e["event"] == "token"]
+        answer_end = next(e for e in events if e["event"] == "node_end" and e["node"] == "answer")
+        if answer_end["llm_calls"]:
+            assert len(tokens) > 1 and answer_end["completion_tokens"] > 0  # usage came with the stream
+
     def test_cli_ask_json_via_server(self, sample_index, llama_server):
         out = subprocess.run(
             [sys.executable, str(ROOT / "cli.py"), "ask", "What protects workers on a track?", "--json",
