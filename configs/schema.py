@@ -20,6 +20,12 @@ class StoreConfig(_Section):
     collection: str = "default"
     vector_index_min_rows: int = Field(
         50_000, ge=0, description="build an ANN (IVF-HNSW) vector index from this many chunks on; 0 = never")
+    storage_options: dict[str, str] = Field(
+        default_factory=dict,
+        description="LanceDB / object_store options for s3:// and gs:// URIs (endpoint, region, allow_http, "
+                    "aws_access_key_id, aws_secret_access_key, ...). Keep secrets out of config files: a value "
+                    "`env:NAME` is replaced by the environment variable NAME when the store connects (the config, "
+                    "`config show` and saved configs keep `env:NAME`)")
 
     @field_validator("collection")
     @classmethod
@@ -28,6 +34,23 @@ class StoreConfig(_Section):
 
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", v):
             raise ValueError("collection names use letters, digits, '_', '-', '.' (max 64 chars)")
+        return v
+
+    @field_validator("storage_options", mode="before")
+    @classmethod
+    def _scalars_as_strings(cls, v):
+        # `--set store.storage_options.allow_http=true` arrives as a YAML bool (and `...timeout=30` as an int)
+        if not isinstance(v, dict):
+            return v
+        as_string = {bool: lambda x: str(x).lower(), int: str, float: str}
+        return {k: as_string[type(x)](x) if type(x) in as_string else x for k, x in v.items()}
+
+    @field_validator("storage_options")
+    @classmethod
+    def _env_names(cls, v: dict[str, str]) -> dict[str, str]:
+        for key, value in v.items():
+            if value.startswith("env:") and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value[4:]):
+                raise ValueError(f"{key}: {value!r} must be env:NAME with NAME an environment variable name")
         return v
 
 

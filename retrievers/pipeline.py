@@ -79,7 +79,8 @@ class RetrievalStack:
         bm25 = self.config.retrieve.retrievers.bm25
         return IndexStore(self.config.store.uri, self.collection, embedding_model=self.config.embedding.model,
                           dim=self.embedder.dim, fts_stem=bm25.stem, fts_remove_stop_words=bm25.remove_stop_words,
-                          vector_index_min_rows=self.config.store.vector_index_min_rows)
+                          vector_index_min_rows=self.config.store.vector_index_min_rows,
+                          storage_options=self.config.store.storage_options)
 
     def ingestor(self, progress: bool | None = None) -> Ingestor:
         return Ingestor(self.store, self.embedder, self.chunker, batch_docs=self.config.ingest.batch_docs,

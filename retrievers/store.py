@@ -7,6 +7,7 @@ replaced (LanceDB commits a new table version atomically; a half-written commit 
 from __future__ import annotations
 
 import json
+import os
 import threading
 from dataclasses import asdict
 from typing import Iterable
@@ -50,15 +51,42 @@ def _sql_list(values: Iterable[str]) -> str:
     return ", ".join("'" + v.replace("'", "''") + "'" for v in values)
 
 
+ENV_PREFIX = "env:"
+_SECRET_WORDS = ("secret", "token", "password", "key", "sas", "credential")
+
+
+def resolve_storage_options(options: dict[str, str]) -> dict[str, str]:
+    """`storage_options` with every `env:NAME` value replaced by the environment variable NAME."""
+    resolved = {}
+    for key, value in options.items():
+        if value.startswith(ENV_PREFIX):
+            name = value[len(ENV_PREFIX):]
+            if name not in os.environ:
+                raise StoreError(f"store.storage_options.{key} names ${name}, which is not set")
+            value = os.environ[name]
+        resolved[key] = value
+    return resolved
+
+
+def redact_storage_options(options: dict[str, str]) -> dict[str, str]:
+    """For display: `env:NAME` references as they are, literal values of secret-looking keys as '***'."""
+    return {k: v if v.startswith(ENV_PREFIX) or not any(w in k.lower() for w in _SECRET_WORDS) else "***"
+            for k, v in options.items()}
+
+
 class IndexStore:
-    """A LanceDB-backed collection. `uri` is any LanceDB URI (local folder, s3://…, gs://…), passed through as is."""
+    """A LanceDB-backed collection. `uri` is any LanceDB URI (local folder, s3://…, gs://…), passed through as is,
+    with `storage_options` (endpoint, region, credentials, ...) for object stores. Values `env:NAME` are read from
+    the environment when the store connects (first use), so those secrets are never held here."""
 
     def __init__(self, uri: str, collection: str, embedding_model: str = "minilm", dim: int = 384,
-                 fts_stem: bool = True, fts_remove_stop_words: bool = True, vector_index_min_rows: int = 50_000):
+                 fts_stem: bool = True, fts_remove_stop_words: bool = True, vector_index_min_rows: int = 50_000,
+                 storage_options: dict[str, str] | None = None):
         if dim < 1:
             raise ValueError("dim must be >= 1")
         self.uri = uri
         self.collection = collection
+        self.storage_options = dict(storage_options or {})
         self.embedding_model = embedding_model
         self.dim = dim
         self.fts_stem = fts_stem
@@ -68,14 +96,22 @@ class IndexStore:
         self._table = None
         self._table_lock = threading.Lock()
 
+    def __repr__(self) -> str:
+        return (f"IndexStore(uri={self.uri!r}, collection={self.collection!r}, "
+                f"storage_options={redact_storage_options(self.storage_options)!r})")
+
     # -- connection -----------------------------------------------------------------------------------------
     def _connect(self):
         from datetime import timedelta
 
         import lancedb
 
-        # see writes made by other processes (a CLI ingest while a server answers queries)
-        return lancedb.connect(self.uri, read_consistency_interval=timedelta(0))
+        options = resolve_storage_options(self.storage_options) or None
+        try:
+            # see writes made by other processes (a CLI ingest while a server answers queries)
+            return lancedb.connect(self.uri, read_consistency_interval=timedelta(0), storage_options=options)
+        except (OSError, ValueError, RuntimeError) as exc:  # e.g. a missing bucket or an unreachable endpoint
+            raise StoreError(f"cannot open the index at {self.uri}: {exc}") from exc
 
     @property
     def db(self):

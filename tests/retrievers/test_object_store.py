@@ -1,0 +1,190 @@
+"""One index, many servers: the index on S3 (a real S3-compatible server, moto, on 127.0.0.1), shared by separately
+constructed stacks and by separate CLI processes, with credentials given as `env:NAME` references."""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+from tests.conftest import ROOT, SAMPLES
+
+BUCKET = "sy-index"
+KEY_ID_VAR, SECRET_VAR = "SY_TEST_S3_KEY_ID", "SY_TEST_S3_SECRET"
+SECRET = "sy-test-secret-5f0c9e"  # moto accepts any credentials; a distinctive value we can look for in outputs
+QUESTION = "Who patented the knuckle coupler?"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def s3_endpoint(tmp_path_factory):
+    """A moto S3 server on a free port with one bucket, and the credentials' env vars set; stopped at the end."""
+    import boto3
+
+    port = _free_port()
+    endpoint = f"http://127.0.0.1:{port}"
+    log = tmp_path_factory.mktemp("moto") / "moto.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                                stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                urllib.request.urlopen(endpoint, timeout=1).close()
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(f"moto server did not start: {log.read_text()[-2000:]}")
+                time.sleep(0.1)
+        boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="test", aws_secret_access_key=SECRET,
+                     region_name="us-east-1").create_bucket(Bucket=BUCKET)
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv(KEY_ID_VAR, "test")
+            mp.setenv(SECRET_VAR, SECRET)
+            yield endpoint
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+
+
+def s3_overrides(endpoint: str, collection: str = "default", secret_var: str = SECRET_VAR) -> list[str]:
+    """The `--set` overrides a user types to put the index on S3."""
+    return [f"store.uri=s3://{BUCKET}/index", f"store.collection={collection}",
+            f"store.storage_options.endpoint={endpoint}",
+            "store.storage_options.region=us-east-1",
+            "store.storage_options.allow_http=true",
+            f"store.storage_options.aws_access_key_id=env:{KEY_ID_VAR}",
+            f"store.storage_options.aws_secret_access_key=env:{secret_var}"]
+
+
+def make_stack(embedder, overrides: list[str]):
+    from configs.loader import load_config
+    from retrievers.pipeline import RetrievalStack
+
+    return RetrievalStack(load_config(None, overrides), embedder=embedder)
+
+
+@pytest.fixture(scope="module")
+def shared_index(s3_endpoint, embedder):
+    """The sample corpus ingested once into s3://sy-index/index (collection `default`) by one stack."""
+    overrides = s3_overrides(s3_endpoint)
+    report = make_stack(embedder, overrides).ingestor(progress=False).run([SAMPLES])
+    assert report.added == 5 and not report.errors
+    return overrides
+
+
+def cli(*args, env=None):
+    return subprocess.run([sys.executable, str(ROOT / "cli.py"), *map(str, args)], capture_output=True, text=True,
+                          timeout=600, env=env)
+
+
+def _set_args(overrides: list[str]) -> list[str]:
+    return [arg for o in overrides for arg in ("--set", o)]
+
+
+class TestStorageOptionsConfig:
+    def test_set_overrides_build_nested_options_as_strings(self):
+        from configs.loader import load_config
+
+        config = load_config(None, s3_overrides("http://127.0.0.1:9000"))
+        assert config.store.uri == f"s3://{BUCKET}/index"
+        assert config.store.storage_options == {
+            "endpoint": "http://127.0.0.1:9000", "region": "us-east-1", "allow_http": "true",
+            "aws_access_key_id": f"env:{KEY_ID_VAR}", "aws_secret_access_key": f"env:{SECRET_VAR}"}
+
+    def test_bad_env_reference_is_a_config_error(self):
+        from configs.loader import ConfigError, load_config
+
+        with pytest.raises(ConfigError, match="aws_secret_access_key: 'env:1NAME' must be env:NAME"):
+            load_config(None, ["store.storage_options.aws_secret_access_key=env:1NAME"])
+
+
+class TestEnvSecrets:
+    def test_missing_variable_is_a_clear_error_at_connect_time(self, s3_endpoint, embedder):
+        from retrievers.store import StoreError
+
+        stack = make_stack(embedder, s3_overrides(s3_endpoint, secret_var="SY_TEST_NOT_SET"))
+        store = stack.store  # constructing the store does not connect
+        with pytest.raises(StoreError) as err:
+            store.exists()
+        assert str(err.value) == ("store.storage_options.aws_secret_access_key names $SY_TEST_NOT_SET, "
+                                  "which is not set")
+
+    def test_secret_never_shown(self, shared_index, embedder):
+        stack = make_stack(embedder, shared_index)
+        assert stack.store.count() > 0  # connected, so the secret was resolved
+        assert SECRET not in repr(stack.store) and f"env:{SECRET_VAR}" in repr(stack.store)
+        out = cli("config", "show", "--json", *_set_args(shared_index))
+        assert out.returncode == 0, out.stderr
+        assert SECRET not in out.stdout
+        options = json.loads(out.stdout)["store"]["storage_options"]
+        assert options["aws_secret_access_key"] == f"env:{SECRET_VAR}" and options["allow_http"] == "true"
+
+
+@pytest.mark.slow
+class TestSharedIndex:
+    def test_second_stack_finds_the_right_document(self, shared_index, embedder):
+        reader = make_stack(embedder, shared_index)
+        assert reader.config.retrieve.mode == "hybrid"
+        top = reader.search(QUESTION).passages[0]
+        assert top.title == "Railway couplers"
+        assert {"bm25", "dense"} <= set(top.scores)
+
+    def test_every_store_operation_works_on_s3(self, shared_index, embedder):
+        store = make_stack(embedder, shared_index).store
+        docs = store.list_documents()
+        assert len(docs) == 5 and store.has_text_index()
+        chunk_id = store.text_search("knuckle coupler", 1)[0].chunk_id
+        assert store.fetch([chunk_id])[chunk_id].title == "Railway couplers"
+        vector = store.vectors([chunk_id])[chunk_id]
+        assert store.vector_search(vector, 1)[0].chunk_id == chunk_id
+        version = store.version()
+        store.refresh_indexes()  # the ingest ended with one: nothing left to do
+        assert store.version() == version
+        store.optimize()  # compaction, index update and old-version cleanup on the object store
+        assert len(store.list_documents()) == 5 and store.has_text_index()
+
+    def test_writes_and_deletes_are_seen_by_another_stack(self, s3_endpoint, embedder):
+        overrides = s3_overrides(s3_endpoint, collection="scratch")
+        writer, reader = make_stack(embedder, overrides), make_stack(embedder, overrides)
+        writer.ingestor(progress=False).run([SAMPLES / "couplers.html", SAMPLES / "track-gauge.txt"])
+        seen = {d["doc_id"]: d for d in reader.store.list_documents()}
+        assert len(seen) == 2
+        doc_id = next(d for d, doc in seen.items() if doc["title"] == "Railway couplers")
+        assert reader.search(QUESTION).passages[0].doc_id == doc_id
+        assert reader.store.delete_documents([doc_id]) >= 1
+        assert doc_id not in {d["doc_id"] for d in writer.store.list_documents()}
+        assert all(p.doc_id != doc_id for p in writer.search(QUESTION).passages)
+
+
+@pytest.mark.slow
+class TestSecondProcess:
+    def test_cli_ingest_then_cli_search(self, s3_endpoint, embedder):
+        overrides = s3_overrides(s3_endpoint, collection="cli")
+        env = {**os.environ, KEY_ID_VAR: "test", SECRET_VAR: SECRET}
+        done = cli("ingest", SAMPLES, "--no-progress", *_set_args(overrides), env=env)
+        assert done.returncode == 0, done.stderr
+        assert "5 added" in done.stdout
+        out = cli("search", QUESTION, "--json", "--k", "3", *_set_args(overrides), env=env)
+        assert out.returncode == 0, out.stderr
+        data = json.loads(out.stdout)
+        assert data["collection"] == "cli" and data["results"][0]["title"] == "Railway couplers"
+        assert SECRET not in out.stdout
+        assert data["config"]["store"]["storage_options"]["aws_secret_access_key"] == f"env:{SECRET_VAR}"
+        # and this process sees what the CLI process wrote
+        assert len(make_stack(embedder, overrides).store.list_documents()) == 5
