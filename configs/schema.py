@@ -4,6 +4,7 @@ This module imports nothing from the rest of Switchyard; every layer imports it.
 """
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -30,8 +31,6 @@ class StoreConfig(_Section):
     @field_validator("collection")
     @classmethod
     def _collection_name(cls, v: str) -> str:
-        import re
-
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", v):
             raise ValueError("collection names use letters, digits, '_', '-', '.' (max 64 chars)")
         return v
