@@ -97,6 +97,25 @@ def build_parser() -> argparse.ArgumentParser:
                    help="accuracy metric of the plots (default: f1)")
     p.add_argument("--no-progress", action="store_true")
 
+    p = sub.add_parser("serve", help="run the HTTP service (API, streaming, OpenAI-compatible endpoint, web page)")
+    p.add_argument("--config", dest="configs", action="append", metavar="FILE",
+                   help="pipeline to serve, by file or shipped name (repeatable; default: fixed); requests pick one "
+                        "by its file stem")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a value in every served config (repeatable)")
+    p.add_argument("--index-dir", metavar="DIR", help="index location (LanceDB URI); overrides store.uri")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--max-in-flight", type=int, default=4, metavar="N",
+                   help="runs at once; beyond it requests get 429 with Retry-After (default 4)")
+    p.add_argument("--timeout", type=float, default=120.0, metavar="S", help="per-request run timeout (default 120)")
+    p.add_argument("--max-question-chars", type=int, default=2000, metavar="N")
+    p.add_argument("--max-upload-files", type=int, default=20, metavar="N")
+    p.add_argument("--max-upload-mb", type=float, default=20.0, metavar="MB", help="per uploaded file (default 20)")
+    p.add_argument("--upload-dir", default=".switchyard/uploads", metavar="DIR",
+                   help="where uploaded files are kept (default .switchyard/uploads)")
+    p.add_argument("--no-warm-up", action="store_true", help="load models on the first request, not at start")
+
     p = sub.add_parser("config", parents=[common], help="show the resolved config")
     p.add_argument("action", choices=["show"])
     p.add_argument("--json", action="store_true")
@@ -368,6 +387,32 @@ def _load_config_file(path: str):
     return load_config(path)
 
 
+def cmd_serve(args) -> int:
+    from pathlib import Path
+
+    import uvicorn
+
+    from service.app import create_app
+    from service.settings import ServiceSettings
+
+    overrides = list(args.overrides) + ([f"store.uri={args.index_dir}"] if args.index_dir else [])
+    try:
+        settings = ServiceSettings(
+            configs=tuple(args.configs or ["fixed"]), overrides=tuple(overrides), max_in_flight=args.max_in_flight,
+            request_timeout_s=args.timeout, max_question_chars=args.max_question_chars,
+            max_upload_files=args.max_upload_files, max_upload_bytes=int(args.max_upload_mb * 2**20),
+            upload_dir=Path(args.upload_dir), warm_up=not args.no_warm_up)
+    except ValueError as exc:
+        raise CliError(str(exc), EXIT_USAGE) from None
+    app = create_app(settings)  # configs are loaded and checked here: a bad one is a one-line error
+    print(f"switchyard: serving {', '.join(app.state.service.registry.names())} on http://{args.host}:{args.port}/"
+          + (" (bearer token required)" if settings.api_token else ""), file=sys.stderr, flush=True)
+    server = uvicorn.Server(uvicorn.Config(app, host=args.host, port=args.port, log_level="warning",
+                                           timeout_graceful_shutdown=max(5, int(args.timeout))))
+    server.run()
+    return 0
+
+
 def cmd_config(args) -> int:
     from configs.loader import config_to_dict
 
@@ -382,7 +427,7 @@ def cmd_config(args) -> int:
 
 
 COMMANDS = {"ingest": cmd_ingest, "ask": cmd_ask, "trace": cmd_trace, "graph": cmd_graph, "search": cmd_search, "list": cmd_list, "delete": cmd_delete,
-            "eval-retrieval": cmd_eval_retrieval, "eval": cmd_eval, "config": cmd_config}
+            "eval-retrieval": cmd_eval_retrieval, "eval": cmd_eval, "serve": cmd_serve, "config": cmd_config}
 
 
 def _known_errors() -> tuple[type[BaseException], ...]:

@@ -7,6 +7,7 @@ stream) travels with the run as LangGraph runtime context, never in the shared o
 """
 from __future__ import annotations
 
+import asyncio
 from typing import AsyncIterator, Iterator
 
 from configs.loader import config_hash, config_to_dict, load_config
@@ -46,19 +47,25 @@ class Pipeline:
     def ask(self, question: str, where: str | None = None, *, seed: int | None = None) -> dict:
         """Run the graph and return the result dict. `seed` (default: llm.seed) makes sampling at temperature > 0
         depend on the question and run alone, never on what else is in flight."""
-        question = self._checked(question)
+        question = self.checked_question(question)
         context = RunContext(seed=seed)
         state = self.graph.invoke(self._input(question, where), config=self._run_config(), context=context)
         return self._result(question, state, context)
 
     async def aask(self, question: str, where: str | None = None, *, seed: int | None = None) -> dict:
-        question = self._checked(question)
+        question = self.checked_question(question)
         context = RunContext(seed=seed)
-        state = await self.graph.ainvoke(self._input(question, where), config=self._run_config(), context=context)
+        try:
+            state = await self.graph.ainvoke(self._input(question, where), config=self._run_config(),
+                                             context=context)
+        except asyncio.CancelledError:  # e.g. a timeout around this call: stop the LLM work in the threads too
+            context.cancelled.set()
+            raise
         return self._result(question, state, context)
 
     # -- the run as events -------------------------------------------------------------------------------------
-    def stream(self, question: str, where: str | None = None, *, seed: int | None = None) -> Iterator[dict]:
+    def stream(self, question: str, where: str | None = None, *, seed: int | None = None,
+               context: RunContext | None = None) -> Iterator[dict]:
         """The run as plain dicts, each with an `event` key, in order:
 
         `run_start {run_id, config_hash}`; per node `node_start {node}`, then `node_end {node, ms, llm_calls,
@@ -71,16 +78,17 @@ class Pipeline:
         may be removed or the answer replaced. The final `answer` event is authoritative.
 
         A bad question raises `QuestionError` at once. Closing the iterator early cancels the run: no further
-        LLM call is made and a generation in progress stops.
+        LLM call is made and a generation in progress stops. So does setting `context.cancelled` (pass your own
+        `RunContext`, e.g. to enforce a deadline; its seed then applies).
         """
-        question = self._checked(question)
-        return self._events(question, where, RunContext(seed=seed, stream_tokens=True))
+        question = self.checked_question(question)
+        return self._events(question, where, _streamed(context, seed))
 
-    def astream(self, question: str, where: str | None = None, *,
-                seed: int | None = None) -> AsyncIterator[dict]:
+    def astream(self, question: str, where: str | None = None, *, seed: int | None = None,
+                context: RunContext | None = None) -> AsyncIterator[dict]:
         """`stream()` for asyncio: the same events; closing the iterator (or cancelling its task) cancels the run."""
-        question = self._checked(question)
-        return self._aevents(question, where, RunContext(seed=seed, stream_tokens=True))
+        question = self.checked_question(question)
+        return self._aevents(question, where, _streamed(context, seed))
 
     def _events(self, question: str, where: str | None, context: RunContext) -> Iterator[dict]:
         yield {"event": "run_start", "run_id": context.run_id, "config_hash": self.config_hash}
@@ -126,7 +134,8 @@ class Pipeline:
         yield {"event": "answer", "result": self._result(question, state, context)}
 
     # -- shared by every way of running ------------------------------------------------------------------------
-    def _checked(self, question: str) -> str:
+    def checked_question(self, question: str) -> str:
+        """The stripped question; `QuestionError`/`StoreError` for an empty question or a missing/empty collection."""
         if not question or not question.strip():
             raise QuestionError("the question is empty")
         if self.config.graph.mode != "closed_book":
@@ -164,6 +173,12 @@ class Pipeline:
             "usage": usage,
             "config": {"hash": self.config_hash, "resolved": config_to_dict(self.config)},
         }
+
+
+def _streamed(context: RunContext | None, seed: int | None) -> RunContext:
+    context = context or RunContext(seed=seed)
+    context.stream_tokens = True
+    return context
 
 
 def stream_events(mode: str, chunk) -> list[dict]:

@@ -1,0 +1,103 @@
+"""`POST /v1/chat/completions`: Switchyard as an OpenAI-compatible model (Open WebUI, LibreChat, any OpenAI client).
+
+- The last user message is the question; `model` picks the pipeline; an optional `collection` body field the
+  collection. Sampling fields (temperature, max_tokens, ...) are accepted and ignored: the pipeline's config rules.
+- The reply's content is the verified answer followed by its numbered sources; the same sources come as a
+  structured `sources` field (on the completion, and on the last chunk of a stream).
+- Streaming: answer tokens are sent as they are generated. They are provisional (citations are verified after
+  generation); when the verified answer differs from what was streamed, it follows as "Verified answer: …" before
+  the sources, so the text a client keeps always ends with the authoritative answer.
+"""
+from __future__ import annotations
+
+import json
+import time
+from typing import AsyncIterator
+
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    role: str
+    content: str | list | None = None
+
+
+class ChatRequest(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    model: str | None = None
+    messages: list[ChatMessage]
+    stream: bool = False
+    collection: str | None = None
+
+
+def question_of(body: ChatRequest) -> str:
+    for message in reversed(body.messages):
+        if message.role == "user":
+            content = message.content
+            if isinstance(content, list):  # content parts: keep the text ones
+                content = " ".join(p.get("text", "") for p in content if isinstance(p, dict))
+            return content or ""
+    return ""
+
+
+def sources_of(result: dict) -> list[dict]:
+    return [{"n": c["n"], "doc_id": c["doc_id"], "title": c["title"], "source": c["source"], "page": c.get("page"),
+             "text": c["text"]} for c in result["citations"]]
+
+
+def sources_text(result: dict) -> str:
+    lines = [f"[{c['n']}] {c['title']} — {c['source']}" + (f", p. {c['page']}" if c.get("page") else "")
+             for c in result["citations"]]
+    return "\n\nSources:\n" + "\n".join(lines) if lines else ""
+
+
+def _usage(result: dict) -> dict:
+    u = result["usage"]
+    prompt, completion = u.get("prompt_tokens", 0), u.get("completion_tokens", 0)
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+
+def chat_completion(result: dict, model: str) -> dict:
+    return {"id": f"chatcmpl-{result['run_id']}", "object": "chat.completion", "created": int(time.time()),
+            "model": model,
+            "choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": result["answer"] + sources_text(result)}}],
+            "usage": _usage(result), "sources": sources_of(result),
+            "switchyard": {"run_id": result["run_id"], "abstained": result["abstained"]}}
+
+
+def openai_error(status: int, message: str, headers: dict | None = None) -> JSONResponse:
+    kind = "invalid_request_error" if status < 500 else "server_error"
+    return JSONResponse({"error": {"message": message, "type": kind, "code": status}}, status_code=status,
+                        headers=headers)
+
+
+async def chat_stream(events: AsyncIterator[dict], model: str) -> AsyncIterator[dict]:
+    """Pipeline events -> `chat.completion.chunk` SSE data lines, ending with `[DONE]`."""
+    created, run_id, streamed = int(time.time()), "", []
+
+    def chunk(delta: dict, finish: str | None = None, **extra) -> dict:
+        return {"data": json.dumps({"id": f"chatcmpl-{run_id}", "object": "chat.completion.chunk",
+                                    "created": created, "model": model,
+                                    "choices": [{"index": 0, "delta": delta, "finish_reason": finish}], **extra},
+                                   ensure_ascii=False)}
+
+    async for event in events:
+        kind = event["event"]
+        if kind == "run_start":
+            run_id = event["run_id"]
+            yield chunk({"role": "assistant", "content": ""})
+        elif kind == "token":
+            streamed.append(event["text"])
+            yield chunk({"content": event["text"]})
+        elif kind == "answer":
+            result = event["result"]
+            tail = "" if "".join(streamed).strip() == result["answer"].strip() else \
+                (("\n\nVerified answer: " if streamed else "") + result["answer"])
+            yield chunk({"content": tail + sources_text(result)}, "stop", usage=_usage(result),
+                        sources=sources_of(result))
+        elif kind == "error":
+            yield chunk({"content": f"\n\nerror: {event['message']}"}, "error")
+    yield {"data": "[DONE]"}

@@ -1,0 +1,75 @@
+"""The pipelines a server serves, by name (a config file's stem), each for any collection.
+
+The named configs are loaded and checked at start. A request for another collection gets a pipeline built from the
+same config with `store.collection` changed, sharing the loaded LLM and embedding model; it is built once and kept.
+"""
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from configs.loader import load_config, resolve_config_path
+from configs.schema import SwitchyardConfig
+from graphs.app import Pipeline
+from graphs.draw import render
+from nodes.resources import Resources
+from retrievers.pipeline import RetrievalStack
+
+
+class UnknownPipeline(KeyError):
+    def __init__(self, name: str, known: list[str]):
+        super().__init__(name)
+        self.message = f"unknown pipeline {name!r}; known pipelines: {', '.join(known)}"
+
+
+class PipelineRegistry:
+    def __init__(self, config_paths: tuple[str, ...], overrides: tuple[str, ...] = ()):
+        self.overrides = list(overrides)
+        self.paths: dict[str, Path] = {}
+        for path in config_paths:
+            resolved = resolve_config_path(path)
+            self.paths[resolved.stem] = resolved
+        self.configs: dict[str, SwitchyardConfig] = {n: load_config(p, self.overrides) for n, p in self.paths.items()}
+        self.default = next(iter(self.configs))
+        self._pipelines: dict[tuple[str, str], Pipeline] = {}
+        self._lock = threading.Lock()
+
+    def names(self) -> list[str]:
+        return list(self.configs)
+
+    def get(self, name: str | None = None, collection: str | None = None) -> Pipeline:
+        name = name or self.default
+        if name not in self.configs:
+            raise UnknownPipeline(name, self.names())
+        collection = collection or self.configs[name].store.collection
+        key = (name, collection)
+        with self._lock:
+            if key not in self._pipelines:
+                self._pipelines[key] = self._build(name, collection)
+            return self._pipelines[key]
+
+    def _build(self, name: str, collection: str) -> Pipeline:
+        config = self.configs[name]
+        if collection != config.store.collection:
+            config = load_config(self.paths[name], [*self.overrides, f"store.collection={collection}"])
+        base = self._pipelines.get((name, self.configs[name].store.collection))
+        donor = base or next(iter(self._pipelines.values()), None)
+        llm = embedder = None
+        if donor is not None:
+            if config.uses_llm() and donor.config.llm == config.llm and donor.resources.llm_built:
+                llm = donor.resources.llm
+            if donor.config.embedding == config.embedding:
+                embedder = donor.resources.stack.embedder
+        return Pipeline(config, Resources(config, llm=llm, embedder=embedder))
+
+    def warm_up(self) -> None:
+        for name in self.names():
+            self.get(name).warm_up()
+
+    def stack(self, collection: str) -> RetrievalStack:
+        """The retrieval stack of the default pipeline for `collection` (ingest, list, delete)."""
+        return self.get(self.default, collection).resources.stack
+
+    def describe(self) -> list[dict]:
+        return [{"name": n, "mode": c.graph.mode, "config": str(self.paths[n]),
+                 "mermaid": render(self.get(n).graph, "mermaid")} for n, c in self.configs.items()]

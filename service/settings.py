@@ -1,0 +1,29 @@
+"""What a server is started with: the pipelines it serves and the limits it enforces."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+TOKEN_ENV = "SWITCHYARD_API_TOKEN"
+
+
+@dataclass(frozen=True)
+class ServiceSettings:
+    configs: tuple[str, ...] = ("fixed",)          # config files or shipped config names; the first is the default
+    overrides: tuple[str, ...] = ()               # --set KEY=VALUE for every config
+    max_question_chars: int = 2000
+    max_in_flight: int = 4                        # runs at once; beyond it 429 with Retry-After, never a queue
+    request_timeout_s: float = 120.0
+    max_upload_files: int = 20
+    max_upload_bytes: int = 20 * 2**20            # per file
+    upload_dir: Path = Path(".switchyard/uploads")
+    warm_up: bool = True
+    api_token: str | None = field(default_factory=lambda: os.environ.get(TOKEN_ENV) or None, repr=False)
+
+    def __post_init__(self):
+        if not self.configs:
+            raise ValueError("at least one pipeline config is needed")
+        if min(self.max_question_chars, self.max_in_flight, self.max_upload_files, self.max_upload_bytes) < 1 \
+                or self.request_timeout_s <= 0:
+            raise ValueError("limits must be positive")

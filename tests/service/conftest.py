@@ -1,0 +1,100 @@
+"""A real `cli.py serve` process on 127.0.0.1 over a copy of the sample index, talked to over HTTP."""
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+
+from tests.conftest import ROOT
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    def __init__(self, proc: subprocess.Popen, url: str, token: str | None, log):
+        self.proc, self.url, self.token, self.log = proc, url, token, log
+
+    def client(self, token: str | None = "default", **kwargs) -> httpx.Client:
+        token = self.token if token == "default" else token
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        return httpx.Client(base_url=self.url, headers=headers, timeout=kwargs.pop("timeout", 300), **kwargs)
+
+    def output(self) -> str:
+        self.log.flush()
+        return open(self.log.name, encoding="utf-8", errors="replace").read()
+
+
+@contextlib.contextmanager
+def running_server(tmp_path, index_dir, *args: str, token: str | None = None, env: dict | None = None):
+    port = free_port()
+    log = open(tmp_path / f"server-{port}.log", "w")
+    environment = {**os.environ, **(env or {})}
+    environment.pop("SWITCHYARD_API_TOKEN", None)
+    if token:
+        environment["SWITCHYARD_API_TOKEN"] = token
+    proc = subprocess.Popen([sys.executable, str(ROOT / "cli.py"), "serve", "--port", str(port), "--index-dir",
+                             str(index_dir), "--upload-dir", str(tmp_path / "uploads"), *args],
+                            stdout=log, stderr=subprocess.STDOUT, env=environment)
+    server = Server(proc, f"http://127.0.0.1:{port}", token, log)
+    try:
+        deadline = time.time() + 180
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"the server exited: {server.output()[-3000:]}")
+            try:
+                if httpx.get(f"{server.url}/healthz", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.time() > deadline:
+                pytest.fail(f"the server did not start in 180 s: {server.output()[-3000:]}")
+            time.sleep(0.3)
+        yield server
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        log.close()
+
+
+@pytest.fixture
+def index_copy(sample_index, tmp_path):
+    """A private copy of the sample index: servers may write to it."""
+    target = tmp_path / "index"
+    shutil.copytree(sample_index, target)
+    return target
+
+
+@pytest.fixture(scope="module")
+def module_index(tmp_path_factory, embedder):
+    from configs.loader import load_config
+    from retrievers.pipeline import RetrievalStack
+    from tests.conftest import SAMPLES
+
+    uri = tmp_path_factory.mktemp("service") / "index"
+    RetrievalStack(load_config(None, [f"store.uri={uri}"]), embedder=embedder).ingestor(progress=False).run([SAMPLES])
+    return uri
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, module_index):
+    """One server for a module's read-only tests: the no-LLM pipeline (default) and the fixed one."""
+    with running_server(tmp_path_factory.mktemp("srv"), module_index, "--config", "no-llm", "--config", "fixed",
+                        "--max-in-flight", "4") as srv:
+        yield srv
