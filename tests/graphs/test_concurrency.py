@@ -56,7 +56,7 @@ class TestConcurrentRuns:
         assert all(s["usage"]["llm_calls"] >= 1 for s in sequential)
 
     def test_agent_pipeline_with_the_local_model(self, make_pipeline, local_llm):
-        pipe = make_pipeline("graph.router.max_steps=5", llm=local_llm,
+        pipe = make_pipeline("graph.router.max_steps=3", llm=local_llm,
                              config_file=CONFIG_DIR / "agent-zeroshot.yaml")
         questions = QUESTIONS[:4]
         sequential = [essence(pipe.ask(q)) for q in questions]
