@@ -147,3 +147,24 @@ def test_agent_with_the_real_local_model_then_replay(make_pipeline, local_llm, t
     out = subprocess.run([sys.executable, str(ROOT / "cli.py"), "trace", str(saved)], capture_output=True,
                          text=True, timeout=120)
     assert out.returncode == 0 and "step 1:" in out.stdout and f"step {len(steps)}:" in out.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("body, content_type, said", [
+    (b"<html>proxy error page</html>", "text/html", "HTTP 200 with a body that is not JSON"),
+    (b'{"id": "x", "object": "chat.completion", "model": "m"}', "application/json", "the reply has no 'choices'"),
+])
+def test_misbehaving_server_is_one_clear_line(sample_index, body, content_type, said):
+    from tests.nodes.test_llm import _CannedServer
+
+    server = _CannedServer(body, content_type)
+    try:
+        out = subprocess.run(
+            [sys.executable, str(ROOT / "cli.py"), "ask", "anything", "--config", "fixed-openai",
+             "--index-dir", str(sample_index), "--set", f"llm.base_url={server.url}", "--set", "llm.max_retries=1"],
+            capture_output=True, text=True, timeout=300, env={**os.environ, "OPENAI_API_KEY": "x"})
+    finally:
+        server.close()
+    assert out.returncode == 1 and out.stderr.count("\n") == 1 and "Traceback" not in out.stderr
+    assert out.stderr == (f"error: LLM backend {server.url} failed after 2 tries (misbehaving server at "
+                          f"{server.url}: {said})\n")
