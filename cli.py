@@ -377,6 +377,9 @@ def cmd_eval(args) -> int:
         title += f"; faithfulness judge {judge.name}"
     report = write_report(rows, out, title, plot_metric=args.plot_metric, baseline=args.baseline)
     print((out / "report.md").read_text())
+    if evaluator.asked:
+        print(f"asked {evaluator.asked} question(s) in {evaluator.answering_s:.1f} s with {args.workers} worker(s) "
+              f"({evaluator.asked / evaluator.answering_s:.2f} questions/s)")
     print(f"wrote {out / 'report.md'}, report.json, {results.name}, configs/ and 3 plots")
     return 0 if report["configs"] else EXIT_FAIL
 

@@ -66,6 +66,8 @@ class Evaluator:
         self.overrides = list(overrides or [])
         self._ingested: set[str] = set()
         self._shared: dict[str, object] = {}
+        self.asked = 0                # questions asked by the last run()
+        self.answering_s = 0.0        # their wall time, pipelines built and corpora ingested excluded
 
     def _pipeline(self, path: Path) -> Pipeline:
         base = load_config(path, self.overrides)
@@ -93,6 +95,7 @@ class Evaluator:
 
         if workers < 1:
             raise ValueError("workers must be >= 1")
+        self.asked, self.answering_s = 0, 0.0
         self.out_dir.mkdir(parents=True, exist_ok=True)
         results = self.out_dir / RESULTS
         drop_torn_tail(results)
@@ -110,11 +113,14 @@ class Evaluator:
                     if not todo:
                         continue
                     pipe = self._pipeline(path)
+                    started = time.perf_counter()
                     futures = [pool.submit(self._ask, pipe, path.stem, run, q) for run, q in todo]
                     for future in as_completed(futures):  # one writer: lines never interleave
                         out.write(json.dumps(future.result(), ensure_ascii=False) + "\n")
                         out.flush()
                         bar.update(1)
+                    self.asked += len(todo)
+                    self.answering_s += time.perf_counter() - started
                     if pipe.resources.llm_built:  # built on first use; later configs reuse it
                         self._shared.setdefault(_shared_key(pipe.config.llm), pipe.resources.llm)
         finally:
