@@ -410,8 +410,9 @@ def cmd_serve(args) -> int:
     app = create_app(settings)  # configs are loaded and checked here: a bad one is a one-line error
     print(f"switchyard: serving {', '.join(app.state.service.registry.names())} on http://{args.host}:{args.port}/"
           + (" (bearer token required)" if settings.api_token else ""), file=sys.stderr, flush=True)
+    # idle connections are kept longer than clients' usual 5 s expiry, so a client never reuses one as it is dropped
     server = uvicorn.Server(uvicorn.Config(app, host=args.host, port=args.port, log_level="warning",
-                                           timeout_graceful_shutdown=max(5, int(args.timeout))))
+                                           timeout_keep_alive=30, timeout_graceful_shutdown=max(5, int(args.timeout))))
     server.run()
     return 0
 
