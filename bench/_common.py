@@ -40,3 +40,12 @@ def write_resolved_config(config, out_dir: Path) -> Path:
     path = out_dir / "config.resolved.yaml"
     path.write_text(yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False))
     return path
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1, for a server a benchmark starts."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

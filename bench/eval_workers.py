@@ -17,14 +17,13 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import time
 import urllib.request
 from pathlib import Path
 
-from _common import ROOT, SHARED
+from _common import ROOT, SHARED, free_port
 
 HOTPOT = SHARED / "hotpotqa_dev_distractor_sample"
 MODEL = "slow-model"
@@ -36,12 +35,6 @@ def default_dataset() -> Path:
     if not files:
         sys.exit(f"no HotpotQA JSON/JSONL file in {HOTPOT}; pass --dataset FILE")
     return max(files, key=lambda p: p.stat().st_size)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start_server(port: int, delay_ms: float) -> subprocess.Popen:

@@ -31,7 +31,6 @@ import random
 import shlex
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -42,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
-from _common import ROOT
+from _common import ROOT, free_port
 
 from retrievers.metrics import percentile
 
@@ -64,12 +63,6 @@ QUESTIONS = [
     "How fast may cars be humped?",
     "What protects workers on a track?",
 ]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
 
 
 def rss_mb(pid: int) -> float | None:

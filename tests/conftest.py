@@ -76,3 +76,46 @@ def local_llm():
     from nodes.llm import LLM, LlamaCppBackend
 
     return LLM(LlamaCppBackend(), max_tokens=128)
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1, for a server a test starts."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_until_serving(url: str, proc, name: str, timeout: float = 180, log=lambda: "") -> None:
+    """Poll `url` until it answers 200; fail with the server's last output if it exits or never answers."""
+    import time
+    import urllib.request
+
+    deadline = time.monotonic() + timeout
+    while True:
+        if proc.poll() is not None:
+            pytest.fail(f"{name} exited with code {proc.returncode}: {log()[-3000:]}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as reply:
+                if reply.status == 200:
+                    return
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            stop_process(proc)
+            pytest.fail(f"{name} did not answer {url} within {timeout:g} s: {log()[-3000:]}")
+        time.sleep(0.3)
+
+
+def stop_process(proc, timeout: float = 20) -> None:
+    """Terminate a server process, and kill it if it does not stop in `timeout` seconds."""
+    import subprocess
+
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

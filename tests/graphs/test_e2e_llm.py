@@ -2,51 +2,26 @@
 real OpenAI-compatible server (llama_cpp.server with the same GGUF) started on 127.0.0.1 by the test."""
 import json
 import os
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 
 import pytest
 
 from nodes.llm import packaged_gguf
-from tests.conftest import ROOT
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from tests.conftest import ROOT, free_port, stop_process, wait_until_serving
 
 
 @pytest.fixture(scope="module")
 def llama_server():
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "llama_cpp.server", "--model", str(packaged_gguf()), "--host", "127.0.0.1",
          "--port", str(port), "--n_threads", "2", "--n_ctx", "2048", "--model_alias", "smollm2",
          "--verbose", "False"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}/v1"
-    deadline = time.time() + 180
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            pytest.fail(f"llama_cpp.server exited: {proc.stderr.read().decode()[-2000:]}")
-        try:
-            with urllib.request.urlopen(f"{url}/models", timeout=2) as r:
-                if r.status == 200:
-                    break
-        except OSError:
-            time.sleep(0.5)
-    else:
-        proc.kill()
-        pytest.fail("llama_cpp.server did not start within 180 s")
+    wait_until_serving(f"{url}/models", proc, "llama_cpp.server", log=lambda: proc.stderr.read().decode())
     yield url
-    proc.terminate()
-    try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+    stop_process(proc)
 
 
 def _check_grounded(result):
@@ -122,7 +97,7 @@ class TestRealModels:
 
 @pytest.mark.slow
 def test_unreachable_server_is_one_clear_line(sample_index):
-    port = _free_port()  # nothing listens there
+    port = free_port()  # nothing listens there
     out = subprocess.run(
         [sys.executable, str(ROOT / "cli.py"), "ask", "anything", "--config",
          str(ROOT / "configs" / "fixed-openai.yaml"), "--index-dir", str(sample_index),

@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 
 import pytest
 
-from tests.conftest import ROOT, SAMPLES
+from tests.conftest import ROOT, SAMPLES, free_port, stop_process, wait_until_serving
 
 BUCKET = "sy-index"
 KEY_ID_VAR, SECRET_VAR = "SY_TEST_S3_KEY_ID", "SY_TEST_S3_SECRET"
@@ -20,33 +17,19 @@ SECRET = "sy-test-secret-5f0c9e"  # moto accepts any credentials; a distinctive 
 QUESTION = "Who patented the knuckle coupler?"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def s3_endpoint(tmp_path_factory):
     """A moto S3 server on a free port with one bucket, and the credentials' env vars set; stopped at the end."""
     import boto3
 
-    port = _free_port()
+    port = free_port()
     endpoint = f"http://127.0.0.1:{port}"
     log = tmp_path_factory.mktemp("moto") / "moto.log"
     with open(log, "wb") as out:
         proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
                                 stdout=out, stderr=subprocess.STDOUT)
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                urllib.request.urlopen(endpoint, timeout=1).close()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"moto server did not start: {log.read_text()[-2000:]}")
-                time.sleep(0.1)
+        wait_until_serving(endpoint, proc, "moto server", timeout=30, log=log.read_text)
         boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="test", aws_secret_access_key=SECRET,
                      region_name="us-east-1").create_bucket(Bucket=BUCKET)
         with pytest.MonkeyPatch.context() as mp:
@@ -54,12 +37,7 @@ def s3_endpoint(tmp_path_factory):
             mp.setenv(SECRET_VAR, SECRET)
             yield endpoint
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+        stop_process(proc, timeout=10)
 
 
 def s3_overrides(endpoint: str, collection: str = "default", secret_var: str = SECRET_VAR) -> list[str]:

@@ -5,21 +5,13 @@ import contextlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
-import time
 
 import httpx
 import pytest
 
-from tests.conftest import ROOT
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from tests.conftest import ROOT, free_port, stop_process, wait_until_serving
 
 
 class Server:
@@ -49,27 +41,12 @@ def running_server(tmp_path, index_dir, *args: str, token: str | None = None, en
                             stdout=log, stderr=subprocess.STDOUT, env=environment)
     server = Server(proc, f"http://127.0.0.1:{port}", token, log)
     try:
-        deadline = time.time() + 180
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"the server exited: {server.output()[-3000:]}")
-            try:
-                if httpx.get(f"{server.url}/healthz", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.time() > deadline:
-                pytest.fail(f"the server did not start in 180 s: {server.output()[-3000:]}")
-            time.sleep(0.3)
+        wait_until_serving(f"{server.url}/healthz", proc, "the server", log=server.output)
         yield server
     finally:
         if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            proc.send_signal(signal.SIGTERM)  # the graceful path, as a deployment stops it
+        stop_process(proc, timeout=60)
         log.close()
 
 
