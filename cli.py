@@ -380,7 +380,8 @@ def cmd_eval(args) -> int:
     if evaluator.asked:
         print(f"asked {evaluator.asked} question(s) in {evaluator.answering_s:.1f} s with {args.workers} worker(s) "
               f"({evaluator.asked / evaluator.answering_s:.2f} questions/s)")
-    print(f"wrote {out / 'report.md'}, report.json, {results.name}, configs/ and 3 plots")
+    print(f"wrote {out / 'report.md'}, report.json, {results.name}, configs/ and "
+          f"{len(report.get('plots', {}).get('files', []))} plots")
     return 0 if report["configs"] else EXIT_FAIL
 
 

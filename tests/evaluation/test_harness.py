@@ -78,8 +78,9 @@ class TestEvalCommand:
         assert set(report["by_difficulty"]) == {"easy", "hard"} and set(report["by_type"]) >= {"who", "which"}
         md = (out / "report.md").read_text()
         assert "| f1 |" in md and "± 0.000" in md and "F1 / contains by difficulty" in md
-        for png in ("accuracy_by_difficulty.png", "accuracy_vs_llm_calls.png", "accuracy_vs_latency.png"):
-            assert (out / png).read_bytes()[:4] == b"\x89PNG"
+        for png in ("accuracy_by_difficulty.png", "accuracy_vs_llm_calls.png", "accuracy_vs_tokens.png",
+                    "accuracy_vs_latency.png"):
+            assert (out / png).read_bytes()[:4] == b"\x89PNG" and f"]({png})" in md
         assert (out / "configs" / "no-llm-bm25.yaml").exists()
 
     def test_resume_after_interruption(self, tmp_path, configs):
@@ -257,7 +258,10 @@ class TestReport:
         assert agent["ci95"][0] < 0 < agent["ci95"][1]
         better = report["paired"]["better"]["contains"]
         assert better["diff"] == pytest.approx(1 / 3) and better["ci95"][0] >= 0 and better["wins"] == 2
-        assert "## Paired against fixed" in markdown(report, "t") and "| agent | +0.000 [" in markdown(report, "t")
+        assert better["mean_diff"] == better["diff"] and better["p_holm"] >= better["p"]
+        assert better["minimum_detectable_difference"] > 0 and report["mcnemar"]["better"]["exact_match"]["b"] == 1
+        md = markdown(report, "t")
+        assert "## Paired against fixed" in md and "| agent | f1 | +0.000 [" in md and "MDE (80% power)" in md
         assert aggregate(rows, baseline="agent")["paired"]["fixed"]["f1"]["diff"] == 0.0
         with pytest.raises(ValueError, match="baseline"):
             aggregate(rows, baseline="nope")
