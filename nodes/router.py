@@ -24,15 +24,12 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from nodes.citations import content_words
+from nodes.prompts import ROUTER_FORMAT_PLAN, ROUTER_FORMAT_REACT, ROUTER_FORMAT_ZEROSHOT, ROUTER_SYSTEM
 from nodes.resources import Resources
 from nodes.run_context import metered
 
 Action = Literal["rewrite", "retrieve", "rerank", "grade", "answer", "abstain"]
 ACTIONS: tuple[str, ...] = ("rewrite", "retrieve", "rerank", "grade", "answer", "abstain")
-_ACTION_HELP = (
-    "rewrite(query): set a better search query | retrieve(query): search the documents | rerank: order the found "
-    "passages | grade: check the passages are relevant | answer: answer from the relevant passages | "
-    "abstain(reason): stop, the documents do not hold the answer")
 
 
 class Decision(BaseModel):
@@ -120,15 +117,8 @@ def _scratchpad(state: dict) -> str:
 
 
 def _system(strategy: str) -> str:
-    base = (f"You control a document question-answering pipeline. Actions: {_ACTION_HELP}. "
-            "Usual order: retrieve, rerank, grade, answer; rewrite and retrieve again when grading finds nothing "
-            "relevant; abstain only when repeated searches find nothing.")
-    if strategy == "plan":
-        return base + ' Write the plan as JSON {"steps": [actions in order]}.'
-    if strategy == "react":
-        return base + (' Think briefly, then act. Reply as JSON {"thought": "...", "action": "...", "query": '
-                       '"only for rewrite/retrieve", "reason": "only for abstain"}.')
-    return base + ' Reply as JSON {"action": "...", "query": "only for rewrite/retrieve", "reason": "for abstain"}.'
+    formats = {"plan": ROUTER_FORMAT_PLAN, "react": ROUTER_FORMAT_REACT}
+    return ROUTER_SYSTEM + formats.get(strategy, ROUTER_FORMAT_ZEROSHOT)
 
 
 def _ask_decision(state: dict, res: Resources, steps_left: int) -> tuple[Decision | None, str]:

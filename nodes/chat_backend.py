@@ -1,0 +1,42 @@
+"""The contract between the LLM interface (nodes/llm.py) and what answers its calls: the `ChatBackend` protocol,
+the `Reply` it returns and the errors it raises. Backends and wrappers of backends (nodes/llm_cache.py) import this
+module, not nodes/llm.py, so the interface can build them without an import cycle."""
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import dataclass
+from typing import Protocol
+
+from nodes.run_context import TokenSink
+
+Messages = list[dict[str, str]]
+
+
+class LLMError(RuntimeError):
+    """The LLM could not be used at all (unreachable server, missing model file, bad credentials)."""
+
+
+class TransientLLMError(RuntimeError):
+    """Worth retrying: a timeout, a dropped connection, a 429 or a 5xx, a malformed reply."""
+
+
+@dataclass
+class Reply:
+    text: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+class ChatBackend(Protocol):
+    name: str
+
+    def chat(self, messages: Messages, *, max_tokens: int, temperature: float, json_schema: dict | None = None,
+             seed: int | None = None, on_token: TokenSink | None = None,
+             cancelled: threading.Event | None = None) -> Reply: ...
+
+
+def send_words(text: str, on_token: TokenSink) -> None:
+    """Stream a finished reply word by word (with its trailing whitespace), as a backend that generates it would."""
+    for word in re.findall(r"\s*\S+\s*", text) if text.strip() else []:
+        on_token(word)
