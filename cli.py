@@ -95,6 +95,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="questions in flight at once through one process (default 1; e.g. 8 against a model server)")
     p.add_argument("--plot-metric", choices=["f1", "contains", "exact_match"], default="f1",
                    help="accuracy metric of the plots (default: f1)")
+    p.add_argument("--llm-cache", metavar="DIR", help="record every LLM request and reply in DIR; requests "
+                   "recorded before are answered from it (sets llm.cache_dir)")
+    p.add_argument("--replay", action="store_true", help="answer every LLM request from --llm-cache DIR, with no "
+                   "model; a request never recorded is an error")
+    p.add_argument("--allow-mixed", action="store_true", help="resume into --out even though its manifest differs "
+                   "(code, models, prompts, configs, collections...); the differences are recorded")
     p.add_argument("--no-progress", action="store_true")
 
     p = sub.add_parser("serve", help="run the HTTP service (API, streaming, OpenAI-compatible endpoint, web page)")
@@ -348,9 +354,16 @@ def cmd_eval(args) -> int:
 
     if args.runs < 1 or args.workers < 1 or (args.limit is not None and args.limit < 1):
         raise CliError("--runs, --workers and --limit must be >= 1", EXIT_USAGE)
+    if args.replay and not args.llm_cache:
+        raise CliError("--replay needs --llm-cache DIR (the recorded replies)", EXIT_USAGE)
+    if args.replay and not Path(args.llm_cache).is_dir():
+        raise CliError(f"--llm-cache {args.llm_cache}: no such folder of recorded replies")
+    cache = [f"llm.cache_dir={args.llm_cache}"] + (["llm.replay=true"] if args.replay else []) \
+        if args.llm_cache else []
+    args.overrides = [*args.overrides, *cache]
     for path in args.configs:
         _load_config_file(path)  # every config is checked before any work starts
-    judge_llm = _load_config_file(args.judge).llm if args.judge else None
+    judge_llm = _load_config_file(args.judge, cache).llm if args.judge else None
     if args.baseline and args.baseline not in {Path(p).stem for p in args.configs}:
         raise CliError(f"--baseline {args.baseline} is not one of the compared configs", EXIT_USAGE)
     out = Path(args.out)
@@ -358,9 +371,14 @@ def cmd_eval(args) -> int:
     cache = Path(args.index_dir).parent / "cache" if args.index_dir else out / "cache"
     dataset = load_dataset(args.dataset, args.corpus, cache_dir=cache)
     evaluator = Evaluator(dataset, [Path(p) for p in args.configs], out, runs=args.runs, limit=args.limit,
-                          index_dir=Path(args.index_dir) if args.index_dir else None, overrides=args.overrides)
+                          index_dir=Path(args.index_dir) if args.index_dir else None, overrides=args.overrides,
+                          allow_mixed=args.allow_mixed)
     results = evaluator.run(progress=False if args.no_progress else None, retry_errors=args.retry_errors,
                             workers=args.workers)
+    if evaluator.unasked_changes:
+        print(f"note: nothing left to ask; the results in {out} were produced by a setup that differs from this one "
+              f"({'; '.join(evaluator.unasked_changes[:6])}); the report describes them with their own manifest",
+              file=sys.stderr)
     names = {Path(p).stem for p in args.configs}
     config_order = {Path(p).stem: i for i, p in enumerate(args.configs)}
     question_order = {q.id: i for i, q in enumerate(evaluator.questions)}
@@ -369,26 +387,34 @@ def cmd_eval(args) -> int:
     # the file's order depends on which worker finished first; reports do not
     rows.sort(key=lambda r: (config_order[r["config"]], r["run"], question_order[r["id"]]))
     title = f"{dataset.name}: {', '.join(sorted(names))}"
+    manifest = evaluator.manifest
     if judge_llm is not None:
         from evaluation.faithfulness import JUDGEMENTS, attach_judgements
+        from evaluation.manifest import with_judge
 
         judge = evaluator.faithfulness_judge(judge_llm)
         rows = attach_judgements(rows, judge.judge_results(rows, out / JUDGEMENTS))
         title += f"; faithfulness judge {judge.name}"
-    report = write_report(rows, out, title, plot_metric=args.plot_metric, baseline=args.baseline)
+        manifest = with_judge(manifest, judge_llm) if manifest else None
+    report = write_report(rows, out, title, plot_metric=args.plot_metric, baseline=args.baseline,
+                          manifest=manifest)
     print((out / "report.md").read_text())
     if evaluator.asked:
         print(f"asked {evaluator.asked} question(s) in {evaluator.answering_s:.1f} s with {args.workers} worker(s) "
               f"({evaluator.asked / evaluator.answering_s:.2f} questions/s)")
+    counts = evaluator.llm_cache_counts()
+    if counts:
+        print(f"LLM replies: {counts['replayed']} replayed from and {counts['recorded']} recorded into "
+              f"{args.llm_cache}")
     print(f"wrote {out / 'report.md'}, report.json, {results.name}, configs/ and "
           f"{len(report.get('plots', {}).get('files', []))} plots")
     return 0 if report["configs"] else EXIT_FAIL
 
 
-def _load_config_file(path: str):
+def _load_config_file(path: str, overrides: list[str] | None = None):
     from configs.loader import load_config
 
-    return load_config(path)
+    return load_config(path, overrides or [])
 
 
 def cmd_serve(args) -> int:
@@ -438,6 +464,7 @@ COMMANDS = {"ingest": cmd_ingest, "ask": cmd_ask, "trace": cmd_trace, "graph": c
 def _known_errors() -> tuple[type[BaseException], ...]:
     from configs.loader import ConfigError
     from evaluation.datasets import DatasetError as EvalDatasetError
+    from evaluation.manifest import ManifestMismatch
     from graphs.app import QuestionError
     from nodes.llm import LLMError
     from retrievers.beir_eval import DatasetError
@@ -447,7 +474,7 @@ def _known_errors() -> tuple[type[BaseException], ...]:
     from retrievers.store import StoreError
 
     return (ConfigError, DatasetError, EvalDatasetError, ModelNotFoundError, FilterError, RerankerError, StoreError,
-            QuestionError, LLMError)
+            QuestionError, LLMError, ManifestMismatch)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -9,6 +9,7 @@ import json
 import statistics
 from pathlib import Path
 
+from evaluation import manifest as run_manifest
 from evaluation import stats
 from evaluation.plots import Estimate, bars, frontier
 from retrievers.metrics import percentile
@@ -350,15 +351,17 @@ def _plots(report: dict, rows: list[dict], out_dir: Path, metric: str) -> dict:
 
 
 def write_report(rows: list[dict], out_dir: Path, title: str, plot_metric: str = "f1",
-                 baseline: str | None = None) -> dict:
+                 baseline: str | None = None, manifest: dict | None = None) -> dict:
     """report.json, report.md and PNG plots of `plot_metric` (by difficulty; against LLM calls, tokens and
-    latency, with the accuracy-vs-cost frontier), which report.md shows and report.json lists under "plots"."""
+    latency, with the accuracy-vs-cost frontier), which report.md shows and report.json lists under "plots". The
+    run `manifest` (evaluation/manifest.py) goes into report.json and under report.md's title."""
     if plot_metric not in PLOT_METRICS:
         raise ValueError(f"plot_metric must be one of {PLOT_METRICS}")
-    report = aggregate(rows, baseline)
+    report = {**aggregate(rows, baseline), "manifest": manifest}
     out_dir.mkdir(parents=True, exist_ok=True)
     if report["configs"]:
         report["plots"] = _plots(report, rows, out_dir, plot_metric)
     (out_dir / "report.json").write_text(json.dumps(report, indent=2))
-    (out_dir / "report.md").write_text(markdown(report, title))
+    heading, _, body = markdown(report, title).partition("\n")
+    (out_dir / "report.md").write_text(f"{heading}\n\n{run_manifest.markdown(manifest)}{body}")
     return report

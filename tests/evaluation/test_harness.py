@@ -21,10 +21,12 @@ def cli(*args):
 
 
 def _timeless(value):
-    """A result line or report without what depends on timing (latency), for comparing runs."""
+    """A result line or report without what depends on timing (latency, the manifest's dates), for comparing
+    runs."""
     if isinstance(value, dict):
         return {k: _timeless(v) for k, v in value.items()
-                if "latency" not in k and k not in ("ms", "llm_ms", "total_ms", "router_ms", "action_ms", "run_id")}
+                if "latency" not in k and k not in ("ms", "llm_ms", "total_ms", "router_ms", "action_ms", "run_id",
+                                                    "created", "updated")}
     if isinstance(value, list):
         return [_timeless(v) for v in value]
     return value
