@@ -141,5 +141,5 @@ class CachingBackend:
         user = next((m["content"] for m in reversed(messages) if m.get("role") == "user"), "")
         return (f"no recorded LLM reply in {where} for request {key[:16]} ({request['backend']} {request['model']}, "
                 f"seed {request['seed']}, temperature {request['temperature']}, max_tokens {request['max_tokens']}; "
-                f"system: {_first_words(system)!r}; user: {_first_words(user)!r}): record it first with "
-                "--llm-cache DIR without --replay")
+                f"system: {_first_words(system)!r}; user: {_first_words(user)!r}); run without replay to record it "
+                "(eval --llm-cache DIR without --replay)")
