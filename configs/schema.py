@@ -123,9 +123,10 @@ class RerankConfig(_Section):
 
 class LLMConfig(_Section):
     """One LLM backend shared by every node. `local`: llama-cpp-python on a GGUF file (default: the packaged
-    SmolLM2-135M-Instruct); `openai`: any OpenAI-compatible server (OpenAI, vLLM, Ollama, llama.cpp server)."""
+    SmolLM2-135M-Instruct); `openai`: any OpenAI-compatible server (OpenAI, vLLM, Ollama, llama.cpp server);
+    `langchain`: any LangChain chat model, built from its import path and keyword arguments."""
 
-    backend: Literal["local", "openai"] = "local"
+    backend: Literal["local", "openai", "langchain"] = "local"
     model_path: str | None = Field(None, description="local: a GGUF file; empty = the packaged SmolLM2-135M")
     n_ctx: int = Field(2048, ge=256)
     n_threads: int = Field(2, ge=1)
@@ -138,6 +139,14 @@ class LLMConfig(_Section):
     response_format: Literal["json_schema", "json_object"] = Field(
         "json_schema", description="openai: how structured output is requested; json_object = llama.cpp's "
                                    "{type: json_object, schema} (switched to automatically when a server asks for it)")
+    chat_model: str | None = Field(None, description="langchain: import path of a chat model class, e.g. "
+                                   "langchain_openai.ChatOpenAI (or module:Class)")
+    chat_model_kwargs: dict = Field(default_factory=dict, description="langchain: keyword arguments of the chat "
+                                    "model class (model, base_url, ...; keep keys in the environment variables the "
+                                    "class reads)")
+    structured_method: Literal["function_calling", "json_schema", "json_mode"] = Field(
+        "function_calling", description="langchain: the `method` of with_structured_output; function_calling works "
+                                        "with llama.cpp's server (a forced tool call is grammar-constrained)")
     temperature: float = Field(0.0, ge=0, le=2)
     max_tokens: int = Field(256, ge=1)
     seed: int = 0
@@ -152,6 +161,8 @@ class LLMConfig(_Section):
     def _replay_needs_cache(self) -> "LLMConfig":
         if self.replay and not self.cache_dir:
             raise ValueError("llm.replay needs llm.cache_dir (the folder of recorded replies)")
+        if self.backend == "langchain" and not self.chat_model:
+            raise ValueError("llm.backend=langchain needs llm.chat_model (e.g. langchain_openai.ChatOpenAI)")
         return self
 
 

@@ -20,7 +20,7 @@ from pydantic import BaseModel
 
 from evaluation.jsonl import drop_torn_tail, read_results
 from nodes.citations import cited_numbers, split_sentences, strip_citations
-from nodes.llm import LLM, packaged_gguf
+from nodes.llm import LLM, llm_identity
 from nodes.prompts import JUDGE_FAITHFULNESS
 from nodes.run_context import metered
 
@@ -100,7 +100,8 @@ def judgement_key(j: dict) -> tuple:
 
 def judge_name(llm_config) -> str:
     """Stable name of a judge: its model plus a short hash of its whole LLM config."""
-    model = llm_config.model if llm_config.backend == "openai" else Path(llm_config.model_path or packaged_gguf()).stem
+    model = Path(llm_identity(llm_config)["model"]).stem if llm_config.backend == "local" \
+        else llm_identity(llm_config)["model"]
     digest = hashlib.sha256(llm_config.model_dump_json().encode()).hexdigest()[:8]
     return f"{llm_config.backend}:{model}:{digest}"
 

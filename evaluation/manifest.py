@@ -190,7 +190,8 @@ def model_files(config: SwitchyardConfig) -> list[dict]:
 
 
 def llm_description(llm: LLMConfig) -> dict:
-    return {"backend": llm.backend, "base_url": llm.base_url if llm.backend == "openai" else None,
+    base_url = {"openai": llm.base_url, "langchain": llm.chat_model_kwargs.get("base_url")}.get(llm.backend)
+    return {"backend": llm.backend, "base_url": base_url,
             "model": llm_identity(llm)["model"]}
 
 

@@ -40,3 +40,25 @@ def send_words(text: str, on_token: TokenSink) -> None:
     """Stream a finished reply word by word (with its trailing whitespace), as a backend that generates it would."""
     for word in re.findall(r"\s*\S+\s*", text) if text.strip() else []:
         on_token(word)
+
+
+def first_line(text: str) -> str:
+    return (text or "").strip().splitlines()[0][:200] if (text or "").strip() else ""
+
+
+def openai_client_error(exc: Exception, where: str, timeout_s: float | None) -> Exception | None:
+    """The error to raise for an exception of the `openai` client (used directly or inside a LangChain model):
+    timeouts, dropped connections, 429 and 5xx are transient, any other HTTP error is an `LLMError`. None when
+    `exc` is not the client's."""
+    import openai
+
+    if isinstance(exc, openai.APITimeoutError):
+        return TransientLLMError(f"timed out after {timeout_s}s")
+    if isinstance(exc, openai.APIConnectionError):
+        return TransientLLMError(f"unreachable: {type(exc).__name__}")
+    if isinstance(exc, (openai.RateLimitError, openai.InternalServerError)):
+        return TransientLLMError(f"HTTP {exc.status_code}: {first_line(exc.message)}")
+    if isinstance(exc, openai.APIStatusError):
+        return LLMError(f"LLM server at {where} refused the request (HTTP {exc.status_code}): "
+                        f"{first_line(exc.message)}")
+    return None

@@ -5,6 +5,7 @@
   `llm.instances` model instances (default 1), loaded once under a lock.
 - `OpenAIBackend`: the `openai` client against any OpenAI-compatible server (structured output via
   `response_format=json_schema`; a reply that is not a chat completion is a misbehaving server, retried).
+- `LangChainBackend` (nodes/langchain_backend.py): any LangChain chat model, by import path and keyword arguments.
 - `ScriptedBackend`: replies from a list or a function, for forcing control-flow paths in tests.
 - with `llm.cache_dir`, any of them behind `CachingBackend` (nodes/llm_cache.py): recorded replies, replayed
   without a model under `llm.replay`.
@@ -33,7 +34,9 @@ import numpy as np
 from pydantic import BaseModel, Field, ValidationError
 
 from configs.schema import LLMConfig
-from nodes.chat_backend import ChatBackend, LLMError, Messages, Reply, TransientLLMError, send_words
+from nodes.chat_backend import (ChatBackend, LLMError, Messages, Reply, TransientLLMError, openai_client_error,
+                                send_words)
+from nodes.langchain_backend import LangChainBackend, chat_model_identity
 from nodes.llm_cache import CachingBackend, ReplyStore
 from nodes.prompts import RERANK_RELEVANCE, STRUCTURED_REPAIR
 from nodes.run_context import (RunCancelled, TokenSink, cancellation, record_call, record_parse_fallback,
@@ -230,14 +233,7 @@ class OpenAIBackend:
             if "stream_options" in kwargs and "stream_options" in str(exc):
                 self.stream_usage = False
                 return self._create({k: v for k, v in kwargs.items() if k != "stream_options"}, json_schema)
-            if isinstance(exc, openai.APITimeoutError):
-                raise TransientLLMError(f"timed out after {self.client.timeout}s") from None
-            if isinstance(exc, openai.APIConnectionError):
-                raise TransientLLMError(f"unreachable: {type(exc).__name__}") from None
-            if isinstance(exc, (openai.RateLimitError, openai.InternalServerError)):
-                raise TransientLLMError(f"HTTP {exc.status_code}: {_first_line(exc.message)}") from None
-            raise LLMError(f"LLM server at {self.where} refused the request "
-                           f"(HTTP {exc.status_code}): {_first_line(exc.message)}") from None
+            raise openai_client_error(exc, self.where, self.client.timeout) from None
 
     def _reply(self, out) -> Reply:
         choices = _choices(out, self.where)
@@ -291,10 +287,6 @@ def _choices(out, where: str) -> list:
     if not isinstance(choices, list) or not choices:
         raise TransientLLMError(f"misbehaving server at {where}: the reply has no 'choices'")
     return choices
-
-
-def _first_line(text: str) -> str:
-    return (text or "").strip().splitlines()[0][:200] if (text or "").strip() else ""
 
 
 class ScriptedBackend:
@@ -443,11 +435,15 @@ def llm_identity(config: LLMConfig) -> dict:
     Recorded replies are keyed by it (nodes/llm_cache.py), so a replay needs no model file."""
     if config.backend == "openai":
         return {"backend": "openai", "model": config.model}
+    if config.backend == "langchain":
+        return chat_model_identity(config.chat_model, config.chat_model_kwargs)
     return {"backend": "local", "model": Path(config.model_path).name if config.model_path else PACKAGED_GGUF,
             "n_ctx": config.n_ctx, "repeat_penalty": config.repeat_penalty}
 
 
 def _backend(config: LLMConfig) -> ChatBackend:
+    if config.backend == "langchain":
+        return LangChainBackend.from_path(config.chat_model, config.chat_model_kwargs, config.structured_method)
     if config.backend == "openai":
         return OpenAIBackend(config.base_url, config.model, config.api_key_env, config.timeout_s,
                              config.response_format)

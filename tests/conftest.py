@@ -78,6 +78,25 @@ def local_llm():
     return LLM(LlamaCppBackend(), max_tokens=128)
 
 
+@pytest.fixture(scope="session")
+def llama_server():
+    """A real OpenAI-compatible server (llama_cpp.server with the packaged GGUF, model name `smollm2`) on
+    127.0.0.1; yields its base URL."""
+    import subprocess
+
+    from nodes.llm import packaged_gguf
+
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "llama_cpp.server", "--model", str(packaged_gguf()), "--host", "127.0.0.1",
+         "--port", str(port), "--n_threads", "2", "--n_ctx", "2048", "--model_alias", "smollm2",
+         "--verbose", "False"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}/v1"
+    wait_until_serving(f"{url}/models", proc, "llama_cpp.server", log=lambda: proc.stderr.read().decode())
+    yield url
+    stop_process(proc)
+
+
 def free_port() -> int:
     """A free TCP port on 127.0.0.1, for a server a test starts."""
     import socket

@@ -7,21 +7,7 @@ import sys
 
 import pytest
 
-from nodes.llm import packaged_gguf
-from tests.conftest import ROOT, free_port, stop_process, wait_until_serving
-
-
-@pytest.fixture(scope="module")
-def llama_server():
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "llama_cpp.server", "--model", str(packaged_gguf()), "--host", "127.0.0.1",
-         "--port", str(port), "--n_threads", "2", "--n_ctx", "2048", "--model_alias", "smollm2",
-         "--verbose", "False"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    url = f"http://127.0.0.1:{port}/v1"
-    wait_until_serving(f"{url}/models", proc, "llama_cpp.server", log=lambda: proc.stderr.read().decode())
-    yield url
-    stop_process(proc)
+from tests.conftest import ROOT, free_port
 
 
 def _check_grounded(result):
