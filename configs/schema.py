@@ -133,6 +133,9 @@ class LLMConfig(_Section):
     instances: int = Field(1, ge=1, le=16, description="local: model instances serving runs in flight (each "
                            "holds its own context and memory); 1 = concurrent runs take turns on one model")
     repeat_penalty: float = Field(1.1, ge=1.0, le=2.0, description="local: llama.cpp repetition penalty")
+    chat_format: str | None = Field(None, description="local: llama-cpp-python chat format; empty = the GGUF's own "
+                                    "template. chatml-function-calling lets the model choose tools itself "
+                                    "(graph.router.protocol=tools)")
     base_url: str | None = Field(None, description="openai: e.g. http://127.0.0.1:8000/v1")
     model: str = Field("gpt-4o-mini", description="openai: the model name the server expects")
     api_key_env: str = Field("OPENAI_API_KEY", description="openai: NAME of the env var holding the key")
@@ -221,10 +224,21 @@ class RouterConfig(_Section):
     """Agent mode: an LLM picks each next step over the same nodes as the fixed pipeline."""
 
     strategy: Literal["zeroshot", "react", "plan"] = "react"
+    protocol: Literal["json", "tools"] = Field(
+        "json", description="json: the decision is a JSON object (schema-constrained); tools: every action is a tool "
+                            "and the model chooses by a native tool call (zeroshot and react)")
+    tool_choice: Literal["auto", "required"] = Field(
+        "auto", description="tools: the request's tool_choice (required: servers that support it always call one)")
     max_steps: int = Field(8, ge=1, le=50, description="router decisions before the budget guard forces an end")
     max_tokens: int = Field(96, ge=16, description="per router decision")
     examples: list[str] = Field(default_factory=lambda: list(DEFAULT_REACT_EXAMPLES),
                                 description="react: few-shot examples shown before the scratchpad")
+
+    @model_validator(mode="after")
+    def _tools_need_a_step_strategy(self) -> "RouterConfig":
+        if self.protocol == "tools" and self.strategy == "plan":
+            raise ValueError("graph.router.protocol=tools chooses one action per call: use strategy zeroshot or react")
+        return self
 
 
 class GraphConfig(_Section):

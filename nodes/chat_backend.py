@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from nodes.run_context import TokenSink
@@ -26,14 +26,35 @@ class Reply:
     text: str
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    # native tool calls, in order: {"name": ..., "arguments": the JSON text the model wrote}
+    tool_calls: list[dict] = field(default_factory=list)
 
 
 class ChatBackend(Protocol):
+    """`tools` (OpenAI-format function definitions) and `tool_choice` ("auto", "required" or a forced
+    {"type": "function", ...}) are passed only by callers that use native tool calling."""
+
     name: str
 
     def chat(self, messages: Messages, *, max_tokens: int, temperature: float, json_schema: dict | None = None,
-             seed: int | None = None, on_token: TokenSink | None = None,
-             cancelled: threading.Event | None = None) -> Reply: ...
+             seed: int | None = None, on_token: TokenSink | None = None, cancelled: threading.Event | None = None,
+             tools: list[dict] | None = None, tool_choice: str | dict | None = None) -> Reply: ...
+
+
+def function_tool(name: str, description: str, parameters: dict) -> dict:
+    """A tool definition in the OpenAI format every backend takes (llama-cpp-python, OpenAI servers, LangChain)."""
+    return {"type": "function", "function": {"name": name, "description": description, "parameters": parameters}}
+
+
+def openai_tool_calls(calls) -> list[dict]:
+    """`Reply.tool_calls` from an OpenAI-format message's `tool_calls` (objects or dicts)."""
+    out = []
+    for call in calls or []:
+        function = call.get("function") if isinstance(call, dict) else getattr(call, "function", None)
+        get = (lambda k: function.get(k)) if isinstance(function, dict) else (lambda k: getattr(function, k, None))
+        if function is not None:
+            out.append({"name": get("name") or "", "arguments": get("arguments") or ""})
+    return out
 
 
 def send_words(text: str, on_token: TokenSink) -> None:

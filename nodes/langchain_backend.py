@@ -81,13 +81,17 @@ class LangChainBackend:
         return self.model.model_copy(update=update) if update else self.model
 
     def chat(self, messages: Messages, *, max_tokens: int, temperature: float, json_schema: dict | None = None,
-             seed: int | None = None, on_token: TokenSink | None = None,
-             cancelled: threading.Event | None = None) -> Reply:
+             seed: int | None = None, on_token: TokenSink | None = None, cancelled: threading.Event | None = None,
+             tools: list[dict] | None = None, tool_choice: str | dict | None = None) -> Reply:
         from langchain_core.messages import convert_to_messages
 
-        model = self._for_call(max_tokens, temperature, seed, stream=on_token is not None and json_schema is None)
+        plain = json_schema is None and tools is None
+        model = self._for_call(max_tokens, temperature, seed, stream=on_token is not None and plain)
         lc_messages = convert_to_messages(messages)
         try:
+            if tools is not None:
+                message = model.bind_tools(tools, tool_choice=tool_choice).invoke(lc_messages)
+                return _reply(_text(message), message, None)
             if json_schema is not None:
                 return self._structured(model, lc_messages, json_schema)
             if on_token is not None:  # like the openai backend: otherwise cancellation is checked between calls
@@ -110,7 +114,9 @@ class LangChainBackend:
             text = json.dumps(raw.tool_calls[0].get("args", {}))
         else:
             text = _text(raw) if raw is not None else ""
-        return _reply(text, raw, None)
+        reply = _reply(text, raw, None)
+        reply.tool_calls = []  # the forced call is the structured reply itself
+        return reply
 
     def _streamed(self, model, lc_messages, on_token: TokenSink, cancelled: threading.Event | None) -> Reply:
         parts: list[str] = []
@@ -150,4 +156,12 @@ def _reply(text: str, message, chunks: int | None) -> Reply:
     usage = getattr(message, "usage_metadata", None) or {}
     if not usage and chunks is not None:
         return Reply(text, 0, chunks)
-    return Reply(text, usage.get("input_tokens", 0) or 0, usage.get("output_tokens", 0) or 0)
+    return Reply(text, usage.get("input_tokens", 0) or 0, usage.get("output_tokens", 0) or 0, _tool_calls(message))
+
+
+def _tool_calls(message) -> list[dict]:
+    """LangChain's parsed tool calls (arguments back to JSON text) and the ones whose arguments did not parse."""
+    calls = [{"name": c.get("name") or "", "arguments": json.dumps(c.get("args") or {})}
+             for c in getattr(message, "tool_calls", None) or []]
+    return calls + [{"name": c.get("name") or "", "arguments": c.get("args") or ""}
+                    for c in getattr(message, "invalid_tool_calls", None) or []]

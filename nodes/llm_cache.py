@@ -126,7 +126,8 @@ class CachingBackend:
         reply = self.inner.chat(messages, max_tokens=max_tokens, temperature=temperature, json_schema=json_schema,
                                 seed=seed, on_token=on_token, cancelled=cancelled, **options)
         if cancelled is None or not cancelled.is_set():  # a reply cut short is not the model's reply
-            self.store.put(key, {"key": key, "request": request, "reply": asdict(reply)})
+            stored = {k: v for k, v in asdict(reply).items() if k != "tool_calls" or v}  # files as before tools
+            self.store.put(key, {"key": key, "request": request, "reply": stored})
             self._count("recorded")
         return reply
 

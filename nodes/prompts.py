@@ -39,6 +39,18 @@ ROUTER_FORMAT_REACT = (' Think briefly, then act. Reply as JSON {"thought": "...
                        '"only for rewrite/retrieve", "reason": "only for abstain"}.')
 ROUTER_FORMAT_ZEROSHOT = (' Reply as JSON {"action": "...", "query": "only for rewrite/retrieve", '
                           '"reason": "for abstain"}.')
+ROUTER_FORMAT_TOOLS = " Call exactly one tool: the next action."
+ROUTER_FORMAT_TOOLS_REACT = " Think briefly (one sentence), then call exactly one tool: the next action."
+ROUTER_TOOLS_REPAIR = "That was not a valid tool call ({error}). Call exactly one of the tools: {tools}."
+# the router's actions as tools (graph.router.protocol=tools), with their arguments
+ROUTER_TOOL_REWRITE = "Set a better search query for the question."
+ROUTER_TOOL_RETRIEVE = "Search the documents (with the current query, or the query given)."
+ROUTER_TOOL_RERANK = "Order the passages found so far by relevance."
+ROUTER_TOOL_GRADE = "Check that the passages are relevant to the question."
+ROUTER_TOOL_ANSWER = "Answer the question from the relevant passages."
+ROUTER_TOOL_ABSTAIN = "Stop: the documents do not hold the answer."
+ROUTER_TOOL_QUERY = "a short search engine query"
+ROUTER_TOOL_REASON = "why the documents do not answer"
 
 JUDGE_FAITHFULNESS = ("You check one claim against one passage. Reply with a JSON object: {\"supported\": true} when "
                       "the passage states the claim or directly implies it, {\"supported\": false} when the passage "
