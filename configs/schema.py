@@ -237,7 +237,8 @@ class RouterConfig(_Section):
     @model_validator(mode="after")
     def _tools_need_a_step_strategy(self) -> "RouterConfig":
         if self.protocol == "tools" and self.strategy == "plan":
-            raise ValueError("graph.router.protocol=tools chooses one action per call: use strategy zeroshot or react")
+            raise ValueError("graph.router.protocol=tools chooses one action per call: use strategy zeroshot or "
+                             "react")
         return self
 
 

@@ -154,7 +154,7 @@ class LlamaCppBackend:
             kwargs.update(tools=tools, tool_choice=tool_choice)  # chat_format (llm.chat_format)
         with self._instance(cancelled) as model:
             watch = None
-            if json_schema is not None or tools is not None:  # short, grammar-constrained: cancellation is checked between calls
+            if json_schema is not None or tools is not None:  # short: cancellation is checked between calls
                 kwargs["response_format"] = {"type": "json_object", "schema": json_schema}
             elif on_token is not None or cancelled is not None:
                 watch = _TokenWatch(model, on_token, cancelled)

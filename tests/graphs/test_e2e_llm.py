@@ -129,3 +129,16 @@ def test_misbehaving_server_is_one_clear_line(sample_index, body, content_type, 
     assert out.returncode == 1 and out.stderr.count("\n") == 1 and "Traceback" not in out.stderr
     assert out.stderr == (f"error: LLM backend {server.url} failed after 2 tries (misbehaving server at "
                           f"{server.url}: {said})\n")
+
+
+@pytest.mark.slow
+def test_openai_backend_forced_tool_call_against_local_server(llama_server):
+    from nodes.llm import LLM, OpenAIBackend
+    from nodes.router import ROUTER_TOOLS
+
+    llm = LLM(OpenAIBackend(llama_server, "smollm2", timeout_s=300), max_tokens=40)
+    forced = {"type": "function", "function": {"name": "abstain"}}
+    reply = llm.call_tools([{"role": "user", "content": "Nothing here answers the question."}], ROUTER_TOOLS,
+                           tool_choice=forced)
+    assert [c["name"] for c in reply.tool_calls] == ["abstain"]
+    assert isinstance(json.loads(reply.tool_calls[0]["arguments"]), dict)

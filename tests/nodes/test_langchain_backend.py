@@ -1,6 +1,7 @@
 """`llm.backend: langchain`: a LangChain chat model behind the backend contract. A small chat model class defined
 here checks the plumbing (per-call settings, streaming, cancellation, errors, the reply cache); the real
 `langchain_openai.ChatOpenAI` against the local llama.cpp server checks structured output and streaming end to end."""
+import json
 import threading
 from typing import Any
 
@@ -191,3 +192,12 @@ class TestAgainstLocalServer:
             plain = server_llm.generate(ASK)
         assert streamed and "".join(tokens).strip() == streamed and len(tokens) > 1
         assert plain and usage.llm_calls == 2 and usage.completion_tokens > 0
+
+    def test_a_forced_tool_call_through_bind_tools(self, server_llm):
+        from nodes.router import ROUTER_TOOLS
+
+        ask = [{"role": "user", "content": "Search the documents for the knuckle coupler."}]
+        forced = {"type": "function", "function": {"name": "retrieve"}}
+        reply = server_llm.call_tools(ask, ROUTER_TOOLS, tool_choice=forced, max_tokens=40)
+        assert [c["name"] for c in reply.tool_calls] == ["retrieve"]  # grammar-constrained to the tool's schema
+        assert isinstance(json.loads(reply.tool_calls[0]["arguments"]), dict)
