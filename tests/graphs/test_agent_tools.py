@@ -165,3 +165,18 @@ class TestConfigAndCache:
         assert inner.tools == [(ROUTER_TOOLS, "auto")]
         with pytest.raises(LLMError, match="no recorded LLM reply"):
             replay.call_tools(ask, ROUTER_TOOLS, tool_choice="required")  # the tool choice is part of the key
+
+
+@pytest.mark.slow
+def test_local_model_chooses_by_native_tool_calls(make_pipeline):
+    """The packaged GGUF under llama-cpp-python's function-calling chat format: whatever it chooses, every step is
+    a recorded decision within the budget and the run ends with an answer or an abstention."""
+    pipe = make_pipeline(*TOOLS, "graph.router.max_steps=3", "llm.chat_format=chatml-function-calling",
+                         "llm.max_tokens=64", "graph.router.strategy=zeroshot")
+    result = pipe.ask("Who patented the knuckle coupler?")
+    steps = result["steps"]
+    assert 1 <= len(steps) <= 4 and steps[-1]["action"] in ("answer", "abstain")
+    assert all(s["action"] in ACTIONS and s["guard"] in (None, "invalid", "repeat", "premature_answer",
+                                                         "ungrounded_query", "budget") for s in steps)
+    assert all(s["llm_calls"] >= 1 for s in steps if s["guard"] != "budget")  # each decision asked the model
+    assert result["answer"].strip()
