@@ -185,6 +185,14 @@ class GradeConfig(_Section):
 
 class AnswerConfig(_Section):
     method: Literal["llm", "extractive", "closed_book"] = "llm"
+    format: Literal["short", "sentences"] = Field(
+        "short", description="short: a short answer first, then the cited evidence sentences; sentences: 1-3 cited "
+                             "sentences")
+    ungrounded: Literal["evidence", "abstain"] = Field(
+        "evidence", description="short: when the short answer occurs in no kept passage, show the evidence alone or "
+                                "abstain")
+    short_max_tokens: int = Field(48, ge=8, description="short + llm: tokens for the JSON short answer")
+    span_sentences: int = Field(3, ge=1, description="short + extractive: best sentences searched for an answer span")
     max_passages: int = Field(4, ge=1, description="passages shown to the answer step")
     max_sentences: int = Field(2, ge=1, description="extractive: sentences in the answer")
     support_threshold: float = Field(0.55, ge=0, le=1, description="support (mean of cosine and word overlap) a "

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
+from nodes.citations import content_words
 from nodes.llm import judge_passages
 from nodes.prompts import GRADE_RELEVANCE
 from nodes.resources import Resources
@@ -16,6 +17,12 @@ from nodes.resources import Resources
 
 class PassageGrade(BaseModel):
     relevant: bool
+
+
+def word_coverage(question: str, passage_text: str) -> float:
+    """Share of the question's content words that occur in the passage (0 when the question has none)."""
+    asked = content_words(question)
+    return len(asked & content_words(passage_text)) / len(asked) if asked else 0.0
 
 
 def _cosines(res: Resources, question: str, passages: list[dict]) -> list[float]:
