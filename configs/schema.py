@@ -163,12 +163,16 @@ class RewriteConfig(_Section):
 
 
 class GradeThresholds(_Section):
-    """Question-passage cosine thresholds, calibrated on HotpotQA dev300_a, checked on dev500 and PhantomWiki
-    (bench/calibration/). Entity-heavy Wikipedia-style deployments may raise `incorrect` to 0.5."""
+    """Question-passage cosine and word-coverage thresholds, tuned on HotpotQA dev300_a / dev500 and PhantomWiki s11
+    (bench/calibration/, 06_refusals.py for `incorrect` + `coverage`): a passage that holds most of the question's
+    content words is not "unrelated" however low its cosine (templated questions over long articles)."""
 
     correct: float = Field(0.55, description="best passage's cosine at or above this -> correct (keep all)")
-    incorrect: float = Field(0.35, description="best passage's cosine below this -> incorrect (retry/abstain)")
+    incorrect: float = Field(0.40, description="best passage's cosine below this, and no passage reaching "
+                                               "`coverage` -> incorrect (retry/abstain)")
     relevant: float = Field(0.35, description="a passage at or above this is relevant (kept when ambiguous)")
+    coverage: float = Field(0.5, ge=0, le=1.01, description="share of the question's content words a passage holds "
+                                                            "to count as relevant whatever its cosine (1.01: off)")
 
     @model_validator(mode="after")
     def _ordered(self) -> "GradeThresholds":
