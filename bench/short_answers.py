@@ -32,7 +32,7 @@ def main() -> None:
     ap.add_argument("eval_dir")
     ap.add_argument("--naive", help="bench/naive_rag.py rows, shown as a first line")
     args = ap.parse_args()
-    rows = [json.loads(x) for x in (Path(args.eval_dir) / "results.jsonl").read_text().splitlines() if x.strip()]
+    rows = [json.loads(x) for x in (Path(args.eval_dir) / "questions.jsonl").read_text().splitlines() if x.strip()]
     by_config = defaultdict(list)
     for r in rows:
         if not r.get("error"):

@@ -192,9 +192,10 @@ class AnswerConfig(_Section):
     format: Literal["short", "sentences"] = Field(
         "short", description="short: a short answer first, then the cited evidence sentences; sentences: 1-3 cited "
                              "sentences")
-    ungrounded: Literal["evidence", "abstain"] = Field(
-        "evidence", description="short: when the short answer occurs in no kept passage, show the evidence alone or "
-                                "abstain")
+    ungrounded: Literal["extractive", "evidence", "abstain"] = Field(
+        "extractive", description="short: when the model's short answer occurs in no kept passage, show the "
+                                  "extractive span instead (grounded by construction; else the evidence alone), the "
+                                  "evidence alone, or abstain")
     short_max_tokens: int = Field(48, ge=8, description="short + llm: tokens for the JSON short answer")
     span_sentences: int = Field(3, ge=1, description="short + extractive: best sentences searched for an answer span")
     max_passages: int = Field(4, ge=1, description="passages shown to the answer step")

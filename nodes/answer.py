@@ -13,14 +13,16 @@ sentences that has the type the question asks for, or the best sentences themsel
 """
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from typing import Literal
+
+from pydantic import BaseModel, create_model
 
 from nodes.citations import cite_record, split_sentences, verify_citations
 from nodes.prompts import ANSWER_SYSTEM, CLOSED_BOOK_SYSTEM, NOT_FOUND, SHORT_ANSWER_RULES, SHORT_ANSWER_SYSTEM
 from nodes.resources import Resources
 from nodes.run_context import answer_token_sink
 from nodes.short_answer import (QuestionShape, clean_answer, extractive_span, grounded_in, match_option, occurs_in,
-                                question_shape, split_list)
+                                question_shape, split_list, sub_spans)
 
 
 def _prompt(question: str, passages: list[dict]) -> list[dict]:
@@ -48,8 +50,17 @@ def extractive_answer(question: str, passages: list[dict], embedder, max_sentenc
 
 
 class ShortReply(BaseModel):
-    answer: str = Field(description="the shortest exact answer: a name, number, date, yes/no or a short phrase")
-    passage: int = Field(0, description="the number of the passage the answer comes from")
+    answer: str
+    passage: int = 0
+
+
+def reply_model(shape: QuestionShape) -> type[BaseModel]:
+    """The JSON the model must write: yes/no questions may only answer yes or no, choice questions one of the
+    options (the grammar enforces it); no field descriptions, which small models copy into their answers."""
+    if shape.kind == "open":
+        return ShortReply
+    choices = ("yes", "no") if shape.kind == "yes_no" else tuple(shape.options)
+    return create_model("ShortChoice", answer=(Literal[choices], ...), passage=(int, 0))
 
 
 def _short_prompt(question: str, passages: list[dict], shape: QuestionShape) -> list[dict]:
@@ -121,8 +132,9 @@ def short_answer(question: str, passages: list[dict], res: Resources) -> dict:
     ranked = ranked_sentences(question, passages, res.embedder)
     hint = None
     if cfg.method == "llm":
-        reply = res.llm.structured(_short_prompt(question, passages, shape), ShortReply, ShortReply(answer=""),
-                                   max_tokens=cfg.short_max_tokens)
+        model = reply_model(shape)
+        reply = res.llm.structured(_short_prompt(question, passages, shape), model,
+                                   model.model_construct(answer="", passage=0), max_tokens=cfg.short_max_tokens)
         proposed, hint, source = clean_answer(reply.value.answer), reply.value.passage - 1, "llm"
         if not proposed or proposed.upper().startswith(NOT_FOUND):
             return abstention(cfg.abstain_message, "the model found no answer in the passages",
@@ -130,13 +142,18 @@ def short_answer(question: str, passages: list[dict], res: Resources) -> dict:
                                          "proposed": proposed})
     else:
         proposed, source = _extractive_proposal(question, shape, ranked, cfg.span_sentences), "extractive"
-    found = ground(proposed, shape, passages, ranked, hint, cfg.max_sentences)
+    found = ground(proposed, shape, passages, ranked, hint, cfg.max_sentences, question)
     grounding = {"source": source, "proposed": proposed}
+    if found is None and cfg.ungrounded == "extractive" and source == "llm":
+        fallback = _extractive_proposal(question, shape, ranked, cfg.span_sentences)
+        found = ground(fallback, shape, passages, ranked, None, cfg.max_sentences, question)
+        if found is not None:
+            grounding |= {"source": "extractive", "model_answer_ungrounded": True}
     if found is None:
         grounding |= {"status": "ungrounded",
                       "reason": "not yes/no or one of the options" if shape.kind != "open" and proposed
                       else "the short answer occurs in no kept passage"}
-        if cfg.ungrounded == "abstain" or not ranked:
+        if cfg.ungrounded == "abstain" or not ranked:  # (`extractive` found no grounded span either)
             return abstention(cfg.abstain_message, "the short answer is not grounded in the passages",
                               grounding={**grounding, "shown": "abstention"})
         result = compose("", [], ranked[: cfg.max_sentences], passages)
@@ -163,8 +180,9 @@ def _extractive_proposal(question: str, shape: QuestionShape, ranked: Ranked, sp
 
 
 def ground(proposed: str, shape: QuestionShape, passages: list[dict], ranked: Ranked, hint: int | None,
-           max_sentences: int) -> dict | None:
-    """{short, passages (indexes it occurs in), evidence (ranked entries), how, dropped} or None when ungrounded."""
+           max_sentences: int, question: str = "") -> dict | None:
+    """{short, passages (indexes it occurs in), evidence (ranked entries), how, dropped} or None when ungrounded.
+    An open answer (each item of a list) that occurs in no passage is replaced by its longest part that does."""
     if not proposed:
         return None
     if shape.kind != "open":
@@ -182,13 +200,17 @@ def ground(proposed: str, shape: QuestionShape, passages: list[dict], ranked: Ra
         return {"short": option, "passages": [j], "evidence": (naming or ranked)[:max_sentences],
                 "how": "one of the options, in a passage", "dropped": []}
     kept, where, dropped = [], [], []
+    how = "occurs in a cited passage"
     for item in split_list(proposed):
         j = grounded_in(item, passages, hint)
         if j is None:
-            dropped.append(item)
-        else:
-            kept.append(item)
-            where.append(j)
+            part = next((x for x in sub_spans(item, question) if grounded_in(x, passages, hint) is not None), None)
+            if part is None:
+                dropped.append(item)
+                continue
+            item, j, how = part, grounded_in(part, passages, hint), "a part of the answer occurs in a cited passage"
+        kept.append(item)
+        where.append(j)
     if not kept:
         return None
     evidence: Ranked = []
@@ -202,8 +224,7 @@ def ground(proposed: str, shape: QuestionShape, passages: list[dict], ranked: Ra
             break
         if t not in evidence:
             evidence.append(t)
-    return {"short": ", ".join(kept), "passages": where, "evidence": evidence,
-            "how": "occurs in a cited passage", "dropped": dropped}
+    return {"short": ", ".join(kept), "passages": where, "evidence": evidence, "how": how, "dropped": dropped}
 
 
 def compose(short: str, short_passages: list[int], evidence: Ranked, passages: list[dict]) -> dict:

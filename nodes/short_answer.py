@@ -51,6 +51,9 @@ def question_shape(question: str) -> QuestionShape:
 def _options(q: str) -> list[str]:
     """The two named options of "..., A or B" / "... A or B": right = after the last " or ", left = the capitalised
     run of words just before it (or, after a comma, everything from the comma)."""
+    between = re.search(r"\b[Bb]etween (.+?) and (.+?)(?:,|\s+(?:who|which|what|whose)\b|$)", q)
+    if between:
+        return [between.group(1).strip(" ,\"'"), between.group(2).strip(" ,\"'")]
     if " or " not in q:
         return []
     head, right = q.rsplit(" or ", 1)
@@ -156,10 +159,28 @@ def match_option(answer: str, shape: QuestionShape) -> str | None:
     if shape.kind == "yes_no":
         word = norm.split()[0] if norm else ""
         return word if word in ("yes", "no") else None
-    if shape.kind == "choice":
-        hits = [o for o in shape.options if normalize(o) and (normalize(o) in norm or (norm and norm in normalize(o)))]
-        return hits[0] if len(hits) == 1 else None
+    if shape.kind == "choice":  # the option the answer names first ("A has won more than B" -> A)
+        hits = [(f" {norm} ".find(f" {normalize(o)} "), o) for o in shape.options if normalize(o)]
+        named = sorted((at, o) for at, o in hits if at >= 0)
+        if named:
+            return named[0][1]
+        within = [o for o in shape.options if norm and norm in normalize(o)]
+        return within[0] if len(within) == 1 else None
     return answer or None
+
+
+def sub_spans(answer: str, question: str) -> list[str]:
+    """Pieces of an answer that could be the answer on their own, longest first: its parts between punctuation and
+    its capitalised names, leaving out the answer itself and pieces whose words all come from the question."""
+    asked = set(normalize(question).split())
+    parts = {p.strip() for p in re.split(r"[–—(),:;\"]|\s-\s|\.\s", answer) if p.strip()}
+    parts |= {span for span, _, _ in _names(answer)}
+    out = []
+    for part in sorted(parts, key=lambda x: (-len(x), x)):
+        words = normalize(part).split()
+        if words and part != answer and not all(w in asked for w in words):
+            out.append(part)
+    return out
 
 
 def split_list(answer: str) -> list[str]:

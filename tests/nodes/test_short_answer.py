@@ -7,7 +7,7 @@ import pytest
 
 from nodes.answer import compose, ground
 from nodes.short_answer import (clean_answer, extractive_span, grounded_in, match_option, occurs_in,
-                                question_shape, split_list)
+                                question_shape, split_list, sub_spans)
 
 PASSAGES = [
     {"doc_id": "a", "title": "Eli Janney", "source": "a.md", "page": None,
@@ -25,6 +25,10 @@ class TestQuestionShape:
     def test_choice_after_comma(self):
         shape = question_shape("Which is older, the Eiffel Tower or Big Ben?")
         assert shape.kind == "choice" and shape.options == ["the Eiffel Tower", "Big Ben"]
+
+    def test_choice_between(self):
+        shape = question_shape("Between Harvey Pekar and Denise Levertov who was born earlier?")
+        assert shape.kind == "choice" and shape.options == ["Harvey Pekar", "Denise Levertov"]
 
     def test_choice_without_comma_takes_the_capitalised_run(self):
         shape = question_shape("Which magazine was started first Arthur's Magazine or First for Women?")
@@ -75,6 +79,15 @@ class TestModelAnswer:
         shape = question_shape("Is a blue flag a signal?")
         assert match_option("Yes", shape) == "yes" and match_option("no.", shape) == "no"
         assert match_option("Blue", shape) is None
+
+    def test_choice_names_the_first_option_mentioned(self):
+        shape = question_shape("Who has won more medals, Debi Thomas or Katarina Witt?")
+        assert match_option("Katarina Witt has won more medals than Debi Thomas", shape) == "Katarina Witt"
+
+    def test_sub_spans_leave_out_the_question(self):
+        q = "This film is an adaption of Jacques Offenbach's opera written by whom?"
+        parts = sub_spans("1. The Tales of Hoffmann (film) - Jacques Offenbach's opera", q)
+        assert "The Tales of Hoffmann" in parts and "Jacques Offenbach's opera" not in parts
 
     def test_choice_options(self):
         shape = question_shape("Which is older, the Eiffel Tower or Big Ben?")
@@ -149,6 +162,17 @@ class TestGround:
         assert ground("Thomas Edison", shape, PASSAGES, self.RANKED, None, 2) is None  # not an option
 
 
+class TestReplyModel:
+    def test_yes_no_and_choice_are_constrained(self):
+        from nodes.answer import reply_model
+
+        yes_no = reply_model(question_shape("Is it red?")).model_json_schema()
+        assert yes_no["properties"]["answer"]["enum"] == ["yes", "no"]
+        choice = reply_model(question_shape("Which is older, Big Ben or the Eiffel Tower?")).model_json_schema()
+        assert choice["properties"]["answer"]["enum"] == ["Big Ben", "the Eiffel Tower"]
+        assert "description" not in reply_model(question_shape("Who?")).model_json_schema()["properties"]["answer"]
+
+
 class TestCompose:
     def test_numbers_follow_first_use(self):
         out = compose("twelve crews", [1], ranked((1, "The rule covers twelve crews."), (0, "Janney was an inventor.")),
@@ -182,8 +206,20 @@ class TestShortAnswerNode:
         cited = {c["n"] for c in result["citations"]}
         assert cited == {int(n) for n in re.findall(r"\[(\d+)\]", result["answer"])}
 
-    def test_ungrounded_answer_is_not_shown(self, make_pipeline):
+    def test_ungrounded_answer_is_replaced_by_the_extractive_span(self, make_pipeline):
         result = self.ask(make_pipeline, '{"answer": "George Westinghouse", "passage": 1}')
+        assert result["short_answer"] == "Eli Janney" and "Westinghouse" not in result["answer"]
+        g = result["grounding"]
+        assert (g["status"], g["source"], g["proposed"], g["model_answer_ungrounded"]) == \
+            ("grounded", "extractive", "George Westinghouse", True)
+
+    def test_a_grounded_part_of_the_answer_is_kept(self, make_pipeline):
+        result = self.ask(make_pipeline, '{"answer": "1. Eli Janney (inventor) - a Westinghouse rival", "passage": 1}')
+        assert result["short_answer"] == "Eli Janney"
+        assert result["grounding"]["how"] == "a part of the answer occurs in a cited passage"
+
+    def test_ungrounded_answer_shows_the_evidence_when_configured(self, make_pipeline):
+        result = self.ask(make_pipeline, '{"answer": "George Westinghouse", "passage": 1}', "answer.ungrounded=evidence")
         assert result["short_answer"] == "" and not result["abstained"]
         g = result["grounding"]
         assert (g["status"], g["shown"], g["proposed"]) == ("ungrounded", "evidence", "George Westinghouse")
