@@ -256,7 +256,11 @@ def cmd_ask(args) -> int:
     if args.json:
         print(json.dumps(result, indent=2, ensure_ascii=False))
         return 0
-    print(result["answer"])
+    if result.get("short_answer") or result.get("evidence"):
+        print(result["short_answer"] or "(no verified short answer; the evidence:)")
+        print(f"\nEvidence: {result['evidence']}")
+    else:
+        print(result["answer"])
     if result["citations"]:
         print("\nSources:")
         for c in result["citations"]:

@@ -177,12 +177,16 @@ class RewriteConfig(_Section):
 
 
 class GradeThresholds(_Section):
-    """Question-passage cosine thresholds, calibrated on HotpotQA dev300_a, checked on dev500 and PhantomWiki
-    (bench/calibration/). Entity-heavy Wikipedia-style deployments may raise `incorrect` to 0.5."""
+    """Question-passage cosine and word-coverage thresholds, tuned on HotpotQA dev300_a / dev500 and PhantomWiki s11
+    (bench/calibration/, 06_refusals.py for `incorrect` + `coverage`): a passage that holds most of the question's
+    content words is not "unrelated" however low its cosine (templated questions over long articles)."""
 
     correct: float = Field(0.55, description="best passage's cosine at or above this -> correct (keep all)")
-    incorrect: float = Field(0.35, description="best passage's cosine below this -> incorrect (retry/abstain)")
+    incorrect: float = Field(0.40, description="best passage's cosine below this, and no passage reaching "
+                                               "`coverage` -> incorrect (retry/abstain)")
     relevant: float = Field(0.35, description="a passage at or above this is relevant (kept when ambiguous)")
+    coverage: float = Field(0.5, ge=0, le=1.01, description="share of the question's content words a passage holds "
+                                                            "to count as relevant whatever its cosine (1.01: off)")
 
     @model_validator(mode="after")
     def _ordered(self) -> "GradeThresholds":
@@ -199,6 +203,15 @@ class GradeConfig(_Section):
 
 class AnswerConfig(_Section):
     method: Literal["llm", "extractive", "closed_book"] = "llm"
+    format: Literal["short", "sentences"] = Field(
+        "short", description="short: a short answer first, then the cited evidence sentences; sentences: 1-3 cited "
+                             "sentences")
+    ungrounded: Literal["extractive", "evidence", "abstain"] = Field(
+        "extractive", description="short: when the model's short answer occurs in no kept passage, show the "
+                                  "extractive span instead (grounded by construction; else the evidence alone), the "
+                                  "evidence alone, or abstain")
+    short_max_tokens: int = Field(48, ge=8, description="short + llm: tokens for the JSON short answer")
+    span_sentences: int = Field(3, ge=1, description="short + extractive: best sentences searched for an answer span")
     max_passages: int = Field(4, ge=1, description="passages shown to the answer step")
     max_sentences: int = Field(2, ge=1, description="extractive: sentences in the answer")
     support_threshold: float = Field(0.55, ge=0, le=1, description="support (mean of cosine and word overlap) a "

@@ -86,7 +86,8 @@ class FaithfulnessJudge:
                     verdict = {"faithfulness": None, "sentences": 0, "judge_fallbacks": 0, "judge_calls": 0,
                                "verdicts": []}
                 else:
-                    verdict = self.run(row["prediction"], row.get("citations", []))
+                    # short answers: the evidence sentences carry the claims and their citations
+                    verdict = self.run(row.get("evidence") or row["prediction"], row.get("citations", []))
                 out.write(json.dumps({"config": row["config"], "run": row["run"], "id": row["id"],
                                       "judge": self.name, **verdict}, ensure_ascii=False) + "\n")
                 out.flush()

@@ -191,7 +191,10 @@ class Evaluator:
                     "latency_ms": (time.perf_counter() - started) * 1e3, **ERROR_SCORES, "llm_calls": 0,
                     "prompt_tokens": 0, "completion_tokens": 0, "parse_fallbacks": 0, "guards": {}}
         usage = result["usage"]
-        row = {**base, "prediction": result["answer"], "abstained": result["abstained"], "error": None,
+        # what the user reads first is scored: the short answer when one is shown, else the answer text
+        row = {**base, "prediction": result.get("short_answer") or result["answer"], "answer": result["answer"],
+               "evidence": result.get("evidence", ""), "grounding": result.get("grounding", {}),
+               "abstained": result["abstained"], "error": None,
                "latency_ms": (time.perf_counter() - started) * 1e3,
                "llm_calls": usage.get("llm_calls", 0), "prompt_tokens": usage.get("prompt_tokens", 0),
                "completion_tokens": usage.get("completion_tokens", 0),

@@ -10,6 +10,14 @@ NOT_FOUND = "NOT FOUND"
 ANSWER_SYSTEM = ("Answer the question using only the numbered passages. Be brief (1-3 sentences). End every sentence "
                  "with the number of the passage that supports it, like [1]. If the passages do not answer the "
                  f"question, reply exactly: {NOT_FOUND}")
+SHORT_ANSWER_SYSTEM = ("Answer the question from the numbered passages. Reply with a JSON object: \"answer\" is the "
+                       "shortest exact answer copied from a passage (a name, number, date or short phrase, never a "
+                       "sentence), \"passage\" is the number of that passage. {rule}If no passage answers the "
+                       f"question, the answer is \"{NOT_FOUND}\".")
+SHORT_ANSWER_YES_NO = "The answer must be yes or no. "
+SHORT_ANSWER_CHOICE = "The answer must be one of: {options}. "
+SHORT_ANSWER_OPEN = "If several things answer it, list them all, separated by commas. "
+SHORT_ANSWER_RULES = {"yes_no": SHORT_ANSWER_YES_NO, "choice": SHORT_ANSWER_CHOICE, "open": SHORT_ANSWER_OPEN}
 CLOSED_BOOK_SYSTEM = "Answer the question briefly (a few words or one sentence) from your own knowledge."
 
 # Small models fill a list-of-strings schema with junk far more often than a single field, so one query

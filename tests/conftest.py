@@ -58,13 +58,15 @@ def sample_index(tmp_path_factory, embedder):
 
 @pytest.fixture
 def make_pipeline(sample_index, embedder):
-    """A Pipeline over the sample index; pass `llm=` (e.g. a scripted one) to replace the configured backend."""
+    """A Pipeline over the sample index; pass `llm=` (e.g. a scripted one) to replace the configured backend.
+    The graph tests script whole-sentence answers, so the answer format is `sentences` unless a test names one
+    (`answer_format="short"`: the scripted answer is then the JSON short answer)."""
     from configs.loader import load_config
     from graphs.app import Pipeline
     from nodes.resources import Resources
 
-    def make(*overrides: str, llm=None, config_file=None):
-        cfg = load_config(config_file, [f"store.uri={sample_index}", *overrides])
+    def make(*overrides: str, llm=None, config_file=None, answer_format: str = "sentences"):
+        cfg = load_config(config_file, [f"store.uri={sample_index}", f"answer.format={answer_format}", *overrides])
         return Pipeline(cfg, Resources(cfg, llm=llm, embedder=embedder))
 
     return make
