@@ -94,6 +94,12 @@ class FusionConfig(_Section):
     rrf_k: float = Field(60.0, ge=0, description="RRF constant k in w / (k + rank), ranks 1-based")
     # tuned on SciFact's 809 train queries (bench/research/02_fusion.py): the curve is flat from 0.5 to 0.6
     weights: dict[str, float] = Field(default_factory=lambda: {"bm25": 0.55, "dense": 0.45})
+    normalization: Literal["minmax", "max", "zscore", "dbsf"] = Field(
+        "minmax", description="convex: how each retriever's scores are scaled before the weighted sum")
+    adaptive_power: float = Field(
+        0.0, ge=0, le=8, description="per-query weights: w * (how far the list's best score stands out, in sd) ** "
+                                     "power; 0 = the static weights")
+    adaptive_depth: int = Field(100, ge=2, description="scores per list that adaptive_power looks at")
 
     @field_validator("weights")
     @classmethod
