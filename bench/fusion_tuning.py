@@ -2,7 +2,8 @@
 
     .venv/bin/python bench/retrieval_suite.py                 # the BEIR folders (seconds)
     nice -n 10 .venv/bin/python bench/fusion_tuning.py cache  # ingest (cached index) + BM25/dense top-200 runs
-    .venv/bin/python bench/fusion_tuning.py tune              # grids on dev, then the dev winners on test
+    .venv/bin/python bench/fusion_tuning.py tune              # grids on dev (--family to pick some)
+    .venv/bin/python bench/fusion_tuning.py test              # the dev winner on test, with paired p-values
 
 `cache` runs each query once through BM25 and dense retrieval (the same stack and depth as `cli.py
 eval-retrieval`) and keeps the ranked lists, the query vectors and the chunk vectors (for dense feedback) in
@@ -156,6 +157,8 @@ CANDIDATES = {
     "rrf": [dict(method="rrf", rrf_k=k, weights=_w(b)) for k in (10, 60) for b in (0.4, 0.5, 0.6)],
     "prf": [dict(normalization=n, weights=_w(b), prf=(k, beta))
             for n in ("minmax", "max") for b in (0.5, 0.55) for k in (3, 5) for beta in (0.5, 1.0)],
+    "adaptive fine": [dict(normalization="max", adaptive_power=a, adaptive_depth=depth, weights=_w(b))
+                      for depth in (20, 100) for a in (1, 1.5, 2, 3) for b in (0.5, 0.55, 0.6, 0.65)],
     "adaptive": [dict(normalization=n, adaptive_power=a, weights=_w(b))
                  for n in ("minmax", "max", "zscore", "dbsf") for a in (0.5, 1, 2) for b in (0.4, 0.5, 0.6)],
 }
@@ -183,9 +186,43 @@ def tune(suite: Path, metric: str, families: list[str]) -> None:
                   + f" | {np.mean(vals):.4f} | {margin:+.4f} |", flush=True)
 
 
+def per_query(data: dict, split: str, fusion: dict | str, metric: str) -> np.ndarray:
+    return np.array([score_query(dedupe(ranking(data, qid, fusion))[:EVAL_DEPTH], rel)[metric]
+                     for qid, rel in data["qrels"][split].items()])
+
+
+def paired_p(diff: np.ndarray, flips: int = 10_000, seed: int = 0) -> float:
+    """Two-sided paired randomization test: how often random sign flips give a mean |diff| this large."""
+    if not diff.any():
+        return 1.0
+    signs = np.random.default_rng(seed).choice([-1.0, 1.0], size=(flips, diff.size))
+    return float((np.abs((signs * diff).mean(axis=1)) >= abs(diff.mean()) - 1e-12).mean())
+
+
+CHOSEN = {  # the default and the settings it is compared with
+    "default (max 0.5/0.5)": dict(normalization="max", adaptive_power=0, weights=_w(0.5)),
+    "previous default (minmax 0.55/0.45)": dict(normalization="minmax", adaptive_power=0, weights=_w(0.55)),
+    "adaptive (max, power 2, 0.55/0.45)": dict(normalization="max", adaptive_power=2, weights=_w(0.55)),
+}
+
+
+def report_test(suite: Path, metric: str) -> None:
+    data = load(suite)
+    print(f"test {metric}: config - better single retriever (chosen on test, the stricter comparison), "
+          "paired randomization p (10,000 sign flips)")
+    for name in [n for n in DATASETS if n in data]:
+        singles = {r: per_query(data[name], "test", r, metric) for r in ("bm25", "dense")}
+        best = max(singles, key=lambda r: singles[r].mean())
+        print(f"{name} ({len(singles[best])} q): bm25 {singles['bm25'].mean():.4f}, dense {singles['dense'].mean():.4f}")
+        for label, params in CHOSEN.items():
+            values = per_query(data[name], "test", params, metric)
+            diff = values - singles[best]
+            print(f"  {label}: {values.mean():.4f} ({diff.mean():+.4f} vs {best}, p {paired_p(diff):.3f})")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("step", choices=["cache", "tune"])
+    ap.add_argument("step", choices=["cache", "tune", "test"])
     ap.add_argument("--suite", default=str(SUITE))
     ap.add_argument("--metric", default="ndcg@10", choices=METRIC_NAMES)
     ap.add_argument("--borrow-vectors", metavar="URI", help="cache: take chunk vectors from the LanceDB "
@@ -196,8 +233,10 @@ def main() -> int:
     suite = Path(args.suite)
     if args.step == "cache":
         cache(suite, args.borrow_vectors, args.dataset)
-    else:
+    elif args.step == "tune":
         tune(suite, args.metric, args.family or list(CANDIDATES))
+    else:
+        report_test(suite, args.metric)
     return 0
 
 

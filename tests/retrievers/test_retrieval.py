@@ -62,7 +62,7 @@ class TestRetrievers:
 
     def test_fusion_settings_come_from_config(self, make_stack):
         stack = make_stack("retrieve.fusion.method=rrf", "retrieve.fusion.rrf_k=10",
-                           "retrieve.fusion.weights={bm25: 2, dense: 1}")
+                           "retrieve.fusion.weights={bm25: 2, dense: 1}", "retrieve.fusion.adaptive_power=0")
         stack.ingestor(progress=False).run([SAMPLES])
         top = stack.search("track gauge of Russia").passages[0]
         expected = sum(w / (10 + top.ranks[n]) for n, w in (("bm25", 2), ("dense", 1)) if n in top.ranks)
