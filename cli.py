@@ -69,8 +69,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("delete", parents=[common], help="remove documents by id or by source path")
     p.add_argument("targets", nargs="+", metavar="DOC_ID|PATH")
 
-    p = sub.add_parser("eval-retrieval", parents=[common], help="nDCG/recall/MRR on a BEIR folder")
-    p.add_argument("dataset", metavar="DIR")
+    p = sub.add_parser("eval-retrieval", parents=[common],
+                       help="nDCG/recall/MRR on BEIR folders (several: one table and the macro average)")
+    p.add_argument("datasets", nargs="+", metavar="DIR")
+    p.add_argument("--fusion", dest="fusions", action="append", default=[], metavar="NAME=KEY=VALUE",
+                   help="also score a fusion variant NAME with retrieve.fusion.KEY=VALUE over the same lists, e.g. "
+                        "--fusion z=normalization=zscore (repeat a NAME to set several keys)")
     p.add_argument("--split", default="test", help="qrels split to score (default: test)")
     p.add_argument("--limit", type=int, help="only the first N queries (sorted by id)")
     p.add_argument("--json", action="store_true")
@@ -330,12 +334,36 @@ def cmd_delete(args) -> int:
     return 0
 
 
+def _fusion_variants(args) -> dict:
+    overrides: dict[str, list[str]] = {}
+    for text in args.fusions:
+        name, sep, setting = text.partition("=")
+        if not sep or not name.strip() or "=" not in setting:
+            raise CliError(f"--fusion {text!r}: expected NAME=KEY=VALUE, e.g. z=normalization=zscore", EXIT_USAGE)
+        if name.strip() in ("bm25", "dense", "hybrid", "hybrid+rerank"):
+            raise CliError(f"--fusion {text!r}: {name.strip()} is a built-in configuration; pick another name",
+                           EXIT_USAGE)
+        overrides.setdefault(name.strip(), []).append(f"retrieve.fusion.{setting}")
+    from configs.loader import load_config
+
+    return {name: load_config(args.config, list(args.overrides) + sets).retrieve.fusion
+            for name, sets in overrides.items()}
+
+
 def cmd_eval_retrieval(args) -> int:
-    from retrievers.beir_eval import evaluate, format_table
+    from retrievers.beir_eval import evaluate, evaluate_suite, format_suite_table, format_table
 
     config = _load_config(args)
-    result = evaluate(config, args.dataset, split=args.split, index_dir=args.index_dir, limit=args.limit,
-                      progress=None if not args.json else False)
+    variants = _fusion_variants(args)
+    progress = None if not args.json else False
+    if len(args.datasets) == 1:
+        result = evaluate(config, args.datasets[0], split=args.split, index_dir=args.index_dir, limit=args.limit,
+                          progress=progress, variants=variants)
+        table = format_table(result)
+    else:
+        result = evaluate_suite(config, args.datasets, split=args.split, index_dir=args.index_dir,
+                                limit=args.limit, progress=progress, variants=variants)
+        table = format_suite_table(result)
     if args.out:
         from pathlib import Path
 
@@ -344,7 +372,7 @@ def cmd_eval_retrieval(args) -> int:
     if args.json:
         print(json.dumps(result))
     else:
-        print(format_table(result))
+        print(table)
     return 0
 
 
