@@ -367,7 +367,7 @@ class Embedder:
     any backend of the same model: that is harmless (tests/retrievers/test_embedder_backends.py shows the same top
     results and the same incremental re-ingest), so it is allowed; only another model or dimension is refused.
     `threads` (compiled backends; None: one per core) and `precision` (`auto` | `f32`, OpenVINO only) tune the
-    runtime.
+    runtime. This class defaults to the `torch` reference; the configuration (`embedding.backend`) to `openvino`.
 
     Safe to share between threads: encoding takes a lock (the Hugging Face fast tokenizer raises "Already
     borrowed" when two threads use it at once, and on a CPU one batch already uses the configured cores)."""

@@ -308,7 +308,7 @@ def test_config_defaults_and_round_trip(compiled, cache_dir):
     from configs.loader import load_config
 
     e = load_config(None, []).embedding
-    assert (e.backend, e.threads, e.precision, e.cache_dir) == ("torch", None, "auto", None)
+    assert (e.backend, e.threads, e.precision, e.cache_dir) == ("openvino", None, "auto", None)
     data = compiled("openvino").to_dict()
     assert data == {"model": "minilm", "batch_size": 4, "device": "cpu", "backend": "openvino", "threads": 2,
                     "cache_dir": cache_dir, "precision": "auto"}
