@@ -500,13 +500,13 @@ def _known_errors() -> tuple[type[BaseException], ...]:
     from graphs.app import QuestionError
     from nodes.llm import LLMError
     from retrievers.beir_eval import DatasetError
-    from retrievers.embedder import ModelNotFoundError
+    from retrievers.embedder import EmbedderError, ModelNotFoundError
     from retrievers.filters import FilterError
     from retrievers.rerankers import RerankerError
     from retrievers.store import StoreError
 
-    return (ConfigError, DatasetError, EvalDatasetError, ModelNotFoundError, FilterError, RerankerError, StoreError,
-            QuestionError, LLMError, ManifestMismatch)
+    return (ConfigError, DatasetError, EvalDatasetError, EmbedderError, ModelNotFoundError, FilterError, RerankerError,
+            StoreError, QuestionError, LLMError, ManifestMismatch)
 
 
 def main(argv: list[str] | None = None) -> int:

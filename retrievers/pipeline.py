@@ -38,7 +38,7 @@ class RetrievalStack:
         self.collection = collection or config.store.collection
         self._llm_score_fn = llm_score_fn
         e = config.embedding
-        self._embedder = Lazy(lambda: Embedder(e.model, batch_size=e.batch_size, device=e.device), embedder)
+        self._embedder = Lazy(lambda: Embedder(**e.model_dump()), embedder)
         self._store = Lazy(self._build_store)
         self._chunker = Lazy(lambda: Chunker(config.ingest.chunk_size, config.ingest.chunk_overlap,
                                              self.embedder.tokenizer_file))
@@ -78,7 +78,8 @@ class RetrievalStack:
     def _build_store(self) -> IndexStore:
         bm25 = self.config.retrieve.retrievers.bm25
         return IndexStore(self.config.store.uri, self.collection, embedding_model=self.config.embedding.model,
-                          dim=self.embedder.dim, fts_stem=bm25.stem, fts_remove_stop_words=bm25.remove_stop_words,
+                          dim=self.embedder.dim, embedding_backend=getattr(self.embedder, "backend", "torch"),
+                          fts_stem=bm25.stem, fts_remove_stop_words=bm25.remove_stop_words,
                           vector_index_min_rows=self.config.store.vector_index_min_rows,
                           storage_options=self.config.store.storage_options)
 

@@ -77,17 +77,23 @@ def redact_storage_options(options: dict[str, str]) -> dict[str, str]:
 class IndexStore:
     """A LanceDB-backed collection. `uri` is any LanceDB URI (local folder, s3://…, gs://…), passed through as is,
     with `storage_options` (endpoint, region, credentials, ...) for object stores. Values `env:NAME` are read from
-    the environment when the store connects (first use), so those secrets are never held here."""
+    the environment when the store connects (first use), so those secrets are never held here.
+
+    The schema metadata records the embedding model, its dimension and the embedding backend (torch, onnx,
+    openvino) that created the collection. Another model or dimension is refused; another backend of the same model
+    is allowed: the backends run the same weights and agree to cosine > 0.999 with the same top results (tested in
+    tests/retrievers/test_embedder_backends.py), so the recorded backend is provenance, not a constraint."""
 
     def __init__(self, uri: str, collection: str, embedding_model: str = "minilm", dim: int = 384,
                  fts_stem: bool = True, fts_remove_stop_words: bool = True, vector_index_min_rows: int = 50_000,
-                 storage_options: dict[str, str] | None = None):
+                 storage_options: dict[str, str] | None = None, embedding_backend: str = "torch"):
         if dim < 1:
             raise ValueError("dim must be >= 1")
         self.uri = uri
         self.collection = collection
         self.storage_options = dict(storage_options or {})
         self.embedding_model = embedding_model
+        self.embedding_backend = embedding_backend
         self.dim = dim
         self.fts_stem = fts_stem
         self.fts_remove_stop_words = fts_remove_stop_words
@@ -126,7 +132,7 @@ class IndexStore:
         return self.collection in self.collections()
 
     def schema(self) -> pa.Schema:
-        meta = {"embedding_model": self.embedding_model, "dim": self.dim}
+        meta = {"embedding_model": self.embedding_model, "embedding_backend": self.embedding_backend, "dim": self.dim}
         fields = _CHUNK_FIELDS + [SEARCH_FIELD, pa.field("vector", pa.list_(pa.float32(), self.dim))]
         return pa.schema(fields, metadata={META_KEY: json.dumps(meta).encode()})
 
@@ -148,7 +154,17 @@ class IndexStore:
         self._check_compatible(table)
         return table
 
+    def metadata(self) -> dict:
+        """The collection's recorded embedding model, dim and backend ({} for a collection made before they were
+        recorded; one made before the backend was recorded was built with torch, the only backend then)."""
+        raw = (self.table().schema.metadata or {}).get(META_KEY)
+        meta = json.loads(raw) if raw else {}
+        if meta:
+            meta.setdefault("embedding_backend", "torch")
+        return meta
+
     def _check_compatible(self, table) -> None:
+        # the embedding backend is not checked: same model, same vectors (see the class docstring)
         raw = (table.schema.metadata or {}).get(META_KEY)
         meta = json.loads(raw) if raw else {}
         if meta and (meta.get("embedding_model") != self.embedding_model or meta.get("dim") != self.dim):
