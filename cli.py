@@ -69,8 +69,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("delete", parents=[common], help="remove documents by id or by source path")
     p.add_argument("targets", nargs="+", metavar="DOC_ID|PATH")
 
-    p = sub.add_parser("eval-retrieval", parents=[common], help="nDCG/recall/MRR on a BEIR folder")
-    p.add_argument("dataset", metavar="DIR")
+    p = sub.add_parser("eval-retrieval", parents=[common],
+                       help="nDCG/recall/MRR on BEIR folders (several: one table and the macro average)")
+    p.add_argument("datasets", nargs="+", metavar="DIR")
+    p.add_argument("--fusion", dest="fusions", action="append", default=[], metavar="NAME=KEY=VALUE",
+                   help="also score a fusion variant NAME with retrieve.fusion.KEY=VALUE over the same lists, e.g. "
+                        "--fusion z=normalization=zscore (repeat a NAME to set several keys)")
     p.add_argument("--split", default="test", help="qrels split to score (default: test)")
     p.add_argument("--limit", type=int, help="only the first N queries (sorted by id)")
     p.add_argument("--json", action="store_true")
@@ -95,6 +99,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="questions in flight at once through one process (default 1; e.g. 8 against a model server)")
     p.add_argument("--plot-metric", choices=["f1", "contains", "exact_match"], default="f1",
                    help="accuracy metric of the plots (default: f1)")
+    p.add_argument("--llm-cache", metavar="DIR", help="record every LLM request and reply in DIR; requests "
+                   "recorded before are answered from it (sets llm.cache_dir)")
+    p.add_argument("--replay", action="store_true", help="answer every LLM request from --llm-cache DIR, with no "
+                   "model; a request never recorded is an error")
+    p.add_argument("--allow-mixed", action="store_true", help="resume into --out even though its manifest differs "
+                   "(code, models, prompts, configs, collections...); the differences are recorded")
     p.add_argument("--no-progress", action="store_true")
 
     p = sub.add_parser("serve", help="run the HTTP service (API, streaming, OpenAI-compatible endpoint, web page)")
@@ -250,7 +260,11 @@ def cmd_ask(args) -> int:
     if args.json:
         print(json.dumps(result, indent=2, ensure_ascii=False))
         return 0
-    print(result["answer"])
+    if result.get("short_answer") or result.get("evidence"):
+        print(result["short_answer"] or "(no verified short answer; the evidence:)")
+        print(f"\nEvidence: {result['evidence']}")
+    else:
+        print(result["answer"])
     if result["citations"]:
         print("\nSources:")
         for c in result["citations"]:
@@ -320,12 +334,36 @@ def cmd_delete(args) -> int:
     return 0
 
 
+def _fusion_variants(args) -> dict:
+    overrides: dict[str, list[str]] = {}
+    for text in args.fusions:
+        name, sep, setting = text.partition("=")
+        if not sep or not name.strip() or "=" not in setting:
+            raise CliError(f"--fusion {text!r}: expected NAME=KEY=VALUE, e.g. z=normalization=zscore", EXIT_USAGE)
+        if name.strip() in ("bm25", "dense", "hybrid", "hybrid+rerank"):
+            raise CliError(f"--fusion {text!r}: {name.strip()} is a built-in configuration; pick another name",
+                           EXIT_USAGE)
+        overrides.setdefault(name.strip(), []).append(f"retrieve.fusion.{setting}")
+    from configs.loader import load_config
+
+    return {name: load_config(args.config, list(args.overrides) + sets).retrieve.fusion
+            for name, sets in overrides.items()}
+
+
 def cmd_eval_retrieval(args) -> int:
-    from retrievers.beir_eval import evaluate, format_table
+    from retrievers.beir_eval import evaluate, evaluate_suite, format_suite_table, format_table
 
     config = _load_config(args)
-    result = evaluate(config, args.dataset, split=args.split, index_dir=args.index_dir, limit=args.limit,
-                      progress=None if not args.json else False)
+    variants = _fusion_variants(args)
+    progress = None if not args.json else False
+    if len(args.datasets) == 1:
+        result = evaluate(config, args.datasets[0], split=args.split, index_dir=args.index_dir, limit=args.limit,
+                          progress=progress, variants=variants)
+        table = format_table(result)
+    else:
+        result = evaluate_suite(config, args.datasets, split=args.split, index_dir=args.index_dir,
+                                limit=args.limit, progress=progress, variants=variants)
+        table = format_suite_table(result)
     if args.out:
         from pathlib import Path
 
@@ -334,7 +372,7 @@ def cmd_eval_retrieval(args) -> int:
     if args.json:
         print(json.dumps(result))
     else:
-        print(format_table(result))
+        print(table)
     return 0
 
 
@@ -348,9 +386,16 @@ def cmd_eval(args) -> int:
 
     if args.runs < 1 or args.workers < 1 or (args.limit is not None and args.limit < 1):
         raise CliError("--runs, --workers and --limit must be >= 1", EXIT_USAGE)
+    if args.replay and not args.llm_cache:
+        raise CliError("--replay needs --llm-cache DIR (the recorded replies)", EXIT_USAGE)
+    if args.replay and not Path(args.llm_cache).is_dir():
+        raise CliError(f"--llm-cache {args.llm_cache}: no such folder of recorded replies")
+    cache = [f"llm.cache_dir={args.llm_cache}"] + (["llm.replay=true"] if args.replay else []) \
+        if args.llm_cache else []
+    args.overrides = [*args.overrides, *cache]
     for path in args.configs:
         _load_config_file(path)  # every config is checked before any work starts
-    judge_llm = _load_config_file(args.judge).llm if args.judge else None
+    judge_llm = _load_config_file(args.judge, cache).llm if args.judge else None
     if args.baseline and args.baseline not in {Path(p).stem for p in args.configs}:
         raise CliError(f"--baseline {args.baseline} is not one of the compared configs", EXIT_USAGE)
     out = Path(args.out)
@@ -358,9 +403,14 @@ def cmd_eval(args) -> int:
     cache = Path(args.index_dir).parent / "cache" if args.index_dir else out / "cache"
     dataset = load_dataset(args.dataset, args.corpus, cache_dir=cache)
     evaluator = Evaluator(dataset, [Path(p) for p in args.configs], out, runs=args.runs, limit=args.limit,
-                          index_dir=Path(args.index_dir) if args.index_dir else None, overrides=args.overrides)
+                          index_dir=Path(args.index_dir) if args.index_dir else None, overrides=args.overrides,
+                          allow_mixed=args.allow_mixed)
     results = evaluator.run(progress=False if args.no_progress else None, retry_errors=args.retry_errors,
                             workers=args.workers)
+    if evaluator.unasked_changes:
+        print(f"note: nothing left to ask; the results in {out} were produced by a setup that differs from this one "
+              f"({'; '.join(evaluator.unasked_changes[:6])}); the report describes them with their own manifest",
+              file=sys.stderr)
     names = {Path(p).stem for p in args.configs}
     config_order = {Path(p).stem: i for i, p in enumerate(args.configs)}
     question_order = {q.id: i for i, q in enumerate(evaluator.questions)}
@@ -369,25 +419,34 @@ def cmd_eval(args) -> int:
     # the file's order depends on which worker finished first; reports do not
     rows.sort(key=lambda r: (config_order[r["config"]], r["run"], question_order[r["id"]]))
     title = f"{dataset.name}: {', '.join(sorted(names))}"
+    manifest = evaluator.manifest
     if judge_llm is not None:
         from evaluation.faithfulness import JUDGEMENTS, attach_judgements
+        from evaluation.manifest import with_judge
 
         judge = evaluator.faithfulness_judge(judge_llm)
         rows = attach_judgements(rows, judge.judge_results(rows, out / JUDGEMENTS))
         title += f"; faithfulness judge {judge.name}"
-    report = write_report(rows, out, title, plot_metric=args.plot_metric, baseline=args.baseline)
+        manifest = with_judge(manifest, judge_llm) if manifest else None
+    report = write_report(rows, out, title, plot_metric=args.plot_metric, baseline=args.baseline,
+                          manifest=manifest)
     print((out / "report.md").read_text())
     if evaluator.asked:
         print(f"asked {evaluator.asked} question(s) in {evaluator.answering_s:.1f} s with {args.workers} worker(s) "
               f"({evaluator.asked / evaluator.answering_s:.2f} questions/s)")
-    print(f"wrote {out / 'report.md'}, report.json, {results.name}, configs/ and 3 plots")
+    counts = evaluator.llm_cache_counts()
+    if counts:
+        print(f"LLM replies: {counts['replayed']} replayed from and {counts['recorded']} recorded into "
+              f"{args.llm_cache}")
+    print(f"wrote {out / 'report.md'}, report.json, {results.name}, configs/ and "
+          f"{len(report.get('plots', {}).get('files', []))} plots")
     return 0 if report["configs"] else EXIT_FAIL
 
 
-def _load_config_file(path: str):
+def _load_config_file(path: str, overrides: list[str] | None = None):
     from configs.loader import load_config
 
-    return load_config(path)
+    return load_config(path, overrides or [])
 
 
 def cmd_serve(args) -> int:
@@ -437,6 +496,7 @@ COMMANDS = {"ingest": cmd_ingest, "ask": cmd_ask, "trace": cmd_trace, "graph": c
 def _known_errors() -> tuple[type[BaseException], ...]:
     from configs.loader import ConfigError
     from evaluation.datasets import DatasetError as EvalDatasetError
+    from evaluation.manifest import ManifestMismatch
     from graphs.app import QuestionError
     from nodes.llm import LLMError
     from retrievers.beir_eval import DatasetError
@@ -446,7 +506,7 @@ def _known_errors() -> tuple[type[BaseException], ...]:
     from retrievers.store import StoreError
 
     return (ConfigError, DatasetError, EvalDatasetError, ModelNotFoundError, FilterError, RerankerError, StoreError,
-            QuestionError, LLMError)
+            QuestionError, LLMError, ManifestMismatch)
 
 
 def main(argv: list[str] | None = None) -> int:

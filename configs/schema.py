@@ -110,8 +110,16 @@ class RetrieversConfig(_Section):
 class FusionConfig(_Section):
     method: Literal["rrf", "convex"] = "convex"
     rrf_k: float = Field(60.0, ge=0, description="RRF constant k in w / (k + rank), ranks 1-based")
-    # tuned on SciFact's 809 train queries (bench/research/02_fusion.py): the curve is flat from 0.5 to 0.6
-    weights: dict[str, float] = Field(default_factory=lambda: {"bm25": 0.55, "dense": 0.45})
+    # normalization, weights and adaptive_power were tuned on the dev splits of the retrieval suite
+    # (bench/fusion_tuning.py: SciFact train, HotpotQA, PhantomWiki; bench/RESULTS.md, issue 11): `max` 0.5 / 0.5
+    # has the best static macro nDCG@10; adaptive weights lost on SciFact dev (p 0.001) for a noise-level gain
+    weights: dict[str, float] = Field(default_factory=lambda: {"bm25": 0.5, "dense": 0.5})
+    normalization: Literal["minmax", "max", "zscore", "dbsf"] = Field(
+        "max", description="convex: how each retriever's scores are scaled before the weighted sum")
+    adaptive_power: float = Field(
+        0.0, ge=0, le=8, description="per-query weights: w * (how far the list's best score stands out, in sd) ** "
+                                     "power; 0 = the static weights")
+    adaptive_depth: int = Field(100, ge=2, description="scores per list that adaptive_power looks at")
 
     @field_validator("weights")
     @classmethod
@@ -141,26 +149,50 @@ class RerankConfig(_Section):
 
 class LLMConfig(_Section):
     """One LLM backend shared by every node. `local`: llama-cpp-python on a GGUF file (default: the packaged
-    SmolLM2-135M-Instruct); `openai`: any OpenAI-compatible server (OpenAI, vLLM, Ollama, llama.cpp server)."""
+    SmolLM2-135M-Instruct); `openai`: any OpenAI-compatible server (OpenAI, vLLM, Ollama, llama.cpp server);
+    `langchain`: any LangChain chat model, built from its import path and keyword arguments."""
 
-    backend: Literal["local", "openai"] = "local"
+    backend: Literal["local", "openai", "langchain"] = "local"
     model_path: str | None = Field(None, description="local: a GGUF file; empty = the packaged SmolLM2-135M")
     n_ctx: int = Field(2048, ge=256)
     n_threads: int = Field(2, ge=1)
     instances: int = Field(1, ge=1, le=16, description="local: model instances serving runs in flight (each "
                            "holds its own context and memory); 1 = concurrent runs take turns on one model")
     repeat_penalty: float = Field(1.1, ge=1.0, le=2.0, description="local: llama.cpp repetition penalty")
+    chat_format: str | None = Field(None, description="local: llama-cpp-python chat format; empty = the GGUF's own "
+                                    "template. chatml-function-calling lets the model choose tools itself "
+                                    "(graph.router.protocol=tools)")
     base_url: str | None = Field(None, description="openai: e.g. http://127.0.0.1:8000/v1")
     model: str = Field("gpt-4o-mini", description="openai: the model name the server expects")
     api_key_env: str = Field("OPENAI_API_KEY", description="openai: NAME of the env var holding the key")
     response_format: Literal["json_schema", "json_object"] = Field(
         "json_schema", description="openai: how structured output is requested; json_object = llama.cpp's "
                                    "{type: json_object, schema} (switched to automatically when a server asks for it)")
+    chat_model: str | None = Field(None, description="langchain: import path of a chat model class, e.g. "
+                                   "langchain_openai.ChatOpenAI (or module:Class)")
+    chat_model_kwargs: dict = Field(default_factory=dict, description="langchain: keyword arguments of the chat "
+                                    "model class (model, base_url, ...; keep keys in the environment variables the "
+                                    "class reads)")
+    structured_method: Literal["function_calling", "json_schema", "json_mode"] = Field(
+        "function_calling", description="langchain: the `method` of with_structured_output; function_calling works "
+                                        "with llama.cpp's server (a forced tool call is grammar-constrained)")
     temperature: float = Field(0.0, ge=0, le=2)
     max_tokens: int = Field(256, ge=1)
     seed: int = 0
     timeout_s: float = Field(60.0, gt=0)
     max_retries: int = Field(2, ge=0, description="retries on transient errors, with exponential backoff")
+    cache_dir: str | None = Field(None, description="record every request and reply in this folder and answer a "
+                                  "request seen before from it (nodes/llm_cache.py)")
+    replay: bool = Field(False, description="answer only from cache_dir, never from a model (none is loaded); a "
+                         "request not recorded there is an error")
+
+    @model_validator(mode="after")
+    def _replay_needs_cache(self) -> "LLMConfig":
+        if self.replay and not self.cache_dir:
+            raise ValueError("llm.replay needs llm.cache_dir (the folder of recorded replies)")
+        if self.backend == "langchain" and not self.chat_model:
+            raise ValueError("llm.backend=langchain needs llm.chat_model (e.g. langchain_openai.ChatOpenAI)")
+        return self
 
 
 class RewriteConfig(_Section):
@@ -171,12 +203,16 @@ class RewriteConfig(_Section):
 
 
 class GradeThresholds(_Section):
-    """Question-passage cosine thresholds, calibrated on HotpotQA dev300_a, checked on dev500 and PhantomWiki
-    (bench/calibration/). Entity-heavy Wikipedia-style deployments may raise `incorrect` to 0.5."""
+    """Question-passage cosine and word-coverage thresholds, tuned on HotpotQA dev300_a / dev500 and PhantomWiki s11
+    (bench/calibration/, 06_refusals.py for `incorrect` + `coverage`): a passage that holds most of the question's
+    content words is not "unrelated" however low its cosine (templated questions over long articles)."""
 
     correct: float = Field(0.55, description="best passage's cosine at or above this -> correct (keep all)")
-    incorrect: float = Field(0.35, description="best passage's cosine below this -> incorrect (retry/abstain)")
+    incorrect: float = Field(0.40, description="best passage's cosine below this, and no passage reaching "
+                                               "`coverage` -> incorrect (retry/abstain)")
     relevant: float = Field(0.35, description="a passage at or above this is relevant (kept when ambiguous)")
+    coverage: float = Field(0.5, ge=0, le=1.01, description="share of the question's content words a passage holds "
+                                                            "to count as relevant whatever its cosine (1.01: off)")
 
     @model_validator(mode="after")
     def _ordered(self) -> "GradeThresholds":
@@ -193,6 +229,15 @@ class GradeConfig(_Section):
 
 class AnswerConfig(_Section):
     method: Literal["llm", "extractive", "closed_book"] = "llm"
+    format: Literal["short", "sentences"] = Field(
+        "short", description="short: a short answer first, then the cited evidence sentences; sentences: 1-3 cited "
+                             "sentences")
+    ungrounded: Literal["extractive", "evidence", "abstain"] = Field(
+        "extractive", description="short: when the model's short answer occurs in no kept passage, show the "
+                                  "extractive span instead (grounded by construction; else the evidence alone), the "
+                                  "evidence alone, or abstain")
+    short_max_tokens: int = Field(48, ge=8, description="short + llm: tokens for the JSON short answer")
+    span_sentences: int = Field(3, ge=1, description="short + extractive: best sentences searched for an answer span")
     max_passages: int = Field(4, ge=1, description="passages shown to the answer step")
     max_sentences: int = Field(2, ge=1, description="extractive: sentences in the answer")
     support_threshold: float = Field(0.55, ge=0, le=1, description="support (mean of cosine and word overlap) a "
@@ -218,10 +263,22 @@ class RouterConfig(_Section):
     """Agent mode: an LLM picks each next step over the same nodes as the fixed pipeline."""
 
     strategy: Literal["zeroshot", "react", "plan"] = "react"
+    protocol: Literal["json", "tools"] = Field(
+        "json", description="json: the decision is a JSON object (schema-constrained); tools: every action is a tool "
+                            "and the model chooses by a native tool call (zeroshot and react)")
+    tool_choice: Literal["auto", "required"] = Field(
+        "auto", description="tools: the request's tool_choice (required: servers that support it always call one)")
     max_steps: int = Field(8, ge=1, le=50, description="router decisions before the budget guard forces an end")
     max_tokens: int = Field(96, ge=16, description="per router decision")
     examples: list[str] = Field(default_factory=lambda: list(DEFAULT_REACT_EXAMPLES),
                                 description="react: few-shot examples shown before the scratchpad")
+
+    @model_validator(mode="after")
+    def _tools_need_a_step_strategy(self) -> "RouterConfig":
+        if self.protocol == "tools" and self.strategy == "plan":
+            raise ValueError("graph.router.protocol=tools chooses one action per call: use strategy zeroshot or "
+                             "react")
+        return self
 
 
 class GraphConfig(_Section):

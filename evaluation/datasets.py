@@ -31,6 +31,7 @@ class EvalSet:
     name: str
     questions: list[EvalQuestion]
     corpus: list[Path]
+    source: Path | None = None  # the dataset file or folder (hashed into run manifests)
 
 
 def _read_json(path: Path):
@@ -130,7 +131,12 @@ def load_plain(path: Path, corpus: Path | None) -> EvalSet:
 def load_dataset(path: str | Path, corpus: str | Path | None = None, cache_dir: Path | None = None) -> EvalSet:
     """Detect the format: a folder with articles.json + questions.json (PhantomWiki); a JSON/JSONL whose records
     have `context` (HotpotQA); a JSONL with `answers` (plain, needs `corpus`)."""
-    path = Path(path)
+    dataset = _load(Path(path), corpus, cache_dir)
+    dataset.source = Path(path)
+    return dataset
+
+
+def _load(path: Path, corpus: str | Path | None, cache_dir: Path | None) -> EvalSet:
     if path.is_dir():
         if (path / "questions.json").exists() and (path / "articles.json").exists():
             return load_phantomwiki(path)

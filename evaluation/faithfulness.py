@@ -20,14 +20,11 @@ from pydantic import BaseModel
 
 from evaluation.jsonl import drop_torn_tail, read_results
 from nodes.citations import cited_numbers, split_sentences, strip_citations
-from nodes.llm import LLM, packaged_gguf
+from nodes.llm import LLM, llm_identity
+from nodes.prompts import JUDGE_FAITHFULNESS
 from nodes.run_context import metered
 
 JUDGEMENTS = "judgements.jsonl"
-
-INSTRUCTION = ("You check one claim against one passage. Reply with a JSON object: {\"supported\": true} when the "
-               "passage states the claim or directly implies it, {\"supported\": false} when the passage does not "
-               "say it or contradicts it. Judge only from the passage, not from what you know.")
 
 
 class SupportVerdict(BaseModel):
@@ -49,7 +46,7 @@ class FaithfulnessJudge:
 
     def _supports(self, sentence: str, passage: str) -> bool | None:
         result = self.llm.structured(
-            [{"role": "system", "content": INSTRUCTION},
+            [{"role": "system", "content": JUDGE_FAITHFULNESS},
              {"role": "user", "content": f"Passage: {passage[:self.max_passage_chars]}\nClaim: {sentence}"}],
             SupportVerdict, fallback=SupportVerdict(supported=False), max_tokens=self.max_tokens)
         return None if result.status == "fallback" else result.value.supported
@@ -89,7 +86,8 @@ class FaithfulnessJudge:
                     verdict = {"faithfulness": None, "sentences": 0, "judge_fallbacks": 0, "judge_calls": 0,
                                "verdicts": []}
                 else:
-                    verdict = self.run(row["prediction"], row.get("citations", []))
+                    # short answers: the evidence sentences carry the claims and their citations
+                    verdict = self.run(row.get("evidence") or row["prediction"], row.get("citations", []))
                 out.write(json.dumps({"config": row["config"], "run": row["run"], "id": row["id"],
                                       "judge": self.name, **verdict}, ensure_ascii=False) + "\n")
                 out.flush()
@@ -103,7 +101,8 @@ def judgement_key(j: dict) -> tuple:
 
 def judge_name(llm_config) -> str:
     """Stable name of a judge: its model plus a short hash of its whole LLM config."""
-    model = llm_config.model if llm_config.backend == "openai" else Path(llm_config.model_path or packaged_gguf()).stem
+    model = Path(llm_identity(llm_config)["model"]).stem if llm_config.backend == "local" \
+        else llm_identity(llm_config)["model"]
     digest = hashlib.sha256(llm_config.model_dump_json().encode()).hexdigest()[:8]
     return f"{llm_config.backend}:{model}:{digest}"
 

@@ -6,16 +6,19 @@ runs; with one run it is shown as "±–"). Breakdowns by difficulty and type po
 from __future__ import annotations
 
 import json
-import random
 import statistics
 from pathlib import Path
 
+from evaluation import manifest as run_manifest
+from evaluation import stats
+from evaluation.plots import Estimate, bars, frontier
 from retrievers.metrics import percentile
 
 METRICS = ["exact_match", "f1", "contains", "gold_recall", "citation_precision", "faithfulness", "abstention_rate",
            "correct_abstention_rate", "latency_p50_ms", "latency_p95_ms", "llm_calls", "prompt_tokens",
            "completion_tokens", "parse_fallbacks", "guard_activations", "errors", "timeouts", "judge_fallbacks"]
 OPTIONAL = {"faithfulness", "judge_fallbacks"}  # only when an LLM judge ran (cli.py eval --judge)
+ACCURACY = ("f1", "contains", "exact_match")  # per-question scores with a bootstrap interval per config
 
 
 def _mean(values: list) -> float | None:
@@ -51,29 +54,124 @@ def run_metrics(rows: list[dict]) -> dict[str, float | None]:
     }
 
 
-def paired(rows: list[dict], baseline: str, metrics: tuple[str, ...] = ("f1", "contains"),
-           resamples: int = 2000) -> dict:
-    """Each config against `baseline` on the same (run, question) pairs: mean difference with a seeded bootstrap
-    95% interval, and how many questions it won, lost and tied. An interval that spans 0 is no evidence either way."""
+CONTAINS_THRESHOLD = 0.5  # a question counts as answered ("contains") when at least this share of gold occurs
+MDE_TARGET = 0.05  # report.md says how many questions a difference this large would need
+# binary outcomes per (run, question) for the exact McNemar tests
+BINARY_OUTCOMES = {
+    "exact_match": lambda r: r["exact_match"] == 1,
+    f"contains>={CONTAINS_THRESHOLD}": lambda r: (r["contains"] or 0.0) >= CONTAINS_THRESHOLD,
+    "abstained": lambda r: bool(r["abstained"]),
+}
+STATISTICS = {
+    "unit": "question: each question's runs shared by config and baseline are reduced to one value first",
+    "mean_diff": "per question, the mean over shared runs of config minus baseline; averaged over questions",
+    "ci95": f"scipy.stats.bootstrap over questions, BCa (percentile when BCa is degenerate; a zero-width interval "
+            f"when all differences are equal), {int(stats.CONFIDENCE * 100)}%, seed {stats.SEED}",
+    "p": "two-sided paired sign-flip randomization test over questions (exact for <= 13 questions)",
+    "mcnemar": "exact McNemar test on the per-question majority outcome over shared runs (an even split is decided "
+               "by the lowest shared run); b = config only, c = baseline only, p = binomtest(b, b + c, 0.5)",
+    "p_holm": "Holm step-down adjustment over all configs compared with the baseline, per metric / outcome",
+    "minimum_detectable_difference": f"at {int(stats.POWER * 100)}% power, alpha {stats.ALPHA} two-sided: mean "
+                                     "differences (z_{1-a/2} + z_power) * SD_d / sqrt(questions), SD_d the SD of the "
+                                     "per-question differences (if 0, the planning SD sqrt(2p(1-p)) of independent "
+                                     "binary scores at the pooled mean p); McNemar outcomes Connor's approximation "
+                                     "at the observed discordant rate (if 0, the planning rate 2p(1-p))",
+    "questions_needed": f"questions needed to detect a difference of {MDE_TARGET} at the same SD / discordant rate",
+    "alpha": stats.ALPHA, "power": stats.POWER, "contains_threshold": CONTAINS_THRESHOLD, "mde_target": MDE_TARGET,
+}
+
+
+def _shared(rows: list[dict], baseline: str) -> dict:
+    """{config: {question: [(run, config row, baseline row), …] in run order}} over the (run, question) pairs that
+    config and baseline both have, for every config but the baseline (configs with no shared pair are left out)."""
     base = {(r["run"], r["id"]): r for r in rows if r["config"] == baseline}
     out: dict = {}
     for name in dict.fromkeys(r["config"] for r in rows):
         if name == baseline:
             continue
         mine = {(r["run"], r["id"]): r for r in rows if r["config"] == name}
-        keys = sorted(set(mine) & set(base))
-        if not keys:
-            continue
-        out[name] = {}
-        for m in metrics:
-            diffs = [mine[k][m] - base[k][m] for k in keys]
-            rng = random.Random(0)
-            means = sorted(sum(rng.choices(diffs, k=len(diffs))) / len(diffs) for _ in range(resamples))
-            out[name][m] = {"diff": sum(diffs) / len(diffs), "ci95": [means[int(0.025 * resamples)],
-                                                                       means[int(0.975 * resamples) - 1]],
-                            "wins": sum(d > 0 for d in diffs), "losses": sum(d < 0 for d in diffs),
-                            "ties": sum(d == 0 for d in diffs), "n": len(diffs)}
+        keys = sorted(set(mine) & set(base), key=lambda k: (str(k[1]), k[0]))
+        per_q: dict = {}
+        for run, qid in keys:
+            per_q.setdefault(qid, []).append((run, mine[(run, qid)], base[(run, qid)]))
+        if per_q:
+            out[name] = per_q
     return out
+
+
+def _mean_comparison(per_q: dict, metric: str, resamples: int) -> dict:
+    qdiffs = [sum(m[metric] - b[metric] for _, m, b in pairs) / len(pairs) for pairs in per_q.values()]
+    n, n_pairs = len(qdiffs), sum(len(p) for p in per_q.values())
+    ci = stats.bootstrap_ci(qdiffs, resamples=resamples)
+    sd = statistics.stdev(qdiffs) if n >= 2 else 0.0
+    sd_source = "observed"
+    if sd == 0:  # no spread observed: an MDE of 0 would claim infinite resolution; plan with binary scores
+        pooled = _mean([x[metric] for pairs in per_q.values() for _, m, b in pairs for x in (m, b)]) or 0.0
+        sd, sd_source = stats.null_binary_sd(pooled), "binary_null"
+    return {"diff": ci["mean"], "mean_diff": ci["mean"], "ci95": [ci["low"], ci["high"]], "ci_method": ci["method"],
+            "p": stats.sign_flip_pvalue(qdiffs), "wins": sum(d > 0 for d in qdiffs),
+            "losses": sum(d < 0 for d in qdiffs), "ties": sum(d == 0 for d in qdiffs), "n": n, "n_pairs": n_pairs,
+            "runs_per_question": n_pairs / n, "sd_diff": sd, "sd_source": sd_source,
+            "minimum_detectable_difference": stats.mde_mean(sd, n),
+            "questions_needed": {"difference": MDE_TARGET, "questions": stats.questions_needed_mean(sd, MDE_TARGET)}}
+
+
+def _mcnemar_comparison(per_q: dict, outcome) -> dict:
+    pairs = [(stats.majority_outcome([outcome(m) for _, m, _ in p]),
+              stats.majority_outcome([outcome(b) for *_, b in p])) for p in per_q.values()]
+    b, c, n = stats.mcnemar_counts(pairs)
+    psi, source = (b + c) / n, "observed"
+    if psi == 0:
+        pooled = _mean([float(x) for pair in pairs for x in pair]) or 0.0
+        psi, source = stats.null_discordant_rate(pooled), "binary_null"
+    return {"b": b, "c": c, "n": n, "diff": (b - c) / n, "p": stats.mcnemar_exact(b, c),
+            "rate": sum(m for m, _ in pairs) / n, "baseline_rate": sum(x for _, x in pairs) / n,
+            "discordant_rate": psi, "discordant_source": source,
+            "minimum_detectable_difference": stats.mde_mcnemar(psi, n),
+            "questions_needed": {"difference": MDE_TARGET,
+                                 "questions": stats.questions_needed_mcnemar(psi, MDE_TARGET)}}
+
+
+def _holm_family(table: dict, key: str) -> None:
+    names = [n for n in table if key in table[n]]
+    for name, adjusted in zip(names, stats.holm([table[n][key]["p"] for n in names])):
+        table[name][key]["p_holm"] = adjusted
+
+
+def paired(rows: list[dict], baseline: str, metrics: tuple[str, ...] = ("f1", "contains"),
+           resamples: int = 9999) -> dict:
+    """Each config against `baseline` on the same questions: {config: {metric: …}} mean paired differences.
+
+    The unit is the question: each question's runs shared by both configs are averaged first (evaluation/stats.py,
+    STATISTICS). Per metric: mean difference ("diff", alias "mean_diff") with a BCa bootstrap 95% interval over
+    questions ("ci95"), a sign-flip p-value ("p") and its Holm adjustment over all compared configs ("p_holm"),
+    wins / losses / ties (questions whose mean difference is > / < / = 0), and the minimum detectable difference at
+    80% power. An interval that spans 0 is no evidence either way; read it against the minimum detectable
+    difference."""
+    out = {name: {m: _mean_comparison(per_q, m, resamples) for m in metrics}
+           for name, per_q in _shared(rows, baseline).items()}
+    for m in metrics:
+        _holm_family(out, m)
+    return out
+
+
+def mcnemar(rows: list[dict], baseline: str) -> dict:
+    """Each config against `baseline`: {config: {outcome: …}} exact McNemar tests on the binary outcomes in
+    BINARY_OUTCOMES, one majority outcome per question over the shared runs: b (config only), c (baseline only),
+    n, p and "p_holm" (Holm over all compared configs, per outcome), and the minimum detectable difference in the
+    proportion of questions at 80% power."""
+    out = {name: {o: _mcnemar_comparison(per_q, f) for o, f in BINARY_OUTCOMES.items()}
+           for name, per_q in _shared(rows, baseline).items()}
+    for o in BINARY_OUTCOMES:
+        _holm_family(out, o)
+    return out
+
+
+def question_interval(rows: list[dict], metric: str) -> dict | None:
+    """The mean of `metric` over questions (each question's runs averaged first) with its bootstrap 95% interval
+    over questions ({"mean", "low", "high", "method"}); None without a value."""
+    means = stats.question_means((r["id"], r[metric]) for r in rows if r.get(metric) is not None)
+    return stats.bootstrap_ci(list(means.values())) if means else None
 
 
 def aggregate(rows: list[dict], baseline: str | None = None) -> dict:
@@ -85,7 +183,8 @@ def aggregate(rows: list[dict], baseline: str | None = None) -> dict:
     elif baseline not in configs:
         raise ValueError(f"baseline {baseline!r} is not one of the configs: {configs}")
     out: dict = {"configs": {}, "by_difficulty": {}, "by_type": {}, "baseline": baseline,
-                 "paired": paired(rows, baseline) if baseline else {}}
+                 "paired": paired(rows, baseline) if baseline else {},
+                 "mcnemar": mcnemar(rows, baseline) if baseline else {}, "statistics": STATISTICS}
     for name in configs:
         mine = [r for r in rows if r["config"] == name]
         runs = sorted({r["run"] for r in mine})
@@ -95,7 +194,11 @@ def aggregate(rows: list[dict], baseline: str | None = None) -> dict:
             values = [p[m] for p in per_run if p[m] is not None]
             summary[m] = {"mean": sum(values) / len(values) if values else None,
                           "sd": statistics.stdev(values) if len(values) >= 2 else None}
-        out["configs"][name] = {"runs": len(runs), "questions": len(mine) // max(len(runs), 1), **summary}
+        tokens = [p["prompt_tokens"] + p["completion_tokens"] for p in per_run]
+        summary["tokens"] = {"mean": sum(tokens) / len(tokens),
+                             "sd": statistics.stdev(tokens) if len(tokens) >= 2 else None}
+        out["configs"][name] = {"runs": len(runs), "questions": len(mine) // max(len(runs), 1), **summary,
+                                "ci95": {m: question_interval(mine, m) for m in ACCURACY}}
         for key, table in (("difficulty", "by_difficulty"), ("type", "by_type")):
             for value in sorted({str(r[key]) for r in mine}):
                 group = [r for r in mine if str(r[key]) == value]
@@ -114,11 +217,76 @@ def _fmt(cell: dict | float | None, digits: int = 3) -> str:
     return "–" if cell is None else f"{cell:.{digits}f}"
 
 
+def _p(value: float | None) -> str:
+    return "–" if value is None else (f"{value:.3f}" if value >= 0.001 else "<0.001")
+
+
+def _resolution(result: dict, source: str) -> str:
+    """The "MDE | questions needed" cells of a comparison; * when they rest on a planning value, not on data."""
+    mde, needed = result["minimum_detectable_difference"], result["questions_needed"]["questions"]
+    flag = "" if source == "observed" else "*"
+    return (f"{'–' if mde is None else f'±{mde:.3f}'}{flag} | "
+            f"{'–' if needed is None else needed}{flag}")
+
+
+def _interval(ci: dict | None) -> str:
+    return "–" if ci is None else f"{ci['mean']:.3f} [{ci['low']:.3f}, {ci['high']:.3f}]"
+
+
+def _plots_markdown(plots: dict) -> list[str]:
+    lines = ["", "## Plots", "", PLOT_NOTE, ""]
+    lines += [f"- accuracy-vs-cost frontier by {COSTS[cost][1].split(' (')[0]}: {' → '.join(names) or '–'}"
+              for cost, names in plots["frontier"].items()]
+    for item in plots["files"]:
+        lines += ["", f"![{item['caption']}]({item['file']})"]
+    return lines
+
+
+def _paired_markdown(report: dict) -> list[str]:
+    """The paired-comparison sections of report.md: mean differences, then exact McNemar tests."""
+    base, cfg = report["baseline"], report["configs"]
+    n_q, runs = cfg[base]["questions"], cfg[base]["runs"]
+    lines = ["", f"## Paired against {base} (same questions; runs averaged per question)", "",
+             "Mean difference (config − baseline) over questions, each question's runs averaged first; bootstrap 95% "
+             "interval over questions (BCa); p from a paired sign-flip test, Holm-adjusted over the configs "
+             "compared; wins / losses / ties count questions. MDE is the smallest true difference this comparison "
+             "would detect with 80% power (α = 0.05, two-sided): (1.960 + 0.842) · SD of the per-question "
+             "differences / √questions. An interval that spans 0 is no evidence of a difference — and no evidence "
+             "of its absence below the MDE.", "",
+             "| config | metric | diff [95% CI] | p (Holm) | W/L/T | questions × runs | MDE (80% power) "
+             f"| questions for ±{MDE_TARGET} |", "|---|---|---|---|---|---|---|---|"]
+    for name, per in report["paired"].items():
+        for m, p in per.items():
+            lines.append(f"| {name} | {m} | {p['diff']:+.3f} [{p['ci95'][0]:+.3f}, {p['ci95'][1]:+.3f}] | "
+                         f"{_p(p['p'])} ({_p(p.get('p_holm'))}) | {p['wins']}/{p['losses']}/{p['ties']} | "
+                         f"{p['n']} × {p['runs_per_question']:g} | {_resolution(p, p['sd_source'])} |")
+    lines += ["", f"Questions needed to detect a difference of {MDE_TARGET} at 80% power: "
+              "((1.960 + 0.842) · SD / " f"{MDE_TARGET})² at each row's observed SD of per-question differences "
+              f"(this evaluation has {n_q} questions × {runs} runs). * no spread observed: SD is the planning value "
+              "√(2p(1−p)) of independent binary scores at the pooled mean p."]
+    if report.get("mcnemar"):
+        lines += ["", f"## Exact McNemar tests against {base} (one outcome per question)", "",
+                  "b = questions where only the config has the outcome, c = only the baseline; p = exact two-sided "
+                  "binomial test on the b + c discordant questions, Holm-adjusted over the configs compared. With "
+                  "several runs a question's outcome is its majority over the shared runs (an even split is decided "
+                  f"by the first run). contains counts when >= {CONTAINS_THRESHOLD}. MDE: smallest difference in the "
+                  "share of questions detectable with 80% power at the observed discordant rate (Connor's normal "
+                  "approximation; * none discordant: planning rate 2p(1−p)); questions needed is – where the "
+                  f"difference of {MDE_TARGET} exceeds the observed discordant rate, which cannot produce it.", "",
+                  "| config | outcome | rate vs baseline | b / c | p (Holm) | MDE (80% power) "
+                  f"| questions for ±{MDE_TARGET} |", "|---|---|---|---|---|---|---|"]
+        for name, per in report["mcnemar"].items():
+            for o, t in per.items():
+                lines.append(f"| {name} | {o} | {t['rate']:.3f} vs {t['baseline_rate']:.3f} | {t['b']} / {t['c']} | "
+                             f"{_p(t['p'])} ({_p(t.get('p_holm'))}) | {_resolution(t, t['discordant_source'])} |")
+    return lines
+
+
 def markdown(report: dict, title: str) -> str:
     cfgs = report["configs"]
     names = list(cfgs)
     lines = [f"# {title}", "", f"Configs: {', '.join(names)}; runs per config: "
-             f"{', '.join(str(cfgs[n]['runs']) for n in names)}; questions: {cfgs[names[0]]['questions']}. "
+             f"{', '.join(str(cfgs[n]['runs']) for n in names)}; questions: {cfgs[names[0]]['questions'] if names else 0}. "
              "Cells are mean ± sample SD over runs.", "", "## Side by side", "",
              "| metric | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
     for m in METRICS:
@@ -126,19 +294,12 @@ def markdown(report: dict, title: str) -> str:
             continue
         digits = 1 if m.startswith("latency") or m.endswith("tokens") else 3
         lines.append(f"| {m} | " + " | ".join(_fmt(cfgs[n][m], digits) for n in names) + " |")
+    lines += ["", "## Accuracy over questions (95% bootstrap interval, BCa; runs averaged per question)", "",
+              "| metric | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
+    for m in ACCURACY:
+        lines.append(f"| {m} | " + " | ".join(_interval(cfgs[n].get("ci95", {}).get(m)) for n in names) + " |")
     if report.get("paired"):
-        lines += ["", f"## Paired against {report['baseline']} (same questions and runs)", "",
-                  "Mean difference with a bootstrap 95% interval; wins / losses / ties count questions. An interval "
-                  "that spans 0 is no evidence of a difference.", "",
-                  "| config | F1 diff [95% CI] | F1 W/L/T | contains diff [95% CI] | contains W/L/T |",
-                  "|---|---|---|---|---|"]
-        for name, per in report["paired"].items():
-            cells = []
-            for m in ("f1", "contains"):
-                p = per[m]
-                cells += [f"{p['diff']:+.3f} [{p['ci95'][0]:+.3f}, {p['ci95'][1]:+.3f}]",
-                          f"{p['wins']}/{p['losses']}/{p['ties']}"]
-            lines.append(f"| {name} | " + " | ".join(cells) + " |")
+        lines += _paired_markdown(report)
     for table, label in (("by_difficulty", "difficulty"), ("by_type", "type")):
         lines += ["", f"## F1 / contains by {label} (all runs pooled; n per cell)", "",
                   f"| {label} | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
@@ -146,34 +307,61 @@ def markdown(report: dict, title: str) -> str:
             lines.append(f"| {value} | " + " | ".join(
                 f"{_fmt(per[n]['f1'])} / {_fmt(per[n]['contains'])} (n={per[n]['n']})" if n in per else "–"
                 for n in names) + " |")
+    if report.get("plots"):
+        lines += _plots_markdown(report["plots"])
     return "\n".join(lines) + "\n"
 
 
-PLOT_METRICS = ("f1", "contains", "exact_match")
+PLOT_METRICS = ACCURACY
+# cost axes of the accuracy-vs-cost plots: per-config summary key → (file stem, axis label, scale to the axis unit)
+COSTS = {"llm_calls": ("llm_calls", "LLM calls / question", 1.0),
+         "tokens": ("tokens", "tokens / question (prompt + completion)", 1.0),
+         "latency_p50_ms": ("latency", "p50 latency (s)", 1e-3)}
+BARS_NOTE = "Error bars: 95% bootstrap interval over questions (BCa, each question's runs averaged first)."
+PLOT_NOTE = ("Error bars: accuracy, 95% bootstrap interval over questions (BCa, runs averaged per question); cost, "
+             "± SD over runs (none with one run). Dashed: the frontier, the best accuracy reachable at each cost.")
+
+
+def _estimate(interval: dict | None) -> Estimate | None:
+    return None if interval is None else Estimate(interval["mean"], interval["low"], interval["high"])
+
+
+def _cost(cell: dict, scale: float) -> Estimate:
+    mean, sd = (cell["mean"] or 0.0) * scale, cell["sd"]
+    return Estimate(mean) if sd is None else Estimate(mean, max(mean - sd * scale, 0.0), mean + sd * scale)
+
+
+def _plots(report: dict, rows: list[dict], out_dir: Path, metric: str) -> dict:
+    """Draw the report's PNGs of `metric` into `out_dir`: {"metric", "files": [{"file", "caption"}], "frontier":
+    {cost: [configs on the accuracy-vs-cost frontier, by increasing cost]}}."""
+    label = {"f1": "F1", "contains": "contains", "exact_match": "exact match"}[metric]
+    names, groups = list(report["configs"]), list(report["by_difficulty"])
+    files = [{"file": "accuracy_by_difficulty.png", "caption": f"{label} by difficulty"}]
+    bars(out_dir / files[0]["file"], files[0]["caption"], "difficulty", label, groups, names,
+         [[_estimate(question_interval([r for r in rows if r["config"] == n and str(r["difficulty"]) == g], metric))
+           for n in names] for g in groups], BARS_NOTE)
+    accuracy = {n: _estimate(report["configs"][n]["ci95"][metric]) or Estimate(0.0) for n in names}
+    front = {}
+    for key, (stem, axis, scale) in COSTS.items():
+        points = {n: (_cost(report["configs"][n][key], scale), accuracy[n]) for n in names}
+        front[key] = stats.pareto_front({n: (c.value, a.value) for n, (c, a) in points.items()})
+        files.append({"file": f"accuracy_vs_{stem}.png", "caption": f"{label} vs {axis.split(' (')[0]}"})
+        frontier(out_dir / files[-1]["file"], files[-1]["caption"], axis, label, points, front[key], PLOT_NOTE)
+    return {"metric": metric, "files": files, "frontier": front}
 
 
 def write_report(rows: list[dict], out_dir: Path, title: str, plot_metric: str = "f1",
-                 baseline: str | None = None) -> dict:
-    """report.json, report.md and three PNG plots of `plot_metric` (by difficulty; against LLM calls; against
-    latency)."""
-    from evaluation.plots import bars, scatter
-
+                 baseline: str | None = None, manifest: dict | None = None) -> dict:
+    """report.json, report.md and PNG plots of `plot_metric` (by difficulty; against LLM calls, tokens and
+    latency, with the accuracy-vs-cost frontier), which report.md shows and report.json lists under "plots". The
+    run `manifest` (evaluation/manifest.py) goes into report.json and under report.md's title."""
     if plot_metric not in PLOT_METRICS:
         raise ValueError(f"plot_metric must be one of {PLOT_METRICS}")
-    label = {"f1": "F1", "contains": "contains", "exact_match": "exact match"}[plot_metric]
-    report = aggregate(rows, baseline)
+    report = {**aggregate(rows, baseline), "manifest": manifest}
     out_dir.mkdir(parents=True, exist_ok=True)
+    if report["configs"]:
+        report["plots"] = _plots(report, rows, out_dir, plot_metric)
     (out_dir / "report.json").write_text(json.dumps(report, indent=2))
-    (out_dir / "report.md").write_text(markdown(report, title))
-    names = list(report["configs"])
-    groups = list(report["by_difficulty"])
-    bars(out_dir / "accuracy_by_difficulty.png", f"{label} by difficulty", groups, names,
-         [[(report["by_difficulty"][g].get(n) or {}).get(plot_metric) or 0.0 for n in names] for g in groups])
-    points = [(n, report["configs"][n]["llm_calls"]["mean"] or 0.0,
-               report["configs"][n][plot_metric]["mean"] or 0.0) for n in names]
-    scatter(out_dir / "accuracy_vs_llm_calls.png", f"{label} vs LLM calls per question", "LLM calls / question",
-            points)
-    points = [(n, (report["configs"][n]["latency_p50_ms"]["mean"] or 0.0) / 1e3,
-               report["configs"][n][plot_metric]["mean"] or 0.0) for n in names]
-    scatter(out_dir / "accuracy_vs_latency.png", f"{label} vs latency", "p50 latency (s)", points)
+    heading, _, body = markdown(report, title).partition("\n")
+    (out_dir / "report.md").write_text(f"{heading}\n\n{run_manifest.markdown(manifest)}{body}")
     return report

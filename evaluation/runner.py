@@ -6,6 +6,11 @@ Lines are appended and flushed as they are produced, so an interrupted evaluatio
 of a config are in flight at once through its one `Pipeline` (threads); each question's seed is llm.seed + run,
 whatever the schedule, so the rows are those of a sequential run (their order in the file may differ; reports
 sort them).
+
+Before the first question is asked, the run's manifest (evaluation/manifest.py) is compared with the folder's: a
+resume under a different setup (code, models, prompts, configs, collections, ...) is refused unless `allow_mixed`.
+With `llm.cache_dir` (eval --llm-cache), LLM replies are recorded or, under `llm.replay`, replayed; a request that
+was never recorded stops the evaluation (it is not counted as a failed question).
 """
 from __future__ import annotations
 
@@ -17,12 +22,15 @@ from pathlib import Path
 import yaml
 
 from configs.loader import load_config
+from configs.schema import SwitchyardConfig
+from evaluation import manifest as run_manifest
 from evaluation.datasets import EvalQuestion, EvalSet
 from evaluation.faithfulness import FaithfulnessJudge, judge_name
 from evaluation.jsonl import drop_error_lines, drop_torn_tail, read_results
 from evaluation.metrics import answer_scores, citation_precision, gold_recall
 from graphs.app import Pipeline
 from nodes.llm import build_llm
+from nodes.llm_cache import CachingBackend, LLMCacheMiss
 from nodes.resources import Resources
 from retrievers.ingest import corpus_collection
 
@@ -51,7 +59,8 @@ def score_row(row: dict) -> dict:
 
 class Evaluator:
     def __init__(self, dataset: EvalSet, config_paths: list[Path], out_dir: Path, runs: int = 1,
-                 limit: int | None = None, index_dir: Path | None = None, overrides: list[str] | None = None):
+                 limit: int | None = None, index_dir: Path | None = None, overrides: list[str] | None = None,
+                 allow_mixed: bool = False):
         if runs < 1:
             raise ValueError("runs must be >= 1")
         self.dataset = dataset
@@ -64,29 +73,50 @@ class Evaluator:
         self.questions = dataset.questions[:limit] if limit else dataset.questions
         self.index_dir = Path(index_dir) if index_dir else self.out_dir / "index"
         self.overrides = list(overrides or [])
+        self.limit = limit
+        self.allow_mixed = allow_mixed
+        self.manifest: dict | None = None  # the folder's manifest after run() (None: results predate manifests)
+        self.unasked_changes: list[str] = []  # with nothing left to ask: how this setup differs from the folder's
+        self._configs: dict[Path, SwitchyardConfig] = {}
         self._ingested: set[str] = set()
         self._shared: dict[str, object] = {}
         self.asked = 0                # questions asked by the last run()
         self.answering_s = 0.0        # their wall time, pipelines built and corpora ingested excluded
 
+    def _config(self, path: Path) -> SwitchyardConfig:
+        """The config as the evaluation runs it: on the collection of this corpus under these ingest settings."""
+        if path not in self._configs:
+            base = load_config(path, self.overrides)
+            collection = corpus_collection(self.dataset.corpus, base.ingest.chunk_size, base.ingest.chunk_overlap,
+                                           base.embedding.model)
+            self._configs[path] = load_config(path, [*self.overrides, f"store.uri={self.index_dir}",
+                                                     f"store.collection={collection}"])
+        return self._configs[path]
+
     def _pipeline(self, path: Path) -> Pipeline:
-        base = load_config(path, self.overrides)
-        collection = corpus_collection(self.dataset.corpus, base.ingest.chunk_size, base.ingest.chunk_overlap,
-                                       base.embedding.model)
-        config = load_config(path, [*self.overrides, f"store.uri={self.index_dir}", f"store.collection={collection}"])
+        config = self._config(path)
         (self.out_dir / "configs").mkdir(parents=True, exist_ok=True)
         (self.out_dir / "configs" / f"{path.stem}.yaml").write_text(
             yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False))
-        # one embedding model and one LLM per distinct setting, shared by every config of the run
+        # one embedding model and one LLM per distinct setting, shared by every config of the run (an LLM object
+        # is cheap: its model loads on first use)
         embed_key, llm_key = _shared_key(config.embedding), _shared_key(config.llm)
+        if config.uses_llm() and llm_key not in self._shared:
+            self._shared[llm_key] = build_llm(config.llm)
         res = Resources(config, llm=self._shared.get(llm_key), embedder=self._shared.get(embed_key))
         self._shared.setdefault(embed_key, res.stack.embedder)
-        if config.graph.mode != "closed_book" and collection not in self._ingested:
-            report = res.stack.ingestor(progress=False).run(self.dataset.corpus)
-            if report.ingested == 0:
-                raise ValueError(f"nothing could be ingested from {self.dataset.corpus}: {report.errors[:1]}")
-            self._ingested.add(collection)
+        if config.graph.mode != "closed_book":
+            if config.store.collection not in self._ingested:
+                report = res.stack.ingestor(progress=False).run(self.dataset.corpus)
+                if report.ingested == 0:
+                    raise ValueError(f"nothing could be ingested from {self.dataset.corpus}: {report.errors[:1]}")
+                self._ingested.add(config.store.collection)
+            self._record(run_manifest.with_collection(self.manifest, run_manifest.collection_entry(res.stack.store)))
         return Pipeline(config, res)
+
+    def _record(self, manifest: dict) -> None:
+        """Join `manifest` to the folder's (refused when the setups differ, unless allow_mixed)."""
+        self.manifest = run_manifest.resume(self.out_dir, manifest, self.allow_mixed)
 
     def run(self, progress: bool | None = None, retry_errors: bool = False, workers: int = 1) -> Path:
         """Ask every (config, run, question) not yet in the results; with `retry_errors`, also those that failed.
@@ -102,27 +132,32 @@ class Evaluator:
         if retry_errors:
             drop_error_lines(results)
         done = {(r["config"], r["run"], r["id"]) for r in read_results(results)}
+        todo = {path: [(run, q) for run in range(self.runs) for q in self.questions
+                       if (path.stem, run, q.id) not in done] for path in self.config_paths}
+        todo = {path: items for path, items in todo.items() if items}
+        self.manifest = run_manifest.read(self.out_dir)
+        current = run_manifest.build({p.stem: self._config(p) for p in self.config_paths}, self.dataset.source,
+                                     self.runs, self.limit, self.out_dir)
+        if todo:  # the setup is checked, and every collection ingested, before the first question
+            self._record(current)
+        elif self.manifest is not None:  # a report of finished results: nothing is mixed, but say what differs
+            self.unasked_changes = run_manifest.changes(self.manifest, current)
+        pipes = {path: self._pipeline(path) for path in todo}
         total = len(self.config_paths) * self.runs * len(self.questions)
         bar = tqdm(total=total, initial=len(done), desc="eval", unit="q", disable=not progress)
         pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="eval")
         try:
             with results.open("a", encoding="utf-8") as out:
-                for path in self.config_paths:
-                    todo = [(run, q) for run in range(self.runs) for q in self.questions
-                            if (path.stem, run, q.id) not in done]
-                    if not todo:
-                        continue
-                    pipe = self._pipeline(path)
+                for path, todo_here in todo.items():
+                    pipe = pipes[path]
                     started = time.perf_counter()
-                    futures = [pool.submit(self._ask, pipe, path.stem, run, q) for run, q in todo]
+                    futures = [pool.submit(self._ask, pipe, path.stem, run, q) for run, q in todo_here]
                     for future in as_completed(futures):  # one writer: lines never interleave
                         out.write(json.dumps(future.result(), ensure_ascii=False) + "\n")
                         out.flush()
                         bar.update(1)
-                    self.asked += len(todo)
+                    self.asked += len(todo_here)
                     self.answering_s += time.perf_counter() - started
-                    if pipe.resources.llm_built:  # built on first use; later configs reuse it
-                        self._shared.setdefault(_shared_key(pipe.config.llm), pipe.resources.llm)
         finally:
             pool.shutdown(wait=True, cancel_futures=True)  # on an interrupt, questions not started are dropped
             bar.close()
@@ -130,8 +165,18 @@ class Evaluator:
 
     def faithfulness_judge(self, llm_config) -> FaithfulnessJudge:
         """A judge on `llm_config`, reusing the evaluation's loaded model when the settings are the same."""
-        llm = self._shared.get(_shared_key(llm_config)) or build_llm(llm_config)
-        return FaithfulnessJudge(llm, judge_name(llm_config))
+        key = _shared_key(llm_config)
+        if key not in self._shared:
+            self._shared[key] = build_llm(llm_config)
+        return FaithfulnessJudge(self._shared[key], judge_name(llm_config))
+
+    def llm_cache_counts(self) -> dict[str, int] | None:
+        """LLM replies replayed from and recorded into the reply cache so far (None: no cache in use)."""
+        caches = [b for b in (getattr(x, "backend", None) for x in self._shared.values())
+                  if isinstance(b, CachingBackend)]
+        if not caches:
+            return None
+        return {"replayed": sum(b.replayed for b in caches), "recorded": sum(b.recorded for b in caches)}
 
     def _ask(self, pipe: Pipeline, name: str, run: int, q: EvalQuestion) -> dict:
         base = {"config": name, "run": run, "id": q.id, "question": q.question, "answers": q.answers,
@@ -139,12 +184,17 @@ class Evaluator:
         started = time.perf_counter()
         try:
             result = pipe.ask(q.question, seed=pipe.config.llm.seed + run)  # runs differ at temperature > 0
+        except LLMCacheMiss:  # a replay that cannot go on: not a failure of the pipeline
+            raise
         except Exception as exc:  # one failing question never stops the evaluation; it is counted
             return {**base, "prediction": "", "abstained": False, "error": f"{type(exc).__name__}: {exc}",
                     "latency_ms": (time.perf_counter() - started) * 1e3, **ERROR_SCORES, "llm_calls": 0,
                     "prompt_tokens": 0, "completion_tokens": 0, "parse_fallbacks": 0, "guards": {}}
         usage = result["usage"]
-        row = {**base, "prediction": result["answer"], "abstained": result["abstained"], "error": None,
+        # what the user reads first is scored: the short answer when one is shown, else the answer text
+        row = {**base, "prediction": result.get("short_answer") or result["answer"], "answer": result["answer"],
+               "evidence": result.get("evidence", ""), "grounding": result.get("grounding", {}),
+               "abstained": result["abstained"], "error": None,
                "latency_ms": (time.perf_counter() - started) * 1e3,
                "llm_calls": usage.get("llm_calls", 0), "prompt_tokens": usage.get("prompt_tokens", 0),
                "completion_tokens": usage.get("completion_tokens", 0),

@@ -39,6 +39,9 @@ class RAGState(TypedDict, total=False):
     attempts: int                           # retrieval rounds graded so far
     feedback: str                           # what the last grading learnt, for the next rewrite
     answer: str
+    short_answer: str                       # answer.format short: the grounded short answer ("" when not shown)
+    evidence: str                           # answer.format short: the cited evidence sentences
+    grounding: dict                         # answer.format short: status, shown, how, source, proposed
     abstained: bool
     citations: list[dict]
     citation_check: dict

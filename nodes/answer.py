@@ -1,56 +1,98 @@
-"""answer: write the answer from the kept passages, with `[n]` citations checked after generation.
+"""answer: the answer from the kept passages, with `[n]` citations checked after generation.
 
-Methods: `llm` (the model answers from numbered passages and cites them; it may say NOT FOUND, which becomes an
-abstention) and `extractive` (no LLM: the passage sentences closest to the question, each citing its passage).
+Formats (`answer.format`):
+- `short` (default): a short answer (entity, number, date, yes/no, short phrase) first, then the evidence: passage
+  sentences that support it, each citing its passage. The short answer is shown only when it is grounded: it occurs
+  in a kept passage (normalised, numbers and dates in their usual variants), or, for yes/no and "A or B" questions,
+  it is yes/no or one of the options (an option must occur in a passage) and evidence sentences back it. Otherwise
+  the evidence alone is shown, or the run abstains (`answer.ungrounded`); `grounding` in the result says which.
+- `sentences`: 1-3 cited sentences, each checked against the passage it cites.
+Methods: `llm` (the model answers from numbered passages: a JSON short answer and the passage it comes from, or
+free sentences; it may say NOT FOUND, which becomes an abstention) and `extractive` (no LLM: the span of the best
+sentences that has the type the question asks for, or the best sentences themselves).
 """
 from __future__ import annotations
 
-from nodes.citations import split_sentences, verify_citations
+from typing import Literal
+
+from pydantic import BaseModel, create_model
+
+from nodes.citations import cite_record, split_sentences, verify_citations
+from nodes.prompts import ANSWER_SYSTEM, CLOSED_BOOK_SYSTEM, NOT_FOUND, SHORT_ANSWER_RULES, SHORT_ANSWER_SYSTEM
 from nodes.resources import Resources
 from nodes.run_context import answer_token_sink
-
-NOT_FOUND = "NOT FOUND"
-_SYSTEM = ("Answer the question using only the numbered passages. Be brief (1-3 sentences). End every sentence "
-           "with the number of the passage that supports it, like [1]. If the passages do not answer the "
-           f"question, reply exactly: {NOT_FOUND}")
+from nodes.short_answer import (QuestionShape, clean_answer, extractive_span, grounded_in, match_option, occurs_in,
+                                question_shape, split_list, sub_spans)
 
 
 def _prompt(question: str, passages: list[dict]) -> list[dict]:
     numbered = "\n".join(f"[{i}] {p['title']}: {' '.join(p['text'].split())}" for i, p in enumerate(passages, 1))
-    return [{"role": "system", "content": _SYSTEM},
+    return [{"role": "system", "content": ANSWER_SYSTEM},
             {"role": "user", "content": f"Passages:\n{numbered}\n\nQuestion: {question}"}]
+
+
+def ranked_sentences(question: str, passages: list[dict], embedder) -> list[tuple[int, str, float]]:
+    """(passage index, sentence, cosine to the question) for every passage sentence of 4+ words, best first."""
+    candidates = [(i, s) for i, p in enumerate(passages) for s in split_sentences(" ".join(p["text"].split()))
+                  if len(s.split()) >= 4 and not s.startswith("#")]
+    if not candidates:
+        return []
+    scores = (embedder.run([s for _, s in candidates]) @ embedder.embed_query(question)).tolist()
+    return sorted(((i, s, float(c)) for (i, s), c in zip(candidates, scores)), key=lambda t: -t[2])
 
 
 def extractive_answer(question: str, passages: list[dict], embedder, max_sentences: int) -> str:
     """Best sentences by cosine to the question, kept in passage order, each ending with its passage number."""
-    candidates = [(i, s) for i, p in enumerate(passages) for s in split_sentences(" ".join(p["text"].split()))
-                  if len(s.split()) >= 4 and not s.startswith("#")]
-    if not candidates:
-        return ""
-    scores = (embedder.run([s for _, s in candidates]) @ embedder.embed_query(question)).tolist()
-    best = sorted(range(len(candidates)), key=lambda k: -scores[k])[:max_sentences]
-    picked = sorted(best, key=lambda k: (candidates[k][0], k))
-    parts = []
-    for k in picked:
-        i, sentence = candidates[k]
-        body = sentence.rstrip(".!?")
-        parts.append(f"{body} [{i + 1}].")
-    return " ".join(parts)
+    best = ranked_sentences(question, passages, embedder)[:max_sentences]
+    text = [" ".join(p["text"].split()) for p in passages]
+    picked = sorted(best, key=lambda t: (t[0], text[t[0]].find(t[1])))  # reading order
+    return " ".join(f"{s.rstrip('.!?')} [{i + 1}]." for i, s, _ in picked)
 
 
-_CLOSED_BOOK = "Answer the question briefly (a few words or one sentence) from your own knowledge."
+class ShortReply(BaseModel):
+    answer: str
+    passage: int = 0
+
+
+def reply_model(shape: QuestionShape) -> type[BaseModel]:
+    """The JSON the model must write: yes/no questions may only answer yes or no, choice questions one of the
+    options (the grammar enforces it); no field descriptions, which small models copy into their answers."""
+    if shape.kind == "open":
+        return ShortReply
+    choices = ("yes", "no") if shape.kind == "yes_no" else tuple(shape.options)
+    return create_model("ShortChoice", answer=(Literal[choices], ...), passage=(int, 0))
+
+
+def _short_prompt(question: str, passages: list[dict], shape: QuestionShape) -> list[dict]:
+    rule = SHORT_ANSWER_RULES[shape.kind].format(options=" or ".join(shape.options))
+    numbered = "\n".join(f"[{i}] {p['title']}: {' '.join(p['text'].split())}" for i, p in enumerate(passages, 1))
+    return [{"role": "system", "content": SHORT_ANSWER_SYSTEM.format(rule=rule)},
+            {"role": "user", "content": f"Passages:\n{numbered}\n\nQuestion: {question}"}]
 
 
 def answer(state: dict, res: Resources) -> dict:
+    """Every field of the answer is returned, so an agent's second answer never keeps a part of its first."""
+    return {"short_answer": "", "evidence": "", "grounding": {}, **_answer(state, res)}
+
+
+def _answer(state: dict, res: Resources) -> dict:
     cfg = res.config.answer
     question = state["question"]
     if cfg.method == "closed_book":  # the no-retrieval baseline: nothing to cite
-        text = res.llm.generate([{"role": "system", "content": _CLOSED_BOOK}, {"role": "user", "content": question}],
+        text = res.llm.generate([{"role": "system", "content": CLOSED_BOOK_SYSTEM}, {"role": "user", "content": question}],
                                 max_tokens=res.config.llm.max_tokens, on_token=answer_token_sink())
         return {"answer": text or cfg.abstain_message, "abstained": not text, "citations": [], "citation_check": {}}
     passages = state.get("graded", [])[: cfg.max_passages]
     if not passages:
         return abstention(cfg.abstain_message, "no relevant passages")
+    if cfg.format == "short":
+        return short_answer(question, passages, res)
+    return sentences_answer(question, passages, res)
+
+
+def sentences_answer(question: str, passages: list[dict], res: Resources) -> dict:
+    """`answer.format: sentences`: 1-3 cited sentences, each checked against the passage it cites."""
+    cfg = res.config.answer
     vectors = res.passage_vectors(passages)
 
     def extractive() -> tuple[str, list[dict], dict]:
@@ -80,6 +122,132 @@ def answer(state: dict, res: Resources) -> dict:
     return {"answer": final, "abstained": False, "citations": citations, "citation_check": check}
 
 
+Ranked = list[tuple[int, str, float]]
+
+
+def short_answer(question: str, passages: list[dict], res: Resources) -> dict:
+    """`answer.format: short`: propose a short answer (the model, or an extractive span), ground it, add evidence."""
+    cfg = res.config.answer
+    shape = question_shape(question)
+    ranked = ranked_sentences(question, passages, res.embedder)
+    hint = None
+    if cfg.method == "llm":
+        model = reply_model(shape)
+        reply = res.llm.structured(_short_prompt(question, passages, shape), model,
+                                   model.model_construct(answer="", passage=0), max_tokens=cfg.short_max_tokens)
+        proposed, hint, source = clean_answer(reply.value.answer), reply.value.passage - 1, "llm"
+        if not proposed or proposed.upper().startswith(NOT_FOUND):
+            return abstention(cfg.abstain_message, "the model found no answer in the passages",
+                              grounding={"status": "abstained", "shown": "abstention", "source": source,
+                                         "proposed": proposed})
+    else:
+        proposed, source = _extractive_proposal(question, shape, ranked, cfg.span_sentences), "extractive"
+    found = ground(proposed, shape, passages, ranked, hint, cfg.max_sentences, question)
+    grounding = {"source": source, "proposed": proposed}
+    if found is None and cfg.ungrounded == "extractive" and source == "llm":
+        fallback = _extractive_proposal(question, shape, ranked, cfg.span_sentences)
+        found = ground(fallback, shape, passages, ranked, None, cfg.max_sentences, question)
+        if found is not None:
+            grounding |= {"source": "extractive", "model_answer_ungrounded": True}
+    if found is None:
+        grounding |= {"status": "ungrounded",
+                      "reason": "not yes/no or one of the options" if shape.kind != "open" and proposed
+                      else "the short answer occurs in no kept passage"}
+        if cfg.ungrounded == "abstain" or not ranked:  # (`extractive` found no grounded span either)
+            return abstention(cfg.abstain_message, "the short answer is not grounded in the passages",
+                              grounding={**grounding, "shown": "abstention"})
+        result = compose("", [], ranked[: cfg.max_sentences], passages)
+        return {**result, "grounding": {**grounding, "shown": "evidence"}}
+    result = compose(found["short"], found["passages"], found["evidence"], passages)
+    grounding |= {"status": "grounded", "shown": "short_answer", "how": found["how"]}
+    if found["dropped"]:
+        grounding["dropped"] = found["dropped"]
+    sink = answer_token_sink()
+    if sink:  # the answer is known only once grounded: it streams as one piece
+        sink(result["answer"])
+    return {**result, "grounding": grounding}
+
+
+def _extractive_proposal(question: str, shape: QuestionShape, ranked: Ranked, span_sentences: int) -> str:
+    if shape.kind == "open":
+        return extractive_span(question, shape, [s for _, s, _ in ranked[:span_sentences]])
+    if shape.kind == "choice":  # the option named in the best sentence that names exactly one
+        for _, sentence, _ in ranked[:span_sentences]:
+            named = [o for o in shape.options if occurs_in(o, sentence)]
+            if len(named) == 1:
+                return named[0]
+    return ""  # yes/no: no LLM, no verdict; the evidence is shown alone
+
+
+def ground(proposed: str, shape: QuestionShape, passages: list[dict], ranked: Ranked, hint: int | None,
+           max_sentences: int, question: str = "") -> dict | None:
+    """{short, passages (indexes it occurs in), evidence (ranked entries), how, dropped} or None when ungrounded.
+    An open answer (each item of a list) that occurs in no passage is replaced by its longest part that does."""
+    if not proposed:
+        return None
+    if shape.kind != "open":
+        option = match_option(proposed, shape)
+        if option is None:
+            return None
+        if shape.kind == "yes_no":
+            evidence = ranked[:max_sentences]
+            return {"short": option, "passages": [], "evidence": evidence, "how": "yes/no, with the evidence",
+                    "dropped": []} if evidence else None
+        j = grounded_in(option, passages, hint)
+        if j is None:
+            return None
+        naming = [t for t in ranked if any(occurs_in(o, t[1]) for o in shape.options)]
+        return {"short": option, "passages": [j], "evidence": (naming or ranked)[:max_sentences],
+                "how": "one of the options, in a passage", "dropped": []}
+    kept, where, dropped = [], [], []
+    how = "occurs in a cited passage"
+    for item in split_list(proposed):
+        j = grounded_in(item, passages, hint)
+        if j is None:
+            part = next((x for x in sub_spans(item, question) if grounded_in(x, passages, hint) is not None), None)
+            if part is None:
+                dropped.append(item)
+                continue
+            item, j, how = part, grounded_in(part, passages, hint), "a part of the answer occurs in a cited passage"
+        kept.append(item)
+        where.append(j)
+    if not kept:
+        return None
+    evidence: Ranked = []
+    for item, j in zip(kept, where):
+        mine = [t for t in ranked if t[0] == j]
+        hit = next((t for t in mine if occurs_in(item, t[1])), mine[0] if mine else None)
+        if hit and hit not in evidence:
+            evidence.append(hit)
+    for t in ranked:  # context for the answer: the sentences closest to the question
+        if len(evidence) >= max(max_sentences, len(kept)):
+            break
+        if t not in evidence:
+            evidence.append(t)
+    return {"short": ", ".join(kept), "passages": where, "evidence": evidence, "how": how, "dropped": dropped}
+
+
+def compose(short: str, short_passages: list[int], evidence: Ranked, passages: list[dict]) -> dict:
+    """The answer text (short answer with its citations, a blank line, the evidence sentences with theirs), the
+    citations numbered 1..m in order of first use, and the citation check's counts."""
+    order: list[int] = []
+
+    def mark(j: int) -> str:
+        if j not in order:
+            order.append(j)
+        return f"[{order.index(j) + 1}]"
+
+    cited = " ".join(mark(j) for j in dict.fromkeys(short_passages))
+    evidence_text = " ".join(f"{s.rstrip('.!?')} {mark(i)}." for i, s, _ in evidence)
+    head = f"{short} {cited}".strip() if short else ""
+    text = f"{head}\n\n{evidence_text}".strip()
+    citations = [cite_record(n, passages[j]) for n, j in enumerate(order, start=1)]
+    check = {"format": "short", "sentences": len(evidence), "kept": len(evidence), "corrected": 0, "dropped": 0,
+             "unsupported": 0, "removed": 0}
+    return {"answer": text, "short_answer": short, "evidence": evidence_text, "abstained": False,
+            "citations": citations, "citation_check": check}
+
+
 def is_degenerate(text: str, n: int = 3, max_repeats: int = 3) -> bool:
     """True when some word n-gram occurs more than `max_repeats` times: the model is looping."""
     words = text.lower().split()
@@ -92,6 +260,7 @@ def is_degenerate(text: str, n: int = 3, max_repeats: int = 3) -> bool:
     return False
 
 
-def abstention(message: str, reason: str, check: dict | None = None) -> dict:
-    return {"answer": message, "abstained": True, "citations": [],
-            "citation_check": {**(check or {}), "abstain_reason": reason}}
+def abstention(message: str, reason: str, check: dict | None = None, grounding: dict | None = None) -> dict:
+    out = {"answer": message, "abstained": True, "citations": [],
+           "citation_check": {**(check or {}), "abstain_reason": reason}}
+    return {**out, "grounding": grounding} if grounding else out

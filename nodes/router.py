@@ -14,6 +14,11 @@ Guards, each recorded in the step's `guard` field:
   query) -> the query is dropped: retrieve searches the current query, rewrite writes its own;
 - `budget`: `router.max_steps` decisions made -> answer from what the run has, or abstain.
 Every run therefore ends with an answer or an explicit abstention.
+
+Protocols (`graph.router.protocol`): `json`, the decision as a schema-constrained JSON object; `tools`, every action
+is a tool (`ROUTER_TOOLS`, OpenAI format) and the model chooses by a native tool call, its message text being the
+thought. A reply without a valid call (no call, an unknown tool, arguments that are not a JSON object or break the
+`Decision` limits) gets one repair round, then the `invalid` guard, exactly as a JSON reply that does not validate.
 """
 from __future__ import annotations
 
@@ -21,18 +26,19 @@ import json
 import time
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
+from nodes.chat_backend import Reply, function_tool
 from nodes.citations import content_words
+from nodes.prompts import (ROUTER_FORMAT_PLAN, ROUTER_FORMAT_REACT, ROUTER_FORMAT_TOOLS, ROUTER_FORMAT_TOOLS_REACT,
+                           ROUTER_FORMAT_ZEROSHOT, ROUTER_SYSTEM, ROUTER_TOOL_ABSTAIN, ROUTER_TOOL_ANSWER,
+                           ROUTER_TOOL_GRADE, ROUTER_TOOL_QUERY, ROUTER_TOOL_REASON, ROUTER_TOOL_RERANK,
+                           ROUTER_TOOL_RETRIEVE, ROUTER_TOOL_REWRITE, ROUTER_TOOLS_REPAIR)
 from nodes.resources import Resources
-from nodes.run_context import metered
+from nodes.run_context import metered, record_parse_fallback
 
 Action = Literal["rewrite", "retrieve", "rerank", "grade", "answer", "abstain"]
 ACTIONS: tuple[str, ...] = ("rewrite", "retrieve", "rerank", "grade", "answer", "abstain")
-_ACTION_HELP = (
-    "rewrite(query): set a better search query | retrieve(query): search the documents | rerank: order the found "
-    "passages | grade: check the passages are relevant | answer: answer from the relevant passages | "
-    "abstain(reason): stop, the documents do not hold the answer")
 
 
 class Decision(BaseModel):
@@ -44,6 +50,42 @@ class Decision(BaseModel):
 
 class Plan(BaseModel):
     steps: list[Action] = Field(min_length=1, max_length=8)
+
+
+def _tool(name: str, description: str, argument: str | None = None, argument_description: str = "") -> dict:
+    properties = {argument: {"type": "string", "description": argument_description}} if argument else {}
+    return function_tool(name, description, {"type": "object", "properties": properties})
+
+
+ROUTER_TOOLS: list[dict] = [
+    _tool("rewrite", ROUTER_TOOL_REWRITE, "query", ROUTER_TOOL_QUERY),
+    _tool("retrieve", ROUTER_TOOL_RETRIEVE, "query", ROUTER_TOOL_QUERY),
+    _tool("rerank", ROUTER_TOOL_RERANK),
+    _tool("grade", ROUTER_TOOL_GRADE),
+    _tool("answer", ROUTER_TOOL_ANSWER),
+    _tool("abstain", ROUTER_TOOL_ABSTAIN, "reason", ROUTER_TOOL_REASON),
+]
+
+
+def decision_from_tool_call(reply: Reply) -> tuple[Decision | None, str]:
+    """The decision a reply's first tool call makes (its text is the thought), or why there is none."""
+    if not reply.tool_calls:
+        return None, "no tool call"
+    call = reply.tool_calls[0]
+    if call["name"] not in ACTIONS:
+        return None, f"unknown tool {call['name']!r}"
+    try:
+        args = json.loads(call["arguments"] or "{}")
+    except json.JSONDecodeError as exc:
+        return None, f"arguments are not JSON: {exc.msg}"
+    if not isinstance(args, dict):
+        return None, "arguments are not a JSON object"
+    try:
+        return Decision(thought=reply.text.strip()[:400], action=call["name"], query=args.get("query"),
+                        reason=args.get("reason")), ""
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        return None, f"{'.'.join(map(str, first['loc'])) or 'value'}: {first['msg']}"
 
 
 def fixed_next(state: dict, max_retries: int) -> str:
@@ -119,21 +161,16 @@ def _scratchpad(state: dict) -> str:
                      + f"\nObservation: {s.get('observation', '')}" for s in state.get("agent_steps", []))
 
 
-def _system(strategy: str) -> str:
-    base = (f"You control a document question-answering pipeline. Actions: {_ACTION_HELP}. "
-            "Usual order: retrieve, rerank, grade, answer; rewrite and retrieve again when grading finds nothing "
-            "relevant; abstain only when repeated searches find nothing.")
-    if strategy == "plan":
-        return base + ' Write the plan as JSON {"steps": [actions in order]}.'
-    if strategy == "react":
-        return base + (' Think briefly, then act. Reply as JSON {"thought": "...", "action": "...", "query": '
-                       '"only for rewrite/retrieve", "reason": "only for abstain"}.')
-    return base + ' Reply as JSON {"action": "...", "query": "only for rewrite/retrieve", "reason": "for abstain"}.'
+def _system(strategy: str, protocol: str = "json") -> str:
+    if protocol == "tools":
+        return ROUTER_SYSTEM + (ROUTER_FORMAT_TOOLS_REACT if strategy == "react" else ROUTER_FORMAT_TOOLS)
+    formats = {"plan": ROUTER_FORMAT_PLAN, "react": ROUTER_FORMAT_REACT}
+    return ROUTER_SYSTEM + formats.get(strategy, ROUTER_FORMAT_ZEROSHOT)
 
 
-def _ask_decision(state: dict, res: Resources, steps_left: int) -> tuple[Decision | None, str]:
+def _decision_messages(state: dict, res: Resources, steps_left: int) -> list[dict]:
     cfg = res.config.graph.router
-    messages = [{"role": "system", "content": _system(cfg.strategy)}]
+    messages = [{"role": "system", "content": _system(cfg.strategy, cfg.protocol)}]
     if cfg.strategy == "react":
         if cfg.examples:
             messages.append({"role": "user", "content": "Examples:\n" + "\n".join(cfg.examples)})
@@ -142,8 +179,30 @@ def _ask_decision(state: dict, res: Resources, steps_left: int) -> tuple[Decisio
                          + (f"\nEarlier steps:\n{pad}" if pad else "")})
     else:
         messages.append({"role": "user", "content": summarize_state(state, steps_left)})
+    return messages
+
+
+def _ask_decision(state: dict, res: Resources, steps_left: int) -> Decision | None:
+    cfg = res.config.graph.router
+    messages = _decision_messages(state, res, steps_left)
     result = res.llm.structured(messages, Decision, fallback=Decision(action="abstain"), max_tokens=cfg.max_tokens)
-    return (None if result.status == "fallback" else result.value), result.status
+    return None if result.status == "fallback" else result.value
+
+
+def _ask_tool_call(state: dict, res: Resources, steps_left: int) -> Decision | None:
+    cfg = res.config.graph.router
+    messages = _decision_messages(state, res, steps_left)
+    reply = res.llm.call_tools(messages, ROUTER_TOOLS, cfg.tool_choice, cfg.max_tokens)
+    decision, error = decision_from_tool_call(reply)
+    if decision is not None:
+        return decision
+    said = reply.text.strip() or "".join(f"{c['name']}({c['arguments']})" for c in reply.tool_calls[:1])
+    repair = messages + [{"role": "assistant", "content": said or "(nothing)"},
+                         {"role": "user", "content": ROUTER_TOOLS_REPAIR.format(error=error, tools=", ".join(ACTIONS))}]
+    decision, _ = decision_from_tool_call(res.llm.call_tools(repair, ROUTER_TOOLS, cfg.tool_choice, cfg.max_tokens))
+    if decision is None:
+        record_parse_fallback()
+    return decision
 
 
 def _ask_plan(state: dict, res: Resources, steps_left: int) -> list[str] | None:
@@ -179,8 +238,10 @@ def _decide(state: dict, res: Resources) -> dict:
             if not plan or (state.get("last_action") == "grade" and state.get("verdict") == "incorrect"):
                 plan = _ask_plan(state, res, steps_left) or []
             decision = Decision(action=plan.pop(0)) if plan else None
+        elif cfg.protocol == "tools":
+            decision = _ask_tool_call(state, res, steps_left)
         else:
-            decision, _ = _ask_decision(state, res, steps_left)
+            decision = _ask_decision(state, res, steps_left)
         if decision is None:
             action, guard = fixed_next(state, max_retries), "invalid"
         else:

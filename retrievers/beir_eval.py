@@ -13,7 +13,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from configs.schema import SwitchyardConfig
+from configs.schema import FusionConfig, SwitchyardConfig
+from retrievers.embedder import Embedder
 from retrievers.fusion import fuse
 from retrievers.ingest import corpus_collection
 from retrievers.metrics import METRIC_NAMES, dedupe, percentile, score_query
@@ -57,32 +58,49 @@ def load_beir(folder: str | Path, split: str = "test") -> tuple[Path, dict[str, 
     return corpus, queries, qrels
 
 
+def prepare_stack(config: SwitchyardConfig, corpus: Path, index_uri: str, progress: bool | None = None,
+                  embedder: Embedder | None = None) -> tuple[RetrievalStack, float]:
+    """A stack whose collection holds `corpus` (ingested now, or found unchanged in a cached one under
+    `index_uri`), with each retriever returning enough chunks to rank EVAL_DEPTH documents; and the ingest time."""
+    cfg = config.model_copy(deep=True)
+    cfg.store.uri = index_uri
+    retrievers = cfg.retrieve.retrievers
+    retrievers.bm25.top_k = max(retrievers.bm25.top_k, 2 * EVAL_DEPTH)
+    retrievers.dense.top_k = max(retrievers.dense.top_k, 2 * EVAL_DEPTH)
+    cfg.store.collection = corpus_collection([corpus], cfg.ingest.chunk_size, cfg.ingest.chunk_overlap,
+                                             cfg.embedding.model, prefix="beir")
+    stack = RetrievalStack(cfg, embedder=embedder)
+    t0 = time.perf_counter()
+    report = stack.ingestor(progress=progress).run([corpus])
+    index_s = time.perf_counter() - t0
+    if report.ingested == 0:
+        raise DatasetError(f"nothing could be ingested from {corpus}: {report.errors[:1]}")
+    return stack, index_s
+
+
 def evaluate(config: SwitchyardConfig, folder: str | Path, split: str = "test", index_dir: str | None = None,
-             limit: int | None = None, progress: bool | None = None) -> dict:
+             limit: int | None = None, progress: bool | None = None,
+             variants: dict[str, FusionConfig] | None = None) -> dict:
+    """Scores bm25, dense, hybrid (the config's fusion), each named fusion variant (over the same two lists) and,
+    with a reranker configured, hybrid+rerank."""
     from tqdm import tqdm
 
+    variants = dict(variants or {})
+    clash = set(variants) & {"bm25", "dense", "hybrid", "hybrid+rerank"}
+    if clash:
+        raise DatasetError(f"fusion variant names must differ from the built-in configurations: {sorted(clash)}")
     corpus, queries, qrels = load_beir(folder, split)
     qids = sorted(queries)[:limit] if limit else sorted(queries)
     with tempfile.TemporaryDirectory(prefix="switchyard-eval-") as tmp:
-        cfg = config.model_copy(deep=True)
-        cfg.store.uri = index_dir or tmp
+        stack, index_s = prepare_stack(config, corpus, index_dir or tmp, progress)
+        cfg = stack.config
         retrieve = cfg.retrieve
-        retrieve.retrievers.bm25.top_k = max(retrieve.retrievers.bm25.top_k, 2 * EVAL_DEPTH)
-        retrieve.retrievers.dense.top_k = max(retrieve.retrievers.dense.top_k, 2 * EVAL_DEPTH)
-        cfg.store.collection = corpus_collection([corpus], cfg.ingest.chunk_size, cfg.ingest.chunk_overlap,
-                                                 cfg.embedding.model, prefix="beir")
-        stack = RetrievalStack(cfg)
-
-        t0 = time.perf_counter()
-        report = stack.ingestor(progress=progress).run([corpus])
-        index_s = time.perf_counter() - t0
         chunks = stack.store.count()
-        if report.ingested == 0:
-            raise DatasetError(f"nothing could be ingested from {corpus}: {report.errors[:1]}")
+        fusions = {"hybrid": retrieve.fusion, **variants}
 
         bm25, dense = stack.bm25(), stack.dense()
         rerank = stack.reranker if cfg.rerank.method != "none" else None
-        names = ["bm25", "dense", "hybrid"] + (["hybrid+rerank"] if rerank else [])
+        names = ["bm25", "dense", *fusions] + (["hybrid+rerank"] if rerank else [])
         per_query: dict[str, list[dict]] = {n: [] for n in names}
         latency: dict[str, list[float]] = {n: [] for n in names}
         stack.embedder.run(["warm-up"])
@@ -94,13 +112,14 @@ def evaluate(config: SwitchyardConfig, folder: str | Path, split: str = "test", 
             t = time.perf_counter()
             vec = dense.run(query)
             t_dense = time.perf_counter() - t
-            t = time.perf_counter()
-            fused = fuse({"bm25": lex, "dense": vec}, retrieve.fusion.method, retrieve.fusion.weights,
-                         retrieve.fusion.rrf_k)
-            t_fuse = time.perf_counter() - t
-            rankings = {"bm25": lex, "dense": vec, "hybrid": fused}
-            times = {"bm25": t_bm25, "dense": t_dense, "hybrid": t_bm25 + t_dense + t_fuse}
+            rankings = {"bm25": lex, "dense": vec}
+            times = {"bm25": t_bm25, "dense": t_dense}
+            for name, fusion in fusions.items():
+                t = time.perf_counter()
+                rankings[name] = fuse({"bm25": lex, "dense": vec}, **fusion.model_dump())
+                times[name] = t_bm25 + t_dense + time.perf_counter() - t
             if rerank:
+                fused = rankings["hybrid"]
                 head = fused[: retrieve.top_k]
                 t = time.perf_counter()
                 reranked = rerank.run(query, head, top_k=len(head))
@@ -125,7 +144,24 @@ def evaluate(config: SwitchyardConfig, folder: str | Path, split: str = "test", 
         "chunks": chunks,
         "results": results,
         "config": cfg.model_dump(mode="json"),
+        "variants": {name: v.model_dump(mode="json") for name, v in variants.items()},
     }
+
+
+def evaluate_suite(config: SwitchyardConfig, folders: list[str | Path], split: str = "test",
+                   index_dir: str | None = None, limit: int | None = None, progress: bool | None = None,
+                   variants: dict[str, FusionConfig] | None = None) -> dict:
+    """`evaluate` on each BEIR folder, plus each configuration's macro average (the unweighted mean over datasets).
+    Every folder is checked before any is indexed."""
+    names = [Path(f).name for f in folders]
+    if len(set(names)) != len(names):
+        raise DatasetError(f"two dataset folders have the same name: {sorted(n for n in names if names.count(n) > 1)}")
+    for folder in folders:
+        load_beir(folder, split)
+    datasets = [evaluate(config, f, split, index_dir, limit, progress, variants) for f in folders]
+    macro = {name: {m: round(sum(d["results"][name][m] for d in datasets) / len(datasets), 4) for m in METRIC_NAMES}
+             for name in datasets[0]["results"]}
+    return {"split": split, "datasets": datasets, "macro": macro}
 
 
 def format_table(result: dict) -> str:
@@ -135,4 +171,27 @@ def format_table(result: dict) -> str:
     for name, row in result["results"].items():
         lines.append(f"| {name} | " + " | ".join(f"{row[c]:.4f}" if c in METRIC_NAMES else f"{row[c]:.1f}"
                                                  for c in cols) + " |")
+    return "\n".join(lines)
+
+
+SUITE_METRICS = (("ndcg@10", "nDCG@10"), ("recall@1", "R@1"), ("recall@10", "R@10"), ("mrr@10", "MRR@10"))
+
+
+def format_suite_table(suite: dict) -> str:
+    """One table, configurations x datasets (and the macro average); each cell is nDCG@10 / R@1 / R@10 / MRR@10.
+    A last line gives, per dataset, hybrid's nDCG@10 minus the better single retriever's."""
+    datasets = suite["datasets"]
+    heads = [f"{d['dataset']} ({d['queries']} q)" for d in datasets] + ["macro average"]
+    legend = " / ".join(label for _, label in SUITE_METRICS)
+    lines = [f"split {suite['split']}; each cell: {legend}",
+             "| configuration | " + " | ".join(heads) + " |", "|---" * (len(heads) + 1) + "|"]
+    for name in suite["macro"]:
+        cells = [d["results"][name] for d in datasets] + [suite["macro"][name]]
+        lines.append(f"| {name} | " + " | ".join(" / ".join(f"{c[m]:.4f}" for m, _ in SUITE_METRICS)
+                                                 for c in cells) + " |")
+    margins = []
+    for d in datasets + [{"dataset": "macro", "results": suite["macro"]}]:
+        r = d["results"]
+        margins.append(f"{d['dataset']} {r['hybrid']['ndcg@10'] - max(r['bm25']['ndcg@10'], r['dense']['ndcg@10']):+.4f}")
+    lines.append("hybrid nDCG@10 minus the best single retriever's: " + ", ".join(margins))
     return "\n".join(lines)

@@ -6,6 +6,7 @@ where every passage keeps its per-retriever scores (`scores[name]`) and 1-based 
 """
 from __future__ import annotations
 
+import math
 from copy import copy
 
 from retrievers.documents import Passage
@@ -66,28 +67,107 @@ def min_max(scores: list[float]) -> list[float]:
     return [(s - lo) / (hi - lo) for s in scores]
 
 
-def convex_combination(ranked: dict[str, list[Passage]], weights: dict[str, float] | None = None) -> list[Passage]:
-    """Normalised convex combination: fused(d) = sum_r w_r * minmax_r(d) / sum_r w_r.
+def _mean_sd(scores: list[float]) -> tuple[float, float]:
+    mean = sum(scores) / len(scores)
+    return mean, math.sqrt(sum((s - mean) ** 2 for s in scores) / len(scores))
 
-    Each retriever's scores are min-max normalised over the list it returned; a passage a retriever did not
-    return counts as 0 for it (below its worst returned passage).
+
+def z_score(scores: list[float]) -> list[float]:
+    """(s - mean) / sd over the list (population sd); a list whose scores are all equal maps to 0.0."""
+    if not scores:
+        return []
+    mean, sd = _mean_sd(scores)
+    return [0.0] * len(scores) if sd == 0 else [(s - mean) / sd for s in scores]
+
+
+def dbsf(scores: list[float]) -> list[float]:
+    """Distribution-based score fusion's scaling: min-max between mean - 3 sd and mean + 3 sd, clipped to [0, 1].
+
+    Unlike min-max, one outlying best score does not squeeze the rest of the list towards 0, and a flat list
+    stays flat (around 0.5) instead of being stretched over [0, 1]. All-equal scores map to 0.5."""
+    if not scores:
+        return []
+    mean, sd = _mean_sd(scores)
+    if sd == 0:
+        return [0.5] * len(scores)
+    return [min(1.0, max(0.0, (s - mean + 3 * sd) / (6 * sd))) for s in scores]
+
+
+def max_scaled(scores: list[float]) -> list[float]:
+    """s / max: min-max against the theoretical minimum 0 of BM25 and (in practice) cosine scores, not the list's.
+
+    A flat list (cosines 0.50 to 0.45) stays flat (1.0 to 0.9) instead of being stretched over [0, 1], so its
+    small differences cannot outvote a list with a clear winner. A best score <= 0 maps the list to 1.0."""
+    if not scores:
+        return []
+    hi = max(scores)
+    return [1.0] * len(scores) if hi <= 0 else [s / hi for s in scores]
+
+
+NORMALISATIONS = {"minmax": min_max, "max": max_scaled, "zscore": z_score, "dbsf": dbsf}
+
+
+def top_confidence(scores: list[float]) -> float:
+    """How far a list's best score stands above the rest: (best - mean) / sd of the list, 0 for a flat list.
+
+    A retriever that found one clearly matching passage (a rare name for BM25, a paraphrase for dense) stands
+    out; one that matched nothing in particular returns a flat list."""
+    if len(scores) < 2:
+        return 0.0
+    mean, sd = _mean_sd(scores)
+    return 0.0 if sd == 0 else (max(scores) - mean) / sd
+
+
+def adaptive_weights(ranked: dict[str, list[Passage]], weights: dict[str, float] | None, power: float,
+                     depth: int) -> dict[str, float]:
+    """Per-query weights: w_r * top_confidence_r ** power over each list's first `depth` scores, rescaled to sum
+    to the static weights' sum. power 0 gives the static weights; if no retriever stands out they are kept."""
+    w = _weights(ranked, weights)
+    if power == 0:
+        return w
+    conf = {name: max(top_confidence([p.score for p in ranked[name][:depth]]), 0.0) for name in ranked}
+    raw = {name: w[name] * conf[name] ** power for name in ranked}
+    total = sum(raw.values())
+    if total <= 0:
+        return w
+    return {name: raw[name] * sum(w.values()) / total for name in ranked}
+
+
+def convex_combination(ranked: dict[str, list[Passage]], weights: dict[str, float] | None = None,
+                       normalization: str = "minmax") -> list[Passage]:
+    """Normalised convex combination: fused(d) = sum_r w_r * norm_r(d) / sum_r w_r.
+
+    Each retriever's scores are normalised over the list it returned (`minmax`, `zscore` or `dbsf`); a passage
+    a retriever did not return gets that list's lowest normalised score (it ranked below the worst returned
+    passage; for min-max that is 0).
     """
+    if normalization not in NORMALISATIONS:
+        raise ValueError(f"unknown normalization {normalization!r} ({', '.join(NORMALISATIONS)})")
     w = _weights(ranked, weights)
     total = sum(w.values())
     if total <= 0:
         raise ValueError("at least one fusion weight must be > 0")
     merged = _collect(ranked)
     normalised: dict[str, dict[str, float]] = {}
+    floor: dict[str, float] = {}
     for name, passages in ranked.items():
-        normalised[name] = dict(zip((p.chunk_id for p in passages), min_max([p.score for p in passages])))
-    fused = {cid: sum(w[name] * normalised[name].get(cid, 0.0) for name in ranked) / total for cid in merged}
+        values = NORMALISATIONS[normalization]([p.score for p in passages])
+        normalised[name] = dict(zip((p.chunk_id for p in passages), values))
+        floor[name] = min(values, default=0.0)
+    fused = {cid: sum(w[name] * normalised[name].get(cid, floor[name]) for name in ranked) / total
+             for cid in merged}
     return _finish(merged, fused)
 
 
 def fuse(ranked: dict[str, list[Passage]], method: str = "convex", weights: dict[str, float] | None = None,
-         rrf_k: float = 60.0) -> list[Passage]:
+         rrf_k: float = 60.0, normalization: str = "minmax", adaptive_power: float = 0.0,
+         adaptive_depth: int = 100) -> list[Passage]:
+    """Fuse with `method` (rrf or convex); with adaptive_power > 0 the weights are set per query from how much
+    each list's best score stands out (adaptive_weights)."""
+    if method not in ("rrf", "convex"):
+        raise ValueError(f"unknown fusion method {method!r} (rrf, convex)")
+    if adaptive_power:
+        weights = adaptive_weights(ranked, weights, adaptive_power, adaptive_depth)
     if method == "rrf":
         return reciprocal_rank_fusion(ranked, k=rrf_k, weights=weights)
-    if method == "convex":
-        return convex_combination(ranked, weights=weights)
-    raise ValueError(f"unknown fusion method {method!r} (rrf, convex)")
+    return convex_combination(ranked, weights=weights, normalization=normalization)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from retrievers.documents import Passage
 from retrievers.filters import Clause
-from retrievers.fusion import fuse
+from retrievers.fusion import NORMALISATIONS, fuse
 
 
 class HybridRetriever:
@@ -12,11 +12,16 @@ class HybridRetriever:
     name = "hybrid"
 
     def __init__(self, retrievers: list, method: str = "convex", weights: dict[str, float] | None = None,
-                 rrf_k: float = 60.0, top_k: int = 20):
+                 rrf_k: float = 60.0, top_k: int = 20, normalization: str = "minmax", adaptive_power: float = 0.0,
+                 adaptive_depth: int = 100):
         if not retrievers:
             raise ValueError("at least one retriever is needed")
         if method not in ("rrf", "convex"):
             raise ValueError(f"unknown fusion method {method!r} (rrf, convex)")
+        if normalization not in NORMALISATIONS:
+            raise ValueError(f"unknown normalization {normalization!r} ({', '.join(NORMALISATIONS)})")
+        if adaptive_power < 0 or adaptive_depth < 2:
+            raise ValueError("adaptive_power must be >= 0 and adaptive_depth >= 2")
         if top_k < 1:
             raise ValueError("top_k must be >= 1")
         self.retrievers = retrievers
@@ -24,6 +29,9 @@ class HybridRetriever:
         self.weights = dict(weights or {})
         self.rrf_k = rrf_k
         self.top_k = top_k
+        self.normalization = normalization
+        self.adaptive_power = adaptive_power
+        self.adaptive_depth = adaptive_depth
 
     def run_each(self, query: str, where: list[Clause] | None = None) -> dict[str, list[Passage]]:
         return {r.name: r.run(query, where=where) for r in self.retrievers}
@@ -36,7 +44,9 @@ class HybridRetriever:
                 p.scores[name], p.ranks[name] = p.score, rank
                 fused.append(p)
         else:
-            fused = fuse(ranked, method=self.method, weights=self.weights, rrf_k=self.rrf_k)
+            fused = fuse(ranked, method=self.method, weights=self.weights, rrf_k=self.rrf_k,
+                         normalization=self.normalization, adaptive_power=self.adaptive_power,
+                         adaptive_depth=self.adaptive_depth)
         return fused[: top_k or self.top_k]
 
     def run(self, query: str, top_k: int | None = None, where: list[Clause] | None = None) -> list[Passage]:
@@ -44,4 +54,5 @@ class HybridRetriever:
 
     def to_dict(self) -> dict:
         return {"retrievers": [r.name for r in self.retrievers], "method": self.method, "weights": self.weights,
-                "rrf_k": self.rrf_k, "top_k": self.top_k}
+                "rrf_k": self.rrf_k, "top_k": self.top_k, "normalization": self.normalization,
+                "adaptive_power": self.adaptive_power, "adaptive_depth": self.adaptive_depth}

@@ -100,8 +100,7 @@ class RetrievalStack:
     def _build_retriever(self) -> HybridRetriever:
         r = self.config.retrieve
         parts = {"hybrid": [self.bm25(), self.dense()], "bm25": [self.bm25()], "dense": [self.dense()]}[r.mode]
-        return HybridRetriever(parts, method=r.fusion.method, weights=r.fusion.weights, rrf_k=r.fusion.rrf_k,
-                               top_k=r.top_k)
+        return HybridRetriever(parts, top_k=r.top_k, **r.fusion.model_dump())
 
     def _build_reranker(self):
         c = self.config.rerank

@@ -58,13 +58,15 @@ def sample_index(tmp_path_factory, embedder):
 
 @pytest.fixture
 def make_pipeline(sample_index, embedder):
-    """A Pipeline over the sample index; pass `llm=` (e.g. a scripted one) to replace the configured backend."""
+    """A Pipeline over the sample index; pass `llm=` (e.g. a scripted one) to replace the configured backend.
+    The graph tests script whole-sentence answers, so the answer format is `sentences` unless a test names one
+    (`answer_format="short"`: the scripted answer is then the JSON short answer)."""
     from configs.loader import load_config
     from graphs.app import Pipeline
     from nodes.resources import Resources
 
-    def make(*overrides: str, llm=None, config_file=None):
-        cfg = load_config(config_file, [f"store.uri={sample_index}", *overrides])
+    def make(*overrides: str, llm=None, config_file=None, answer_format: str = "sentences"):
+        cfg = load_config(config_file, [f"store.uri={sample_index}", f"answer.format={answer_format}", *overrides])
         return Pipeline(cfg, Resources(cfg, llm=llm, embedder=embedder))
 
     return make
@@ -76,6 +78,25 @@ def local_llm():
     from nodes.llm import LLM, LlamaCppBackend
 
     return LLM(LlamaCppBackend(), max_tokens=128)
+
+
+@pytest.fixture(scope="session")
+def llama_server():
+    """A real OpenAI-compatible server (llama_cpp.server with the packaged GGUF, model name `smollm2`) on
+    127.0.0.1; yields its base URL."""
+    import subprocess
+
+    from nodes.llm import packaged_gguf
+
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "llama_cpp.server", "--model", str(packaged_gguf()), "--host", "127.0.0.1",
+         "--port", str(port), "--n_threads", "2", "--n_ctx", "2048", "--model_alias", "smollm2",
+         "--verbose", "False"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}/v1"
+    wait_until_serving(f"{url}/models", proc, "llama_cpp.server", log=lambda: proc.stderr.read().decode())
+    yield url
+    stop_process(proc)
 
 
 def free_port() -> int:

@@ -21,10 +21,12 @@ def cli(*args):
 
 
 def _timeless(value):
-    """A result line or report without what depends on timing (latency), for comparing runs."""
+    """A result line or report without what depends on timing (latency, the manifest's dates), for comparing
+    runs."""
     if isinstance(value, dict):
         return {k: _timeless(v) for k, v in value.items()
-                if "latency" not in k and k not in ("ms", "llm_ms", "total_ms", "router_ms", "action_ms", "run_id")}
+                if "latency" not in k and k not in ("ms", "llm_ms", "total_ms", "router_ms", "action_ms", "run_id",
+                                                    "created", "updated")}
     if isinstance(value, list):
         return [_timeless(v) for v in value]
     return value
@@ -78,8 +80,9 @@ class TestEvalCommand:
         assert set(report["by_difficulty"]) == {"easy", "hard"} and set(report["by_type"]) >= {"who", "which"}
         md = (out / "report.md").read_text()
         assert "| f1 |" in md and "± 0.000" in md and "F1 / contains by difficulty" in md
-        for png in ("accuracy_by_difficulty.png", "accuracy_vs_llm_calls.png", "accuracy_vs_latency.png"):
-            assert (out / png).read_bytes()[:4] == b"\x89PNG"
+        for png in ("accuracy_by_difficulty.png", "accuracy_vs_llm_calls.png", "accuracy_vs_tokens.png",
+                    "accuracy_vs_latency.png"):
+            assert (out / png).read_bytes()[:4] == b"\x89PNG" and f"]({png})" in md
         assert (out / "configs" / "no-llm-bm25.yaml").exists()
 
     def test_resume_after_interruption(self, tmp_path, configs):
@@ -257,7 +260,10 @@ class TestReport:
         assert agent["ci95"][0] < 0 < agent["ci95"][1]
         better = report["paired"]["better"]["contains"]
         assert better["diff"] == pytest.approx(1 / 3) and better["ci95"][0] >= 0 and better["wins"] == 2
-        assert "## Paired against fixed" in markdown(report, "t") and "| agent | +0.000 [" in markdown(report, "t")
+        assert better["mean_diff"] == better["diff"] and better["p_holm"] >= better["p"]
+        assert better["minimum_detectable_difference"] > 0 and report["mcnemar"]["better"]["exact_match"]["b"] == 1
+        md = markdown(report, "t")
+        assert "## Paired against fixed" in md and "| agent | f1 | +0.000 [" in md and "MDE (80% power)" in md
         assert aggregate(rows, baseline="agent")["paired"]["fixed"]["f1"]["diff"] == 0.0
         with pytest.raises(ValueError, match="baseline"):
             aggregate(rows, baseline="nope")

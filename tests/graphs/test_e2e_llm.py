@@ -7,21 +7,7 @@ import sys
 
 import pytest
 
-from nodes.llm import packaged_gguf
-from tests.conftest import ROOT, free_port, stop_process, wait_until_serving
-
-
-@pytest.fixture(scope="module")
-def llama_server():
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "llama_cpp.server", "--model", str(packaged_gguf()), "--host", "127.0.0.1",
-         "--port", str(port), "--n_threads", "2", "--n_ctx", "2048", "--model_alias", "smollm2",
-         "--verbose", "False"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    url = f"http://127.0.0.1:{port}/v1"
-    wait_until_serving(f"{url}/models", proc, "llama_cpp.server", log=lambda: proc.stderr.read().decode())
-    yield url
-    stop_process(proc)
+from tests.conftest import ROOT, free_port
 
 
 def _check_grounded(result):
@@ -143,3 +129,16 @@ def test_misbehaving_server_is_one_clear_line(sample_index, body, content_type, 
     assert out.returncode == 1 and out.stderr.count("\n") == 1 and "Traceback" not in out.stderr
     assert out.stderr == (f"error: LLM backend {server.url} failed after 2 tries (misbehaving server at "
                           f"{server.url}: {said})\n")
+
+
+@pytest.mark.slow
+def test_openai_backend_forced_tool_call_against_local_server(llama_server):
+    from nodes.llm import LLM, OpenAIBackend
+    from nodes.router import ROUTER_TOOLS
+
+    llm = LLM(OpenAIBackend(llama_server, "smollm2", timeout_s=300), max_tokens=40)
+    forced = {"type": "function", "function": {"name": "abstain"}}
+    reply = llm.call_tools([{"role": "user", "content": "Nothing here answers the question."}], ROUTER_TOOLS,
+                           tool_choice=forced)
+    assert [c["name"] for c in reply.tool_calls] == ["abstain"]
+    assert isinstance(json.loads(reply.tool_calls[0]["arguments"]), dict)

@@ -62,10 +62,25 @@ class TestRetrievers:
 
     def test_fusion_settings_come_from_config(self, make_stack):
         stack = make_stack("retrieve.fusion.method=rrf", "retrieve.fusion.rrf_k=10",
-                           "retrieve.fusion.weights={bm25: 2, dense: 1}")
+                           "retrieve.fusion.weights={bm25: 2, dense: 1}", "retrieve.fusion.adaptive_power=0")
         stack.ingestor(progress=False).run([SAMPLES])
         top = stack.search("track gauge of Russia").passages[0]
         expected = sum(w / (10 + top.ranks[n]) for n, w in (("bm25", 2), ("dense", 1)) if n in top.ranks)
+        assert top.scores["fused"] == pytest.approx(expected)
+
+    def test_normalization_and_adaptive_weights_come_from_config(self, make_stack):
+        from retrievers.fusion import adaptive_weights
+
+        stack = make_stack("retrieve.fusion.normalization=max", "retrieve.fusion.adaptive_power=2",
+                           "retrieve.fusion.weights={bm25: 0.5, dense: 0.5}")
+        stack.ingestor(progress=False).run([SAMPLES])
+        ranked = stack.retriever.run_each("track gauge of Russia")
+        top = stack.retriever.fuse(ranked)[0]
+        assert {"bm25", "dense"} <= set(top.scores)
+        w = adaptive_weights(ranked, {"bm25": 0.5, "dense": 0.5}, power=2, depth=100)
+        assert w["bm25"] != pytest.approx(0.5)  # the lists' shapes moved the weights
+        best = {name: max(p.score for p in passages) for name, passages in ranked.items()}
+        expected = sum(w[name] * top.scores[name] / best[name] for name in ranked) / sum(w.values())
         assert top.scores["fused"] == pytest.approx(expected)
 
     def test_object_store_uri_is_passed_through(self, make_stack):

@@ -1,0 +1,244 @@
+"""Fusion research for issue 11 goal 1: tune on the suite's `dev` splits, then score the chosen settings on `test`.
+
+    .venv/bin/python bench/retrieval_suite.py                 # the BEIR folders (seconds)
+    nice -n 10 .venv/bin/python bench/fusion_tuning.py cache  # ingest (cached index) + BM25/dense top-200 runs
+    .venv/bin/python bench/fusion_tuning.py tune              # grids on dev (--family to pick some)
+    .venv/bin/python bench/fusion_tuning.py test              # the dev winner on test, with paired p-values
+
+`cache` runs each query once through BM25 and dense retrieval (the same stack and depth as `cli.py
+eval-retrieval`) and keeps the ranked lists, the query vectors and the chunk vectors (for dense feedback) in
+bench/out/retrieval-suite/runs/. `tune` fuses those lists with retrievers.fusion itself, so its figures are the
+ones eval-retrieval prints for the same settings.
+"""
+from __future__ import annotations
+
+import argparse
+import pickle
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from _common import ROOT
+
+from configs.schema import FusionConfig, SwitchyardConfig
+from retrievers.beir_eval import EVAL_DEPTH, load_beir, prepare_stack
+from retrievers.documents import Passage
+from retrievers.embedder import Embedder
+from retrievers.fusion import fuse
+from retrievers.metrics import METRIC_NAMES, dedupe, score_query
+
+SUITE = ROOT / "bench" / "out" / "retrieval-suite"
+DATASETS = ("scifact", "hotpotqa", "phantomwiki", "nq-toy")
+SPLITS = ("dev", "test")
+
+
+class SeededEmbedder(Embedder):
+    """Takes the vector of a text some other collection already embedded (same model), embeds the rest: the
+    suite's corpora are the ones bench/scale.py seeds its collection with, and embedding is the slow part."""
+
+    def __init__(self, seed: dict[str, np.ndarray], **kwargs):
+        super().__init__(**kwargs)
+        self.seed = seed
+        self.borrowed = 0
+
+    def run(self, texts: list[str]) -> np.ndarray:
+        missing = list(dict.fromkeys(t for t in texts if t not in self.seed))
+        fresh = dict(zip(missing, super().run(missing))) if missing else {}
+        self.borrowed += len(texts) - sum(t in fresh for t in texts)
+        return np.stack([self.seed[t] if t in self.seed else fresh[t] for t in texts]) if texts else super().run([])
+
+
+def seed_vectors(uri: str | None) -> dict[str, np.ndarray]:
+    if not uri:
+        return {}
+    import lancedb
+
+    db = lancedb.connect(uri)
+    out = {}
+    for name in db.table_names():
+        table = db.open_table(name).to_arrow().select(["search_text", "vector"])
+        vecs = np.asarray(table["vector"].to_numpy(zero_copy_only=False).tolist(), dtype=np.float32)
+        out.update(zip(table["search_text"].to_pylist(), vecs))
+    return out
+
+
+def cache(suite: Path, borrow: str | None, only: list[str] | None) -> None:
+    out = suite / "runs"
+    out.mkdir(parents=True, exist_ok=True)
+    seed = seed_vectors(borrow)
+    for name in sorted(only or DATASETS, key=lambda n: (suite / n / "corpus.jsonl").stat().st_size):
+        folder = suite / name
+        target = out / f"{name}.pkl"
+        if target.exists():
+            print(f"{name}: cached ({target})", flush=True)
+            continue
+        queries, qrels = {}, {}
+        for split in SPLITS:
+            corpus, q, r = load_beir(folder, split)
+            queries.update(q)
+            qrels[split] = r
+        e = SwitchyardConfig().embedding
+        embedder = SeededEmbedder(seed, model=e.model, batch_size=e.batch_size, device=e.device)
+        stack, index_s = prepare_stack(SwitchyardConfig(), corpus, str(suite / "index"), progress=True,
+                                       embedder=embedder)
+        bm25, dense = stack.bm25(), stack.dense()
+        runs = {"bm25": {}, "dense": {}, "qvec": {}}
+        t0 = time.perf_counter()
+        for qid, text in queries.items():
+            runs["bm25"][qid] = [(p.chunk_id, p.doc_id, p.score) for p in bm25.run(text)]
+            runs["qvec"][qid] = stack.embedder.embed_query(text)
+            runs["dense"][qid] = [(p.chunk_id, p.doc_id, p.score) for p in dense.run(text)]
+        table = stack.store.scan(["chunk_id", "vector"])
+        vectors = dict(zip(table["chunk_id"].to_pylist(),
+                           np.asarray(table["vector"].to_numpy(zero_copy_only=False).tolist(), dtype=np.float32)))
+        with target.open("wb") as fh:
+            pickle.dump({"runs": runs, "qrels": qrels, "queries": queries, "vectors": vectors,
+                         "index_s": index_s, "chunks": stack.store.count()}, fh)
+        print(f"{name}: {len(queries)} queries in {time.perf_counter() - t0:.0f} s, index {index_s:.0f} s, "
+              f"{len(vectors)} chunks ({embedder.borrowed} vectors borrowed)", flush=True)
+
+
+def load(suite: Path) -> dict[str, dict]:
+    return {name: pickle.loads((suite / "runs" / f"{name}.pkl").read_bytes()) for name in DATASETS
+            if (suite / "runs" / f"{name}.pkl").exists()}
+
+
+def _passages(rows) -> list[Passage]:
+    return [Passage(chunk_id=c, doc_id=d, source="", title="", text="", score=s) for c, d, s in rows]
+
+
+def dense_feedback(data: dict, qid: str, fused: list[Passage], docs: int, weight: float) -> list[Passage]:
+    """Rocchio in dense space: search again (exactly, as the flat index does) with q + weight * the mean vector
+    of the first `docs` fused chunks."""
+    ids = [p.chunk_id for p in fused[:docs]]
+    q = data["runs"]["qvec"][qid] + weight * np.mean([data["vectors"][c] for c in ids], axis=0)
+    q = q / np.linalg.norm(q)
+    scores = data["matrix"] @ q
+    top = np.argsort(-scores)[: len(data["runs"]["dense"][qid])]
+    return [Passage(chunk_id=data["ids"][i], doc_id=data["docs"][i], source="", title="", text="",
+                    score=float(scores[i])) for i in top]
+
+
+def ranking(data: dict, qid: str, fusion: dict | str) -> list[str]:
+    runs = data["runs"]
+    if isinstance(fusion, str):
+        return [d for _, d, _ in runs[fusion][qid]]
+    fusion = dict(fusion)
+    prf = fusion.pop("prf", None)
+    fc = FusionConfig(**fusion).model_dump()
+    lists = {"bm25": _passages(runs["bm25"][qid]), "dense": _passages(runs["dense"][qid])}
+    fused = fuse(lists, **fc)
+    if prf:
+        lists["dense"] = dense_feedback(data, qid, fused, *prf)
+        fused = fuse(lists, **fc)
+    return [p.doc_id for p in fused]
+
+
+def score(data: dict, split: str, fusion: dict | str) -> dict[str, float]:
+    """Mean metrics of one configuration ('bm25', 'dense' or FusionConfig fields, + prf=(docs, weight)) on a split."""
+    rows = [score_query(dedupe(ranking(data, qid, fusion))[:EVAL_DEPTH], rel)
+            for qid, rel in data["qrels"][split].items()]
+    return {m: float(np.mean([r[m] for r in rows])) for m in METRIC_NAMES}
+
+
+W = [0.3, 0.4, 0.5, 0.55, 0.6, 0.7]
+
+
+def _w(b: float) -> dict:
+    return {"bm25": b, "dense": round(1 - b, 2)}
+
+
+CANDIDATES = {
+    "convex minmax": [dict(weights=_w(b)) for b in W],
+    "convex max": [dict(normalization="max", weights=_w(b)) for b in W],
+    "convex zscore": [dict(normalization="zscore", weights=_w(b)) for b in W],
+    "convex dbsf": [dict(normalization="dbsf", weights=_w(b)) for b in W],
+    "rrf": [dict(method="rrf", rrf_k=k, weights=_w(b)) for k in (10, 60) for b in (0.4, 0.5, 0.6)],
+    "prf": [dict(normalization=n, weights=_w(b), prf=(k, beta))
+            for n in ("minmax", "max") for b in (0.5, 0.55) for k in (3, 5) for beta in (0.5, 1.0)],
+    "adaptive fine": [dict(normalization="max", adaptive_power=a, adaptive_depth=depth, weights=_w(b))
+                      for depth in (20, 100) for a in (1, 1.5, 2, 3) for b in (0.5, 0.55, 0.6, 0.65)],
+    "adaptive": [dict(normalization=n, adaptive_power=a, weights=_w(b))
+                 for n in ("minmax", "max", "zscore", "dbsf") for a in (0.5, 1, 2) for b in (0.4, 0.5, 0.6)],
+}
+
+
+def tune(suite: Path, metric: str, families: list[str]) -> None:
+    data = load(suite)
+    for d in data.values():
+        d["ids"] = list(d["vectors"])
+        d["matrix"] = np.stack([d["vectors"][c] for c in d["ids"]])
+        d["docs"] = [c.rsplit("::", 1)[0] for c in d["ids"]]  # chunk ids are doc_id::n
+    names = [n for n in DATASETS if n in data]
+    single = {n: {r: score(data[n], "dev", r)[metric] for r in ("bm25", "dense")} for n in names}
+    print(f"dev {metric}; margin = worst over datasets of (config - best single retriever)")
+    print("| family | settings | " + " | ".join(names) + " | macro | margin |")
+    print("|---" * (len(names) + 4) + "|")
+    for r in ("bm25", "dense"):
+        vals = [single[n][r] for n in names]
+        print(f"| {r} | | " + " | ".join(f"{v:.4f}" for v in vals) + f" | {np.mean(vals):.4f} | |")
+    for family in families:
+        for params in CANDIDATES[family]:
+            vals = [score(data[n], "dev", params)[metric] for n in names]
+            margin = min(v - max(single[n].values()) for v, n in zip(vals, names))
+            print(f"| {family} | {params} | " + " | ".join(f"{v:.4f}" for v in vals)
+                  + f" | {np.mean(vals):.4f} | {margin:+.4f} |", flush=True)
+
+
+def per_query(data: dict, split: str, fusion: dict | str, metric: str) -> np.ndarray:
+    return np.array([score_query(dedupe(ranking(data, qid, fusion))[:EVAL_DEPTH], rel)[metric]
+                     for qid, rel in data["qrels"][split].items()])
+
+
+def paired_p(diff: np.ndarray, flips: int = 10_000, seed: int = 0) -> float:
+    """Two-sided paired randomization test: how often random sign flips give a mean |diff| this large."""
+    if not diff.any():
+        return 1.0
+    signs = np.random.default_rng(seed).choice([-1.0, 1.0], size=(flips, diff.size))
+    return float((np.abs((signs * diff).mean(axis=1)) >= abs(diff.mean()) - 1e-12).mean())
+
+
+CHOSEN = {  # the default and the settings it is compared with
+    "default (max 0.5/0.5)": dict(normalization="max", adaptive_power=0, weights=_w(0.5)),
+    "previous default (minmax 0.55/0.45)": dict(normalization="minmax", adaptive_power=0, weights=_w(0.55)),
+    "adaptive (max, power 2, 0.55/0.45)": dict(normalization="max", adaptive_power=2, weights=_w(0.55)),
+}
+
+
+def report_test(suite: Path, metric: str) -> None:
+    data = load(suite)
+    print(f"test {metric}: config - better single retriever (chosen on test, the stricter comparison), "
+          "paired randomization p (10,000 sign flips)")
+    for name in [n for n in DATASETS if n in data]:
+        singles = {r: per_query(data[name], "test", r, metric) for r in ("bm25", "dense")}
+        best = max(singles, key=lambda r: singles[r].mean())
+        print(f"{name} ({len(singles[best])} q): bm25 {singles['bm25'].mean():.4f}, dense {singles['dense'].mean():.4f}")
+        for label, params in CHOSEN.items():
+            values = per_query(data[name], "test", params, metric)
+            diff = values - singles[best]
+            print(f"  {label}: {values.mean():.4f} ({diff.mean():+.4f} vs {best}, p {paired_p(diff):.3f})")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("step", choices=["cache", "tune", "test"])
+    ap.add_argument("--suite", default=str(SUITE))
+    ap.add_argument("--metric", default="ndcg@10", choices=METRIC_NAMES)
+    ap.add_argument("--borrow-vectors", metavar="URI", help="cache: take chunk vectors from the LanceDB "
+                    "collections here where the text matches (e.g. bench/scale.py's seed)")
+    ap.add_argument("--dataset", action="append", choices=DATASETS, help="cache: only these (default: all)")
+    ap.add_argument("--family", action="append", choices=list(CANDIDATES), help="default: all")
+    args = ap.parse_args()
+    suite = Path(args.suite)
+    if args.step == "cache":
+        cache(suite, args.borrow_vectors, args.dataset)
+    elif args.step == "tune":
+        tune(suite, args.metric, args.family or list(CANDIDATES))
+    else:
+        report_test(suite, args.metric)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

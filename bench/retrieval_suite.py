@@ -1,0 +1,160 @@
+"""Builds the retrieval suite of issue 11: BEIR-format folders with a tuning split (`dev`) kept apart from `test`.
+
+    .venv/bin/python bench/retrieval_suite.py [--out bench/out/retrieval-suite]
+
+prints the folders it wrote, one a line, then the eval-retrieval commands to run on them. Every folder has
+corpus.jsonl, queries.jsonl, qrels/dev.tsv and qrels/test.tsv (and a SPLITS.md saying how they were made):
+
+- scifact: BEIR SciFact as shipped; `dev` is its 809-query train split, `test` its 300-query test split.
+- hotpotqa: HotpotQA dev (distractor) questions -> their supporting paragraphs; the corpus is the union of the
+  context paragraphs of all 800 shared questions (doc id = paragraph title); dev300_a.jsonl is `dev`,
+  dev500.jsonl is `test`.
+- phantomwiki: PhantomWiki s11 questions -> the articles of the entities the question names and of those on its
+  solution path (`cli.py eval` counts only the latter); questions split in half by a stable hash, within each
+  difficulty.
+- nq-toy: FlashRAG's toy NQ questions -> passages containing a gold answer as a whole word (the DPR "has answer"
+  rule). Only 4 of 17 questions have any, and those matches are coincidences (a smoke test, not a benchmark).
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import re
+import shutil
+import sys
+from pathlib import Path
+
+from _common import ROOT, SHARED
+
+from evaluation.datasets import load_hotpotqa, load_phantomwiki
+
+
+def _stable_half(key: str) -> int:
+    return hashlib.sha256(key.encode()).digest()[0] & 1
+
+
+def _write(folder: Path, corpus: list[dict] | Path, queries: dict[str, str],
+           qrels: dict[str, dict[str, dict[str, int]]], notes: str) -> Path:
+    (folder / "qrels").mkdir(parents=True, exist_ok=True)
+    if isinstance(corpus, Path):
+        shutil.copyfile(corpus, folder / "corpus.jsonl")  # byte for byte: the index cache key stays the source's
+    else:
+        (folder / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in corpus), encoding="utf-8")
+    (folder / "queries.jsonl").write_text("".join(json.dumps({"_id": q, "text": t}) + "\n"
+                                                  for q, t in queries.items()), encoding="utf-8")
+    for split, rows in qrels.items():
+        lines = ["query-id\tcorpus-id\tscore"] + [f"{q}\t{d}\t{s}" for q, docs in rows.items() for d, s in docs.items()]
+        (folder / "qrels" / f"{split}.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    counts = ", ".join(f"{split} {len(rows)} queries" for split, rows in qrels.items())
+    (folder / "SPLITS.md").write_text(f"{notes}\n\n{counts}\n", encoding="utf-8")
+    return folder
+
+
+def scifact(out: Path) -> Path:
+    src = SHARED / "scifact"
+    queries = {}
+    for line in (src / "queries.jsonl").read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            rec = json.loads(line)
+            queries[str(rec["_id"])] = rec["text"]
+    qrels = {}
+    for split, source_split in (("dev", "train"), ("test", "test")):
+        rows: dict[str, dict[str, int]] = {}
+        for line in (src / "qrels" / f"{source_split}.tsv").read_text(encoding="utf-8").splitlines()[1:]:
+            q, d, s = line.split("\t")
+            rows.setdefault(q, {})[d] = int(s)
+        qrels[split] = rows
+    return _write(out / "scifact", src / "corpus.jsonl", queries, qrels,
+                  "BEIR SciFact; dev = the 809-query train split, test = the 300-query test split.")
+
+
+def hotpotqa(out: Path, cache: Path) -> Path:
+    src = SHARED / "hotpotqa_dev_distractor_sample"
+    sets = {"dev": load_hotpotqa(src / "dev300_a.jsonl", cache), "test": load_hotpotqa(src / "dev500.jsonl", cache)}
+    corpus: dict[str, dict] = {}
+    for s in sets.values():
+        for line in s.corpus[0].read_text(encoding="utf-8").splitlines():
+            rec = json.loads(line)
+            corpus.setdefault(rec["_id"], rec)
+    queries, qrels = {}, {}
+    for split, s in sets.items():
+        qrels[split] = {}
+        for q in s.questions:
+            queries[q.id] = q.question
+            qrels[split][q.id] = {t: 1 for t in q.gold_doc_ids}
+    return _write(out / "hotpotqa", [corpus[k] for k in sorted(corpus)], queries, qrels,
+                  "HotpotQA dev (distractor) sample; corpus = union of the 800 questions' context paragraphs; "
+                  "dev = dev300_a.jsonl, test = dev500.jsonl; relevant = the supporting-fact paragraphs.")
+
+
+def phantomwiki(out: Path) -> Path:
+    src = SHARED / "phantomwiki-s11"
+    data = load_phantomwiki(src)
+    articles = json.loads((src / "articles.json").read_text(encoding="utf-8"))
+    corpus = [{"_id": a["title"], "title": a["title"], "text": a["article"]} for a in articles]
+    queries, qrels = {}, {"dev": {}, "test": {}}
+    by_difficulty: dict[str, list] = {}
+    titles = {a["title"] for a in articles}
+    named = {}  # the entities a question names (prolog constants): their articles are where the hops start
+    for q in json.loads((src / "questions.json").read_text(encoding="utf-8")):
+        named[str(q["id"])] = [t for t in re.findall(r'"([^"]+)"', " ".join(q["prolog"]["query"])) if t in titles]
+    for q in data.questions:
+        q.gold_doc_ids = list(dict.fromkeys(named.get(q.id, []) + q.gold_doc_ids))
+        if q.gold_doc_ids:
+            by_difficulty.setdefault(q.difficulty, []).append(q)
+    for group in by_difficulty.values():
+        group.sort(key=lambda q: hashlib.sha256(q.id.encode()).hexdigest())
+        for i, q in enumerate(group):
+            queries[q.id] = q.question
+            qrels["dev" if i % 2 == 0 else "test"][q.id] = {t: 1 for t in q.gold_doc_ids}
+    return _write(out / "phantomwiki", corpus, queries, qrels,
+                  "PhantomWiki s11; relevant = articles of the entities the question names, of those on the "
+                  "solution path and of the answers; "
+                  "questions alternate dev/test in sha256(id) order within each difficulty.")
+
+
+def nq_toy(out: Path) -> Path:
+    src = SHARED / "flashrag_quickstart"
+    corpus = []
+    for line in (src / "sample_corpus.jsonl").read_text(encoding="utf-8").splitlines():
+        rec = json.loads(line)
+        title, _, text = rec["contents"].partition("\n")
+        corpus.append({"_id": rec["id"], "title": title.strip().strip('"'), "text": text.strip()})
+    norm = lambda s: re.sub(r"\s+", " ", s).lower()  # noqa: E731
+    queries, qrels = {}, {"dev": {}, "test": {}}
+    answered = []
+    for line in (src / "nq_test.jsonl").read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        q = json.loads(line)
+        patterns = [re.compile(r"(?<!\w)" + re.escape(norm(a)) + r"(?!\w)") for a in q["golden_answers"]]
+        hits = {d["_id"]: 1 for d in corpus if any(p.search(norm(d["title"] + " " + d["text"])) for p in patterns)}
+        if hits:
+            answered.append((q["id"], q["question"], hits))
+    for i, (qid, text, hits) in enumerate(sorted(answered)):
+        queries[qid] = text
+        qrels["dev" if i % 2 == 0 else "test"][qid] = hits
+    return _write(out / "nq-toy", corpus, queries, qrels,
+                  "FlashRAG toy NQ; relevant = passages containing a gold answer as a whole word (coincidental "
+                  "matches: a smoke test only); answered questions alternate dev/test in id order.")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", default=str(ROOT / "bench" / "out" / "retrieval-suite"))
+    args = ap.parse_args()
+    out = Path(args.out)
+    if not SHARED.is_dir():
+        sys.exit(f"benchmark data not found: {SHARED}")
+    folders = [scifact(out), hotpotqa(out, out / "cache"), phantomwiki(out), nq_toy(out)]
+    for f in folders:
+        print(f, "-", (f / "SPLITS.md").read_text().strip().splitlines()[-1])
+    names = " ".join(str(f) for f in folders)
+    print("\ntune:  .venv/bin/python cli.py eval-retrieval", names, "--split dev --index-dir", out / "index")
+    print("test:  .venv/bin/python cli.py eval-retrieval", names, "--split test --index-dir", out / "index")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

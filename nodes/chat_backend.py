@@ -1,0 +1,85 @@
+"""The contract between the LLM interface (nodes/llm.py) and what answers its calls: the `ChatBackend` protocol,
+the `Reply` it returns and the errors it raises. Backends and wrappers of backends (nodes/llm_cache.py) import this
+module, not nodes/llm.py, so the interface can build them without an import cycle."""
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from nodes.run_context import TokenSink
+
+Messages = list[dict[str, str]]
+
+
+class LLMError(RuntimeError):
+    """The LLM could not be used at all (unreachable server, missing model file, bad credentials)."""
+
+
+class TransientLLMError(RuntimeError):
+    """Worth retrying: a timeout, a dropped connection, a 429 or a 5xx, a malformed reply."""
+
+
+@dataclass
+class Reply:
+    text: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    # native tool calls, in order: {"name": ..., "arguments": the JSON text the model wrote}
+    tool_calls: list[dict] = field(default_factory=list)
+
+
+class ChatBackend(Protocol):
+    """`tools` (OpenAI-format function definitions) and `tool_choice` ("auto", "required" or a forced
+    {"type": "function", ...}) are passed only by callers that use native tool calling."""
+
+    name: str
+
+    def chat(self, messages: Messages, *, max_tokens: int, temperature: float, json_schema: dict | None = None,
+             seed: int | None = None, on_token: TokenSink | None = None, cancelled: threading.Event | None = None,
+             tools: list[dict] | None = None, tool_choice: str | dict | None = None) -> Reply: ...
+
+
+def function_tool(name: str, description: str, parameters: dict) -> dict:
+    """A tool definition in the OpenAI format every backend takes (llama-cpp-python, OpenAI servers, LangChain)."""
+    return {"type": "function", "function": {"name": name, "description": description, "parameters": parameters}}
+
+
+def openai_tool_calls(calls) -> list[dict]:
+    """`Reply.tool_calls` from an OpenAI-format message's `tool_calls` (objects or dicts)."""
+    out = []
+    for call in calls or []:
+        function = call.get("function") if isinstance(call, dict) else getattr(call, "function", None)
+        get = (lambda k: function.get(k)) if isinstance(function, dict) else (lambda k: getattr(function, k, None))
+        if function is not None:
+            out.append({"name": get("name") or "", "arguments": get("arguments") or ""})
+    return out
+
+
+def send_words(text: str, on_token: TokenSink) -> None:
+    """Stream a finished reply word by word (with its trailing whitespace), as a backend that generates it would."""
+    for word in re.findall(r"\s*\S+\s*", text) if text.strip() else []:
+        on_token(word)
+
+
+def first_line(text: str) -> str:
+    return (text or "").strip().splitlines()[0][:200] if (text or "").strip() else ""
+
+
+def openai_client_error(exc: Exception, where: str, timeout_s: float | None) -> Exception | None:
+    """The error to raise for an exception of the `openai` client (used directly or inside a LangChain model):
+    timeouts, dropped connections, 429 and 5xx are transient, any other HTTP error is an `LLMError`. None when
+    `exc` is not the client's."""
+    import openai
+
+    if isinstance(exc, openai.APITimeoutError):
+        return TransientLLMError(f"timed out after {timeout_s}s")
+    if isinstance(exc, openai.APIConnectionError):
+        return TransientLLMError(f"unreachable: {type(exc).__name__}")
+    if isinstance(exc, (openai.RateLimitError, openai.InternalServerError)):
+        return TransientLLMError(f"HTTP {exc.status_code}: {first_line(exc.message)}")
+    if isinstance(exc, openai.APIStatusError):
+        return LLMError(f"LLM server at {where} refused the request (HTTP {exc.status_code}): "
+                        f"{first_line(exc.message)}")
+    return None

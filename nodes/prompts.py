@@ -1,0 +1,70 @@
+"""Every prompt template the pipeline and its judge send to an LLM, in one place.
+
+Each upper-case string constant here is a template; run manifests (evaluation/manifest.py) hash all of them, so a
+report says which prompts produced it. This module imports nothing, so any module can read it without a cycle. A
+new prompt belongs here, not inline in a node, or manifests will not see it change.
+"""
+
+NOT_FOUND = "NOT FOUND"
+
+ANSWER_SYSTEM = ("Answer the question using only the numbered passages. Be brief (1-3 sentences). End every sentence "
+                 "with the number of the passage that supports it, like [1]. If the passages do not answer the "
+                 f"question, reply exactly: {NOT_FOUND}")
+SHORT_ANSWER_SYSTEM = ("Answer the question from the numbered passages. Reply with a JSON object: \"answer\" is the "
+                       "shortest exact answer copied from a passage (a name, number, date or short phrase, never a "
+                       "sentence), \"passage\" is the number of that passage. {rule}If no passage answers the "
+                       f"question, the answer is \"{NOT_FOUND}\".")
+SHORT_ANSWER_YES_NO = "The answer must be yes or no. "
+SHORT_ANSWER_CHOICE = "The answer must be one of: {options}. "
+SHORT_ANSWER_OPEN = "If several things answer it, list them all, separated by commas. "
+SHORT_ANSWER_RULES = {"yes_no": SHORT_ANSWER_YES_NO, "choice": SHORT_ANSWER_CHOICE, "open": SHORT_ANSWER_OPEN}
+CLOSED_BOOK_SYSTEM = "Answer the question briefly (a few words or one sentence) from your own knowledge."
+
+# Small models fill a list-of-strings schema with junk far more often than a single field, so one query
+# (the default) asks for {"query": ...}.
+REWRITE_ONE = ("Rewrite the question into one short search engine query that would find the passages answering "
+               "it. Keep names, numbers and key terms. Reply as JSON: {\"query\": \"...\"}")
+REWRITE_MANY = ("Rewrite the question into {n} different short search engine queries that would find the passages "
+                "answering it. Keep names, numbers and key terms. Reply as JSON: {{\"queries\": [...]}}")
+REWRITE_FEEDBACK = "\nEarlier queries found nothing useful: {feedback}. Try different words."
+
+GRADE_RELEVANCE = ("Does the passage contain information that helps answer the question? "
+                   "Reply as JSON {\"relevant\": true/false}.")
+RERANK_RELEVANCE = ("Rate how well the passage answers the question. Reply as JSON "
+                    "{\"relevant\": true/false, \"score\": 0-10}.")
+STRUCTURED_REPAIR = ("That reply was not valid ({error}). Reply with only a JSON object matching this schema: "
+                     "{schema}")
+
+ROUTER_ACTIONS = (
+    "rewrite(query): set a better search query | retrieve(query): search the documents | rerank: order the found "
+    "passages | grade: check the passages are relevant | answer: answer from the relevant passages | "
+    "abstain(reason): stop, the documents do not hold the answer")
+ROUTER_SYSTEM = (f"You control a document question-answering pipeline. Actions: {ROUTER_ACTIONS}. "
+                 "Usual order: retrieve, rerank, grade, answer; rewrite and retrieve again when grading finds nothing "
+                 "relevant; abstain only when repeated searches find nothing.")
+ROUTER_FORMAT_PLAN = ' Write the plan as JSON {"steps": [actions in order]}.'
+ROUTER_FORMAT_REACT = (' Think briefly, then act. Reply as JSON {"thought": "...", "action": "...", "query": '
+                       '"only for rewrite/retrieve", "reason": "only for abstain"}.')
+ROUTER_FORMAT_ZEROSHOT = (' Reply as JSON {"action": "...", "query": "only for rewrite/retrieve", '
+                          '"reason": "for abstain"}.')
+ROUTER_FORMAT_TOOLS = " Call exactly one tool: the next action."
+ROUTER_FORMAT_TOOLS_REACT = " Think briefly (one sentence), then call exactly one tool: the next action."
+ROUTER_TOOLS_REPAIR = "That was not a valid tool call ({error}). Call exactly one of the tools: {tools}."
+# the router's actions as tools (graph.router.protocol=tools), with their arguments
+ROUTER_TOOL_REWRITE = "Set a better search query for the question."
+ROUTER_TOOL_RETRIEVE = "Search the documents (with the current query, or the query given)."
+ROUTER_TOOL_RERANK = "Order the passages found so far by relevance."
+ROUTER_TOOL_GRADE = "Check that the passages are relevant to the question."
+ROUTER_TOOL_ANSWER = "Answer the question from the relevant passages."
+ROUTER_TOOL_ABSTAIN = "Stop: the documents do not hold the answer."
+ROUTER_TOOL_QUERY = "a short search engine query"
+ROUTER_TOOL_REASON = "why the documents do not answer"
+
+JUDGE_FAITHFULNESS = ("You check one claim against one passage. Reply with a JSON object: {\"supported\": true} when "
+                      "the passage states the claim or directly implies it, {\"supported\": false} when the passage "
+                      "does not say it or contradicts it. Judge only from the passage, not from what you know.")
+
+
+def templates() -> dict[str, str]:
+    """Every template by name (the upper-case string constants of this module)."""
+    return {name: value for name, value in globals().items() if name.isupper() and isinstance(value, str)}

@@ -1,0 +1,59 @@
+"""A LangChain `BaseRetriever` over a Switchyard collection, so the index can serve inside other LangChain and
+LangGraph apps: hybrid search (BM25 + dense, fused) through `RetrievalStack.search`, optionally reranked, with the
+filter language of retrievers/filters.py (`where="source~handbook and page=3"`). Each hit is a LangChain `Document`
+whose metadata carries the passage's doc_id, chunk_id, title, source, page, page_end and score.
+
+    retriever = SwitchyardRetriever.from_index(".switchyard/index", top_k=4)
+    docs = retriever.invoke("Who patented the knuckle coupler?", where="source~couplers")
+
+`where` and `top_k` given to `invoke` override the retriever's own for that call. One retriever (and its stack) is
+safe to share between threads, as `RetrievalStack` is.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from langchain_core.callbacks import CallbackManagerForRetrieverRun
+from langchain_core.documents import Document
+from langchain_core.retrievers import BaseRetriever
+from pydantic import Field, field_validator
+
+from retrievers.documents import Passage
+from retrievers.filters import parse_filter
+from retrievers.pipeline import RetrievalStack
+
+
+def passage_document(passage: Passage) -> Document:
+    return Document(page_content=passage.text, id=passage.chunk_id,
+                    metadata={"doc_id": passage.doc_id, "chunk_id": passage.chunk_id, "title": passage.title,
+                              "source": passage.source, "page": passage.page, "page_end": passage.page_end,
+                              "score": float(passage.score)})
+
+
+class SwitchyardRetriever(BaseRetriever):
+    stack: RetrievalStack
+    top_k: int | None = Field(None, ge=1, description="documents returned; None = the config's rerank.top_k")
+    where: str | None = Field(None, description="a metadata filter applied to every search")
+    rerank: bool = Field(True, description="apply the config's reranker (rerank.method) to the fused candidates")
+
+    @field_validator("where")
+    @classmethod
+    def _valid_filter(cls, where: str | None) -> str | None:
+        parse_filter(where)  # a bad filter is an error when the retriever is built, not on first use
+        return where
+
+    @classmethod
+    def from_index(cls, uri: str | Path, collection: str | None = None, overrides: list[str] | tuple = (),
+                   config_file: str | Path | None = None, **fields) -> "SwitchyardRetriever":
+        """A retriever over collection `collection` of the index at `uri`, configured like the CLI (`config_file`,
+        then `overrides` as `a.b=c`)."""
+        from configs.loader import load_config
+
+        config = load_config(config_file, [f"store.uri={uri}", *overrides])
+        return cls(stack=RetrievalStack(config, collection=collection), **fields)
+
+    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun,
+                                where: str | None = None, top_k: int | None = None) -> list[Document]:
+        clauses = parse_filter(self.where) + parse_filter(where)
+        result = self.stack.search(query, top_k=top_k or self.top_k, where=clauses, rerank=self.rerank)
+        return [passage_document(p) for p in result.passages]

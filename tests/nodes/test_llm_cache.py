@@ -1,0 +1,200 @@
+"""The LLM reply cache: record, replay (no model), keys, misses, streaming and accounting, concurrent writers."""
+import json
+import threading
+
+import pytest
+
+from configs.loader import ConfigError, load_config
+from configs.schema import LLMConfig
+from nodes.chat_backend import LLMError, Reply
+from nodes.llm import LLM, ScriptedBackend, build_llm
+from nodes.llm_cache import CachingBackend, LLMCacheMiss, ReplyStore, request_key
+from nodes.run_context import RunContext, metered
+
+IDENTITY = {"backend": "local", "model": "tiny.gguf", "n_ctx": 2048, "repeat_penalty": 1.1}
+ASK = [{"role": "system", "content": "Answer briefly from the passages."},
+       {"role": "user", "content": "Who patented the knuckle coupler in 1873?"}]
+
+
+def recorder(tmp_path, replies=("Eli Janney patented it [1].",)):
+    inner = ScriptedBackend(list(replies))
+    return CachingBackend(inner, ReplyStore(tmp_path / "cache"), IDENTITY, default_seed=0), inner
+
+
+def replayer(tmp_path):
+    return CachingBackend(None, ReplyStore(tmp_path / "cache"), IDENTITY, default_seed=0)
+
+
+class TestRecordReplay:
+    def test_replay_answers_like_the_recorded_run_with_tokens_and_usage(self, tmp_path):
+        backend, inner = recorder(tmp_path)
+        with metered() as recorded_usage:
+            recorded = LLM(backend).generate(ASK)
+        assert len(inner.calls) == 1 and backend.recorded == 1
+
+        tokens: list[str] = []
+        with metered() as replayed_usage:
+            replayed = LLM(replayer(tmp_path)).generate(ASK, on_token=tokens.append)
+        assert replayed == recorded == "Eli Janney patented it [1]."
+        assert "".join(tokens) == recorded and len(tokens) > 1  # streamed piece by piece
+        assert (replayed_usage.llm_calls, replayed_usage.prompt_tokens, replayed_usage.completion_tokens) == \
+            (recorded_usage.llm_calls, recorded_usage.prompt_tokens, recorded_usage.completion_tokens) == (1, 12, 5)
+
+    def test_structured_replies_replay_with_their_repair_round(self, tmp_path):
+        from pydantic import BaseModel
+
+        class Pick(BaseModel):
+            choice: str
+
+        backend, _ = recorder(tmp_path, ["not json", '{"choice": "b"}'])
+        first = LLM(backend).structured(ASK, Pick, fallback=Pick(choice="z"))
+        again = LLM(replayer(tmp_path)).structured(ASK, Pick, fallback=Pick(choice="z"))
+        assert first.status == again.status == "repaired" and again.value.choice == "b"
+
+    def test_a_seen_request_is_not_sent_to_the_model_again(self, tmp_path):
+        backend, inner = recorder(tmp_path)
+        llm = LLM(backend)
+        assert llm.generate(ASK) == llm.generate(ASK)
+        assert len(inner.calls) == 1 and (backend.recorded, backend.replayed) == (1, 1)
+
+    def test_the_file_holds_the_request_and_the_reply(self, tmp_path):
+        backend, _ = recorder(tmp_path)
+        LLM(backend, max_tokens=64).generate(ASK)
+        [path] = (tmp_path / "cache").glob("??/*.json")
+        entry = json.loads(path.read_text())
+        assert entry["key"] == path.stem == request_key(entry["request"])
+        assert entry["request"]["messages"] == ASK and entry["request"]["max_tokens"] == 64
+        assert entry["request"]["model"] == "tiny.gguf" and entry["request"]["seed"] == 0  # the backend's default
+        assert entry["reply"] == {"text": "Eli Janney patented it [1].", "prompt_tokens": 12, "completion_tokens": 5}
+
+    def test_a_reply_cut_short_by_cancellation_is_not_stored(self, tmp_path):
+        backend, _ = recorder(tmp_path)
+        cancelled = threading.Event()
+        cancelled.set()
+        backend.chat(ASK, max_tokens=16, temperature=0.0, cancelled=cancelled)
+        assert backend.recorded == 0 and not list((tmp_path / "cache").glob("??/*.json"))
+
+
+class TestKeys:
+    @pytest.mark.parametrize("change", [
+        {"seed": 7}, {"temperature": 0.7}, {"max_tokens": 99}, {"json_schema": {"type": "object"}},
+        {"messages": ASK[:1] + [{"role": "user", "content": "Who patented it?"}]},
+    ])
+    def test_every_part_of_the_request_is_in_the_key(self, tmp_path, change):
+        backend, _ = recorder(tmp_path)
+        call = {"messages": ASK, "max_tokens": 32, "temperature": 0.0, "json_schema": None, "seed": None}
+        backend.chat(**{k: v for k, v in call.items()})
+        with pytest.raises(LLMCacheMiss):
+            replayer(tmp_path).chat(**{**call, **change})
+        replayer(tmp_path).chat(**call)  # the unchanged request is there
+
+    def test_the_model_identity_is_in_the_key_and_an_explicit_default_seed_is_the_same_request(self, tmp_path):
+        backend, _ = recorder(tmp_path)
+        backend.chat(ASK, max_tokens=32, temperature=0.0)
+        assert replayer(tmp_path).chat(ASK, max_tokens=32, temperature=0.0, seed=0).text  # seed None meant 0
+        other = CachingBackend(None, ReplyStore(tmp_path / "cache"), {**IDENTITY, "model": "bigger.gguf"})
+        with pytest.raises(LLMCacheMiss):
+            other.chat(ASK, max_tokens=32, temperature=0.0, seed=0)
+
+    def test_options_a_backend_may_add_count_only_when_given(self, tmp_path):
+        backend = CachingBackend(None, ReplyStore(tmp_path), IDENTITY)
+        base = backend.request(ASK, max_tokens=8, temperature=0.0, json_schema=None, seed=1)
+        assert backend.request(ASK, max_tokens=8, temperature=0.0, json_schema=None, seed=1, tools=None) == base
+        with_tools = backend.request(ASK, max_tokens=8, temperature=0.0, json_schema=None, seed=1, tools=[{"x": 1}])
+        assert request_key(with_tools) != request_key(base)
+
+
+class TestMisses:
+    def test_a_miss_names_the_request(self, tmp_path):
+        (tmp_path / "cache").mkdir()
+        with pytest.raises(LLMCacheMiss) as err:
+            LLM(replayer(tmp_path)).generate(ASK, max_tokens=40)
+        message = str(err.value)
+        assert "no recorded LLM reply" in message and str(tmp_path / "cache") in message
+        assert "Who patented the knuckle coupler" in message and "Answer briefly" in message
+        assert "max_tokens 40" in message and "seed 0" in message and "tiny.gguf" in message
+        assert "\n" not in message and isinstance(err.value, LLMError)  # the CLI prints it as one line
+
+    def test_a_missing_folder_is_said(self, tmp_path):
+        with pytest.raises(LLMCacheMiss, match="no such folder"):
+            replayer(tmp_path / "nowhere").chat(ASK, max_tokens=8, temperature=0.0)
+
+    def test_a_hand_broken_file_is_a_clear_error(self, tmp_path):
+        backend, _ = recorder(tmp_path)
+        backend.chat(ASK, max_tokens=8, temperature=0.0)
+        [path] = (tmp_path / "cache").glob("??/*.json")
+        path.write_text("{broken")
+        with pytest.raises(LLMError, match="is not a recorded reply"):
+            replayer(tmp_path).chat(ASK, max_tokens=8, temperature=0.0)
+
+
+class TestBuildLLM:
+    def test_replay_builds_no_model(self, tmp_path, monkeypatch):
+        import nodes.llm
+
+        def no_model(*args, **kwargs):
+            raise AssertionError("a replay must not build a model backend")
+
+        monkeypatch.setattr(nodes.llm, "LlamaCppBackend", no_model)
+        monkeypatch.setattr(nodes.llm, "OpenAIBackend", no_model)
+        llm = build_llm(LLMConfig(model_path="/nowhere/model.gguf", cache_dir=str(tmp_path), replay=True))
+        assert isinstance(llm.backend, CachingBackend) and llm.backend.replay
+        assert llm.backend.identity["model"] == "model.gguf"
+        llm.warm_up()  # nothing to load
+
+    def test_recording_wraps_the_configured_backend(self, tmp_path):
+        llm = build_llm(LLMConfig(backend="openai", base_url="http://127.0.0.1:9/v1", model="m",
+                                  cache_dir=str(tmp_path)))
+        assert isinstance(llm.backend, CachingBackend) and not llm.backend.replay
+        assert llm.backend.base_url == "http://127.0.0.1:9/v1" and llm.backend.default_seed is None
+
+    def test_replay_needs_a_cache_folder(self):
+        with pytest.raises(ConfigError, match="llm.replay needs llm.cache_dir"):
+            load_config(None, ["llm.replay=true"])
+
+
+class TestConcurrency:
+    def test_concurrent_writers_leave_whole_files_and_consistent_replies(self, tmp_path):
+        n = 8
+        barrier = threading.Barrier(n)
+
+        def reply(messages, schema):
+            return f"answer to {messages[-1]['content']}"
+
+        backends = [CachingBackend(ScriptedBackend(reply), ReplyStore(tmp_path / "cache"), IDENTITY)
+                    for _ in range(2)]  # two writers of one folder, like two processes
+        errors: list[BaseException] = []
+
+        def work(i: int) -> None:
+            try:
+                barrier.wait()
+                for k in range(60):  # half the keys are written by every thread at once
+                    question = f"q{k}" if k % 2 else f"q{k}-{i}"
+                    messages = [{"role": "user", "content": question}]
+                    reply_ = backends[i % 2].chat(messages, max_tokens=8, temperature=0.0, seed=1)
+                    assert reply_.text == f"answer to {question}"
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(n)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors, errors
+        files = list((tmp_path / "cache").glob("??/*.json"))
+        assert len(files) == 30 + 30 * n  # shared odd keys once, one even key per thread
+        assert not list((tmp_path / "cache").rglob("*.tmp"))
+        replay = replayer(tmp_path)
+        for path in files:
+            entry = json.loads(path.read_text())
+            again = replay.chat(entry["request"]["messages"], max_tokens=8, temperature=0.0, seed=1)
+            assert again == Reply(**entry["reply"]) and again.text.startswith("answer to q")
+
+
+def test_replay_inside_a_run_context_uses_the_runs_seed(tmp_path):
+    backend, _ = recorder(tmp_path)
+    with metered(RunContext(seed=5)):
+        LLM(backend).generate(ASK)
+    [path] = (tmp_path / "cache").glob("??/*.json")
+    assert json.loads(path.read_text())["request"]["seed"] == 5
