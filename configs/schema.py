@@ -14,13 +14,29 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
+class VectorIndexConfig(_Section):
+    """The ANN vector index built past `store.vector_index_min_rows` chunks (bench/scale.py measures the choices);
+    0 = automatic."""
+
+    kind: Literal["ivf_hnsw_sq", "ivf_pq"] = "ivf_hnsw_sq"
+    num_partitions: int = Field(0, ge=0, description="IVF partitions; 0 = one per 50k chunks (ivf_hnsw_sq), "
+                                                     "sqrt(chunks) (ivf_pq)")
+    num_sub_vectors: int = Field(0, ge=0, description="ivf_pq: PQ codes per vector (must divide the dimension); "
+                                                      "0 = dimension / 8")
+    nprobes: int = Field(0, ge=0, description="partitions searched per query; 0 = LanceDB's default (20)")
+    refine_factor: int = Field(0, ge=0, description="ivf_pq: re-rank refine_factor x k candidates by their exact "
+                                                    "vectors; 0 = off")
+    ef: int = Field(0, ge=0, description="ivf_hnsw_sq: HNSW candidates per search; 0 = LanceDB's default (1.5 x k)")
+
+
 class StoreConfig(_Section):
     """Where the index lives. `uri` is a LanceDB URI: a local folder, or `s3://…` / `gs://…` passed through as is."""
 
     uri: str = ".switchyard/index"
     collection: str = "default"
     vector_index_min_rows: int = Field(
-        50_000, ge=0, description="build an ANN (IVF-HNSW) vector index from this many chunks on; 0 = never")
+        50_000, ge=0, description="build an ANN vector index (`vector_index`) from this many chunks on; 0 = never")
+    vector_index: VectorIndexConfig = VectorIndexConfig()
     storage_options: dict[str, str] = Field(
         default_factory=dict,
         description="LanceDB / object_store options for s3:// and gs:// URIs (endpoint, region, allow_http, "
@@ -99,6 +115,8 @@ class BM25Config(_Section):
     b: float = Field(0.75, ge=0, le=1, description="rank_bm25 backend only")
     stem: bool = True
     remove_stop_words: bool = True
+    max_chunks: int = Field(200_000, ge=1, description="rank_bm25 backend only: refuse larger collections (it "
+                                                      "holds every chunk in memory: ~5.3 MB per 1k chunks)")
 
 
 class DenseConfig(_Section):

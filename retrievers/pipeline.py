@@ -15,7 +15,7 @@ from retrievers.hybrid import HybridRetriever
 from retrievers.ingest import Ingestor
 from retrievers.lazy import Lazy
 from retrievers.rerankers import CrossEncoderReranker, DenseRescoreReranker, LLMReranker, NoReranker
-from retrievers.store import IndexStore
+from retrievers.store import IndexStore, VectorIndexSpec
 
 
 @dataclass
@@ -80,7 +80,8 @@ class RetrievalStack:
         return IndexStore(self.config.store.uri, self.collection, embedding_model=self.config.embedding.model,
                           dim=self.embedder.dim, embedding_backend=getattr(self.embedder, "backend", "torch"),
                           fts_stem=bm25.stem, fts_remove_stop_words=bm25.remove_stop_words,
-                          vector_index_min_rows=self.config.store.vector_index_min_rows,
+                          vector_index=VectorIndexSpec(min_rows=self.config.store.vector_index_min_rows,
+                                                       **self.config.store.vector_index.model_dump()),
                           storage_options=self.config.store.storage_options)
 
     def ingestor(self, progress: bool | None = None) -> Ingestor:
@@ -91,7 +92,7 @@ class RetrievalStack:
         c = self.config.retrieve.retrievers.bm25
         if c.backend == "rank_bm25":
             return RankBM25Retriever(self.store, top_k=c.top_k, k1=c.k1, b=c.b, stem=c.stem,
-                                     remove_stop_words=c.remove_stop_words)
+                                     remove_stop_words=c.remove_stop_words, max_chunks=c.max_chunks)
         return LanceBM25Retriever(self.store, top_k=c.top_k)
 
     def dense(self) -> DenseRetriever:

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import json
 import os
+import math
 import threading
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import Iterable
 
 import numpy as np
@@ -51,6 +52,61 @@ def _sql_list(values: Iterable[str]) -> str:
     return ", ".join("'" + v.replace("'", "''") + "'" for v in values)
 
 
+VECTOR_INDEX_KINDS = ("ivf_hnsw_sq", "ivf_pq")
+
+
+@dataclass(frozen=True)
+class VectorIndexSpec:
+    """The ANN vector index a collection gets from `min_rows` chunks on, and how searches use it; 0 = automatic.
+
+    Measured by bench/scale.py (recall@10 against exact search, p50 latency, build time at 100k and 1M chunks).
+    """
+
+    kind: str = "ivf_hnsw_sq"
+    min_rows: int = 50_000
+    num_partitions: int = 0  # 0: one per 50k rows (ivf_hnsw_sq), sqrt(rows) (ivf_pq)
+    num_sub_vectors: int = 0  # ivf_pq; 0: dim / 8 (8 dimensions per 1-byte code)
+    nprobes: int = 0  # IVF partitions searched; 0: lance's default (20)
+    refine_factor: int = 0  # ivf_pq: re-rank refine_factor * k candidates by their exact vectors; 0 = off
+    ef: int = 0  # ivf_hnsw_sq: candidates per HNSW search; 0 = lance's default (1.5 * k)
+
+    def __post_init__(self):
+        if self.kind not in VECTOR_INDEX_KINDS:
+            raise ValueError(f"unknown vector index kind {self.kind!r} ({', '.join(VECTOR_INDEX_KINDS)})")
+        numbers = {f: getattr(self, f) for f in ("min_rows", "num_partitions", "num_sub_vectors", "nprobes",
+                                                 "refine_factor", "ef")}
+        negative = [f for f, v in numbers.items() if v < 0]
+        if negative:
+            raise ValueError(f"vector index settings must be >= 0: {', '.join(negative)}")
+
+    def partitions(self, rows: int) -> int:
+        if self.num_partitions:
+            return self.num_partitions
+        if self.kind == "ivf_hnsw_sq":
+            return max(1, rows // 50_000)
+        return max(1, round(math.sqrt(rows)))
+
+    def index_config(self, rows: int, dim: int):
+        from lancedb.index import IvfHnswSq, IvfPq
+
+        if self.kind == "ivf_hnsw_sq":
+            return IvfHnswSq(distance_type="cosine", num_partitions=self.partitions(rows))
+        sub_vectors = self.num_sub_vectors or max(1, dim // 8)
+        if dim % sub_vectors:
+            raise ValueError(f"num_sub_vectors {sub_vectors} must divide the vector dimension {dim}")
+        return IvfPq(distance_type="cosine", num_partitions=self.partitions(rows), num_sub_vectors=sub_vectors)
+
+    def tune(self, query):
+        """Apply the search settings to a LanceDB vector query (without an index they change nothing)."""
+        if self.nprobes:
+            query = query.nprobes(self.nprobes)
+        if self.refine_factor:
+            query = query.refine_factor(self.refine_factor)
+        if self.ef:
+            query = query.ef(self.ef)
+        return query
+
+
 ENV_PREFIX = "env:"
 _SECRET_WORDS = ("secret", "token", "password", "key", "sas", "credential")
 
@@ -85,8 +141,9 @@ class IndexStore:
     tests/retrievers/test_embedder_backends.py), so the recorded backend is provenance, not a constraint."""
 
     def __init__(self, uri: str, collection: str, embedding_model: str = "minilm", dim: int = 384,
-                 fts_stem: bool = True, fts_remove_stop_words: bool = True, vector_index_min_rows: int = 50_000,
-                 storage_options: dict[str, str] | None = None, embedding_backend: str = "torch"):
+                 fts_stem: bool = True, fts_remove_stop_words: bool = True,
+                 vector_index: VectorIndexSpec | None = None, storage_options: dict[str, str] | None = None,
+                 embedding_backend: str = "torch"):
         if dim < 1:
             raise ValueError("dim must be >= 1")
         self.uri = uri
@@ -97,7 +154,7 @@ class IndexStore:
         self.dim = dim
         self.fts_stem = fts_stem
         self.fts_remove_stop_words = fts_remove_stop_words
-        self.vector_index_min_rows = vector_index_min_rows
+        self.vector_index = vector_index or VectorIndexSpec()
         self._db = Lazy(self._connect)
         self._table = None
         self._table_lock = threading.Lock()
@@ -253,34 +310,52 @@ class IndexStore:
     def refresh_indexes(self) -> None:
         """Bring the search indexes up to date; cheap when nothing changed, so every ingest ends with it.
 
+        - small fragments left by batch commits are compacted and rows written since the indexes were built are
+          folded into them (first, so a new index is built over compacted files and needs no remapping);
         - the native BM25 full-text index over `search_text` is created once, then updated incrementally;
-        - an IVF-HNSW vector index is added once the table reaches `vector_index_min_rows` (below that, exact
-          search is fast enough and loses nothing);
-        - small fragments left by batch commits are compacted.
+        - the ANN vector index (`vector_index`) is added once the table reaches `vector_index.min_rows` (below
+          that, exact search is fast enough and loses nothing).
         Rows written after an index was built are still searched (exhaustively) until the next refresh, so a
         crash between a write and this call costs speed, never results.
         """
         tbl = self.table()
-        n = tbl.count_rows()
-        if n == 0:
+        if tbl.count_rows() == 0:
             return
-        indices = {ix.index_type.upper(): ix for ix in tbl.list_indices()}
-        stale = any((ix.num_unindexed_rows or 0) > 0 for ix in indices.values())
-        if "FTS" not in indices:
-            from lancedb.index import FTS
-
-            tbl.create_index("search_text", config=FTS(
-                with_position=False, stem=self.fts_stem, remove_stop_words=self.fts_remove_stop_words,
-                lower_case=True, ascii_folding=True), replace=True)
-        if self.vector_index_min_rows and n >= self.vector_index_min_rows \
-                and not any(t.startswith("IVF") for t in indices):
-            from lancedb.index import IvfHnswSq
-
-            tbl.create_index("vector", config=IvfHnswSq(distance_type="cosine", num_partitions=max(1, n // 50_000)),
-                             replace=True)
-        small = tbl.stats()["fragment_stats"]["num_small_fragments"]
-        if stale or small > 8:
+        stale = any((ix.num_unindexed_rows or 0) > 0 for ix in tbl.list_indices())
+        if stale or tbl.stats()["fragment_stats"]["num_small_fragments"] > 8:
             self.optimize()
+        self.ensure_text_index()
+        self.ensure_vector_index()
+
+    def _index_types(self) -> set[str]:
+        return {ix.index_type.upper() for ix in self.table().list_indices()}
+
+    def ensure_text_index(self) -> bool:
+        """Create the BM25 full-text index if it is missing; True if it was created."""
+        if "FTS" in self._index_types():
+            return False
+        from lancedb.index import FTS
+
+        self.table().create_index("search_text", config=FTS(
+            with_position=False, stem=self.fts_stem, remove_stop_words=self.fts_remove_stop_words,
+            lower_case=True, ascii_folding=True), replace=True)
+        return True
+
+    def has_vector_index(self) -> bool:
+        return any(t.startswith("IVF") for t in self._index_types())
+
+    def ensure_vector_index(self) -> bool:
+        """Create the ANN vector index if the table has reached `vector_index.min_rows` and has none yet."""
+        n = self.table().count_rows()
+        if not self.vector_index.min_rows or n < self.vector_index.min_rows or self.has_vector_index():
+            return False
+        self.build_vector_index()
+        return True
+
+    def build_vector_index(self) -> None:
+        """(Re)build the ANN vector index as `vector_index` describes, replacing any other."""
+        tbl = self.table()
+        tbl.create_index("vector", config=self.vector_index.index_config(tbl.count_rows(), self.dim), replace=True)
 
     def has_text_index(self) -> bool:
         return any(ix.index_type.upper() == "FTS" for ix in self.table().list_indices())
@@ -295,7 +370,7 @@ class IndexStore:
     def vector_search(self, vector: np.ndarray, k: int, where: list[Clause] | None = None) -> list[Passage]:
         query = self.table().search(np.asarray(vector, dtype=np.float32), vector_column_name="vector") \
             .distance_type("cosine").select(ROW_COLUMNS + ["_distance"]).limit(k)
-        return self._passages(query, where, lambda row: 1.0 - float(row["_distance"]))
+        return self._passages(self.vector_index.tune(query), where, lambda row: 1.0 - float(row["_distance"]))
 
     def text_search(self, text: str, k: int, where: list[Clause] | None = None) -> list[Passage]:
         if not text.strip():

@@ -1,0 +1,95 @@
+"""Settings that matter at scale: the store's vector-index choice and the rank_bm25 backend's size limit."""
+import pytest
+
+from retrievers.bm25 import CollectionTooLargeError
+from retrievers.store import StoreError, VectorIndexSpec
+from tests.conftest import FIXTURES, SAMPLES
+
+
+class _RecordingQuery:
+    def __init__(self):
+        self.calls = []
+
+    def __getattr__(self, name):
+        def record(value):
+            self.calls.append((name, value))
+            return self
+        return record
+
+
+class TestVectorIndexSpec:
+    def test_rejects_unknown_kind_and_negative_settings(self):
+        with pytest.raises(ValueError, match="unknown vector index kind 'hnsw'"):
+            VectorIndexSpec(kind="hnsw")
+        with pytest.raises(ValueError, match="nprobes, ef"):
+            VectorIndexSpec(nprobes=-1, ef=-2)
+
+    def test_automatic_and_explicit_partitions(self):
+        assert VectorIndexSpec(kind="ivf_hnsw_sq").partitions(1_000_000) == 20
+        assert VectorIndexSpec(kind="ivf_hnsw_sq").partitions(60_000) == 1
+        assert VectorIndexSpec(kind="ivf_pq").partitions(1_000_000) == 1000
+        assert VectorIndexSpec(kind="ivf_pq", num_partitions=64).partitions(1_000_000) == 64
+
+    def test_index_config_of_each_kind(self):
+        from lancedb.index import IvfHnswSq, IvfPq
+
+        hnsw = VectorIndexSpec(kind="ivf_hnsw_sq").index_config(100_000, 384)
+        assert isinstance(hnsw, IvfHnswSq) and hnsw.num_partitions == 2 and hnsw.distance_type == "cosine"
+        pq = VectorIndexSpec(kind="ivf_pq").index_config(250_000, 384)
+        assert isinstance(pq, IvfPq) and (pq.num_partitions, pq.num_sub_vectors) == (500, 48)
+        assert VectorIndexSpec(kind="ivf_pq", num_sub_vectors=96).index_config(10_000, 384).num_sub_vectors == 96
+        with pytest.raises(ValueError, match="num_sub_vectors 100 must divide the vector dimension 384"):
+            VectorIndexSpec(kind="ivf_pq", num_sub_vectors=100).index_config(10_000, 384)
+
+    def test_tune_applies_only_the_settings_given(self):
+        query = VectorIndexSpec(kind="ivf_pq", nprobes=40, refine_factor=5).tune(_RecordingQuery())
+        assert query.calls == [("nprobes", 40), ("refine_factor", 5)]
+        assert VectorIndexSpec().tune(_RecordingQuery()).calls == []
+        assert VectorIndexSpec(ef=300).tune(_RecordingQuery()).calls == [("ef", 300)]
+
+    def test_config_section_reaches_the_store(self, make_stack):
+        stack = make_stack("store.vector_index.kind=ivf_pq", "store.vector_index.nprobes=7",
+                           "store.vector_index_min_rows=1234")
+        assert stack.store.vector_index == VectorIndexSpec(kind="ivf_pq", nprobes=7, min_rows=1234)
+
+
+@pytest.mark.slow
+class TestVectorIndexBuild:
+    def test_ivf_pq_index_is_built_once_past_threshold_and_searched(self, make_stack):
+        stack = make_stack("store.vector_index_min_rows=50", "store.vector_index.kind=ivf_pq",
+                           "store.vector_index.num_partitions=2", "store.vector_index.refine_factor=5",
+                           collection="pq")
+        stack.ingestor(progress=False).run([FIXTURES / "phantomwiki_articles.json"])
+        indices = {ix.index_type.upper(): ix for ix in stack.store.table().list_indices()}
+        assert {"FTS", "IVFPQ"} <= set(indices)
+        assert stack.store.ensure_vector_index() is False  # present: not rebuilt
+        hits = stack.search("What is the hobby of Abraham Kindred?", top_k=3).passages
+        assert "Abraham Kindred" in [p.doc_id for p in hits]
+
+    def test_no_vector_index_below_threshold(self, make_stack):
+        stack = make_stack("store.vector_index_min_rows=100000")
+        stack.ingestor(progress=False).run([SAMPLES])
+        assert not stack.store.has_vector_index() and stack.store.has_text_index()
+        assert stack.store.ensure_vector_index() is False
+
+
+class TestRankBM25Limit:
+    def test_refuses_a_collection_over_max_chunks_with_a_clear_message(self, make_stack):
+        stack = make_stack("retrieve.mode=bm25", "retrieve.retrievers.bm25.backend=rank_bm25",
+                           "retrieve.retrievers.bm25.max_chunks=3")
+        stack.ingestor(progress=False).run([SAMPLES])
+        n = stack.store.count()
+        with pytest.raises(CollectionTooLargeError) as err:
+            stack.search("standard gauge")
+        assert isinstance(err.value, StoreError)  # the CLI and the service report it as a store error
+        assert f"has {n:,} chunks" in str(err.value) and "max_chunks = 3" in str(err.value)
+        assert "backend=lancedb" in str(err.value)
+
+    def test_a_collection_at_the_limit_is_searched(self, make_stack):
+        stack = make_stack("retrieve.mode=bm25", "retrieve.retrievers.bm25.backend=rank_bm25")
+        stack.ingestor(progress=False).run([SAMPLES])
+        n = stack.store.count()
+        at_limit = make_stack("retrieve.mode=bm25", "retrieve.retrievers.bm25.backend=rank_bm25",
+                              f"retrieve.retrievers.bm25.max_chunks={n}")
+        assert at_limit.search("standard gauge").passages
+        assert at_limit.retriever.retrievers[0].to_dict()["max_chunks"] == n
