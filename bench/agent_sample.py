@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import tempfile
 from collections import Counter
-from pathlib import Path
 
 from _common import ROOT, write_resolved_config
 from ask_latency import QUESTIONS

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import time
 
-import numpy as np
 
 from common import CACHE, gold_titles, load_split, make_stack, paragraphs, torch_threads
 

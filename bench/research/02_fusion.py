@@ -10,7 +10,6 @@ import json
 import numpy as np
 
 from common import CACHE, fuse_lists, load_runs, score_rankings, splits
-from retrievers.metrics import dedupe
 
 runs, meta = load_runs()
 doc_of = dict(zip(meta["chunk_id"], meta["doc_id"]))

@@ -13,7 +13,6 @@ fine-tuning). Report on TEST.
 """
 import itertools
 import json
-import sys
 
 import numpy as np
 

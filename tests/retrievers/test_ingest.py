@@ -1,6 +1,5 @@
 """Ingestion against a real LanceDB on disk with the real embedding model."""
 import json
-import os
 import signal
 import subprocess
 import sys
