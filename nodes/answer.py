@@ -8,7 +8,8 @@ Formats (`answer.format`):
   the evidence alone is shown, or the run abstains (`answer.ungrounded`); `grounding` in the result says which.
 - `sentences`: 1-3 cited sentences, each checked against the passage it cites.
 Methods: `llm` (the model answers from numbered passages: a JSON short answer and the passage it comes from, or
-free sentences; it may say NOT FOUND, which becomes an abstention) and `extractive` (no LLM: the span of the best
+free sentences; it may say NOT FOUND, which becomes an abstention, except that a short answer's "no answer" after the
+corrective check judged the passages `correct` gets the `answer.ungrounded` fallback first) and `extractive` (no LLM: the span of the best
 sentences that has the type the question asks for, or the best sentences themselves).
 """
 from __future__ import annotations
@@ -86,7 +87,7 @@ def _answer(state: dict, res: Resources) -> dict:
     if not passages:
         return abstention(cfg.abstain_message, "no relevant passages")
     if cfg.format == "short":
-        return short_answer(question, passages, res)
+        return short_answer(question, passages, res, state.get("verdict"))
     return sentences_answer(question, passages, res)
 
 
@@ -125,8 +126,9 @@ def sentences_answer(question: str, passages: list[dict], res: Resources) -> dic
 Ranked = list[tuple[int, str, float]]
 
 
-def short_answer(question: str, passages: list[dict], res: Resources) -> dict:
-    """`answer.format: short`: propose a short answer (the model, or an extractive span), ground it, add evidence."""
+def short_answer(question: str, passages: list[dict], res: Resources, verdict: str | None = None) -> dict:
+    """`answer.format: short`: propose a short answer (the model, or an extractive span), ground it, add evidence.
+    `verdict` is the corrective check's (absent in an agent run that skipped it)."""
     cfg = res.config.answer
     shape = question_shape(question)
     ranked = ranked_sentences(question, passages, res.embedder)
@@ -137,9 +139,13 @@ def short_answer(question: str, passages: list[dict], res: Resources) -> dict:
                                    model.model_construct(answer="", passage=0), max_tokens=cfg.short_max_tokens)
         proposed, hint, source = clean_answer(reply.value.answer), reply.value.passage - 1, "llm"
         if not proposed or proposed.upper().startswith(NOT_FOUND):
-            return abstention(cfg.abstain_message, "the model found no answer in the passages",
-                              grounding={"status": "abstained", "shown": "abstention", "source": source,
-                                         "proposed": proposed})
+            # The small model says "no answer" to answerable questions (7% of the HotpotQA tuning questions, the
+            # check having judged their passages correct): there the extractive fallback is tried before abstaining.
+            if not (cfg.ungrounded == "extractive" and verdict == "correct"):
+                return abstention(cfg.abstain_message, "the model found no answer in the passages",
+                                  grounding={"status": "abstained", "shown": "abstention", "source": source,
+                                             "proposed": proposed})
+            proposed = ""
     else:
         proposed, source = _extractive_proposal(question, shape, ranked, cfg.span_sentences), "extractive"
     found = ground(proposed, shape, passages, ranked, hint, cfg.max_sentences, question)
@@ -148,10 +154,12 @@ def short_answer(question: str, passages: list[dict], res: Resources) -> dict:
         fallback = _extractive_proposal(question, shape, ranked, cfg.span_sentences)
         found = ground(fallback, shape, passages, ranked, None, cfg.max_sentences, question)
         if found is not None:
-            grounding |= {"source": "extractive", "model_answer_ungrounded": True}
+            grounding |= {"source": "extractive",
+                          "model_found_no_answer" if not proposed else "model_answer_ungrounded": True}
     if found is None:
         grounding |= {"status": "ungrounded",
-                      "reason": "not yes/no or one of the options" if shape.kind != "open" and proposed
+                      "reason": "the model found no answer" if source == "llm" and not proposed
+                      else "not yes/no or one of the options" if shape.kind != "open" and proposed
                       else "the short answer occurs in no kept passage"}
         if cfg.ungrounded == "abstain" or not ranked:  # (`extractive` found no grounded span either)
             return abstention(cfg.abstain_message, "the short answer is not grounded in the passages",

@@ -230,8 +230,15 @@ class TestShortAnswerNode:
         assert result["abstained"] and result["short_answer"] == ""
         assert result["grounding"]["status"] == "ungrounded" and result["grounding"]["shown"] == "abstention"
 
-    def test_not_found_abstains(self, make_pipeline):
+    def test_not_found_after_a_correct_check_gets_the_extractive_answer(self, make_pipeline):
         result = self.ask(make_pipeline, '{"answer": "NOT FOUND", "passage": 0}')
+        assert result["short_answer"] == "Eli Janney" and not result["abstained"]
+        g = result["grounding"]
+        assert (g["status"], g["source"], g["model_found_no_answer"]) == ("grounded", "extractive", True)
+
+    @pytest.mark.parametrize("override", ["grade.thresholds.correct=0.99", "answer.ungrounded=abstain"])
+    def test_not_found_abstains_when_the_check_is_unsure_or_so_configured(self, make_pipeline, override):
+        result = self.ask(make_pipeline, '{"answer": "NOT FOUND", "passage": 0}', override)
         assert result["abstained"] and result["grounding"]["status"] == "abstained"
 
     def test_the_token_stream_carries_the_verified_answer(self, make_pipeline):
