@@ -1,13 +1,23 @@
 """Hybrid retrieval: run the lexical and dense retrievers, then fuse their rankings (see retrievers.fusion)."""
 from __future__ import annotations
 
+import contextvars
+from concurrent.futures import ThreadPoolExecutor
+
 from retrievers.documents import Passage
 from retrievers.filters import Clause
 from retrievers.fusion import NORMALISATIONS, fuse
 
 
+# The retrievers of one query run at once: LanceDB's full-text and vector searches and the ONNX/OpenVINO query
+# encoder release the GIL, so a hybrid query costs about its slowest retriever, not their sum (bench/scale.py).
+# One pool for the process; the calling thread runs the first retriever itself, so a full pool only delays.
+_POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="hybrid")
+
+
 class HybridRetriever:
-    """Runs each configured retriever with its own top_k and fuses the lists; `top_k` fused passages come out."""
+    """Runs each configured retriever with its own top_k, at the same time, and fuses the lists; `top_k` fused
+    passages come out."""
 
     name = "hybrid"
 
@@ -34,7 +44,12 @@ class HybridRetriever:
         self.adaptive_depth = adaptive_depth
 
     def run_each(self, query: str, where: list[Clause] | None = None) -> dict[str, list[Passage]]:
-        return {r.name: r.run(query, where=where) for r in self.retrievers}
+        first, *others = self.retrievers
+        futures = [_POOL.submit(contextvars.copy_context().run, r.run, query, where=where) for r in others]
+        ranked = {first.name: first.run(query, where=where)}
+        for r, future in zip(others, futures):
+            ranked[r.name] = future.result()
+        return ranked
 
     def fuse(self, ranked: dict[str, list[Passage]], top_k: int | None = None) -> list[Passage]:
         if len(ranked) == 1:  # a single retriever: keep its own scores and order
