@@ -27,6 +27,7 @@ import math
 import os
 import subprocess
 import sys
+import tempfile
 import time
 import warnings
 from dataclasses import replace
@@ -42,7 +43,7 @@ from retrievers.metrics import percentile
 from retrievers.pipeline import RetrievalStack
 from retrievers.store import IndexStore, VectorIndexSpec
 
-DEFAULT_DATA = Path("/work/scale-data")
+DEFAULT_DATA = Path(tempfile.gettempdir()) / "switchyard-scale"  # ~4 GB at 1M chunks
 SEED_COLLECTION = "seed"
 
 
