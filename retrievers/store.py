@@ -7,8 +7,8 @@ replaced (LanceDB commits a new table version atomically; a half-written commit 
 from __future__ import annotations
 
 import json
-import os
 import math
+import os
 import threading
 from dataclasses import asdict, dataclass
 from typing import Iterable
@@ -130,6 +130,12 @@ def redact_storage_options(options: dict[str, str]) -> dict[str, str]:
             for k, v in options.items()}
 
 
+def _recorded_meta(table) -> dict:
+    """What a collection's schema metadata records (embedding model, dim, backend); {} if nothing."""
+    raw = (table.schema.metadata or {}).get(META_KEY)
+    return json.loads(raw) if raw else {}
+
+
 class IndexStore:
     """A LanceDB-backed collection. `uri` is any LanceDB URI (local folder, s3://…, gs://…), passed through as is,
     with `storage_options` (endpoint, region, credentials, ...) for object stores. Values `env:NAME` are read from
@@ -214,16 +220,14 @@ class IndexStore:
     def metadata(self) -> dict:
         """The collection's recorded embedding model, dim and backend ({} for a collection made before they were
         recorded; one made before the backend was recorded was built with torch, the only backend then)."""
-        raw = (self.table().schema.metadata or {}).get(META_KEY)
-        meta = json.loads(raw) if raw else {}
+        meta = _recorded_meta(self.table())
         if meta:
             meta.setdefault("embedding_backend", "torch")
         return meta
 
     def _check_compatible(self, table) -> None:
         # the embedding backend is not checked: same model, same vectors (see the class docstring)
-        raw = (table.schema.metadata or {}).get(META_KEY)
-        meta = json.loads(raw) if raw else {}
+        meta = _recorded_meta(table)
         if meta and (meta.get("embedding_model") != self.embedding_model or meta.get("dim") != self.dim):
             raise StoreError(
                 f"collection {self.collection!r} was built with embedding model {meta.get('embedding_model')!r} "
@@ -332,7 +336,7 @@ class IndexStore:
 
     def ensure_text_index(self) -> bool:
         """Create the BM25 full-text index if it is missing; True if it was created."""
-        if "FTS" in self._index_types():
+        if self.has_text_index():
             return False
         from lancedb.index import FTS
 
@@ -358,7 +362,7 @@ class IndexStore:
         tbl.create_index("vector", config=self.vector_index.index_config(tbl.count_rows(), self.dim), replace=True)
 
     def has_text_index(self) -> bool:
-        return any(ix.index_type.upper() == "FTS" for ix in self.table().list_indices())
+        return "FTS" in self._index_types()
 
     def optimize(self) -> None:
         """Compact small files, fold new rows into the indexes, prune versions older than an hour."""
