@@ -14,15 +14,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
-from _common import SHARED
-
-HOTPOTQA = SHARED / "hotpotqa_dev_distractor_sample"
-
-
-def read_jsonl(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+sys.path.insert(0, str(Path(__file__).resolve().parent / "calibration"))
+from common import gold_titles, load_split, paragraphs  # noqa: E402  (the calibration's own definition of the set)
 
 
 def main() -> None:
@@ -30,11 +26,8 @@ def main() -> None:
     ap.add_argument("out", type=Path, help="folder for questions.jsonl and corpus.jsonl")
     ap.add_argument("--limit", type=int, default=100)
     args = ap.parse_args()
-    indexed: dict[str, str] = {}
-    for r in read_jsonl(HOTPOTQA / "dev300_a.jsonl"):
-        for title, sentences in zip(r["context"]["title"], r["context"]["sentences"]):
-            indexed.setdefault(title, "".join(sentences).strip())
-    near = [r for r in read_jsonl(HOTPOTQA / "dev500.jsonl") if not set(r["supporting_facts"]["title"]) & set(indexed)]
+    indexed = paragraphs(load_split("a"))
+    near = [r for r in load_split("b") if not gold_titles(r) & indexed.keys()]
     args.out.mkdir(parents=True, exist_ok=True)
     with (args.out / "questions.jsonl").open("w", encoding="utf-8") as f:
         for r in near[: args.limit]:

@@ -16,7 +16,7 @@ from configs import runtime_env  # noqa: E402
 
 runtime_env.apply()
 
-DATA = Path(os.environ.get("HOTPOT_DIR", "/work/shared/datasets/hotpotqa_dev_distractor_sample"))
+DATA = Path(os.environ.get("HOTPOT_DIR", ROOT.parent / "shared" / "datasets" / "hotpotqa_dev_distractor_sample"))
 CACHE = Path(os.environ.get("CALIB_CACHE", "/tmp/calib"))
 SPLITS = {"a": "dev300_a.jsonl", "b": "dev500.jsonl"}  # a = tuning, b = held-out report split
 OLD = {"relevant": 0.3, "incorrect": 0.3, "correct": 0.5, "support": 0.55}
