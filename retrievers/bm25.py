@@ -13,6 +13,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from configs.schema import RANK_BM25_MAX_CHUNKS
 from retrievers.documents import Passage
 from retrievers.filters import Clause, to_predicate
 from retrievers.store import ROW_COLUMNS, IndexStore, StoreError, search_text
@@ -86,11 +87,6 @@ def _lucene_idf_bm25():
 
 def _LuceneIdfBM25(corpus, k1, b):
     return _lucene_idf_bm25()(corpus, k1=k1, b=b)
-
-
-# bench/scale.py at 100k chunks: 5.3 MB per 1k chunks held in memory and a 436 ms query p50 (every chunk is
-# scored in Python); at 1M that is ~5 GB and seconds per query, so larger collections are refused.
-RANK_BM25_MAX_CHUNKS = 200_000
 
 
 class CollectionTooLargeError(StoreError):
