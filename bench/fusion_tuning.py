@@ -79,7 +79,8 @@ def cache(suite: Path, borrow: str | None, only: list[str] | None) -> None:
             queries.update(q)
             qrels[split] = r
         e = SwitchyardConfig().embedding
-        embedder = SeededEmbedder(seed, model=e.model, batch_size=e.batch_size, device=e.device)
+        embedder = SeededEmbedder(seed, model=e.model, batch_size=e.batch_size, device=e.device,
+                                  backend=e.backend, threads=e.threads, precision=e.precision)
         stack, index_s = prepare_stack(SwitchyardConfig(), corpus, str(suite / "index"), progress=True,
                                        embedder=embedder)
         bm25, dense = stack.bm25(), stack.dense()
