@@ -5,6 +5,7 @@
     nice -n 19 .venv/bin/python bench/fusion_tuning.py cache --dataset scifact  # BM25 + MiniLM top-200 runs
     nice -n 19 .venv/bin/python bench/second_dense.py embed --dataset scifact   # e5 chunk vectors + top-200 runs
     .venv/bin/python bench/second_dense.py tune --dataset scifact               # grid on dev, its winners on test
+    .venv/bin/python bench/second_dense.py joint    # one setting for all three datasets: best dev macro, on test
 
 `embed` embeds the chunks of the collection fusion_tuning.py's `cache` built (the same chunks, `search_text` as
 the stack embeds it) with "passage: " and each query with "query: ", through our own Embedder (OpenVINO by
@@ -215,9 +216,41 @@ def grid_search(suite: Path, name: str, d: dict, metric: str, show: int) -> dict
     return chosen
 
 
+JOINT = ("scifact", "hotpotqa", "phantomwiki")
+
+
+def joint(suite: Path, metric: str, show: int) -> None:
+    """One setting for every dataset, the way a default is chosen: the best macro `metric` over the three dev
+    splits (rule fixed before this step's test figures were seen); then its test figures against the default and
+    against each dataset's better single retriever."""
+    data = load_all(suite, list(JOINT))
+    if set(data) != set(JOINT):
+        raise SystemExit(f"error: joint needs the runs of {', '.join(JOINT)} (see `embed`)")
+    dev = {name: dev_scores(suite, name, d, metric) for name, d in data.items()}
+    keys = [json.dumps(p, sort_keys=True) for p in grid()]
+    macro = sorted(keys, key=lambda k: -np.mean([dev[n][k] for n in JOINT]))
+    print(f"| dev rank | setting (weights bm25/minilm/e5) | {' | '.join(JOINT)} | macro |")
+    print("|---|---|" + "---|" * (len(JOINT) + 1))
+    for i, key in enumerate(macro[:show], 1):
+        cells = " | ".join(f"{dev[n][key]:.4f}" for n in JOINT)
+        print(f"| {i} | {_label(json.loads(key))} | {cells} | {np.mean([dev[n][key] for n in JOINT]):.4f} |")
+    winner = json.loads(macro[0])
+    print(f"\nwinner on dev: {_label(winner)}; test (p: paired, 10,000 flips):")
+    print("| dataset | bm25 | minilm | e5 | default | winner | winner - default (p) | winner - better single (p) |")
+    print("|---|---|---|---|---|---|---|---|")
+    for name, d in data.items():
+        singles = {n: per_query(d, "test", n, metric) for n in LISTS}
+        best = max(("bm25", "dense"), key=lambda n: singles[n].mean())  # the shipped retrievers' better one
+        best = max((best, "e5"), key=lambda n: singles[n].mean())
+        base, won = per_query(d, "test", DEFAULT, metric), per_query(d, "test", winner, metric)
+        print(f"| {name} | {' | '.join(f'{singles[n].mean():.4f}' for n in LISTS)} | {base.mean():.4f} | "
+              f"{won.mean():.4f} | {(won - base).mean():+.4f} ({paired_p(won - base):.3f}) | "
+              f"{(won - singles[best]).mean():+.4f} vs {best} ({paired_p(won - singles[best]):.3f}) |", flush=True)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("step", choices=["embed", "tune"])
+    ap.add_argument("step", choices=["embed", "tune", "joint"])
     ap.add_argument("--suite", default=str(SUITE))
     ap.add_argument("--dataset", action="append", choices=DATASETS, help="default: scifact")
     ap.add_argument("--model", default=str(E5_DIR), help="the folder bench/e5_convert.py wrote")
@@ -240,6 +273,8 @@ def main() -> int:
                 print(f"error: {suite / name} missing; run bench/retrieval_suite.py", file=sys.stderr)
                 return 2
             embed(suite, name, Path(args.model), args.backend, args.threads)
+    elif args.step == "joint":
+        joint(suite, args.metric, args.show)
     else:
         try:
             checks = [json.loads(c) for c in args.check]
