@@ -187,8 +187,9 @@ def tune(suite: Path, metric: str, families: list[str]) -> None:
                   + f" | {np.mean(vals):.4f} | {margin:+.4f} |", flush=True)
 
 
-def per_query(data: dict, split: str, fusion: dict | str, metric: str) -> np.ndarray:
-    return np.array([score_query(dedupe(ranking(data, qid, fusion))[:EVAL_DEPTH], rel)[metric]
+def per_query(data: dict, split: str, fusion: dict | str, metric: str, rank=ranking) -> np.ndarray:
+    """`metric` per query of `split` for one configuration; `rank(data, qid, fusion)` gives the doc-id ranking."""
+    return np.array([score_query(dedupe(rank(data, qid, fusion))[:EVAL_DEPTH], rel)[metric]
                      for qid, rel in data["qrels"][split].items()])
 
 

@@ -24,13 +24,14 @@ from pathlib import Path
 
 import numpy as np
 from _common import ROOT
+import fusion_tuning
 from fusion_tuning import DATASETS, SUITE, _passages, load, paired_p
 
 from configs.schema import FusionConfig, SwitchyardConfig
-from retrievers.beir_eval import EVAL_DEPTH, load_beir, prepare_stack
+from retrievers.beir_eval import load_beir, prepare_stack
 from retrievers.embedder import Embedder
 from retrievers.fusion import fuse
-from retrievers.metrics import METRIC_NAMES, dedupe, score_query
+from retrievers.metrics import METRIC_NAMES
 
 E5_DIR = ROOT / "bench" / "out" / "e5-small"
 DEPTH = 200  # the depth fusion_tuning.py keeps per list
@@ -122,8 +123,7 @@ def ranking(data: dict, qid: str, params: dict | str) -> list[str]:
 
 
 def per_query(data: dict, split: str, params: dict | str, metric: str) -> np.ndarray:
-    return np.array([score_query(dedupe(ranking(data, qid, params))[:EVAL_DEPTH], rel)[metric]
-                     for qid, rel in data["qrels"][split].items()])
+    return fusion_tuning.per_query(data, split, params, metric, rank=ranking)
 
 
 def simplex(step: float) -> list[dict[str, float]]:
