@@ -120,8 +120,9 @@ class BM25Config(_Section):
     b: float = Field(0.75, ge=0, le=1, description="rank_bm25 backend only")
     stem: bool = True
     remove_stop_words: bool = True
-    max_chunks: int = Field(RANK_BM25_MAX_CHUNKS, ge=1, description="rank_bm25 backend only: refuse larger collections (it "
-                                                      "holds every chunk in memory: ~5.3 MB per 1k chunks)")
+    max_chunks: int = Field(RANK_BM25_MAX_CHUNKS, ge=1,
+                            description="rank_bm25 backend only: refuse larger collections (it holds every chunk in "
+                                        "memory: ~5.3 MB per 1k chunks)")
 
 
 class DenseConfig(_Section):

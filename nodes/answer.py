@@ -9,8 +9,8 @@ Formats (`answer.format`):
 - `sentences`: 1-3 cited sentences, each checked against the passage it cites.
 Methods: `llm` (the model answers from numbered passages: a JSON short answer and the passage it comes from, or
 free sentences; it may say NOT FOUND, which becomes an abstention, except that a short answer's "no answer" after the
-corrective check judged the passages `correct` gets the `answer.ungrounded` fallback first) and `extractive` (no LLM: the span of the best
-sentences that has the type the question asks for, or the best sentences themselves).
+corrective check judged the passages `correct` gets the `answer.ungrounded` fallback first) and `extractive` (no
+LLM: the span of the best sentences that has the type the question asks for, or the best sentences themselves).
 """
 from __future__ import annotations
 
