@@ -73,11 +73,20 @@ class IngestConfig(_Section):
     chunk_size: int = Field(256, ge=16, le=4096, description="tokens per chunk (embedding-model tokenizer)")
     chunk_overlap: int = Field(32, ge=0)
     batch_docs: int = Field(64, ge=1, description="documents written per atomic commit")
+    window_tokens: int = Field(
+        64, ge=0, le=4096, description="sentence windows: each chunk is also embedded as overlapping windows of "
+                                       "whole sentences of up to this many tokens (title prepended), and dense "
+                                       "retrieval scores a chunk by its best window; 0 = one vector per chunk")
+    window_overlap: int = Field(32, ge=0, description="tokens (whole sentences) shared by consecutive windows")
 
     @model_validator(mode="after")
     def _overlap_below_size(self) -> "IngestConfig":
         if self.chunk_overlap >= self.chunk_size:
             raise ValueError("chunk_overlap must be smaller than chunk_size")
+        if self.window_tokens and self.window_overlap >= self.window_tokens:
+            raise ValueError("window_overlap must be smaller than window_tokens")
+        if self.window_tokens > self.chunk_size:
+            raise ValueError("window_tokens must not exceed chunk_size (a window is part of a chunk)")
         return self
 
 

@@ -33,6 +33,7 @@ from nodes.llm import build_llm
 from nodes.llm_cache import CachingBackend, LLMCacheMiss
 from nodes.resources import Resources
 from retrievers.ingest import corpus_collection
+from retrievers.pipeline import window_spec
 
 RESULTS = "questions.jsonl"
 
@@ -88,7 +89,7 @@ class Evaluator:
         if path not in self._configs:
             base = load_config(path, self.overrides)
             collection = corpus_collection(self.dataset.corpus, base.ingest.chunk_size, base.ingest.chunk_overlap,
-                                           base.embedding.model)
+                                           base.embedding.model, windows=window_spec(base))
             self._configs[path] = load_config(path, [*self.overrides, f"store.uri={self.index_dir}",
                                                      f"store.collection={collection}"])
         return self._configs[path]

@@ -18,7 +18,7 @@ from retrievers.embedder import Embedder
 from retrievers.fusion import fuse
 from retrievers.ingest import corpus_collection
 from retrievers.metrics import METRIC_NAMES, dedupe, percentile, score_query
-from retrievers.pipeline import RetrievalStack
+from retrievers.pipeline import RetrievalStack, window_spec
 
 EVAL_DEPTH = 100  # documents scored per query (recall@100 needs 100)
 
@@ -68,7 +68,7 @@ def prepare_stack(config: SwitchyardConfig, corpus: Path, index_uri: str, progre
     retrievers.bm25.top_k = max(retrievers.bm25.top_k, 2 * EVAL_DEPTH)
     retrievers.dense.top_k = max(retrievers.dense.top_k, 2 * EVAL_DEPTH)
     cfg.store.collection = corpus_collection([corpus], cfg.ingest.chunk_size, cfg.ingest.chunk_overlap,
-                                             cfg.embedding.model, prefix="beir")
+                                             cfg.embedding.model, prefix="beir", windows=window_spec(cfg))
     stack = RetrievalStack(cfg, embedder=embedder)
     t0 = time.perf_counter()
     report = stack.ingestor(progress=progress).run([corpus])

@@ -9,6 +9,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from retrievers.documents import Chunk, SourceDocument, sha256_hex
+from retrievers.store import search_text
 
 
 @lru_cache(maxsize=4)
@@ -71,6 +72,32 @@ class Chunker:
                 )
             )
         return chunks
+
+
+class SentenceWindows:
+    """The texts a chunk is embedded as for dense retrieval: overlapping windows of whole sentences of up to
+    `window_tokens` tokens (the same SentenceSplitter, at a smaller size), each with the chunk's title in front.
+
+    all-MiniLM-L6-v2 was trained on short texts; one vector for a 256-token chunk blurs the sentence a question
+    matches, while a chunk scored by its best window keeps it (bench/RESULTS.md, issue 11). A chunk that fits in
+    one window yields its own search text, whose vector the chunk already has."""
+
+    def __init__(self, window_tokens: int, window_overlap: int, tokenizer_file: str):
+        if window_tokens < 1 or not 0 <= window_overlap < window_tokens:
+            raise ValueError("need window_tokens >= 1 and 0 <= window_overlap < window_tokens")
+        from llama_index.core.node_parser import SentenceSplitter
+
+        self.window_tokens = window_tokens
+        self.window_overlap = window_overlap
+        self._count = _token_counter(tokenizer_file)
+        self._splitter = SentenceSplitter(chunk_size=window_tokens, chunk_overlap=window_overlap,
+                                          tokenizer=self._count)
+
+    def run(self, chunk: Chunk) -> list[str]:
+        if len(self._count(chunk.text)) <= self.window_tokens:
+            return [search_text(chunk.title, chunk.text)]
+        return [search_text(chunk.title, piece) for piece in self._splitter.split_text(chunk.text)] \
+            or [search_text(chunk.title, chunk.text)]
 
 
 def _locate(text: str, piece: str, cursor: int) -> int:

@@ -14,7 +14,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from retrievers.chunking import Chunker
+import numpy as np
+
+from retrievers.chunking import Chunker, SentenceWindows
 from retrievers.documents import LoadError, SourceDocument, sha256_hex
 from retrievers.embedder import Embedder
 from retrievers.loaders import iter_files, load_file
@@ -22,7 +24,7 @@ from retrievers.store import IndexStore, search_text
 
 
 def corpus_collection(paths: list[Path], chunk_size: int, chunk_overlap: int, embedding_model: str,
-                      prefix: str = "eval") -> str:
+                      prefix: str = "eval", windows: tuple[int, int] | None = None) -> str:
     """A collection name keyed by the corpus content and the settings that shape the index, so benchmark runs
     ingest a corpus once and reuse it."""
     h = hashlib.sha256()
@@ -33,7 +35,7 @@ def corpus_collection(paths: list[Path], chunk_size: int, chunk_overlap: int, em
             with f.open("rb") as fh:
                 for block in iter(lambda: fh.read(1 << 20), b""):
                     h.update(block)
-    h.update(json.dumps([chunk_size, chunk_overlap, embedding_model]).encode())
+    h.update(json.dumps([chunk_size, chunk_overlap, embedding_model] + ([list(windows)] if windows else [])).encode())
     return f"{prefix}-{h.hexdigest()[:12]}"
 
 
@@ -60,18 +62,22 @@ class IngestReport:
 
 class Ingestor:
     def __init__(self, store: IndexStore, embedder: Embedder, chunker: Chunker, batch_docs: int = 64,
-                 progress: bool | None = None):
+                 progress: bool | None = None, windows: SentenceWindows | None = None):
+        """`windows` must be given exactly when the collection holds window vectors (IndexStore.windows)."""
         if batch_docs < 1:
             raise ValueError("batch_docs must be >= 1")
         self.store = store
         self.embedder = embedder
         self.chunker = chunker
+        self.windows = windows
         self.batch_docs = batch_docs
         # None: show bars only on a terminal
         self.progress = progress if progress is not None else sys.stderr.isatty()
 
     def doc_hash(self, doc: SourceDocument) -> str:
         settings = f"{self.chunker.chunk_size}/{self.chunker.chunk_overlap}/{self.embedder.model_name}"
+        if self.windows:
+            settings += f"/windows {self.windows.window_tokens}/{self.windows.window_overlap}"
         return sha256_hex(doc.title, doc.text, repr(doc.page_starts), settings)
 
     def run(self, paths: list[str | Path]) -> IngestReport:
@@ -122,8 +128,10 @@ class Ingestor:
             chunks = []
             for doc, digest in batch:
                 chunks.extend(self.chunker.run(doc, digest))
-            vectors = self.embedder.run([search_text(c.title, c.text) for c in chunks])
-            self.store.write_documents([doc.doc_id for doc, _ in batch], chunks, vectors)
+            texts = [search_text(c.title, c.text) for c in chunks]
+            vectors = self.embedder.run(texts)
+            window_vectors = self._window_vectors(chunks, texts, vectors) if self.windows else None
+            self.store.write_documents([doc.doc_id for doc, _ in batch], chunks, vectors, window_vectors)
             for doc, _ in batch:
                 if doc.doc_id in states:
                     report.updated += 1
@@ -140,3 +148,12 @@ class Ingestor:
             self.store.refresh_indexes()
         report.seconds = time.perf_counter() - started
         return report
+
+    def _window_vectors(self, chunks: list, texts: list[str], vectors: np.ndarray) -> list[np.ndarray]:
+        """Each chunk's window vectors; a window that is the chunk's whole search text reuses the chunk's vector."""
+        known = dict(zip(texts, vectors))
+        per_chunk = [self.windows.run(c) for c in chunks]
+        todo = list(dict.fromkeys(w for ws in per_chunk for w in ws if w not in known))
+        if todo:
+            known.update(zip(todo, self.embedder.run(todo)))
+        return [np.stack([known[w] for w in ws]) for ws in per_chunk]

@@ -6,7 +6,7 @@ from typing import Callable
 
 from configs.schema import SwitchyardConfig
 from retrievers.bm25 import LanceBM25Retriever, RankBM25Retriever
-from retrievers.chunking import Chunker
+from retrievers.chunking import Chunker, SentenceWindows
 from retrievers.dense import DenseRetriever
 from retrievers.documents import Passage
 from retrievers.embedder import Embedder
@@ -82,11 +82,15 @@ class RetrievalStack:
                           fts_stem=bm25.stem, fts_remove_stop_words=bm25.remove_stop_words,
                           vector_index=VectorIndexSpec(min_rows=self.config.store.vector_index_min_rows,
                                                        **self.config.store.vector_index.model_dump()),
-                          storage_options=self.config.store.storage_options)
+                          storage_options=self.config.store.storage_options, windows=window_spec(self.config))
 
     def ingestor(self, progress: bool | None = None) -> Ingestor:
+        """An ingestor for this collection: with window vectors if the collection has them (or, for a new one, if
+        the config asks for them)."""
+        spec = self.store.windows
+        windows = SentenceWindows(*spec, self.embedder.tokenizer_file) if spec else None
         return Ingestor(self.store, self.embedder, self.chunker, batch_docs=self.config.ingest.batch_docs,
-                        progress=progress)
+                        progress=progress, windows=windows)
 
     def bm25(self):
         c = self.config.retrieve.retrievers.bm25
@@ -130,6 +134,12 @@ class RetrievalStack:
             passages = candidates[:k]
         t2 = time.perf_counter()
         return SearchResult(passages, candidates, {"retrieve": (t1 - t0) * 1e3, "rerank": (t2 - t1) * 1e3})
+
+
+def window_spec(config: SwitchyardConfig) -> tuple[int, int] | None:
+    """(window_tokens, window_overlap) a new collection is built with, None when sentence windows are off."""
+    i = config.ingest
+    return (i.window_tokens, i.window_overlap) if i.window_tokens else None
 
 
 def _copy(p: Passage) -> Passage:

@@ -38,6 +38,9 @@ _CHUNK_FIELDS = [
 ROW_COLUMNS = [f.name for f in _CHUNK_FIELDS]
 # What BM25 and the embedder see: the title, then the chunk text (titles carry much of a short document's topic).
 SEARCH_FIELD = pa.field("search_text", pa.string())
+# A collection built with sentence windows (ingest.window_tokens) holds each chunk's window vectors here, a LanceDB
+# multivector column: a vector search over it scores a row by its best window (MaxSim with one query vector).
+WINDOW_COLUMN = "window_vectors"
 
 
 def search_text(title: str, text: str) -> str:
@@ -144,14 +147,21 @@ class IndexStore:
     The schema metadata records the embedding model, its dimension and the embedding backend (torch, onnx,
     openvino) that created the collection. Another model or dimension is refused; another backend of the same model
     is allowed: the backends run the same weights and agree to cosine > 0.999 with the same top results (tested in
-    tests/retrievers/test_embedder_backends.py), so the recorded backend is provenance, not a constraint."""
+    tests/retrievers/test_embedder_backends.py), so the recorded backend is provenance, not a constraint.
+
+    `windows` (window_tokens, window_overlap) makes a new collection hold sentence-window vectors beside each chunk's
+    vector, and dense search use them. An existing collection keeps what it was built with: `has_windows` and
+    `windows` follow its schema and metadata, so a collection made before windows existed (or with them off) is
+    still searched and extended, by its chunk vectors."""
 
     def __init__(self, uri: str, collection: str, embedding_model: str = "minilm", dim: int = 384,
                  fts_stem: bool = True, fts_remove_stop_words: bool = True,
                  vector_index: VectorIndexSpec | None = None, storage_options: dict[str, str] | None = None,
-                 embedding_backend: str = "torch"):
+                 embedding_backend: str = "torch", windows: tuple[int, int] | None = None):
         if dim < 1:
             raise ValueError("dim must be >= 1")
+        if windows is not None and not (windows[0] >= 1 and 0 <= windows[1] < windows[0]):
+            raise ValueError("windows must be (window_tokens >= 1, 0 <= window_overlap < window_tokens)")
         self.uri = uri
         self.collection = collection
         self.storage_options = dict(storage_options or {})
@@ -161,8 +171,10 @@ class IndexStore:
         self.fts_stem = fts_stem
         self.fts_remove_stop_words = fts_remove_stop_words
         self.vector_index = vector_index or VectorIndexSpec()
+        self._windows = tuple(windows) if windows else None
         self._db = Lazy(self._connect)
         self._table = None
+        self._table_windows: tuple[int, int] | None | str = "unknown"
         self._table_lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -195,9 +207,32 @@ class IndexStore:
         return self.collection in self.collections()
 
     def schema(self) -> pa.Schema:
+        """The schema a new collection is created with."""
         meta = {"embedding_model": self.embedding_model, "embedding_backend": self.embedding_backend, "dim": self.dim}
         fields = _CHUNK_FIELDS + [SEARCH_FIELD, pa.field("vector", pa.list_(pa.float32(), self.dim))]
+        if self._windows:
+            meta["windows"] = list(self._windows)
+            fields.append(pa.field(WINDOW_COLUMN, pa.list_(pa.list_(pa.float32(), self.dim))))
         return pa.schema(fields, metadata={META_KEY: json.dumps(meta).encode()})
+
+    @property
+    def windows(self) -> tuple[int, int] | None:
+        """(window_tokens, window_overlap) of the collection's window vectors, None if it has none; for a collection
+        not created yet, the ones it will be created with."""
+        if self._table is None and not self.exists():
+            return self._windows
+        if self._table_windows == "unknown":  # read once: a collection's schema does not change once created
+            table = self.table()
+            recorded = _recorded_meta(table).get("windows")
+            self._table_windows = tuple(recorded) if recorded and WINDOW_COLUMN in table.schema.names else None
+        return self._table_windows
+
+    @property
+    def has_windows(self) -> bool:
+        return self.windows is not None
+
+    def _vector_column(self) -> str:
+        return WINDOW_COLUMN if self.has_windows else "vector"
 
     def table(self, create: bool = False):
         """The open LanceDB table (opened once; one handle serves every thread)."""
@@ -279,8 +314,10 @@ class IndexStore:
         return out
 
     # -- writes ---------------------------------------------------------------------------------------------
-    def write_documents(self, doc_ids: list[str], chunks: list[Chunk], vectors: np.ndarray) -> None:
-        """Replace the chunks of `doc_ids` with `chunks` in one atomic commit (inserts, updates and deletes)."""
+    def write_documents(self, doc_ids: list[str], chunks: list[Chunk], vectors: np.ndarray,
+                        window_vectors: list[np.ndarray] | None = None) -> None:
+        """Replace the chunks of `doc_ids` with `chunks` in one atomic commit (inserts, updates and deletes).
+        A collection with window vectors needs `window_vectors`: one (windows x dim) array per chunk."""
         if len(chunks) != len(vectors):
             raise ValueError("one vector per chunk")
         if not doc_ids:
@@ -290,10 +327,17 @@ class IndexStore:
         columns = {name: [r[name] for r in rows] for name in ROW_COLUMNS}
         columns["search_text"] = [search_text(c.title, c.text) for c in chunks]
         vec = np.asarray(vectors, dtype=np.float32).reshape(len(chunks), self.dim)
-        data = pa.table(
-            {**columns, "vector": pa.FixedSizeListArray.from_arrays(pa.array(vec.ravel()), self.dim)},
-            schema=pa.schema([f for f in self.schema()]),
-        )
+        columns["vector"] = pa.FixedSizeListArray.from_arrays(pa.array(vec.ravel()), self.dim)
+        if WINDOW_COLUMN in tbl.schema.names:
+            if window_vectors is None or len(window_vectors) != len(chunks) or \
+                    any(len(w) == 0 for w in window_vectors):
+                raise ValueError(f"collection {self.collection!r} holds window vectors: give at least one per chunk")
+            flat = np.concatenate([np.asarray(w, dtype=np.float32).reshape(-1, self.dim) for w in window_vectors]) \
+                if window_vectors else np.zeros((0, self.dim), dtype=np.float32)
+            offsets = np.cumsum([0] + [len(w) for w in window_vectors]).astype(np.int32)
+            columns[WINDOW_COLUMN] = pa.ListArray.from_arrays(
+                pa.array(offsets), pa.FixedSizeListArray.from_arrays(pa.array(flat.ravel()), self.dim))
+        data = pa.table(columns, schema=pa.schema([f for f in tbl.schema]))
         (
             tbl.merge_insert("chunk_id")
             .when_matched_update_all()
@@ -359,7 +403,8 @@ class IndexStore:
     def build_vector_index(self) -> None:
         """(Re)build the ANN vector index as `vector_index` describes, replacing any other."""
         tbl = self.table()
-        tbl.create_index("vector", config=self.vector_index.index_config(tbl.count_rows(), self.dim), replace=True)
+        tbl.create_index(self._vector_column(), config=self.vector_index.index_config(tbl.count_rows(), self.dim),
+                         replace=True)
 
     def has_text_index(self) -> bool:
         return "FTS" in self._index_types()
@@ -372,8 +417,12 @@ class IndexStore:
 
     # -- search ---------------------------------------------------------------------------------------------
     def vector_search(self, vector: np.ndarray, k: int, where: list[Clause] | None = None) -> list[Passage]:
-        query = self.table().search(np.asarray(vector, dtype=np.float32), vector_column_name="vector") \
+        """The k chunks nearest `vector`, scored by cosine similarity: of the chunk's vector, or, in a collection
+        with window vectors, of its best window."""
+        column = self._vector_column()
+        query = self.table().search(np.asarray(vector, dtype=np.float32), vector_column_name=column) \
             .distance_type("cosine").select(ROW_COLUMNS + ["_distance"]).limit(k)
+        # over the multivector column LanceDB's cosine distance is 1 - the best window's cosine (MaxSim)
         return self._passages(self.vector_index.tune(query), where, lambda row: 1.0 - float(row["_distance"]))
 
     def text_search(self, text: str, k: int, where: list[Clause] | None = None) -> list[Passage]:

@@ -1,0 +1,144 @@
+"""Sentence windows: each chunk is also embedded as short windows of whole sentences, and dense retrieval scores a
+chunk by its best window (a LanceDB multivector column)."""
+import numpy as np
+import pytest
+from configs.loader import ConfigError, load_config
+from retrievers.chunking import SentenceWindows, tokenizer_file_for
+from retrievers.documents import Chunk
+from retrievers.embedder import resolve_model_dir
+from retrievers.ingest import corpus_collection
+from retrievers.store import WINDOW_COLUMN, IndexStore, search_text
+from tests.conftest import FIXTURES, SAMPLES
+
+LONG_TEXT = ("The Janney coupler was patented by Eli Janney in 1873. It couples cars automatically when they are "
+             "pushed together. Link-and-pin couplers needed a worker between the cars. Many workers were injured "
+             "that way every year. The Safety Appliance Act of 1893 made automatic couplers mandatory on US "
+             "railroads. Buffers and chain couplers remain common in Europe. Their screw links are tightened by "
+             "hand before a train departs. ")
+
+
+def _chunk(text: str, title: str = "Couplers", chunk_id: str = "d::0") -> Chunk:
+    return Chunk(chunk_id=chunk_id, doc_id=chunk_id.split("::")[0], source="s", title=title, text=text,
+                 chunk_index=0, start_char=0, end_char=len(text), page=None, page_end=None, content_hash="",
+                 doc_hash="h")
+
+
+@pytest.fixture(scope="module")
+def windows():
+    return SentenceWindows(32, 12, tokenizer_file_for(resolve_model_dir("minilm")))
+
+
+class TestSentenceWindows:
+    def test_a_short_chunk_is_its_own_single_window(self, windows):
+        chunk = _chunk("Standard gauge is 1,435 mm.", title="Track gauge")
+        assert windows.run(chunk) == [search_text("Track gauge", "Standard gauge is 1,435 mm.")]
+
+    def test_a_long_chunk_becomes_titled_windows_of_whole_sentences(self, windows):
+        out = windows.run(_chunk(LONG_TEXT))
+        assert len(out) >= 4
+        for text in out:
+            title, body = text.split("\n", 1)
+            assert title == "Couplers"
+            assert len(windows._count(body)) <= 32
+            assert body[0].isupper() and body.rstrip()[-1] == "."  # cut at sentence ends, not inside one
+        sentences = [s.strip() + "." for s in LONG_TEXT.split(".") if s.strip()]
+        assert all(any(s in text for text in out) for s in sentences)  # every sentence lands in a window
+
+    def test_rejects_overlap_not_below_size(self):
+        with pytest.raises(ValueError, match="window_overlap"):
+            SentenceWindows(32, 32, tokenizer_file_for(resolve_model_dir("minilm")))
+
+
+def _unit(*values):
+    v = np.asarray(values, dtype=np.float32)
+    return v / np.linalg.norm(v)
+
+
+class TestWindowStore:
+    def test_a_chunk_is_scored_by_its_best_window_not_its_own_vector(self, tmp_path):
+        store = IndexStore(str(tmp_path / "ix"), "c", dim=3, windows=(64, 32))
+        a, b = _chunk("alpha", chunk_id="a::0"), _chunk("beta", chunk_id="b::0")
+        q = _unit(1, 0, 0)
+        # a's chunk vector is closer to q, but one of b's windows is closer still
+        vectors = np.stack([_unit(0.9, 0.1, 0), _unit(0, 1, 0)])
+        a_windows = np.stack([_unit(0.9, 0.1, 0), _unit(0, 0, 1)])
+        b_windows = np.stack([_unit(0, 1, 0), _unit(0.99, 0.01, 0), _unit(0, 0.5, 0.5)])
+        store.write_documents(["a", "b"], [a, b], vectors, [a_windows, b_windows])
+        hits = store.vector_search(q, 2)
+        assert [h.chunk_id for h in hits] == ["b::0", "a::0"]
+        assert hits[0].score == pytest.approx(float((b_windows @ q).max()), abs=1e-5)
+        assert hits[1].score == pytest.approx(float((a_windows @ q).max()), abs=1e-5)
+        assert store.windows == (64, 32) and store.metadata()["windows"] == [64, 32]
+        # the chunk's own vector is kept for the checks that compare passages (grade, answer support)
+        assert np.allclose(store.vectors(["a::0"])["a::0"], vectors[0])
+
+    def test_a_windowed_collection_needs_window_vectors(self, tmp_path):
+        store = IndexStore(str(tmp_path / "ix"), "c", dim=3, windows=(64, 32))
+        with pytest.raises(ValueError, match="holds window vectors"):
+            store.write_documents(["a"], [_chunk("alpha", chunk_id="a::0")], np.stack([_unit(1, 0, 0)]))
+        assert not store.exists() or store.count() == 0
+
+    def test_a_collection_without_windows_is_searched_by_chunk_vectors(self, tmp_path):
+        IndexStore(str(tmp_path / "ix"), "c", dim=3).write_documents(
+            ["a"], [_chunk("alpha", chunk_id="a::0")], np.stack([_unit(1, 1, 0)]))
+        reopened = IndexStore(str(tmp_path / "ix"), "c", dim=3, windows=(64, 32))  # config asks for windows
+        assert reopened.windows is None and not reopened.has_windows
+        assert WINDOW_COLUMN not in reopened.table().schema.names
+        hit, = reopened.vector_search(_unit(1, 0, 0), 1)
+        assert hit.score == pytest.approx(float(_unit(1, 1, 0) @ _unit(1, 0, 0)), abs=1e-5)
+
+
+class TestWindowIngest:
+    def test_ingest_writes_one_vector_per_window(self, make_stack, embedder, tmp_path):
+        stack = make_stack("ingest.window_tokens=32", "ingest.window_overlap=12")
+        doc = tmp_path / "couplers.md"
+        doc.write_text("# Couplers\n\n" + LONG_TEXT + "\n")
+        stack.ingestor(progress=False).run([doc, SAMPLES / "track-gauge.md"])
+        rows = {r["chunk_id"]: r for r in stack.store.scan(["chunk_id", "title", "text", "search_text", "vector",
+                                                             WINDOW_COLUMN]).to_pylist()}
+        splitter = SentenceWindows(32, 12, embedder.tokenizer_file)
+        for row in rows.values():
+            chunk = _chunk(row["text"], title=row["title"], chunk_id=row["chunk_id"])
+            expected = embedder.run(splitter.run(chunk))
+            assert np.allclose(np.asarray(row[WINDOW_COLUMN], dtype=np.float32), expected, atol=1e-5)
+        assert any(len(r[WINDOW_COLUMN]) > 1 for r in rows.values())
+
+    def test_dense_search_finds_the_chunk_of_the_matching_sentence(self, make_stack, tmp_path):
+        stack = make_stack("retrieve.mode=dense", "ingest.window_tokens=32", "ingest.window_overlap=12")
+        stack.ingestor(progress=False).run([SAMPLES])
+        top = stack.search("What is being developed to join the pneumatic and data connections automatically?", top_k=1)
+        assert stack.store.has_windows and top.passages[0].title == "Railway couplers"
+
+    def test_a_collection_built_without_windows_keeps_ingesting_without_them(self, make_stack):
+        old = make_stack("ingest.window_tokens=0")
+        old.ingestor(progress=False).run([SAMPLES])
+        before = old.store.count()
+        new = make_stack()  # default config: windows on
+        report = new.ingestor(progress=False).run([SAMPLES])
+        assert report.unchanged == report.ingested and report.chunks_written == 0  # nothing re-embedded
+        assert not new.store.has_windows and new.store.count() == before
+        assert new.search("standard gauge", top_k=1).passages[0].title == "Track gauge"
+
+    def test_windowed_collection_gets_its_ann_index_on_the_windows(self, make_stack):
+        stack = make_stack("store.vector_index_min_rows=50", "store.vector_index.kind=ivf_pq",
+                           "store.vector_index.num_partitions=2", collection="mv")
+        stack.ingestor(progress=False).run([FIXTURES / "phantomwiki_articles.json"])
+        indexed = {tuple(ix.columns): ix.index_type.upper() for ix in stack.store.table().list_indices()}
+        assert indexed.get((WINDOW_COLUMN,)) == "IVFPQ" and ("vector",) not in indexed
+        hits = stack.search("What is the hobby of Abraham Kindred?", top_k=3).passages
+        assert "Abraham Kindred" in [p.doc_id for p in hits]
+
+
+class TestWindowSettings:
+    def test_config_checks(self):
+        with pytest.raises(ConfigError, match="window_overlap must be smaller"):
+            load_config(None, ["ingest.window_tokens=32", "ingest.window_overlap=32"])
+        with pytest.raises(ConfigError, match="window_tokens must not exceed chunk_size"):
+            load_config(None, ["ingest.chunk_size=128", "ingest.chunk_overlap=16", "ingest.window_tokens=200"])
+        assert load_config(None, ["ingest.window_tokens=0"]).ingest.window_tokens == 0
+
+    def test_benchmark_collections_are_keyed_by_the_window_settings(self, tmp_path):
+        corpus = tmp_path / "c.jsonl"
+        corpus.write_text('{"_id": "1", "text": "x"}\n')
+        keys = {corpus_collection([corpus], 256, 32, "minilm", windows=w) for w in (None, (64, 32), (48, 16))}
+        assert len(keys) == 3
