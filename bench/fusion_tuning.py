@@ -21,7 +21,8 @@ from pathlib import Path
 import numpy as np
 from _common import ROOT
 
-from configs.schema import FusionConfig, SwitchyardConfig
+from configs.loader import load_config
+from configs.schema import FusionConfig
 from retrievers.beir_eval import EVAL_DEPTH, load_beir, prepare_stack
 from retrievers.documents import Passage
 from retrievers.embedder import Embedder
@@ -63,8 +64,12 @@ def seed_vectors(uri: str | None) -> dict[str, np.ndarray]:
     return out
 
 
-def cache(suite: Path, borrow: str | None, only: list[str] | None) -> None:
-    out = suite / "runs"
+def cache(suite: Path, borrow: str | None, only: list[str] | None, overrides: list[str] = (),
+          runs: str = "runs") -> None:
+    """`overrides`: --set KEY=VALUE for the config the collections are built and searched with (e.g.
+    ingest.window_tokens=0 for one vector per chunk); the runs go to suite/`runs`/."""
+    out = suite / runs
+    config = load_config(None, list(overrides))
     out.mkdir(parents=True, exist_ok=True)
     seed = seed_vectors(borrow)
     for name in sorted(only or DATASETS, key=lambda n: (suite / n / "corpus.jsonl").stat().st_size):
@@ -78,10 +83,10 @@ def cache(suite: Path, borrow: str | None, only: list[str] | None) -> None:
             corpus, q, r = load_beir(folder, split)
             queries.update(q)
             qrels[split] = r
-        e = SwitchyardConfig().embedding
+        e = config.embedding
         embedder = SeededEmbedder(seed, model=e.model, batch_size=e.batch_size, device=e.device,
                                   backend=e.backend, threads=e.threads, precision=e.precision)
-        stack, index_s = prepare_stack(SwitchyardConfig(), corpus, str(suite / "index"), progress=True,
+        stack, index_s = prepare_stack(config, corpus, str(suite / "index"), progress=True,
                                        embedder=embedder)
         bm25, dense = stack.bm25(), stack.dense()
         runs = {"bm25": {}, "dense": {}, "qvec": {}}
@@ -95,14 +100,15 @@ def cache(suite: Path, borrow: str | None, only: list[str] | None) -> None:
                            np.asarray(table["vector"].to_numpy(zero_copy_only=False).tolist(), dtype=np.float32)))
         with target.open("wb") as fh:
             pickle.dump({"runs": runs, "qrels": qrels, "queries": queries, "vectors": vectors,
-                         "index_s": index_s, "chunks": stack.store.count()}, fh)
+                         "index_s": index_s, "chunks": stack.store.count(),
+                         "config": stack.config.model_dump(mode="json")}, fh)
         print(f"{name}: {len(queries)} queries in {time.perf_counter() - t0:.0f} s, index {index_s:.0f} s, "
               f"{len(vectors)} chunks ({embedder.borrowed} vectors borrowed)", flush=True)
 
 
-def load(suite: Path) -> dict[str, dict]:
-    return {name: pickle.loads((suite / "runs" / f"{name}.pkl").read_bytes()) for name in DATASETS
-            if (suite / "runs" / f"{name}.pkl").exists()}
+def load(suite: Path, runs: str = "runs") -> dict[str, dict]:
+    return {name: pickle.loads((suite / runs / f"{name}.pkl").read_bytes()) for name in DATASETS
+            if (suite / runs / f"{name}.pkl").exists()}
 
 
 def _passages(rows) -> list[Passage]:
@@ -151,7 +157,7 @@ def _w(b: float) -> dict:
 
 
 CANDIDATES = {
-    "convex minmax": [dict(weights=_w(b)) for b in W],
+    "convex minmax": [dict(normalization="minmax", weights=_w(b)) for b in W],
     "convex max": [dict(normalization="max", weights=_w(b)) for b in W],
     "convex zscore": [dict(normalization="zscore", weights=_w(b)) for b in W],
     "convex dbsf": [dict(normalization="dbsf", weights=_w(b)) for b in W],
@@ -165,8 +171,8 @@ CANDIDATES = {
 }
 
 
-def tune(suite: Path, metric: str, families: list[str]) -> None:
-    data = load(suite)
+def tune(suite: Path, metric: str, families: list[str], runs: str = "runs") -> None:
+    data = load(suite, runs)
     for d in data.values():
         d["ids"] = list(d["vectors"])
         d["matrix"] = np.stack([d["vectors"][c] for c in d["ids"]])
@@ -231,12 +237,15 @@ def main() -> int:
                     "collections here where the text matches (e.g. bench/scale.py's seed)")
     ap.add_argument("--dataset", action="append", choices=DATASETS, help="cache: only these (default: all)")
     ap.add_argument("--family", action="append", choices=list(CANDIDATES), help="default: all")
+    ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                    help="cache: config overrides for the collections and searches (e.g. ingest.window_tokens=0)")
+    ap.add_argument("--runs", default="runs", help="cache / tune: the runs folder under the suite")
     args = ap.parse_args()
     suite = Path(args.suite)
     if args.step == "cache":
-        cache(suite, args.borrow_vectors, args.dataset)
+        cache(suite, args.borrow_vectors, args.dataset, args.overrides, args.runs)
     elif args.step == "tune":
-        tune(suite, args.metric, args.family or list(CANDIDATES))
+        tune(suite, args.metric, args.family or list(CANDIDATES), args.runs)
     else:
         report_test(suite, args.metric)
     return 0

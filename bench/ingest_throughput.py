@@ -1,7 +1,7 @@
 """Ingestion throughput per embedding backend, side by side on the same texts, and each backend's SciFact nDCG@10.
 
     python bench/ingest_throughput.py [--docs 1000] [--backends torch,onnx,openvino] [--threads 2]
-                                      [--rounds 2] [--ndcg-limit N | --no-ndcg]
+                                      [--rounds 2] [--ndcg-limit N | --no-ndcg] [--set KEY=VALUE ...]
 
 A backend is `name` or `name:precision` (see embedding.precision). Every backend is loaded first (the ONNX export,
 if missing from the cache, is built then and its time shown as load time); then each round ingests the same SciFact
@@ -48,7 +48,8 @@ def throughput(args, backends: list[str], out: Path) -> dict[str, dict]:
     with tempfile.TemporaryDirectory() as tmp:
         corpus = Path(tmp) / "corpus.jsonl"
         corpus.write_text("\n".join(json.dumps(d) for d in scifact_docs(args.docs)))
-        configs = {b: load_config(None, [f"store.uri={tmp}/index", *overrides(b, args.threads)]) for b in backends}
+        configs = {b: load_config(None, [f"store.uri={tmp}/index", *overrides(b, args.threads), *args.overrides])
+                   for b in backends}
         write_resolved_config(configs[backends[-1]], out)
         embedders, stats = {}, {}
         for b in backends:
@@ -96,7 +97,7 @@ def ndcg(args, backends: list[str]) -> dict[str, dict]:
     folder = SHARED / "scifact"
     scores = {}
     for b in backends:
-        config = load_config(None, overrides(b, args.threads) + ["rerank.method=none"])
+        config = load_config(None, overrides(b, args.threads) + ["rerank.method=none", *args.overrides])
         result = evaluate(config, folder, split="test", limit=args.ndcg_limit, progress=False)
         scores[b] = {name: result["results"][name]["ndcg@10"] for name in ("dense", "hybrid")}
         scores[b]["index_chunks_per_s"] = result["chunks"] / result["index_s"]
@@ -115,6 +116,8 @@ def main() -> None:
     parser.add_argument("--ndcg-limit", type=int, help="only the first N SciFact test queries")
     parser.add_argument("--no-ndcg", action="store_true", help="skip the SciFact nDCG@10 check")
     parser.add_argument("--out", default=str(ROOT / "bench" / "out" / "ingest"))
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="config overrides for every backend (e.g. ingest.window_tokens=0: no sentence windows)")
     args = parser.parse_args()
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
     if not backends or backends[0] != "torch":

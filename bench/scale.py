@@ -86,7 +86,9 @@ def write_seed_corpora(folder: Path) -> list[Path]:
 
 def seed(data: Path) -> tuple[RetrievalStack, list[dict], np.ndarray]:
     """Real chunks and their real vectors, ingested (incrementally, so once) by Switchyard's Ingestor."""
-    stack = RetrievalStack(load_config(None, [f"store.uri={data / 'seed'}", f"store.collection={SEED_COLLECTION}"]))
+    # one vector per chunk: the scale collections are written with chunk vectors only (see RESULTS, sentence windows)
+    stack = RetrievalStack(load_config(None, [f"store.uri={data / 'seed'}", f"store.collection={SEED_COLLECTION}",
+                                              "ingest.window_tokens=0"]))
     report = stack.ingestor(progress=sys.stderr.isatty()).run(write_seed_corpora(data / "seed-corpus"))
     rows = stack.store.scan(["doc_id", "source", "title", "text", "chunk_index", "vector"]).to_pylist()
     vectors = np.asarray([r.pop("vector") for r in rows], dtype=np.float32)

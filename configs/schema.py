@@ -147,11 +147,12 @@ class FusionConfig(_Section):
     method: Literal["rrf", "convex"] = "convex"
     rrf_k: float = Field(60.0, ge=0, description="RRF constant k in w / (k + rank), ranks 1-based")
     # normalization, weights and adaptive_power were tuned on the dev splits of the retrieval suite
-    # (bench/fusion_tuning.py: SciFact train, HotpotQA, PhantomWiki; bench/RESULTS.md, issue 11): `max` 0.5 / 0.5
-    # has the best static macro nDCG@10; adaptive weights lost on SciFact dev (p 0.001) for a noise-level gain
+    # (bench/fusion_tuning.py: SciFact train, HotpotQA, PhantomWiki; bench/RESULTS.md, issue 11): with sentence
+    # windows (ingest.window_tokens) z-score 0.5 / 0.5 has the best macro nDCG@10 (`max` 0.5 / 0.5 did with one
+    # vector per chunk); adaptive weights lost on SciFact dev (p 0.001) for a noise-level gain
     weights: dict[str, float] = Field(default_factory=lambda: {"bm25": 0.5, "dense": 0.5})
     normalization: Literal["minmax", "max", "zscore", "dbsf"] = Field(
-        "max", description="convex: how each retriever's scores are scaled before the weighted sum")
+        "zscore", description="convex: how each retriever's scores are scaled before the weighted sum")
     adaptive_power: float = Field(
         0.0, ge=0, le=8, description="per-query weights: w * (how far the list's best score stands out, in sd) ** "
                                      "power; 0 = the static weights")

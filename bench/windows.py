@@ -1,0 +1,69 @@
+"""Issue 11 goal 1: sentence windows (dense retrieval scores a chunk by its best window) against one vector per chunk.
+
+    .venv/bin/python bench/retrieval_suite.py
+    # one vector per chunk (the runs as they were before windows), then the default (windows on):
+    .venv/bin/python bench/fusion_tuning.py cache --set ingest.window_tokens=0 --runs runs-chunk-vectors
+    .venv/bin/python bench/fusion_tuning.py cache
+    .venv/bin/python bench/fusion_tuning.py tune --family "convex max"       # the fusion weights, on dev
+    .venv/bin/python bench/windows.py [--split dev]
+
+Prints, per dataset and split, nDCG@10 of BM25, dense over chunk vectors, dense over windows, the previous default
+(BM25 + chunk vectors, `max` 0.5 / 0.5) and the default (BM25 + windows, the shipped fusion), with paired
+randomization p-values of the default against the previous default and against the better single retriever.
+"""
+from __future__ import annotations
+
+import argparse
+import pickle
+import sys
+from pathlib import Path
+
+import numpy as np
+from fusion_tuning import SUITE, paired_p, per_query
+
+from configs.schema import FusionConfig
+from retrievers.metrics import METRIC_NAMES
+
+NAMES = ("scifact", "hotpotqa", "phantomwiki")
+PREVIOUS = dict(normalization="max", adaptive_power=0, weights={"bm25": 0.5, "dense": 0.5})
+
+
+def load_runs(folder: Path, name: str) -> dict | None:
+    path = folder / f"{name}.pkl"
+    return pickle.loads(path.read_bytes()) if path.exists() else None
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--suite", default=str(SUITE))
+    ap.add_argument("--chunk-runs", default="runs-chunk-vectors", help="runs folder of the chunk-vector collections")
+    ap.add_argument("--split", default="test", choices=["dev", "test"])
+    ap.add_argument("--metric", default="ndcg@10", choices=METRIC_NAMES)
+    args = ap.parse_args()
+    suite = Path(args.suite)
+    default = FusionConfig().model_dump()
+    print(f"{args.split} {args.metric}; default fusion: {default['normalization']} {default['weights']}; "
+          "p: paired randomization, 10,000 sign flips")
+    print("| dataset | bm25 | dense (chunk vectors) | dense (windows) | previous default | default | "
+          "default - previous (p) | default - better single (p) |")
+    print("|---|---|---|---|---|---|---|---|")
+    for name in NAMES:
+        new, old = load_runs(suite / "runs", name), load_runs(suite / args.chunk_runs, name)
+        if new is None or old is None:
+            print(f"{name}: runs missing (see the commands above)", file=sys.stderr)
+            continue
+        bm25 = per_query(new, args.split, "bm25", args.metric)
+        dense_chunks = per_query(old, args.split, "dense", args.metric)
+        dense_windows = per_query(new, args.split, "dense", args.metric)
+        previous = per_query(old, args.split, PREVIOUS, args.metric)
+        now = per_query(new, args.split, default, args.metric)
+        best = max((bm25, dense_windows), key=np.mean)
+        print(f"| {name} | {bm25.mean():.4f} | {dense_chunks.mean():.4f} | {dense_windows.mean():.4f} | "
+              f"{previous.mean():.4f} | {now.mean():.4f} | {(now - previous).mean():+.4f} "
+              f"({paired_p(now - previous):.3f}) | {(now - best).mean():+.4f} ({paired_p(now - best):.3f}) |",
+              flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
