@@ -76,7 +76,8 @@ class IngestConfig(_Section):
     window_tokens: int = Field(
         64, ge=0, le=4096, description="sentence windows: each chunk is also embedded as overlapping windows of "
                                        "whole sentences of up to this many tokens (title prepended), and dense "
-                                       "retrieval scores a chunk by its best window; 0 = one vector per chunk")
+                                       "retrieval scores a chunk by its best window; a chunk no longer than a "
+                                       "window is its own single window; 0 = one vector per chunk")
     window_overlap: int = Field(32, ge=0, description="tokens (whole sentences) shared by consecutive windows")
 
     @model_validator(mode="after")
@@ -85,8 +86,6 @@ class IngestConfig(_Section):
             raise ValueError("chunk_overlap must be smaller than chunk_size")
         if self.window_tokens and self.window_overlap >= self.window_tokens:
             raise ValueError("window_overlap must be smaller than window_tokens")
-        if self.window_tokens > self.chunk_size:
-            raise ValueError("window_tokens must not exceed chunk_size (a window is part of a chunk)")
         return self
 
 

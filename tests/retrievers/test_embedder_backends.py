@@ -271,7 +271,8 @@ def test_reingest_through_another_backend_is_incremental(tmp_path, embedder, emb
     gauge.write_text(gauge.read_text() + "\nMetre gauge lines are common in South-East Asia.\n")
     changed = compiled_stack.ingestor(progress=False).run([corpus])
     assert (changed.added, changed.updated, changed.unchanged) == (0, 1, 2)
-    assert compiled_stack.store.metadata() == {"embedding_model": "minilm", "embedding_backend": "torch", "dim": 384}
+    assert compiled_stack.store.metadata() == {"embedding_model": "minilm", "embedding_backend": "torch", "dim": 384,
+                                              "windows": [64, 32]}
 
     rows = compiled_stack.store.scan(["chunk_id", "title", "text", "source"]).to_pylist()
     from retrievers.store import search_text
@@ -294,7 +295,8 @@ def test_new_collection_records_its_backend_and_torch_reuses_it(backend, tmp_pat
     stack = RetrievalStack(cfg)
     assert (stack.embedder.backend, stack.embedder.threads) == (backend, 2)
     stack.ingestor(progress=False).run([SAMPLES / "track-gauge.txt"])
-    assert stack.store.metadata() == {"embedding_model": "minilm", "embedding_backend": backend, "dim": 384}
+    assert stack.store.metadata() == {"embedding_model": "minilm", "embedding_backend": backend, "dim": 384,
+                                      "windows": [64, 32]}
     assert stack.search("standard gauge", top_k=1, rerank=False).passages[0].source.endswith("track-gauge.txt")
 
     torch_stack = _stack(tmp_path / "index", embedder)
