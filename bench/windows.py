@@ -6,6 +6,7 @@
     .venv/bin/python bench/fusion_tuning.py cache
     .venv/bin/python bench/fusion_tuning.py tune --family "convex max"       # the fusion weights, on dev
     .venv/bin/python bench/windows.py [--split dev]
+    .venv/bin/python bench/windows.py --latency scifact   # query latency, windows vs chunk vectors, same collection data
 
 Prints, per dataset and split, nDCG@10 of BM25, dense over chunk vectors, dense over windows, the previous default
 (BM25 + chunk vectors, `max` 0.5 / 0.5) and the default (BM25 + windows, the shipped fusion), with paired
@@ -21,8 +22,10 @@ from pathlib import Path
 import numpy as np
 from fusion_tuning import SUITE, paired_p, per_query
 
+from configs.loader import load_config
 from configs.schema import FusionConfig
-from retrievers.metrics import METRIC_NAMES
+from retrievers.beir_eval import load_beir, prepare_stack
+from retrievers.metrics import METRIC_NAMES, percentile
 
 NAMES = ("scifact", "hotpotqa", "phantomwiki")
 PREVIOUS = dict(normalization="max", adaptive_power=0, weights={"bm25": 0.5, "dense": 0.5})
@@ -33,14 +36,38 @@ def load_runs(folder: Path, name: str) -> dict | None:
     return pickle.loads(path.read_bytes()) if path.exists() else None
 
 
+def latency(suite: Path, name: str, split: str) -> None:
+    """p50 / p95 ms of dense and hybrid queries (no reranking) through the stack, windows on and off; the
+    collections are the ones `fusion_tuning.py cache` built (found unchanged, not re-ingested)."""
+    import time
+
+    corpus, queries, _ = load_beir(suite / name, split)
+    for label, overrides in (("chunk vectors", ["ingest.window_tokens=0"]), ("windows", [])):
+        stack, _ = prepare_stack(load_config(None, overrides), corpus, str(suite / "index"))
+        dense, hybrid = stack.dense(), stack.retriever
+        stack.embedder.run(["warm-up"])
+        times: dict[str, list[float]] = {"dense": [], "hybrid": []}
+        for text in queries.values():
+            for kind, run in (("dense", dense.run), ("hybrid", hybrid.run)):
+                t = time.perf_counter()
+                run(text)
+                times[kind].append((time.perf_counter() - t) * 1e3)
+        cells = ", ".join(f"{k} p50 {percentile(v, 50):.1f} / p95 {percentile(v, 95):.1f} ms" for k, v in times.items())
+        print(f"{name} {split} ({len(queries)} queries, {stack.store.count()} chunks), {label}: {cells}", flush=True)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--suite", default=str(SUITE))
     ap.add_argument("--chunk-runs", default="runs-chunk-vectors", help="runs folder of the chunk-vector collections")
     ap.add_argument("--split", default="test", choices=["dev", "test"])
     ap.add_argument("--metric", default="ndcg@10", choices=METRIC_NAMES)
+    ap.add_argument("--latency", metavar="DATASET", choices=NAMES, help="time queries instead of scoring")
     args = ap.parse_args()
     suite = Path(args.suite)
+    if args.latency:
+        latency(suite, args.latency, args.split)
+        return 0
     default = FusionConfig().model_dump()
     print(f"{args.split} {args.metric}; default fusion: {default['normalization']} {default['weights']}; "
           "p: paired randomization, 10,000 sign flips")

@@ -35,7 +35,8 @@ class StoreConfig(_Section):
     uri: str = ".switchyard/index"
     collection: str = "default"
     vector_index_min_rows: int = Field(
-        50_000, ge=0, description="build an ANN vector index (`vector_index`) from this many chunks on; 0 = never")
+        50_000, ge=0, description="build an ANN vector index (`vector_index`) once dense search scans this many "
+                                  "vectors (chunks, or their sentence windows); 0 = never")
     vector_index: VectorIndexConfig = VectorIndexConfig()
     storage_options: dict[str, str] = Field(
         default_factory=dict,

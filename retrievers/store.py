@@ -392,10 +392,22 @@ class IndexStore:
     def has_vector_index(self) -> bool:
         return any(t.startswith("IVF") for t in self._index_types())
 
-    def ensure_vector_index(self) -> bool:
-        """Create the ANN vector index if the table has reached `vector_index.min_rows` and has none yet."""
+    def searched_vectors(self, sample: int = 1000) -> int:
+        """How many vectors a dense search scans: one per chunk, or (with windows) about the chunks times the mean
+        windows per chunk of the first `sample` rows, so that no full scan of the window vectors is needed."""
         n = self.table().count_rows()
-        if not self.vector_index.min_rows or n < self.vector_index.min_rows or self.has_vector_index():
+        if not self.has_windows or n == 0:
+            return n
+        import pyarrow.compute as pc
+
+        head = self.table().search().select([WINDOW_COLUMN]).limit(min(n, sample)).to_arrow()[WINDOW_COLUMN]
+        return round(n * pc.mean(pc.list_value_length(head)).as_py())
+
+    def ensure_vector_index(self) -> bool:
+        """Create the ANN vector index if the searched vectors (chunks, or their windows) have reached
+        `vector_index.min_rows` and there is none yet."""
+        if not self.vector_index.min_rows or self.has_vector_index() \
+                or self.searched_vectors() < self.vector_index.min_rows:
             return False
         self.build_vector_index()
         return True

@@ -120,9 +120,13 @@ class TestWindowIngest:
         assert new.search("standard gauge", top_k=1).passages[0].title == "Track gauge"
 
     def test_windowed_collection_gets_its_ann_index_on_the_windows(self, make_stack):
-        stack = make_stack("store.vector_index_min_rows=50", "store.vector_index.kind=ivf_pq",
+        # 60 articles, one chunk each, but more windows than that: the threshold counts the vectors searched
+        stack = make_stack("store.vector_index_min_rows=150", "store.vector_index.kind=ivf_pq",
                            "store.vector_index.num_partitions=2", collection="mv")
         stack.ingestor(progress=False).run([FIXTURES / "phantomwiki_articles.json"])
+        windows = sum(len(w) for w in stack.store.scan([WINDOW_COLUMN])[WINDOW_COLUMN].to_pylist())
+        assert stack.store.count() < 150 <= windows
+        assert stack.store.searched_vectors() == windows  # under 1,000 rows the sample is the whole table
         indexed = {tuple(ix.columns): ix.index_type.upper() for ix in stack.store.table().list_indices()}
         assert indexed.get((WINDOW_COLUMN,)) == "IVFPQ" and ("vector",) not in indexed
         hits = stack.search("What is the hobby of Abraham Kindred?", top_k=3).passages
