@@ -133,6 +133,29 @@ class TestWindowIngest:
         assert "Abraham Kindred" in [p.doc_id for p in hits]
 
 
+class TestWindowConcurrency:
+    def test_first_searches_of_a_fresh_store_from_many_threads(self, make_stack, embedder):
+        """Threads released together on a store that has not yet opened its collection (the window setting is read
+        and cached on first use) get the sequential results, scored by best window."""
+        from tests.retrievers.test_retrieval import _together
+
+        make_stack("ingest.window_tokens=32", "ingest.window_overlap=12").ingestor(progress=False).run([SAMPLES])
+        queries = ["Who patented the knuckle coupler?", "standard gauge", "hump yard retarders", "block signalling",
+                   "blue flag protection", "narrow gauge railways", "automatic couplers", "classification tracks"]
+        fresh = make_stack("retrieve.mode=dense")
+        got = _together(len(queries), lambda i: [(p.chunk_id, round(p.score, 5))
+                                                  for p in fresh.search(queries[i], top_k=3).passages])
+        sequential = make_stack("retrieve.mode=dense")
+        assert got == [[(p.chunk_id, round(p.score, 5)) for p in sequential.search(q, top_k=3).passages]
+                       for q in queries]
+        assert fresh.store.windows == (32, 12)
+        windows = dict(zip(*[fresh.store.scan(["chunk_id", WINDOW_COLUMN])[c].to_pylist()
+                             for c in ("chunk_id", WINDOW_COLUMN)]))
+        top_id, top_score = got[0][0]
+        best = float((np.asarray(windows[top_id], dtype=np.float32) @ embedder.embed_query(queries[0])).max())
+        assert top_score == pytest.approx(best, abs=1e-4)
+
+
 class TestWindowSettings:
     def test_config_checks(self):
         with pytest.raises(ConfigError, match="window_overlap must be smaller"):
