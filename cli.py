@@ -80,6 +80,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.add_argument("--out", metavar="FILE", help="also write the JSON result (with the resolved config) here")
 
+    p = sub.add_parser("fit-adapter", parents=[common],
+                       help="fit a query adapter for dense search on a BEIR folder's labelled queries")
+    p.add_argument("dataset", metavar="DIR")
+    p.add_argument("--out", required=True, metavar="FILE.npz", help="where to write the adapter")
+    p.add_argument("--split", default="train", help="qrels split to learn from (default: train)")
+    p.add_argument("--epochs", type=int, default=3)
+    p.add_argument("--learning-rate", type=float, default=1e-3)
+    p.add_argument("--negatives", type=int, default=30, help="hard negative chunks per query (default: 30)")
+    p.add_argument("--json", action="store_true")
+
     p = sub.add_parser("eval", help="compare pipeline configs on a QA dataset (accuracy, grounding, cost)")
     p.add_argument("dataset", metavar="DATASET", help="PhantomWiki folder, HotpotQA JSON/JSONL, or plain JSONL")
     p.add_argument("--configs", nargs="+", required=True, metavar="YAML", help="pipeline configs to compare")
@@ -376,6 +386,21 @@ def cmd_eval_retrieval(args) -> int:
     return 0
 
 
+def cmd_fit_adapter(args) -> int:
+    from retrievers.beir_eval import fit_adapter
+
+    meta = fit_adapter(_load_config(args), args.dataset, args.out, split=args.split, index_dir=args.index_dir,
+                       epochs=args.epochs, learning_rate=args.learning_rate, negatives=args.negatives,
+                       progress=None if not args.json else False)
+    if args.json:
+        print(json.dumps(meta))
+    else:
+        print(f"query adapter written to {args.out}: {meta['queries']} labelled queries of {meta['dataset']} "
+              f"({meta['split']}), {meta['skipped_queries']} skipped (no relevant document indexed), "
+              f"fitted in {meta['fit_s']} s\nuse it: --set retrieve.retrievers.dense.query_adapter={args.out}")
+    return 0
+
+
 def cmd_eval(args) -> int:
     from pathlib import Path
 
@@ -490,7 +515,7 @@ def cmd_config(args) -> int:
 
 
 COMMANDS = {"ingest": cmd_ingest, "ask": cmd_ask, "trace": cmd_trace, "graph": cmd_graph, "search": cmd_search, "list": cmd_list, "delete": cmd_delete,
-            "eval-retrieval": cmd_eval_retrieval, "eval": cmd_eval, "serve": cmd_serve, "config": cmd_config}
+            "eval-retrieval": cmd_eval_retrieval, "fit-adapter": cmd_fit_adapter, "eval": cmd_eval, "serve": cmd_serve, "config": cmd_config}
 
 
 def _known_errors() -> tuple[type[BaseException], ...]:
@@ -502,11 +527,12 @@ def _known_errors() -> tuple[type[BaseException], ...]:
     from retrievers.beir_eval import DatasetError
     from retrievers.embedder import EmbedderError, ModelNotFoundError
     from retrievers.filters import FilterError
+    from retrievers.query_adapter import AdapterError
     from retrievers.rerankers import RerankerError
     from retrievers.store import StoreError
 
     return (ConfigError, DatasetError, EvalDatasetError, EmbedderError, ModelNotFoundError, FilterError, RerankerError,
-            StoreError, QuestionError, LLMError, ManifestMismatch)
+            StoreError, QuestionError, LLMError, ManifestMismatch, AdapterError)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -5,6 +5,7 @@ This module imports nothing from the rest of Switchyard; every layer imports it.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -136,6 +137,16 @@ class BM25Config(_Section):
 
 class DenseConfig(_Section):
     top_k: int = Field(100, ge=1)
+    query_adapter: str | None = Field(
+        None, description="a query adapter file (`cli.py fit-adapter`): a linear correction of query vectors "
+                          "learned from this collection's labelled queries; none by default")
+
+    @field_validator("query_adapter")
+    @classmethod
+    def _adapter_file_exists(cls, v: str | None) -> str | None:
+        if v is not None and not Path(v).is_file():
+            raise ValueError(f"no such query adapter file: {v}")
+        return v
 
 
 class RetrieversConfig(_Section):

@@ -19,6 +19,7 @@ from retrievers.fusion import fuse
 from retrievers.ingest import corpus_collection
 from retrievers.metrics import METRIC_NAMES, dedupe, percentile, score_query
 from retrievers.pipeline import RetrievalStack, window_spec
+from retrievers.query_adapter import QueryAdapter, collect_examples, fit
 
 EVAL_DEPTH = 100  # documents scored per query (recall@100 needs 100)
 
@@ -146,6 +147,33 @@ def evaluate(config: SwitchyardConfig, folder: str | Path, split: str = "test", 
         "config": cfg.model_dump(mode="json"),
         "variants": {name: v.model_dump(mode="json") for name, v in variants.items()},
     }
+
+
+def fit_adapter(config: SwitchyardConfig, folder: str | Path, out: str | Path, split: str = "train",
+                index_dir: str | None = None, epochs: int = 3, learning_rate: float = 1e-3,
+                temperature: float = 0.05, negatives: int = 30, progress: bool | None = None) -> dict:
+    """Fit a query adapter (retrievers/query_adapter.py) on the labelled queries of one split of a BEIR folder and
+    write it to `out` (.npz); returns what was recorded in it (the settings, the counts, the resolved config).
+    Score it on another split: `eval-retrieval --set retrieve.retrievers.dense.query_adapter=OUT`."""
+    if Path(out).suffix != ".npz":
+        raise DatasetError(f"an adapter file ends in .npz: {out}")
+    corpus, queries, qrels = load_beir(folder, split)
+    with tempfile.TemporaryDirectory(prefix="switchyard-fit-") as tmp:
+        stack, index_s = prepare_stack(config, corpus, index_dir or tmp, progress)
+        qids = sorted(queries)
+        vectors = stack.embedder.run([queries[q] for q in qids])
+        examples, skipped = collect_examples(stack.store, dict(zip(qids, vectors)), qrels, negatives)
+        t0 = time.perf_counter()
+        matrix = fit(examples, epochs=epochs, learning_rate=learning_rate, temperature=temperature)
+        meta = {
+            "model": stack.config.embedding.model, "dim": int(matrix.shape[0]), "windows": stack.store.windows,
+            "dataset": Path(folder).name, "split": split, "queries": len(examples), "skipped_queries": skipped,
+            "epochs": epochs, "learning_rate": learning_rate, "temperature": temperature, "negatives": negatives,
+            "fit_s": round(time.perf_counter() - t0, 1), "index_s": round(index_s, 1),
+            "config": stack.config.model_dump(mode="json"),
+        }
+        QueryAdapter.save(out, matrix, meta)
+    return meta
 
 
 def evaluate_suite(config: SwitchyardConfig, folders: list[str | Path], split: str = "test",

@@ -14,6 +14,7 @@ from retrievers.filters import Clause, parse_filter
 from retrievers.hybrid import HybridRetriever
 from retrievers.ingest import Ingestor
 from retrievers.lazy import Lazy
+from retrievers.query_adapter import QueryAdapter
 from retrievers.rerankers import CrossEncoderReranker, DenseRescoreReranker, LLMReranker, NoReranker
 from retrievers.store import IndexStore, VectorIndexSpec
 
@@ -42,6 +43,7 @@ class RetrievalStack:
         self._store = Lazy(self._build_store)
         self._chunker = Lazy(lambda: Chunker(config.ingest.chunk_size, config.ingest.chunk_overlap,
                                              self.embedder.tokenizer_file))
+        self._adapter = Lazy(self._build_adapter)
         self._retriever = Lazy(self._build_retriever)
         self._reranker = Lazy(self._build_reranker)
 
@@ -100,7 +102,14 @@ class RetrievalStack:
         return LanceBM25Retriever(self.store, top_k=c.top_k)
 
     def dense(self) -> DenseRetriever:
-        return DenseRetriever(self.store, self.embedder, top_k=self.config.retrieve.retrievers.dense.top_k)
+        c = self.config.retrieve.retrievers.dense
+        return DenseRetriever(self.store, self.embedder, top_k=c.top_k,
+                              adapter=self._adapter.get() if c.query_adapter else None)
+
+    def _build_adapter(self) -> QueryAdapter:
+        adapter = QueryAdapter(self.config.retrieve.retrievers.dense.query_adapter)
+        adapter.check(self.config.embedding.model, self.embedder.dim)
+        return adapter
 
     def _build_retriever(self) -> HybridRetriever:
         r = self.config.retrieve

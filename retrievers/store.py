@@ -464,6 +464,24 @@ class IndexStore:
         vecs = rows["vector"].to_numpy(zero_copy_only=False)
         return {cid: np.asarray(v, dtype=np.float32) for cid, v in zip(rows["chunk_id"].to_pylist(), vecs)}
 
+    def dense_vectors(self, chunk_ids: list[str] | None = None,
+                      doc_ids: list[str] | None = None) -> dict[str, tuple[str, np.ndarray]]:
+        """chunk_id -> (doc_id, the vectors dense search scores the chunk by: its windows, or its one vector as a
+        1 x dim array), for the given chunks or the chunks of the given documents."""
+        column, ids = self._vector_column(), chunk_ids if chunk_ids is not None else doc_ids
+        key = "chunk_id" if chunk_ids is not None else "doc_id"
+        if not ids:
+            return {}
+        wanted = set(ids)
+        # a long IN (...) list is slower for LanceDB than one scan filtered here
+        where = f"{key} IN ({_sql_list(wanted)})" if len(wanted) <= 1000 else None
+        out = {}
+        for row in self.scan(["chunk_id", "doc_id", column], where=where).to_pylist():
+            if row[key] in wanted:
+                vectors = np.asarray(row[column], dtype=np.float32).reshape(-1, self.dim)
+                out[row["chunk_id"]] = (row["doc_id"], vectors)
+        return out
+
     def fetch(self, chunk_ids: list[str]) -> dict[str, Passage]:
         if not chunk_ids:
             return {}

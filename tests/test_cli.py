@@ -72,6 +72,11 @@ class TestCli:
         (["eval-retrieval", BEIR_A, "--fusion", "hybrid=method=rrf"], "built-in configuration"),
         (["eval-retrieval", BEIR_A, "--fusion", "z=normalization=bogus"], "retrieve.fusion.normalization"),
         (["eval-retrieval", BEIR_A, "--fusion", "z"], "expected NAME=KEY=VALUE"),
+        (["eval-retrieval", BEIR_A, "--set", "retrieve.retrievers.dense.query_adapter=/no/such.npz"],
+         "no such query adapter file"),
+        (["fit-adapter", "/no/such/dir", "--out", "a.npz"], "not a BEIR folder"),
+        (["fit-adapter", BEIR_A, "--out", "a.bin", "--split", "test"], "ends in .npz"),
+        (["fit-adapter", BEIR_A, "--out", "a.npz", "--split", "train"], "missing qrels/train.tsv"),
     ])
     def test_bad_input_is_one_clear_line(self, index, args, message):
         out = cli(*args, "--index-dir", index)
@@ -119,6 +124,40 @@ def test_eval_retrieval_json_shape(tmp_path):
                             "query_ms_p50", "query_ms_p95"}
         assert row["recall@100"] == 1.0
     assert data["results"]["hybrid"]["ndcg@10"] == 1.0
+
+
+@pytest.mark.slow
+def test_fit_adapter_learns_the_labelled_documents_and_eval_retrieval_uses_it(tmp_path):
+    # train questions whose labelled document is not the one their words point to: unadapted, dense ranks
+    # the wrong one first; an adapter fitted on them must move each question to its labelled document
+    beir = tmp_path / "beir"
+    (beir / "qrels").mkdir(parents=True)
+    docs = [("d1", "Hump yards", "Cars roll over the hump and retarders brake them."),
+            ("d2", "Track gauge", "Standard gauge is 1,435 mm between the rails."),
+            ("d3", "Couplers", "The Janney knuckle coupler couples automatically."),
+            ("d4", "Signals", "Block signals keep trains apart on the same track.")]
+    (beir / "corpus.jsonl").write_text("\n".join(json.dumps({"_id": i, "title": t, "text": x}) for i, t, x in docs))
+    questions = [("q1", "how far apart are the rails", "d3"), ("q2", "what joins two cars together", "d4"),
+                 ("q3", "what keeps trains from colliding", "d1"), ("q4", "how are cars sorted in a yard", "d2")]
+    (beir / "queries.jsonl").write_text("\n".join(json.dumps({"_id": q, "text": t}) for q, t, _ in questions))
+    (beir / "qrels" / "train.tsv").write_text("query-id\tcorpus-id\tscore\n"
+                                              + "".join(f"{q}\t{d}\t1\n" for q, _, d in questions))
+    index, adapter = tmp_path / "index", tmp_path / "adapter.npz"
+    before = cli("eval-retrieval", beir, "--split", "train", "--index-dir", index, "--json")
+    assert before.returncode == 0, before.stderr
+    out = cli("fit-adapter", beir, "--out", adapter, "--index-dir", index, "--epochs", "30",
+              "--learning-rate", "0.01", "--negatives", "3", "--json")
+    assert out.returncode == 0, out.stderr
+    meta = json.loads(out.stdout)
+    assert meta["queries"] == 4 and meta["skipped_queries"] == 0 and meta["split"] == "train"
+    assert meta["config"]["embedding"]["model"] == meta["model"] and adapter.is_file()
+    after = cli("eval-retrieval", beir, "--split", "train", "--index-dir", index, "--json",
+                "--set", f"retrieve.retrievers.dense.query_adapter={adapter}")
+    assert after.returncode == 0, after.stderr
+    dense_before = json.loads(before.stdout)["results"]["dense"]
+    dense_after = json.loads(after.stdout)["results"]["dense"]
+    assert dense_before["recall@1"] <= 0.25 and dense_after["recall@1"] == 1.0
+    assert json.loads(after.stdout)["config"]["retrieve"]["retrievers"]["dense"]["query_adapter"] == str(adapter)
 
 
 @pytest.mark.slow
@@ -235,8 +274,8 @@ class TestInstalledCommand:
         return subprocess.run([str(exe), *map(str, args)], capture_output=True, text=True, timeout=600, cwd=cwd)
 
     def test_every_subcommand_starts_outside_the_repository(self, tmp_path):
-        for sub in ("ingest", "ask", "trace", "graph", "search", "list", "delete", "eval-retrieval", "eval",
-                    "config"):
+        for sub in ("ingest", "ask", "trace", "graph", "search", "list", "delete", "eval-retrieval", "fit-adapter",
+                    "eval", "config"):
             done = self.run(sub, "--help", cwd=tmp_path)
             assert done.returncode == 0 and "usage:" in done.stdout, (sub, done.stderr[-500:])
         done = self.run("config", "show", "--json", cwd=tmp_path)
