@@ -103,17 +103,26 @@ class TestCli:
         assert out.returncode == 0 and "1 added" in out.stdout and "binary file" in out.stderr
 
 
+DOCS = [("d1", "Hump yards", "Cars roll over the hump and retarders brake them."),
+        ("d2", "Track gauge", "Standard gauge is 1,435 mm between the rails."),
+        ("d3", "Couplers", "The Janney knuckle coupler couples automatically."),
+        ("d4", "Signals", "Block signals keep trains apart on the same track.")]
+
+
+def write_beir(folder, docs, questions, split):
+    """A BEIR folder: `docs` (id, title, text), `questions` (id, text, relevant doc id) labelled in qrels/`split`."""
+    (folder / "qrels").mkdir(parents=True)
+    (folder / "corpus.jsonl").write_text("\n".join(json.dumps({"_id": i, "title": t, "text": x}) for i, t, x in docs))
+    (folder / "queries.jsonl").write_text("\n".join(json.dumps({"_id": q, "text": t}) for q, t, _ in questions))
+    (folder / "qrels" / f"{split}.tsv").write_text("query-id\tcorpus-id\tscore\n"
+                                                   + "".join(f"{q}\t{d}\t1\n" for q, _, d in questions))
+    return folder
+
+
 @pytest.mark.slow
 def test_eval_retrieval_json_shape(tmp_path):
-    beir = tmp_path / "beir"
-    (beir / "qrels").mkdir(parents=True)
-    docs = [("d1", "Hump yards", "Cars roll over the hump and retarders brake them."),
-            ("d2", "Track gauge", "Standard gauge is 1,435 mm between the rails."),
-            ("d3", "Couplers", "The Janney knuckle coupler couples automatically.")]
-    (beir / "corpus.jsonl").write_text("\n".join(json.dumps({"_id": i, "title": t, "text": x}) for i, t, x in docs))
-    (beir / "queries.jsonl").write_text("\n".join(json.dumps({"_id": q, "text": t}) for q, t in
-                                                  [("q1", "what brakes cars on a hump"), ("q2", "distance between rails")]))
-    (beir / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td2\t1\n")
+    beir = write_beir(tmp_path / "beir", DOCS[:3], [("q1", "what brakes cars on a hump", "d1"),
+                                                    ("q2", "distance between rails", "d2")], "test")
     out = cli("eval-retrieval", beir, "--json", "--set", "rerank.method=dense_rescore")
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
@@ -130,18 +139,9 @@ def test_eval_retrieval_json_shape(tmp_path):
 def test_fit_adapter_learns_the_labelled_documents_and_eval_retrieval_uses_it(tmp_path):
     # train questions whose labelled document is not the one their words point to: unadapted, dense ranks
     # the wrong one first; an adapter fitted on them must move each question to its labelled document
-    beir = tmp_path / "beir"
-    (beir / "qrels").mkdir(parents=True)
-    docs = [("d1", "Hump yards", "Cars roll over the hump and retarders brake them."),
-            ("d2", "Track gauge", "Standard gauge is 1,435 mm between the rails."),
-            ("d3", "Couplers", "The Janney knuckle coupler couples automatically."),
-            ("d4", "Signals", "Block signals keep trains apart on the same track.")]
-    (beir / "corpus.jsonl").write_text("\n".join(json.dumps({"_id": i, "title": t, "text": x}) for i, t, x in docs))
-    questions = [("q1", "how far apart are the rails", "d3"), ("q2", "what joins two cars together", "d4"),
-                 ("q3", "what keeps trains from colliding", "d1"), ("q4", "how are cars sorted in a yard", "d2")]
-    (beir / "queries.jsonl").write_text("\n".join(json.dumps({"_id": q, "text": t}) for q, t, _ in questions))
-    (beir / "qrels" / "train.tsv").write_text("query-id\tcorpus-id\tscore\n"
-                                              + "".join(f"{q}\t{d}\t1\n" for q, _, d in questions))
+    beir = write_beir(tmp_path / "beir", DOCS, [
+        ("q1", "how far apart are the rails", "d3"), ("q2", "what joins two cars together", "d4"),
+        ("q3", "what keeps trains from colliding", "d1"), ("q4", "how are cars sorted in a yard", "d2")], "train")
     index, adapter = tmp_path / "index", tmp_path / "adapter.npz"
     before = cli("eval-retrieval", beir, "--split", "train", "--index-dir", index, "--json")
     assert before.returncode == 0, before.stderr
