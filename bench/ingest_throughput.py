@@ -26,8 +26,8 @@ from pathlib import Path
 from _common import ROOT, SHARED, scifact_docs, write_resolved_config
 
 from configs.loader import load_config
+from retrievers.documents import search_text
 from retrievers.pipeline import RetrievalStack
-from retrievers.store import search_text
 
 SPEEDUP_BAR, NDCG_TOLERANCE = 2.0, 0.005
 

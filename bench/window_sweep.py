@@ -25,8 +25,8 @@ from configs.loader import load_config
 from configs.schema import FusionConfig
 from retrievers.beir_eval import load_beir, prepare_stack
 from retrievers.chunking import SentenceWindows
+from retrievers.documents import search_text
 from retrievers.fusion import fuse
-from retrievers.store import search_text
 
 OUT = Path(__file__).resolve().parent / "out" / "window-sweep"
 DEPTH = 200

@@ -6,10 +6,10 @@ import numpy as np
 
 from configs.schema import SwitchyardConfig
 from nodes.llm import LLM, build_llm, llm_relevance_scorer
+from retrievers.documents import search_text
 from retrievers.embedder import Embedder
 from retrievers.lazy import Lazy
 from retrievers.pipeline import RetrievalStack
-from retrievers.store import search_text
 
 
 class Resources:

@@ -14,9 +14,9 @@ from functools import lru_cache
 import numpy as np
 
 from configs.schema import RANK_BM25_MAX_CHUNKS
-from retrievers.documents import Passage
+from retrievers.documents import Passage, search_text
 from retrievers.filters import Clause, to_predicate
-from retrievers.store import ROW_COLUMNS, IndexStore, StoreError, search_text
+from retrievers.store import ROW_COLUMNS, IndexStore, StoreError
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 

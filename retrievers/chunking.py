@@ -8,8 +8,7 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from retrievers.documents import Chunk, SourceDocument, sha256_hex
-from retrievers.store import search_text
+from retrievers.documents import Chunk, SourceDocument, search_text, sha256_hex
 
 
 @lru_cache(maxsize=4)

@@ -101,3 +101,9 @@ class Passage:
         p.score = data.get("score", 0.0)
         p.scores, p.ranks = dict(data.get("scores", {})), dict(data.get("ranks", {}))
         return p
+
+
+def search_text(title: str, text: str) -> str:
+    """What BM25 and the embedder see for a chunk or window: the title, then the text (titles carry much of a short
+    document's topic), unless the text already starts with the title."""
+    return f"{title}\n{text}" if title and title not in text[: len(title) + 8] else text

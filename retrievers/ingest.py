@@ -17,10 +17,10 @@ from pathlib import Path
 import numpy as np
 
 from retrievers.chunking import Chunker, SentenceWindows
-from retrievers.documents import LoadError, SourceDocument, sha256_hex
+from retrievers.documents import LoadError, SourceDocument, search_text, sha256_hex
 from retrievers.embedder import Embedder
 from retrievers.loaders import iter_files, load_file
-from retrievers.store import IndexStore, search_text
+from retrievers.store import IndexStore
 
 
 def corpus_collection(paths: list[Path], chunk_size: int, chunk_overlap: int, embedding_model: str,

