@@ -41,6 +41,9 @@ SEARCH_FIELD = pa.field("search_text", pa.string())
 # A collection built with sentence windows (ingest.window_tokens) holds each chunk's window vectors here, a LanceDB
 # multivector column: a vector search over it scores a row by its best window (MaxSim with one query vector).
 WINDOW_COLUMN = "window_vectors"
+# LanceDB's multivector search asks the HNSW graph for this many window hits per chunk asked for, and refuses an `ef`
+# below that (measured: k 7 / 50 / 100 need ef >= 70 / 500 / 1000)
+MULTIVECTOR_HITS_PER_K = 10
 
 
 class StoreError(RuntimeError):
@@ -95,14 +98,15 @@ class VectorIndexSpec:
             raise ValueError(f"num_sub_vectors {sub_vectors} must divide the vector dimension {dim}")
         return IvfPq(distance_type="cosine", num_partitions=self.partitions(rows), num_sub_vectors=sub_vectors)
 
-    def tune(self, query):
-        """Apply the search settings to a LanceDB vector query (without an index they change nothing)."""
+    def tune(self, query, min_ef: int = 0):
+        """Apply the search settings to a LanceDB vector query (without an index they change nothing); a set `ef`
+        is raised to `min_ef` where the search needs that many candidates."""
         if self.nprobes:
             query = query.nprobes(self.nprobes)
         if self.refine_factor:
             query = query.refine_factor(self.refine_factor)
         if self.ef:
-            query = query.ef(self.ef)
+            query = query.ef(max(self.ef, min_ef))
         return query
 
 
@@ -431,7 +435,8 @@ class IndexStore:
         query = self.table().search(np.asarray(vector, dtype=np.float32), vector_column_name=column) \
             .distance_type("cosine").select(ROW_COLUMNS + ["_distance"]).limit(k)
         # over the multivector column LanceDB's cosine distance is 1 - the best window's cosine (MaxSim)
-        return self._passages(self.vector_index.tune(query), where, lambda row: 1.0 - float(row["_distance"]))
+        min_ef = MULTIVECTOR_HITS_PER_K * k if column == WINDOW_COLUMN else 0
+        return self._passages(self.vector_index.tune(query, min_ef), where, lambda row: 1.0 - float(row["_distance"]))
 
     def text_search(self, text: str, k: int, where: list[Clause] | None = None) -> list[Passage]:
         if not text.strip():

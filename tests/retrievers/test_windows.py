@@ -133,6 +133,16 @@ class TestWindowIngest:
         hits = stack.search("What is the hobby of Abraham Kindred?", top_k=3).passages
         assert "Abraham Kindred" in [p.doc_id for p in hits]
 
+    def test_hnsw_search_over_windows_takes_a_configured_ef_below_its_need(self, make_stack):
+        # LanceDB's multivector search needs ef >= 10 * k; a configured ef of 20 for k = 100 used to be an error
+        stack = make_stack("store.vector_index_min_rows=150", "store.vector_index.kind=ivf_hnsw_sq",
+                           "store.vector_index.num_partitions=1", "store.vector_index.ef=20", collection="mvh")
+        stack.ingestor(progress=False).run([FIXTURES / "phantomwiki_articles.json"])
+        indexed = {tuple(ix.columns): ix.index_type.upper() for ix in stack.store.table().list_indices()}
+        assert indexed.get((WINDOW_COLUMN,)) == "IVFHNSWSQ"
+        hits = stack.dense().run("What is the hobby of Abraham Kindred?")
+        assert len(hits) == stack.store.count() and "Abraham Kindred" in [p.doc_id for p in hits[:3]]
+
 
 class TestWindowConcurrency:
     def test_first_searches_of_a_fresh_store_from_many_threads(self, make_stack, embedder):
