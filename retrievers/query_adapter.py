@@ -103,19 +103,25 @@ def apply_adapter(matrix: np.ndarray, vectors: np.ndarray) -> np.ndarray:
     return out / np.maximum(np.linalg.norm(out, axis=-1, keepdims=True), 1e-12)
 
 
+def check_fit_settings(epochs: int, learning_rate: float, temperature: float, negatives: int = 1) -> None:
+    if epochs < 1 or learning_rate <= 0 or temperature <= 0 or negatives < 1:
+        raise AdapterError("need epochs >= 1, learning rate > 0, temperature > 0 and negatives >= 1")
+
+
 def fit(examples: list[AdapterExample], epochs: int = 3, learning_rate: float = 1e-3, temperature: float = 0.05,
         seed: int = 0) -> np.ndarray:
     """The adapter matrix A (d x d) after `epochs` passes of Adam over the examples, one query per step, in an
     order drawn from `seed`. A chunk scores max over its vectors of cos(adapted q, v), as dense search does."""
+    check_fit_settings(epochs, learning_rate, temperature)
     if not examples:
         raise AdapterError("no usable labelled queries (each needs a relevant document in the collection)")
-    if epochs < 1 or learning_rate <= 0 or temperature <= 0:
-        raise AdapterError("need epochs >= 1, learning_rate > 0 and temperature > 0")
     import torch
 
+    def tensor(a: np.ndarray):
+        return torch.from_numpy(np.asarray(a, dtype=np.float32))
+
     dim = examples[0].query.shape[0]
-    data = [(torch.from_numpy(np.asarray(e.query, dtype=np.float32)), torch.from_numpy(e.positive),
-             [torch.from_numpy(n) for n in e.negatives]) for e in examples if e.negatives]
+    data = [(tensor(e.query), tensor(e.positive), [tensor(n) for n in e.negatives]) for e in examples if e.negatives]
     if not data:
         raise AdapterError("no labelled query has a non-relevant chunk to learn from")
     matrix = torch.zeros(dim, dim, requires_grad=True)
@@ -141,7 +147,7 @@ def collect_examples(store: IndexStore, query_vectors: dict[str, np.ndarray], qr
     negatives are the first `negatives` non-relevant chunks of an exact-as-configured dense search. Returns the
     examples and how many queries were skipped (no relevant document in the collection)."""
     if negatives < 1:
-        raise AdapterError("negatives must be >= 1")
+        raise AdapterError("need negatives >= 1")
     wanted: dict[str, tuple[list[str], list[str]]] = {}
     for qid, vector in query_vectors.items():
         relevant = [d for d, grade in qrels.get(qid, {}).items() if grade > 0]

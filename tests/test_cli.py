@@ -77,6 +77,7 @@ class TestCli:
         (["fit-adapter", "/no/such/dir", "--out", "a.npz"], "not a BEIR folder"),
         (["fit-adapter", BEIR_A, "--out", "a.bin", "--split", "test"], "ends in .npz"),
         (["fit-adapter", BEIR_A, "--out", "a.npz", "--split", "train"], "missing qrels/train.tsv"),
+        (["fit-adapter", BEIR_A, "--out", "a.npz", "--split", "test", "--epochs", "0"], "need epochs >= 1"),
     ])
     def test_bad_input_is_one_clear_line(self, index, args, message):
         out = cli(*args, "--index-dir", index)

@@ -101,8 +101,10 @@ class TestFit:
         with pytest.raises(AdapterError, match="no usable labelled queries"):
             fit([])
         e = [AdapterExample(_unit(1, 0), _unit(0, 1)[None, :], [_unit(1, 0)[None, :]])]
-        with pytest.raises(AdapterError, match="epochs"):
+        with pytest.raises(AdapterError, match="epochs >= 1"):
             fit(e, epochs=0)
+        with pytest.raises(AdapterError, match="negatives >= 1"):
+            collect_examples(None, {}, {}, negatives=0)
 
 
 @pytest.fixture()
