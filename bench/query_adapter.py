@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 from fusion_tuning import SUITE, load, paired_p, per_query
-from window_sweep import _fused, dense_run
+from window_sweep import dense_run
 
 from configs.loader import load_config
 from configs.schema import FusionConfig
@@ -65,7 +65,7 @@ class Dataset:
         view = {"runs": {"dense": dense, "bm25": self.run["runs"]["bm25"]},
                 "qrels": {"q": {q: self.run["qrels"][split][q] for q in qids}}}
         return {"dense": per_query(view, "q", "dense", METRIC),
-                "hybrid": per_query(view, "q", FusionConfig().model_dump(), METRIC, rank=_fused)}
+                "hybrid": per_query(view, "q", FusionConfig().model_dump(), METRIC)}
 
 
 def cv(suite: Path, names: list[str]) -> None:

@@ -40,8 +40,8 @@ from _common import ROOT, SHARED, write_resolved_config
 from configs.loader import load_config
 from retrievers.documents import Chunk
 from retrievers.metrics import percentile
-from retrievers.pipeline import RetrievalStack
-from retrievers.store import MULTIVECTOR_HITS_PER_K, WINDOW_COLUMN, IndexStore, VectorIndexSpec
+from retrievers.pipeline import RetrievalStack, window_spec
+from retrievers.store import MULTIVECTOR_HITS_PER_K, IndexStore, VectorIndexSpec
 
 DEFAULT_DATA = Path(tempfile.gettempdir()) / "switchyard-scale"  # ~4 GB at 1M chunks
 SEED_COLLECTION = "seed"
@@ -202,8 +202,8 @@ def build(store: IndexStore, rows: list[dict], vectors: np.ndarray, size: int, b
     fts_s = time.perf_counter() - t
     stats = {"rows": store.count(), "searched_vectors": store.searched_vectors(), "build_s": write_total,
              "write_s": write_s, "compact_s": compact_s, "fts_s": fts_s}
-    print(f"  built {stats['rows']:,} rows ({stats['searched_vectors']:,} searched vectors) in {write_total:.0f}s (writes {write_s:.0f}s), compaction "
-          f"{compact_s:.0f}s, FTS index {fts_s:.0f}s", flush=True)
+    print(f"  built {stats['rows']:,} rows ({stats['searched_vectors']:,} searched vectors) in {write_total:.0f}s "
+          f"(writes {write_s:.0f}s), compaction {compact_s:.0f}s, FTS index {fts_s:.0f}s", flush=True)
     return stats
 
 
@@ -250,8 +250,7 @@ def exact_top(store: IndexStore, qvecs: np.ndarray, k: int) -> tuple[list[list[s
     out, times = [], []
     for q in qvecs:
         t = time.perf_counter()
-        res = store.table().search(q, vector_column_name=WINDOW_COLUMN if store.has_windows else "vector") \
-            .distance_type("cosine") \
+        res = store.table().search(q, vector_column_name=store.vector_column).distance_type("cosine") \
             .bypass_vector_index().select(["chunk_id", "_distance"]).limit(k).to_arrow()
         times.append((time.perf_counter() - t) * 1e3)
         out.append(res["chunk_id"].to_pylist())
@@ -428,7 +427,7 @@ def main() -> None:
         print(f"== {size:,} chunks", flush=True)
         name = f"scale-{size}" + (f"-windows{args.windows:g}" if args.windows else "")
         store = IndexStore(str(args.data / "db"), name, dim=vectors.shape[1], vector_index=final,
-                           windows=(config.ingest.window_tokens, config.ingest.window_overlap) if args.windows else None)
+                           windows=window_spec(config) if args.windows else None)
         meta_path = args.data / f"{name}.json"
         if args.reuse and store.exists() and store.count() == size and meta_path.is_file():
             stats = json.loads(meta_path.read_text())

@@ -19,14 +19,13 @@ import time
 from pathlib import Path
 
 import numpy as np
-from fusion_tuning import SUITE, _passages, load, paired_p, per_query
+from fusion_tuning import SUITE, load, paired_p, per_query
 
 from configs.loader import load_config
 from configs.schema import FusionConfig
 from retrievers.beir_eval import load_beir, prepare_stack
 from retrievers.chunking import SentenceWindows
 from retrievers.documents import search_text
-from retrievers.fusion import fuse
 
 OUT = Path(__file__).resolve().parent / "out" / "window-sweep"
 DEPTH = 200
@@ -97,11 +96,6 @@ def dense_run(stack_rows, vectors, owner, qids, Q, pool: str) -> dict[str, list]
     return dense
 
 
-def _fused(d: dict, qid: str, fc: dict) -> list[str]:
-    lists = {"bm25": _passages(d["runs"]["bm25"][qid]), "dense": _passages(d["runs"]["dense"][qid])}
-    return [p.doc_id for p in fuse(lists, **fc)]
-
-
 def fusion_grid(extra: list[str]) -> dict[str, dict]:
     grid = {f"{n} {b}/{round(1 - b, 1)}": dict(normalization=n, weights={"bm25": b, "dense": round(1 - b, 1)})
             for n in ("zscore", "max", "minmax") for b in (0.4, 0.5, 0.6)}
@@ -150,8 +144,7 @@ def main() -> int:
                 view = {"runs": {"dense": dense, "bm25": run["runs"]["bm25"]}, "qrels": run["qrels"]}
                 singles[name][label] = per_query(view, args.split, "dense", METRIC)
                 for setting, fc in fusions.items():
-                    results.setdefault((label, setting), {})[name] = per_query(view, args.split, fc, METRIC,
-                                                                              rank=_fused)
+                    results.setdefault((label, setting), {})[name] = per_query(view, args.split, fc, METRIC)
                 print(f"  {label}: {len(owner) / len(rows):.2f} windows per chunk, dense "
                       f"{singles[name][label].mean():.4f}", flush=True)
     names = list(args.dataset)

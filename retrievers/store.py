@@ -231,7 +231,9 @@ class IndexStore:
     def has_windows(self) -> bool:
         return self.windows is not None
 
-    def _vector_column(self) -> str:
+    @property
+    def vector_column(self) -> str:
+        """The column dense search scans: the window vectors, or the chunk vectors."""
         return WINDOW_COLUMN if self.has_windows else "vector"
 
     def table(self, create: bool = False):
@@ -415,7 +417,7 @@ class IndexStore:
     def build_vector_index(self) -> None:
         """(Re)build the ANN vector index as `vector_index` describes, replacing any other."""
         tbl = self.table()
-        tbl.create_index(self._vector_column(), config=self.vector_index.index_config(tbl.count_rows(), self.dim),
+        tbl.create_index(self.vector_column, config=self.vector_index.index_config(tbl.count_rows(), self.dim),
                          replace=True)
 
     def has_text_index(self) -> bool:
@@ -431,7 +433,7 @@ class IndexStore:
     def vector_search(self, vector: np.ndarray, k: int, where: list[Clause] | None = None) -> list[Passage]:
         """The k chunks nearest `vector`, scored by cosine similarity: of the chunk's vector, or, in a collection
         with window vectors, of its best window."""
-        column = self._vector_column()
+        column = self.vector_column
         query = self.table().search(np.asarray(vector, dtype=np.float32), vector_column_name=column) \
             .distance_type("cosine").select(ROW_COLUMNS + ["_distance"]).limit(k)
         # over the multivector column LanceDB's cosine distance is 1 - the best window's cosine (MaxSim)
@@ -469,7 +471,7 @@ class IndexStore:
                       doc_ids: list[str] | None = None) -> dict[str, tuple[str, np.ndarray]]:
         """chunk_id -> (doc_id, the vectors dense search scores the chunk by: its windows, or its one vector as a
         1 x dim array), for the given chunks or the chunks of the given documents."""
-        column, ids = self._vector_column(), chunk_ids if chunk_ids is not None else doc_ids
+        column, ids = self.vector_column, chunk_ids if chunk_ids is not None else doc_ids
         key = "chunk_id" if chunk_ids is not None else "doc_id"
         if not ids:
             return {}
