@@ -19,7 +19,7 @@ from retrievers.fusion import fuse
 from retrievers.ingest import corpus_collection
 from retrievers.metrics import METRIC_NAMES, dedupe, percentile, score_query
 from retrievers.pipeline import RetrievalStack, window_spec
-from retrievers.query_adapter import QueryAdapter, check_fit_settings, collect_examples, fit
+from retrievers.query_adapter import QueryAdapter, check_adapter_path, check_fit_settings, collect_examples, fit
 
 EVAL_DEPTH = 100  # documents scored per query (recall@100 needs 100)
 
@@ -155,9 +155,9 @@ def fit_adapter(config: SwitchyardConfig, folder: str | Path, out: str | Path, s
     """Fit a query adapter (retrievers/query_adapter.py) on the labelled queries of one split of a BEIR folder and
     write it to `out` (.npz); returns what was recorded in it (the settings, the counts, the resolved config).
     Score it on another split: `eval-retrieval --set retrieve.retrievers.dense.query_adapter=OUT`."""
-    if Path(out).suffix != ".npz":
-        raise DatasetError(f"an adapter file ends in .npz: {out}")
-    check_fit_settings(epochs, learning_rate, temperature, negatives)  # before minutes of ingest, not after
+    # both checked before minutes of ingest, not after
+    check_adapter_path(out)
+    check_fit_settings(epochs, learning_rate, temperature, negatives)
     corpus, queries, qrels = load_beir(folder, split)
     with tempfile.TemporaryDirectory(prefix="switchyard-fit-") as tmp:
         stack, index_s = prepare_stack(config, corpus, index_dir or tmp, progress)

@@ -57,7 +57,8 @@ class QueryAdapter:
         if matrix.ndim != 2 or matrix.shape[0] != matrix.shape[1] or not np.isfinite(matrix).all():
             raise AdapterError(f"{self.path}: the adapter matrix must be square and finite, got {matrix.shape}")
         if meta.get("format") != ADAPTER_FORMAT:
-            raise AdapterError(f"{self.path}: unknown adapter format {meta.get('format')!r} (expected {ADAPTER_FORMAT})")
+            raise AdapterError(f"{self.path}: unknown adapter format {meta.get('format')!r} "
+                               f"(expected {ADAPTER_FORMAT})")
         matrix.setflags(write=False)
         return matrix, meta
 
@@ -85,15 +86,20 @@ class QueryAdapter:
 
     @staticmethod
     def save(path: str | Path, matrix: np.ndarray, meta: dict) -> Path:
-        path = Path(path)
-        if path.suffix != ".npz":
-            raise AdapterError(f"an adapter file ends in .npz: {path}")
+        path = check_adapter_path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         meta = {"format": ADAPTER_FORMAT, **meta}
         tmp = path.with_name(path.name + ".tmp.npz")
         np.savez(tmp, matrix=np.asarray(matrix, dtype=np.float32), meta=np.asarray(json.dumps(meta)))
         tmp.replace(path)  # a crash mid-write never leaves a half-written adapter under the real name
         return path
+
+
+def check_adapter_path(path: str | Path) -> Path:
+    path = Path(path)
+    if path.suffix != ".npz":
+        raise AdapterError(f"an adapter file ends in .npz: {path}")
+    return path
 
 
 def apply_adapter(matrix: np.ndarray, vectors: np.ndarray) -> np.ndarray:
