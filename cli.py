@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Switchyard command line: a thin layer that parses arguments, calls the library and prints.
 
-Every user error ends in a one-line `error: …` on stderr and a non-zero exit, never a traceback
-(set SWITCHYARD_DEBUG=1 to see one).
+Every error ends in a one-line `error: …` on stderr and a non-zero exit, never a traceback: our own errors
+(errors.py) exit with their class's code; anything unexpected exits 1 and its traceback goes to the error log
+(`$SWITCHYARD_CACHE_DIR/errors.log`, default ~/.cache/switchyard; SWITCHYARD_DEBUG=1 raises it instead). A closed
+pipe (`cli.py list --json | head`) ends the command quietly, as Unix tools do.
 """
 from __future__ import annotations
 
@@ -10,18 +12,23 @@ import argparse
 import json
 import os
 import sys
+import traceback
+from pathlib import Path
 
 from configs import runtime_env
+from errors import EXIT_FAIL, EXIT_USAGE, SwitchyardError, first_line
 
 runtime_env.apply()
 
-EXIT_USAGE, EXIT_FAIL = 2, 1
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a Unix tool killed by a closed pipe reports
 
 
-class CliError(Exception):
+class CliError(SwitchyardError):
+    """A command-line mistake found by the CLI itself (an empty query, a bad option value)."""
+
     def __init__(self, message: str, code: int = EXIT_FAIL):
         super().__init__(message)
-        self.code = code
+        self.exit_code = code
 
 
 def _common() -> argparse.ArgumentParser:
@@ -181,10 +188,11 @@ def cmd_search(args) -> int:
         raise CliError("the query is empty", EXIT_USAGE)
     if args.k is not None and args.k < 1:
         raise CliError("--k must be >= 1", EXIT_USAGE)
-    stack = _stack(args)
-    if stack.store.table().count_rows() == 0:  # a missing collection raises its own clear error here
-        raise CliError(f"collection {stack.collection!r} is empty; run `cli.py ingest PATH` first")
-    result = stack.search(args.query, top_k=args.k, where=args.where)
+    from graphs.app import Pipeline
+
+    pipe = Pipeline(_load_config(args))
+    stack = pipe.resources.stack
+    result = pipe.search(args.query, where=args.where, top_k=args.k)  # what `ask` retrieves in its first round
     if args.json:
         from configs.loader import config_to_dict
 
@@ -518,41 +526,41 @@ COMMANDS = {"ingest": cmd_ingest, "ask": cmd_ask, "trace": cmd_trace, "graph": c
             "eval-retrieval": cmd_eval_retrieval, "fit-adapter": cmd_fit_adapter, "eval": cmd_eval, "serve": cmd_serve, "config": cmd_config}
 
 
-def _known_errors() -> tuple[type[BaseException], ...]:
-    from configs.loader import ConfigError
-    from evaluation.datasets import DatasetError as EvalDatasetError
-    from evaluation.manifest import ManifestMismatch
-    from graphs.app import QuestionError
-    from nodes.llm import LLMError
-    from retrievers.beir_eval import DatasetError
-    from retrievers.embedder import EmbedderError, ModelNotFoundError
-    from retrievers.filters import FilterError
-    from retrievers.query_adapter import AdapterError
-    from retrievers.rerankers import RerankerError
-    from retrievers.store import StoreError
-
-    return (ConfigError, DatasetError, EvalDatasetError, EmbedderError, ModelNotFoundError, FilterError, RerankerError,
-            StoreError, QuestionError, LLMError, ManifestMismatch, AdapterError)
+def _log_unexpected(exc: BaseException) -> Path | None:
+    """Append the traceback of an unexpected error to the error log; its path (None if it cannot be written)."""
+    cache = Path(os.environ.get("SWITCHYARD_CACHE_DIR") or Path.home() / ".cache" / "switchyard")
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        path = cache / "errors.log"
+        with path.open("a", encoding="utf-8") as log:
+            log.write(f"$ {' '.join(sys.argv)}\n{''.join(traceback.format_exception(exc))}\n")
+        return path
+    except OSError:
+        return None
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return COMMANDS[args.command](args)
-    except CliError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exc.code
+    except BrokenPipeError:
+        # the reader went away (`| head`): stop quietly; point stdout at /dev/null so the interpreter's final flush
+        # does not fail again
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except SwitchyardError as exc:
+        print(f"error: {first_line(exc)}", file=sys.stderr)
+        return exc.exit_code
     except Exception as exc:
         if os.environ.get("SWITCHYARD_DEBUG"):
             raise
-        known = isinstance(exc, _known_errors())
-        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        print(f"error: {message}" if known else f"error: unexpected {type(exc).__name__}: {message} "
-              "(set SWITCHYARD_DEBUG=1 for details)", file=sys.stderr)
-        return EXIT_USAGE if known and type(exc).__name__ in ("ConfigError", "FilterError") else EXIT_FAIL
+        log = _log_unexpected(exc)
+        where = f"traceback in {log}" if log else "set SWITCHYARD_DEBUG=1 for details"
+        print(f"error: unexpected {type(exc).__name__}: {first_line(exc)} ({where})", file=sys.stderr)
+        return EXIT_FAIL
 
 
 if __name__ == "__main__":

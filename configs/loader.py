@@ -10,12 +10,9 @@ import yaml
 from pydantic import ValidationError
 
 from configs.schema import SwitchyardConfig
+from errors import ConfigError
 
 CONFIG_DIR = Path(__file__).resolve().parent
-
-
-class ConfigError(ValueError):
-    """A config file or override that cannot be used; the message names the source and the key."""
 
 
 def _deep_merge(base: dict, update: dict) -> dict:

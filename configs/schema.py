@@ -230,7 +230,7 @@ class LLMConfig(_Section):
     timeout_s: float = Field(60.0, gt=0)
     max_retries: int = Field(2, ge=0, description="retries on transient errors, with exponential backoff")
     cache_dir: str | None = Field(None, description="record every request and reply in this folder and answer a "
-                                  "request seen before from it (nodes/llm_cache.py)")
+                                  "request seen before from it (llm/cache.py)")
     replay: bool = Field(False, description="answer only from cache_dir, never from a model (none is loaded); a "
                          "request not recorded there is an error")
 

@@ -9,10 +9,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-
-
-class DatasetError(ValueError):
-    pass
+from errors import DatasetError
 
 
 @dataclass

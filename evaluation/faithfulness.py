@@ -20,9 +20,10 @@ from pydantic import BaseModel
 
 from evaluation.jsonl import drop_torn_tail, read_results
 from nodes.citations import cited_numbers, split_sentences, strip_citations
-from nodes.llm import LLM, llm_identity
-from nodes.prompts import JUDGE_FAITHFULNESS
-from nodes.run_context import metered
+from llm.client import LLM
+from llm.factory import llm_identity
+from llm.prompts import JUDGE_FAITHFULNESS
+from llm.context import RunContext
 
 JUDGEMENTS = "judgements.jsonl"
 
@@ -44,22 +45,23 @@ class FaithfulnessJudge:
         self.max_passage_chars = max_passage_chars
         self.max_tokens = max_tokens
 
-    def _supports(self, sentence: str, passage: str) -> bool | None:
+    def _supports(self, sentence: str, passage: str, run: RunContext) -> bool | None:
         result = self.llm.structured(
             [{"role": "system", "content": JUDGE_FAITHFULNESS},
              {"role": "user", "content": f"Passage: {passage[:self.max_passage_chars]}\nClaim: {sentence}"}],
-            SupportVerdict, fallback=SupportVerdict(supported=False), max_tokens=self.max_tokens)
+            SupportVerdict, fallback=SupportVerdict(supported=False), max_tokens=self.max_tokens, run=run)
         return None if result.status == "fallback" else result.value.supported
 
     def run(self, answer: str, citations: list[dict]) -> dict:
-        with metered() as spent:
-            verdicts = self._verdicts(answer, citations)
+        run = RunContext()
+        with run.metered() as spent:
+            verdicts = self._verdicts(answer, citations, run)
         judged = [v for v in verdicts if v["supported"] is not None]
         return {"faithfulness": sum(v["supported"] for v in judged) / len(judged) if judged else None,
                 "sentences": len(verdicts), "judge_fallbacks": len(verdicts) - len(judged),
                 "judge_calls": spent.llm_calls, "verdicts": verdicts}
 
-    def _verdicts(self, answer: str, citations: list[dict]) -> list[dict]:
+    def _verdicts(self, answer: str, citations: list[dict], run: RunContext) -> list[dict]:
         by_number = {c["n"]: c for c in citations}
         verdicts = []
         for sentence in split_sentences(answer or ""):
@@ -67,7 +69,7 @@ class FaithfulnessJudge:
             claim = strip_citations(sentence)
             supported: bool | None = False
             for n in cited:
-                supported = self._supports(claim, by_number[n]["text"])
+                supported = self._supports(claim, by_number[n]["text"], run)
                 if supported:
                     break
             verdicts.append({"sentence": claim, "cited": cited, "supported": supported})

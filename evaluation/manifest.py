@@ -4,7 +4,7 @@ never mixes setups unnoticed.
 A manifest records the code (git commit, dirty flag and a hash of the uncommitted diff), the versions of the
 packages that shape results, the sha256 of every model file used (GGUF, embedding and reranker weights), each
 config's LLM (backend, base_url, model), every collection asked ({name, rows, version}: LanceDB's table version),
-a hash of every prompt template (nodes/prompts.py), the dataset's hash, seeds and the resolved configs. It is kept
+a hash of every prompt template (llm/prompts.py), the dataset's hash, seeds and the resolved configs. It is kept
 as `manifest.json` in the evaluation's folder and copied into report.json and report.md.
 
 `created`/`updated` (timing), `scope` (runs, limit), `llm_cache` (recording or replaying), `judge`, `mixed` and the
@@ -28,10 +28,13 @@ from importlib import metadata
 from pathlib import Path
 
 from configs.schema import LLMConfig, SwitchyardConfig
-from nodes.chat_backend import LLMError
-from nodes.llm import llm_identity, packaged_gguf
-from nodes.prompts import templates
-from retrievers.embedder import ModelNotFoundError, resolve_model_dir
+from errors import LLMError
+from llm.factory import llm_identity
+from llm.llamacpp import packaged_gguf
+from llm.prompts import templates
+from retrievers.embedder import resolve_model_dir
+from errors import ModelNotFoundError
+from errors import ManifestMismatch
 
 MANIFEST = "manifest.json"
 PACKAGES = ("langgraph", "lancedb", "llama-cpp-python", "sentence-transformers", "openai")
@@ -40,10 +43,6 @@ WEIGHT_SUFFIXES = (".safetensors", ".bin", ".onnx", ".gguf", ".pt", ".pth")
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 _hash_lock = threading.Lock()
-
-
-class ManifestMismatch(RuntimeError):
-    """Resuming would mix results of two different setups in one evaluation."""
 
 
 # -- pieces ----------------------------------------------------------------------------------------------------

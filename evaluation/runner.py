@@ -29,9 +29,9 @@ from evaluation.faithfulness import FaithfulnessJudge, judge_name
 from evaluation.jsonl import drop_error_lines, drop_torn_tail, read_results
 from evaluation.metrics import answer_scores, citation_precision, gold_recall
 from graphs.app import Pipeline
-from nodes.llm import build_llm
-from nodes.llm_cache import CachingBackend, LLMCacheMiss
-from nodes.resources import Resources
+from llm.cache import CachingBackend
+from errors import LLMCacheMiss
+from nodes.resources import SharedModels
 from retrievers.ingest import corpus_collection
 from retrievers.pipeline import window_spec
 
@@ -39,11 +39,6 @@ RESULTS = "questions.jsonl"
 
 
 ERROR_SCORES = {"exact_match": 0.0, "f1": 0.0, "contains": 0.0, "gold_recall": None, "citation_precision": None}
-
-
-def _shared_key(section) -> str:
-    """Key of a loaded model in the evaluation's cache: the config section that builds it, in full."""
-    return f"{type(section).__name__}:{section.model_dump_json()}"
 
 
 def score_row(row: dict) -> dict:
@@ -80,7 +75,7 @@ class Evaluator:
         self.unasked_changes: list[str] = []  # with nothing left to ask: how this setup differs from the folder's
         self._configs: dict[Path, SwitchyardConfig] = {}
         self._ingested: set[str] = set()
-        self._shared: dict[str, object] = {}
+        self.models = SharedModels()  # one embedding model and one LLM per distinct setting, for every config
         self.asked = 0                # questions asked by the last run()
         self.answering_s = 0.0        # their wall time, pipelines built and corpora ingested excluded
 
@@ -99,13 +94,8 @@ class Evaluator:
         (self.out_dir / "configs").mkdir(parents=True, exist_ok=True)
         (self.out_dir / "configs" / f"{path.stem}.yaml").write_text(
             yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False))
-        # one embedding model and one LLM per distinct setting, shared by every config of the run (an LLM object
-        # is cheap: its model loads on first use)
-        embed_key, llm_key = _shared_key(config.embedding), _shared_key(config.llm)
-        if config.uses_llm() and llm_key not in self._shared:
-            self._shared[llm_key] = build_llm(config.llm)
-        res = Resources(config, llm=self._shared.get(llm_key), embedder=self._shared.get(embed_key))
-        self._shared.setdefault(embed_key, res.stack.embedder)
+        pipeline = Pipeline(config, self.models)
+        res = pipeline.resources
         if config.graph.mode != "closed_book":
             if config.store.collection not in self._ingested:
                 report = res.stack.ingestor(progress=False).run(self.dataset.corpus)
@@ -113,7 +103,7 @@ class Evaluator:
                     raise ValueError(f"nothing could be ingested from {self.dataset.corpus}: {report.errors[:1]}")
                 self._ingested.add(config.store.collection)
             self._record(run_manifest.with_collection(self.manifest, run_manifest.collection_entry(res.stack.store)))
-        return Pipeline(config, res)
+        return pipeline
 
     def _record(self, manifest: dict) -> None:
         """Join `manifest` to the folder's (refused when the setups differ, unless allow_mixed)."""
@@ -166,14 +156,11 @@ class Evaluator:
 
     def faithfulness_judge(self, llm_config) -> FaithfulnessJudge:
         """A judge on `llm_config`, reusing the evaluation's loaded model when the settings are the same."""
-        key = _shared_key(llm_config)
-        if key not in self._shared:
-            self._shared[key] = build_llm(llm_config)
-        return FaithfulnessJudge(self._shared[key], judge_name(llm_config))
+        return FaithfulnessJudge(self.models.llm(llm_config), judge_name(llm_config))
 
     def llm_cache_counts(self) -> dict[str, int] | None:
         """LLM replies replayed from and recorded into the reply cache so far (None: no cache in use)."""
-        caches = [b for b in (getattr(x, "backend", None) for x in self._shared.values())
+        caches = [b for b in (getattr(x, "backend", None) for x in self.models.loaded())
                   if isinstance(b, CachingBackend)]
         if not caches:
             return None

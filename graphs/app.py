@@ -12,24 +12,23 @@ from typing import AsyncIterator, Iterator
 
 from configs.loader import config_hash, config_to_dict, load_config
 from configs.schema import SwitchyardConfig
+from errors import QuestionError, SwitchyardError, first_line
 from graphs.build import build_graph
-from nodes.llm import LLMError
-from nodes.resources import Resources
-from nodes.run_context import RunCancelled, RunContext
-from retrievers.store import StoreError
+from llm.context import RunContext
+from nodes.resources import Resources, SharedModels
+from nodes.rewrite import round_queries
+from retrievers.search import SearchResult
 
 STREAM_MODES = ["custom", "updates", "values"]
 _PASSAGE_KEYS = ("candidates", "reranked", "graded")
 
 
-class QuestionError(ValueError):
-    pass
-
-
 class Pipeline:
-    def __init__(self, config: SwitchyardConfig | None = None, resources: Resources | None = None):
+    """Pass one `SharedModels` to every pipeline of a process to share loaded models between them."""
+
+    def __init__(self, config: SwitchyardConfig | None = None, models: SharedModels | None = None):
         self.config = config or load_config()
-        self.resources = resources or Resources(self.config)
+        self.resources = Resources(self.config, models)
         self.graph = build_graph(self.config, self.resources)
         self.config_hash = config_hash(self.config)
 
@@ -62,6 +61,16 @@ class Pipeline:
             context.cancelled.set()
             raise
         return self._result(question, state, context)
+
+    # -- what a run retrieves ----------------------------------------------------------------------------------
+    def search(self, query: str, where: str | None = None, top_k: int | None = None) -> SearchResult:
+        """The passages `ask(query, where)` retrieves in its first round: the configured rewrite's queries (PRF with
+        the filter; an LLM rewrite makes one LLM call), the one retrieval path, then the reranker; `top_k` passages
+        (default `rerank.top_k`). `QuestionError`/`StoreError` as for `ask`."""
+        question = self.checked_question(query)
+        run = RunContext()
+        queries = round_queries(question, 0, None, where, self.resources, run)
+        return self.resources.stack.retrieval.search(question, queries, where=where, top_k=top_k, run=run)
 
     # -- the run as events -------------------------------------------------------------------------------------
     def stream(self, question: str, where: str | None = None, *, seed: int | None = None,
@@ -210,9 +219,7 @@ def stream_events(mode: str, chunk) -> list[dict]:
 
 def error_message(exc: BaseException) -> str:
     """One line for a failed run: the message of our own errors, the type as well for anything unexpected."""
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    return text if isinstance(exc, (LLMError, RunCancelled, StoreError, QuestionError)) \
-        else f"{type(exc).__name__}: {text}"
+    return first_line(exc) if isinstance(exc, SwitchyardError) else f"{type(exc).__name__}: {first_line(exc)}"
 
 
 def make_graph(config: dict | None = None):

@@ -4,45 +4,38 @@
                 ^                               |--retry (incorrect, retries left)--> rewrite
                                                 '--exhausted (incorrect, none left)--> abstain -> END
 
-Nodes are the plain functions in `nodes/`, bound to one shared `Resources`; every node call appends a trace
-entry (duration, LLM calls and tokens, input/output summary).
+Nodes are the plain functions in `nodes/`, `node(state, runtime, res) -> partial update`: `runtime` is LangGraph's
+`Runtime[RunContext]` (per-run data: seed, cancellation, usage meters, the stream writer) and `res` the shared
+`Resources` the graph was built with. Every node call appends a trace entry (duration, LLM calls and tokens,
+input/output summary).
 """
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from functools import partial
-from typing import Callable, Literal
+from typing import Callable
 
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 
 from configs.schema import SwitchyardConfig
 from graphs.state import RAGState
+from llm.context import RunContext
 from nodes.abstain import abstain
 from nodes.answer import abstention, answer
-from nodes.grade import grade
+from nodes.grade import GRADE_ROUTES, grade, route_after_grade
 from nodes.rerank import rerank
 from nodes.resources import Resources
 from nodes.retrieve import retrieve
 from nodes.rewrite import rewrite
-from nodes.router import ACTIONS, choose_edge, route
-from nodes.run_context import RunContext, metered
+from nodes.router import ACTIONS, FIXED_SEQUENCE, choose_edge, route
 
-NODES: dict[str, Callable[[dict, Resources], dict]] = {
+Node = Callable[[dict, Runtime[RunContext], Resources], dict]
+NODES: dict[str, Node] = {
     "rewrite": rewrite, "retrieve": retrieve, "rerank": rerank, "grade": grade, "answer": answer,
     "abstain": abstain,
 }
-GradeRoute = Literal["relevant", "retry", "exhausted"]
-GRADE_ROUTES: dict[str, str] = {"relevant": "answer", "retry": "rewrite", "exhausted": "abstain"}
-
-
-def route_after_grade(state: RAGState, max_retries: int) -> GradeRoute:
-    """correct/ambiguous with passages -> answer; incorrect -> rewrite while retries are left, else abstain."""
-    if state.get("verdict") in ("correct", "ambiguous") and state.get("graded"):
-        return "relevant"
-    if state.get("attempts", 0) <= max_retries:
-        return "retry"
-    return "exhausted"
 
 
 def _summarize(value):
@@ -59,18 +52,16 @@ def _summarize(value):
 _INPUT_KEYS = ("question", "queries", "attempts", "feedback", "candidates", "reranked", "graded", "verdict")
 
 
-def traced(name: str, fn: Callable[[dict, Resources], dict], res: Resources) -> Callable[..., dict]:
-    """The node LangGraph runs: `fn` inside the run's LLM scope (its seed, cancellation and its own usage meter,
-    from the runtime context), plus one trace entry. When the run is streamed, `node_start` and (answer only)
-    `token` events go out through LangGraph's stream writer."""
+def traced(name: str, fn: Node, res: Resources) -> Callable[..., dict]:
+    """The node LangGraph runs: `fn` with a usage meter of its own open on the run's context, plus one trace
+    entry. When the run is streamed, `node_start` goes out through LangGraph's stream writer."""
     def node(state: RAGState, runtime: Runtime[RunContext]) -> dict:
-        context = runtime.context or RunContext()
-        write = runtime.stream_writer
-        write({"event": "node_start", "node": name})
-        sink = (lambda text: write({"event": "token", "text": text})) if context.stream_tokens else None
+        if runtime.context is None:  # invoked without a context (e.g. LangGraph Studio): a fresh run's
+            runtime = replace(runtime, context=RunContext())
+        runtime.stream_writer({"event": "node_start", "node": name})
         t = time.perf_counter()
-        with metered(context, token_sink=sink) as meter:
-            update = fn(state, res)
+        with runtime.context.metered() as meter:
+            update = fn(state, runtime, res)
         ms = (time.perf_counter() - t) * 1e3
         spent = meter.as_dict()
         entry = {"node": name, "ms": round(ms, 2), **spent,
@@ -100,34 +91,34 @@ def _observation(name: str, update: dict) -> str:
     return f"answered with {len(update.get('citations', []))} citation(s)"
 
 
-def agent_action(name: str, fn: Callable[[dict, Resources], dict], res: Resources) -> Callable[[dict, Resources], dict]:
+def agent_action(name: str, fn: Node) -> Node:
     """The same node, with the router's arguments applied: rewrite/retrieve(query), abstain(reason); an answer
     without graded passages uses the reranked (or retrieved) ones, so the citation check still applies."""
-    def run(state: dict, res: Resources) -> dict:
+    def run(state: dict, runtime: Runtime[RunContext], res: Resources) -> dict:
         args = state.get("action_args") or {}
         query = args.get("query")
         if name == "rewrite" and query:
             update = {"queries": [query], "query": query, "query_history": [query]}
         elif name == "retrieve" and query:
-            update = fn({**state, "queries": [query]}, res)
+            update = fn({**state, "queries": [query]}, runtime, res)
             update.update(queries=[query], query=query)
             if query not in state.get("query_history", []):
                 update["query_history"] = [query]
         elif name == "answer" and not state.get("graded"):
             fallback = state.get("reranked") or state.get("candidates", [])[: res.config.rerank.top_k]
-            update = fn({**state, "graded": fallback}, res)
+            update = fn({**state, "graded": fallback}, runtime, res)
         elif name == "abstain" and args.get("reason"):
             update = abstention(res.config.answer.abstain_message, f"the agent abstained: {args['reason']}")
         else:
-            update = fn(state, res)
+            update = fn(state, runtime, res)
         return {**update, "last_action": name}
 
     return run
 
 
-def agent_step(name: str, fn, res: Resources) -> Callable[..., dict]:
+def agent_step(name: str, fn: Node, res: Resources) -> Callable[..., dict]:
     """An action node in agent mode: traced like any node, plus one step record joining the router's decision."""
-    node = traced(name, agent_action(name, fn, res), res)
+    node = traced(name, agent_action(name, fn), res)
 
     def step(state: RAGState, runtime: Runtime[RunContext]) -> dict:
         update = node(state, runtime)
@@ -154,11 +145,10 @@ def build_graph(config: SwitchyardConfig, resources: Resources | None = None):
     graph = StateGraph(RAGState, context_schema=RunContext)
     for name, fn in NODES.items():
         graph.add_node(name, traced(name, fn, res))
-    graph.add_edge(START, "rewrite")
-    graph.add_edge("rewrite", "retrieve")
-    graph.add_edge("retrieve", "rerank")
-    graph.add_edge("rerank", "grade")
-    graph.add_conditional_edges("grade", partial(route_after_grade, max_retries=config.grade.max_retries),
+    graph.add_edge(START, FIXED_SEQUENCE[0])
+    for before, after in zip(FIXED_SEQUENCE, FIXED_SEQUENCE[1:]):
+        graph.add_edge(before, after)
+    graph.add_conditional_edges(FIXED_SEQUENCE[-1], partial(route_after_grade, max_retries=config.grade.max_retries),
                                 GRADE_ROUTES)
     graph.add_edge("answer", END)
     graph.add_edge("abstain", END)
@@ -172,7 +162,7 @@ def _build_agent(config: SwitchyardConfig, res: Resources):
         graph.add_node(name, agent_step(name, NODES[name], res))
     graph.add_edge(START, "router")
     graph.add_conditional_edges("router", choose_edge, {a: a for a in ACTIONS})
-    for name in ("rewrite", "retrieve", "rerank", "grade"):
+    for name in FIXED_SEQUENCE:
         graph.add_edge(name, "router")
     graph.add_edge("answer", END)
     graph.add_edge("abstain", END)

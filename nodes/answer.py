@@ -18,10 +18,12 @@ from typing import Literal
 
 from pydantic import BaseModel, create_model
 
+from langgraph.runtime import Runtime
+
+from llm.context import RunContext, TokenSink
+from llm.prompts import ANSWER_SYSTEM, CLOSED_BOOK_SYSTEM, NOT_FOUND, SHORT_ANSWER_RULES, SHORT_ANSWER_SYSTEM
 from nodes.citations import cite_record, split_sentences, verify_citations
-from nodes.prompts import ANSWER_SYSTEM, CLOSED_BOOK_SYSTEM, NOT_FOUND, SHORT_ANSWER_RULES, SHORT_ANSWER_SYSTEM
 from nodes.resources import Resources
-from nodes.run_context import answer_token_sink
 from nodes.short_answer import (QuestionShape, clean_answer, extractive_span, grounded_in, match_option, occurs_in,
                                 question_shape, split_list, sub_spans)
 
@@ -71,27 +73,33 @@ def _short_prompt(question: str, passages: list[dict], shape: QuestionShape) -> 
             {"role": "user", "content": f"Passages:\n{numbered}\n\nQuestion: {question}"}]
 
 
-def answer(state: dict, res: Resources) -> dict:
-    """Every field of the answer is returned, so an agent's second answer never keeps a part of its first."""
-    return {"short_answer": "", "evidence": "", "grounding": {}, **_answer(state, res)}
+def answer(state: dict, runtime: Runtime[RunContext], res: Resources) -> dict:
+    """Every field of the answer is returned, so an agent's second answer never keeps a part of its first. When the
+    run is streamed, the answer's tokens go out as `token` events (only this node's: rewrite, grading and router
+    calls never reach the token stream)."""
+    run = runtime.context
+    sink = (lambda text: runtime.stream_writer({"event": "token", "text": text})) \
+        if run is not None and run.stream_tokens else None
+    return {"short_answer": "", "evidence": "", "grounding": {}, **_answer(state, res, run, sink)}
 
 
-def _answer(state: dict, res: Resources) -> dict:
+def _answer(state: dict, res: Resources, run: RunContext | None, sink: TokenSink | None) -> dict:
     cfg = res.config.answer
     question = state["question"]
     if cfg.method == "closed_book":  # the no-retrieval baseline: nothing to cite
         text = res.llm.generate([{"role": "system", "content": CLOSED_BOOK_SYSTEM}, {"role": "user", "content": question}],
-                                max_tokens=res.config.llm.max_tokens, on_token=answer_token_sink())
+                                max_tokens=res.config.llm.max_tokens, on_token=sink, run=run)
         return {"answer": text or cfg.abstain_message, "abstained": not text, "citations": [], "citation_check": {}}
     passages = state.get("graded", [])[: cfg.max_passages]
     if not passages:
         return abstention(cfg.abstain_message, "no relevant passages")
     if cfg.format == "short":
-        return short_answer(question, passages, res, state.get("verdict"))
-    return sentences_answer(question, passages, res)
+        return short_answer(question, passages, res, state.get("verdict"), run, sink)
+    return sentences_answer(question, passages, res, run, sink)
 
 
-def sentences_answer(question: str, passages: list[dict], res: Resources) -> dict:
+def sentences_answer(question: str, passages: list[dict], res: Resources, run: RunContext | None = None,
+                     sink: TokenSink | None = None) -> dict:
     """`answer.format: sentences`: 1-3 cited sentences, each checked against the passage it cites."""
     cfg = res.config.answer
     vectors = res.passage_vectors(passages)
@@ -101,8 +109,8 @@ def sentences_answer(question: str, passages: list[dict], res: Resources) -> dic
         return verify_citations(text, passages, res.embedder, cfg.support_threshold, passage_vectors=vectors)
 
     if cfg.method == "llm":
-        text = res.llm.generate(_prompt(question, passages), max_tokens=res.config.llm.max_tokens,
-                                on_token=answer_token_sink())
+        text = res.llm.generate(_prompt(question, passages), max_tokens=res.config.llm.max_tokens, on_token=sink,
+                                run=run)
         if NOT_FOUND.lower() in text.lower()[: len(NOT_FOUND) + 10] or not text.strip():
             return abstention(cfg.abstain_message, "the model found no answer in the passages")
         # a looping answer, or one no passage supports, is replaced by the passages' own best sentences
@@ -126,7 +134,8 @@ def sentences_answer(question: str, passages: list[dict], res: Resources) -> dic
 Ranked = list[tuple[int, str, float]]
 
 
-def short_answer(question: str, passages: list[dict], res: Resources, verdict: str | None = None) -> dict:
+def short_answer(question: str, passages: list[dict], res: Resources, verdict: str | None = None,
+                 run: RunContext | None = None, sink: TokenSink | None = None) -> dict:
     """`answer.format: short`: propose a short answer (the model, or an extractive span), ground it, add evidence.
     `verdict` is the corrective check's (absent in an agent run that skipped it)."""
     cfg = res.config.answer
@@ -136,7 +145,8 @@ def short_answer(question: str, passages: list[dict], res: Resources, verdict: s
     if cfg.method == "llm":
         model = reply_model(shape)
         reply = res.llm.structured(_short_prompt(question, passages, shape), model,
-                                   model.model_construct(answer="", passage=0), max_tokens=cfg.short_max_tokens)
+                                   model.model_construct(answer="", passage=0), max_tokens=cfg.short_max_tokens,
+                                   run=run)
         proposed, hint, source = clean_answer(reply.value.answer), reply.value.passage - 1, "llm"
         if not proposed or proposed.upper().startswith(NOT_FOUND):
             # The small model says "no answer" to answerable questions (7% of the HotpotQA tuning questions, the
@@ -170,7 +180,6 @@ def short_answer(question: str, passages: list[dict], res: Resources, verdict: s
     grounding |= {"status": "grounded", "shown": "short_answer", "how": found["how"]}
     if found["dropped"]:
         grounding["dropped"] = found["dropped"]
-    sink = answer_token_sink()
     if sink:  # the answer is known only once grounded: it streams as one piece
         sink(result["answer"])
     return {**result, "grounding": grounding}

@@ -8,12 +8,29 @@ and sends the graph back to `rewrite` with feedback, at most `grade.max_retries`
 """
 from __future__ import annotations
 
+from typing import Literal
+
+from langgraph.runtime import Runtime
 from pydantic import BaseModel
 
+from llm.client import judge_passages
+from llm.context import RunContext
+from llm.prompts import GRADE_RELEVANCE
 from nodes.citations import content_words
-from nodes.llm import judge_passages
-from nodes.prompts import GRADE_RELEVANCE
 from nodes.resources import Resources
+
+GradeRoute = Literal["relevant", "retry", "exhausted"]
+GRADE_ROUTES: dict[str, str] = {"relevant": "answer", "retry": "rewrite", "exhausted": "abstain"}
+
+
+def route_after_grade(state: dict, max_retries: int) -> GradeRoute:
+    """The fixed pipeline's rule after grading (the agent's fallback uses it too): correct/ambiguous with passages
+    -> answer; incorrect -> rewrite while retries are left, else abstain."""
+    if state.get("verdict") in ("correct", "ambiguous") and state.get("graded"):
+        return "relevant"
+    if state.get("attempts", 0) <= max_retries:
+        return "retry"
+    return "exhausted"
 
 
 class PassageGrade(BaseModel):
@@ -30,7 +47,7 @@ def _cosines(res: Resources, question: str, passages: list[dict]) -> list[float]
     return (res.passage_vectors(passages) @ res.embedder.embed_query(question)).tolist()
 
 
-def grade(state: dict, res: Resources) -> dict:
+def grade(state: dict, runtime: Runtime[RunContext], res: Resources) -> dict:
     cfg = res.config.grade
     passages = [dict(p) for p in state.get("reranked", [])]
     question = state["question"]
@@ -43,7 +60,8 @@ def grade(state: dict, res: Resources) -> dict:
         p["scores"] = {**p.get("scores", {}), "grade_cosine": float(c)}
     if cfg.method == "llm":
         grades = judge_passages(res.llm, GRADE_RELEVANCE, question,
-                                [p["text"] for p in passages], PassageGrade, PassageGrade(relevant=True), 12)
+                                [p["text"] for p in passages], PassageGrade, PassageGrade(relevant=True), 12,
+                                run=runtime.context)
         flags = [g.relevant for g in grades]
         share = sum(flags) / len(flags)
         verdict = "correct" if share >= 0.5 else "ambiguous" if share > 0 else "incorrect"

@@ -1,41 +1,90 @@
-"""The heavy objects one process shares across runs: the retrieval stack and the LLM, each built once on first use
-(under a lock, so runs arriving together never build two), or all at once by `warm_up()`."""
+"""The heavy objects runs share.
+
+`SharedModels` is the one way to share loaded models between pipelines (the CLI, the service's pipelines per
+config and collection, an evaluation's configs): one embedder per distinct `embedding:` section and one LLM per
+distinct `llm:` section, built once under a lock, whoever asks first. Give every `Pipeline` (or `Resources`) of a
+process the same `SharedModels`:
+
+    models = SharedModels()
+    fixed = Pipeline(load_config("configs/fixed.yaml"), models=models)
+    agent = Pipeline(load_config("configs/agent.yaml"), models=models)   # same MiniLM and SmolLM2 instances
+
+`Resources` is what the nodes of one pipeline use: its config, its retrieval stack and its LLM, each built on first
+use (an LLM or embedder object is cheap; its weights load on first call or in `warm_up()`).
+"""
 from __future__ import annotations
 
-import numpy as np
+import threading
+from typing import Callable, TypeVar
 
-from configs.schema import SwitchyardConfig
-from nodes.llm import LLM, build_llm, llm_relevance_scorer
+import numpy as np
+from pydantic import BaseModel
+
+from configs.schema import EmbeddingConfig, LLMConfig, SwitchyardConfig
+from llm.client import LLM
+from llm.factory import build_llm
 from retrievers.documents import search_text
 from retrievers.embedder import Embedder
 from retrievers.lazy import Lazy
 from retrievers.pipeline import RetrievalStack
 
+T = TypeVar("T")
+
+
+class SharedModels:
+    """Loaded models keyed by the config section that builds them, in full. Thread-safe."""
+
+    def __init__(self):
+        self._models: dict[str, object] = {}
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def key(section: BaseModel) -> str:
+        return f"{type(section).__name__}:{section.model_dump_json()}"
+
+    def _get(self, section: BaseModel, build: Callable[[], T]) -> T:
+        key = self.key(section)
+        with self._lock:
+            if key not in self._models:
+                self._models[key] = build()
+            return self._models[key]  # type: ignore[return-value]
+
+    def embedder(self, config: EmbeddingConfig) -> Embedder:
+        return self._get(config, lambda: Embedder(**config.model_dump()))
+
+    def llm(self, config: LLMConfig) -> LLM:
+        return self._get(config, lambda: build_llm(config))
+
+    def provide(self, section: EmbeddingConfig | LLMConfig, model: Embedder | LLM) -> None:
+        """Share an already built model for `section` (e.g. a test's session-wide embedder)."""
+        with self._lock:
+            self._models[self.key(section)] = model
+
+    def loaded(self) -> list[object]:
+        with self._lock:
+            return list(self._models.values())
+
 
 class Resources:
-    """Pass already loaded objects to share them: `llm`, a whole `stack`, or just the `embedder` of a new stack."""
+    """The shared heavy objects of one config: its retrieval stack and its LLM, from `models`."""
 
-    def __init__(self, config: SwitchyardConfig, llm: LLM | None = None, stack: RetrievalStack | None = None,
-                 embedder: Embedder | None = None):
+    def __init__(self, config: SwitchyardConfig, models: SharedModels | None = None):
         self.config = config
-        self._llm = Lazy(lambda: build_llm(config.llm), llm)
-        self._stack = Lazy(lambda: RetrievalStack(config, llm_score_fn=llm_relevance_scorer(lambda: self.llm),
-                                                  embedder=embedder), stack)
+        self.models = models or SharedModels()
+        self._llm = Lazy(lambda: self.models.llm(config.llm))
+        self._stack = Lazy(lambda: RetrievalStack(config, get_llm=lambda: self.llm,
+                                                  embedder=self.models.embedder(config.embedding)))
 
     @property
     def llm(self) -> LLM:
         return self._llm.get()
 
     @property
-    def llm_built(self) -> bool:
-        return self._llm.built
-
-    @property
     def stack(self) -> RetrievalStack:
         return self._stack.get()
 
     @property
-    def embedder(self):
+    def embedder(self) -> Embedder:
         return self.stack.embedder
 
     def warm_up(self) -> None:

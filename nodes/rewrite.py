@@ -7,12 +7,13 @@ from __future__ import annotations
 
 from collections import Counter
 from functools import lru_cache
-
 from typing import Annotated
 
+from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field, StringConstraints
 
-from nodes.prompts import REWRITE_FEEDBACK, REWRITE_MANY, REWRITE_ONE
+from llm.context import RunContext
+from llm.prompts import REWRITE_FEEDBACK, REWRITE_MANY, REWRITE_ONE
 from nodes.resources import Resources
 from retrievers.bm25 import Tokenizer, stop_words
 
@@ -62,35 +63,42 @@ def prf_expand(question: str, passages_text: list[str], n_terms: int) -> str:
     return f"{question} {' '.join(extra)}".strip()
 
 
-def rewrite(state: dict, res: Resources) -> dict:
+def rewrite(state: dict, runtime: Runtime[RunContext], res: Resources) -> dict:
+    queries = round_queries(state["question"], state.get("attempts", 0), state.get("feedback"), state.get("where"),
+                            res, runtime.context)
+    return {"queries": queries, "query": queries[0], "query_history": queries}
+
+
+def round_queries(question: str, attempts: int, feedback: str | None, where: str | None, res: Resources,
+                  run: RunContext | None = None) -> list[str]:
+    """The retrieval queries of a round (`attempts` rounds graded before it) under the configured method; PRF
+    searches with the run's filter, through the one retrieval path."""
     cfg = res.config.rewrite
-    question = state["question"]
-    attempts = state.get("attempts", 0)
     if cfg.method == "none":
         queries = [question] if attempts == 0 else [_keywords(question)]
     elif cfg.method == "prf":
         if attempts == 0:
-            top = res.stack.retriever.run(question, top_k=cfg.prf_passages)
+            top = res.stack.retrieval.run([question], where=where, top_k=cfg.prf_passages)
             queries = [prf_expand(question, [p.text for p in top], cfg.prf_terms)]
         else:  # the expanded query failed: fall back to the bare keywords
             queries = [_keywords(question)]
     else:
         n = cfg.num_queries
         prompt = REWRITE_ONE if n == 1 else REWRITE_MANY.format(n=n)
-        if attempts and state.get("feedback"):
-            prompt += REWRITE_FEEDBACK.format(feedback=state['feedback'])
+        if attempts and feedback:
+            prompt += REWRITE_FEEDBACK.format(feedback=feedback)
         messages = [{"role": "system", "content": prompt}, {"role": "user", "content": question}]
         # fallbacks are built unvalidated: the length limits are for the model's queries, not the user's question
         if n == 1:
             result = res.llm.structured(messages, RewrittenQuery,
-                                        fallback=RewrittenQuery.model_construct(query=question), max_tokens=64)
+                                        fallback=RewrittenQuery.model_construct(query=question), max_tokens=64,
+                                        run=run)
             generated = [result.value.query]
         else:
             result = res.llm.structured(messages, RewrittenQueries,
                                         fallback=RewrittenQueries.model_construct(queries=[question]),
-                                        max_tokens=48 * n)
+                                        max_tokens=48 * n, run=run)
             generated = list(result.value.queries)[:n]
         # the first round also searches the question itself: a weak model's rewrite must not lose it
         queries = _dedupe(([question] if attempts == 0 else []) + generated) or [question]
-    queries = _dedupe(queries)
-    return {"queries": queries, "query": queries[0], "query_history": queries}
+    return _dedupe(queries)

@@ -26,16 +26,18 @@ import json
 import time
 from typing import Literal
 
+from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field, ValidationError
 
-from nodes.chat_backend import Reply, function_tool
-from nodes.citations import content_words
-from nodes.prompts import (ROUTER_FORMAT_PLAN, ROUTER_FORMAT_REACT, ROUTER_FORMAT_TOOLS, ROUTER_FORMAT_TOOLS_REACT,
+from llm.backend import Reply, function_tool
+from llm.context import RunContext
+from llm.prompts import (ROUTER_FORMAT_PLAN, ROUTER_FORMAT_REACT, ROUTER_FORMAT_TOOLS, ROUTER_FORMAT_TOOLS_REACT,
                            ROUTER_FORMAT_ZEROSHOT, ROUTER_SYSTEM, ROUTER_TOOL_ABSTAIN, ROUTER_TOOL_ANSWER,
                            ROUTER_TOOL_GRADE, ROUTER_TOOL_QUERY, ROUTER_TOOL_REASON, ROUTER_TOOL_RERANK,
                            ROUTER_TOOL_RETRIEVE, ROUTER_TOOL_REWRITE, ROUTER_TOOLS_REPAIR)
+from nodes.citations import content_words
+from nodes.grade import GRADE_ROUTES, route_after_grade
 from nodes.resources import Resources
-from nodes.run_context import metered, record_parse_fallback
 
 Action = Literal["rewrite", "retrieve", "rerank", "grade", "answer", "abstain"]
 ACTIONS: tuple[str, ...] = ("rewrite", "retrieve", "rerank", "grade", "answer", "abstain")
@@ -88,21 +90,18 @@ def decision_from_tool_call(reply: Reply) -> tuple[Decision | None, str]:
         return None, f"{'.'.join(map(str, first['loc'])) or 'value'}: {first['msg']}"
 
 
+FIXED_SEQUENCE: tuple[str, ...] = ("rewrite", "retrieve", "rerank", "grade")  # then `route_after_grade`
+
+
 def fixed_next(state: dict, max_retries: int) -> str:
-    """The edge the fixed pipeline would take from here."""
+    """The edge the fixed pipeline would take from here (graphs/build.py wires the same sequence and rule)."""
     last = state.get("last_action")
     if last is None:
-        return "rewrite"
-    if last == "rewrite":
-        return "retrieve"
-    if last == "retrieve":
-        return "rerank"
-    if last == "rerank":
-        return "grade"
+        return FIXED_SEQUENCE[0]
     if last == "grade":
-        if state.get("verdict") in ("correct", "ambiguous") and state.get("graded"):
-            return "answer"
-        return "rewrite" if state.get("attempts", 0) <= max_retries else "abstain"
+        return GRADE_ROUTES[route_after_grade(state, max_retries)]
+    if last in FIXED_SEQUENCE:
+        return FIXED_SEQUENCE[FIXED_SEQUENCE.index(last) + 1]
     return "abstain"
 
 
@@ -182,46 +181,49 @@ def _decision_messages(state: dict, res: Resources, steps_left: int) -> list[dic
     return messages
 
 
-def _ask_decision(state: dict, res: Resources, steps_left: int) -> Decision | None:
+def _ask_decision(state: dict, res: Resources, steps_left: int, run: RunContext | None) -> Decision | None:
     cfg = res.config.graph.router
     messages = _decision_messages(state, res, steps_left)
-    result = res.llm.structured(messages, Decision, fallback=Decision(action="abstain"), max_tokens=cfg.max_tokens)
+    result = res.llm.structured(messages, Decision, fallback=Decision(action="abstain"), max_tokens=cfg.max_tokens,
+                                run=run)
     return None if result.status == "fallback" else result.value
 
 
-def _ask_tool_call(state: dict, res: Resources, steps_left: int) -> Decision | None:
+def _ask_tool_call(state: dict, res: Resources, steps_left: int, run: RunContext | None) -> Decision | None:
     cfg = res.config.graph.router
     messages = _decision_messages(state, res, steps_left)
-    reply = res.llm.call_tools(messages, ROUTER_TOOLS, cfg.tool_choice, cfg.max_tokens)
+    reply = res.llm.call_tools(messages, ROUTER_TOOLS, cfg.tool_choice, cfg.max_tokens, run=run)
     decision, error = decision_from_tool_call(reply)
     if decision is not None:
         return decision
     said = reply.text.strip() or "".join(f"{c['name']}({c['arguments']})" for c in reply.tool_calls[:1])
     repair = messages + [{"role": "assistant", "content": said or "(nothing)"},
                          {"role": "user", "content": ROUTER_TOOLS_REPAIR.format(error=error, tools=", ".join(ACTIONS))}]
-    decision, _ = decision_from_tool_call(res.llm.call_tools(repair, ROUTER_TOOLS, cfg.tool_choice, cfg.max_tokens))
-    if decision is None:
-        record_parse_fallback()
+    decision, _ = decision_from_tool_call(res.llm.call_tools(repair, ROUTER_TOOLS, cfg.tool_choice, cfg.max_tokens,
+                                                             run=run))
+    if decision is None and run is not None:
+        run.record_parse_fallback()
     return decision
 
 
-def _ask_plan(state: dict, res: Resources, steps_left: int) -> list[str] | None:
+def _ask_plan(state: dict, res: Resources, steps_left: int, run: RunContext | None) -> list[str] | None:
     messages = [{"role": "system", "content": _system("plan")},
                 {"role": "user", "content": summarize_state(state, steps_left)}]
     result = res.llm.structured(messages, Plan, fallback=Plan(steps=["abstain"]),
-                                max_tokens=res.config.graph.router.max_tokens)
+                                max_tokens=res.config.graph.router.max_tokens, run=run)
     return None if result.status == "fallback" else list(result.value.steps)
 
 
-def route(state: dict, res: Resources) -> dict:
+def route(state: dict, runtime: Runtime[RunContext], res: Resources) -> dict:
     """The router node: the next action, with the decision's own LLM cost in its record."""
-    with metered() as spent:
-        update = _decide(state, res)
+    run = runtime.context or RunContext()
+    with run.metered() as spent:
+        update = _decide(state, res, run)
     update["decision"].update(spent.as_dict())
     return update
 
 
-def _decide(state: dict, res: Resources) -> dict:
+def _decide(state: dict, res: Resources, run: RunContext) -> dict:
     cfg = res.config.graph.router
     max_retries = res.config.grade.max_retries
     step = state.get("step_count", 0) + 1
@@ -236,12 +238,12 @@ def _decide(state: dict, res: Resources) -> dict:
         decision: Decision | None
         if cfg.strategy == "plan":
             if not plan or (state.get("last_action") == "grade" and state.get("verdict") == "incorrect"):
-                plan = _ask_plan(state, res, steps_left) or []
+                plan = _ask_plan(state, res, steps_left, run) or []
             decision = Decision(action=plan.pop(0)) if plan else None
         elif cfg.protocol == "tools":
-            decision = _ask_tool_call(state, res, steps_left)
+            decision = _ask_tool_call(state, res, steps_left, run)
         else:
-            decision = _ask_decision(state, res, steps_left)
+            decision = _ask_decision(state, res, steps_left, run)
         if decision is None:
             action, guard = fixed_next(state, max_retries), "invalid"
         else:

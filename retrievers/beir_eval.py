@@ -20,12 +20,9 @@ from retrievers.ingest import corpus_collection
 from retrievers.metrics import METRIC_NAMES, dedupe, percentile, score_query
 from retrievers.pipeline import RetrievalStack, window_spec
 from retrievers.query_adapter import QueryAdapter, check_adapter_path, check_fit_settings, collect_examples, fit
+from errors import DatasetError
 
 EVAL_DEPTH = 100  # documents scored per query (recall@100 needs 100)
-
-
-class DatasetError(ValueError):
-    pass
 
 
 def load_beir(folder: str | Path, split: str = "test") -> tuple[Path, dict[str, str], dict[str, dict[str, float]]]:

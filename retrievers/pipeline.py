@@ -1,43 +1,36 @@
 """Builds the retrieval stack from a config, once per process: store, embedder, retrievers, fusion, reranker."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Callable
 
 from configs.schema import SwitchyardConfig
+from llm.client import LLM
 from retrievers.bm25 import LanceBM25Retriever, RankBM25Retriever
 from retrievers.chunking import Chunker, SentenceWindows
 from retrievers.dense import DenseRetriever
-from retrievers.documents import Passage
 from retrievers.embedder import Embedder
-from retrievers.filters import Clause, parse_filter
 from retrievers.hybrid import HybridRetriever
 from retrievers.ingest import Ingestor
 from retrievers.lazy import Lazy
 from retrievers.query_adapter import QueryAdapter
 from retrievers.rerankers import CrossEncoderReranker, DenseRescoreReranker, LLMReranker, NoReranker
+from retrievers.search import Retrieval, SearchResult, Where
 from retrievers.store import IndexStore, VectorIndexSpec
-
-
-@dataclass
-class SearchResult:
-    passages: list[Passage]
-    candidates: list[Passage] = field(default_factory=list)  # fused list before reranking
-    timings_ms: dict[str, float] = field(default_factory=dict)
 
 
 class RetrievalStack:
     """The heavy objects for one config and collection; create once, reuse for every query, share between threads.
 
     Each part is built on first use, once (under a lock). Pass an already loaded `embedder` to share one model
-    between stacks (another collection, an evaluation's configs)."""
+    between stacks (another collection, an evaluation's configs), and `get_llm` for the `llm` reranker (called on
+    first use, so a stack whose reranker never runs loads no LLM). Every search goes through `retrieval`
+    (retrievers/search.py), the one retrieval path."""
 
     def __init__(self, config: SwitchyardConfig, collection: str | None = None,
-                 llm_score_fn: Callable[[str, list[str]], list[float]] | None = None,
-                 embedder: Embedder | None = None):
+                 get_llm: Callable[[], LLM] | None = None, embedder: Embedder | None = None):
         self.config = config
         self.collection = collection or config.store.collection
-        self._llm_score_fn = llm_score_fn
+        self._get_llm = get_llm
         e = config.embedding
         self._embedder = Lazy(lambda: Embedder(**e.model_dump()), embedder)
         self._store = Lazy(self._build_store)
@@ -46,6 +39,9 @@ class RetrievalStack:
         self._adapter = Lazy(self._build_adapter)
         self._retriever = Lazy(self._build_retriever)
         self._reranker = Lazy(self._build_reranker)
+        self._retrieval = Lazy(lambda: Retrieval(self.retriever, self.reranker, top_k=config.retrieve.top_k,
+                                                 rerank_top_k=config.rerank.top_k,
+                                                 rrf_k=config.retrieve.fusion.rrf_k))
 
     @property
     def embedder(self) -> Embedder:
@@ -66,6 +62,10 @@ class RetrievalStack:
     @property
     def reranker(self):
         return self._reranker.get()
+
+    @property
+    def retrieval(self) -> Retrieval:
+        return self._retrieval.get()
 
     def warm_up(self) -> None:
         """Load the models and open the collection now (a service calls this at start)."""
@@ -124,25 +124,13 @@ class RetrievalStack:
             embedder = self.embedder if not c.model else Embedder(c.model, batch_size=c.batch_size)
             return DenseRescoreReranker(embedder, top_k=c.top_k, weight=c.weight)
         if c.method == "llm":
-            return LLMReranker(self._llm_score_fn, top_k=c.top_k)
+            return LLMReranker(self._get_llm, top_k=c.top_k)
         return NoReranker(top_k=c.top_k)
 
-    def search(self, query: str, top_k: int | None = None, where: str | list[Clause] | None = None,
-               rerank: bool = True) -> SearchResult:
-        import time
-
-        clauses = parse_filter(where) if isinstance(where, str) or where is None else where
-        self.store.table()  # a missing collection is a clear error before any model loads
-        t0 = time.perf_counter()
-        candidates = self.retriever.run(query, where=clauses)
-        t1 = time.perf_counter()
-        k = top_k or self.config.rerank.top_k
-        if rerank:
-            passages = self.reranker.run(query, [_copy(p) for p in candidates], top_k=k)
-        else:
-            passages = candidates[:k]
-        t2 = time.perf_counter()
-        return SearchResult(passages, candidates, {"retrieve": (t1 - t0) * 1e3, "rerank": (t2 - t1) * 1e3})
+    def search(self, query: str, top_k: int | None = None, where: Where = None, rerank: bool = True) -> SearchResult:
+        """`retrieval.search` for one query; a missing collection is a clear error before any model loads."""
+        self.store.table()
+        return self.retrieval.search(query, where=where, top_k=top_k, rerank=rerank)
 
 
 def window_spec(config: SwitchyardConfig) -> tuple[int, int] | None:
@@ -150,10 +138,3 @@ def window_spec(config: SwitchyardConfig) -> tuple[int, int] | None:
     i = config.ingest
     return (i.window_tokens, i.window_overlap) if i.window_tokens else None
 
-
-def _copy(p: Passage) -> Passage:
-    from copy import copy
-
-    q = copy(p)
-    q.scores, q.ranks = dict(p.scores), dict(p.ranks)
-    return q

@@ -20,12 +20,9 @@ import numpy as np
 
 from retrievers.lazy import Lazy
 from retrievers.store import IndexStore
+from errors import AdapterError
 
 ADAPTER_FORMAT = 1
-
-
-class AdapterError(ValueError):
-    pass
 
 
 @dataclass

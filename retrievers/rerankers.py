@@ -5,7 +5,7 @@
   Hugging Face cache); a configured model that is not on disk is a clear error, never a download.
 - `dense_rescore`: a second-opinion score from an embedding model over the candidates' full text, convexly
   combined with the fused score (min-max normalised over the candidate list).
-- `llm`: a hook; the caller passes a function scoring (query, texts) -> floats (the graph nodes provide one).
+- `llm`: the LLM rates each candidate 0-10 for the query (one structured call per passage).
 """
 from __future__ import annotations
 
@@ -14,14 +14,15 @@ from pathlib import Path
 from typing import Callable
 
 import numpy as np
+from pydantic import BaseModel, Field
 
+from llm.client import LLM, judge_passages
+from llm.context import RunContext
+from llm.prompts import RERANK_RELEVANCE
 from retrievers.documents import Passage, search_text
 from retrievers.fusion import min_max
 from retrievers.lazy import Lazy
-
-
-class RerankerError(RuntimeError):
-    pass
+from errors import RerankerError
 
 
 def _ordered(passages: list[Passage], scores: list[float], name: str, top_k: int) -> list[Passage]:
@@ -42,7 +43,8 @@ class NoReranker:
             raise ValueError("top_k must be >= 1")
         self.top_k = top_k
 
-    def run(self, query: str, passages: list[Passage], top_k: int | None = None) -> list[Passage]:
+    def run(self, query: str, passages: list[Passage], top_k: int | None = None,
+            run: RunContext | None = None) -> list[Passage]:
         return passages[: top_k or self.top_k]
 
     def to_dict(self) -> dict:
@@ -84,7 +86,8 @@ class CrossEncoderReranker:
     def warm_up(self) -> None:
         self._model.get()
 
-    def run(self, query: str, passages: list[Passage], top_k: int | None = None) -> list[Passage]:
+    def run(self, query: str, passages: list[Passage], top_k: int | None = None,
+            run: RunContext | None = None) -> list[Passage]:
         if not passages:
             return []
         model = self.model
@@ -111,7 +114,8 @@ class DenseRescoreReranker:
         self.top_k = top_k
         self.weight = weight
 
-    def run(self, query: str, passages: list[Passage], top_k: int | None = None) -> list[Passage]:
+    def run(self, query: str, passages: list[Passage], top_k: int | None = None,
+            run: RunContext | None = None) -> list[Passage]:
         if not passages:
             return []
         vectors = self.embedder.run([query] + [search_text(p.title, p.text) for p in passages])
@@ -128,26 +132,29 @@ class DenseRescoreReranker:
                 "weight": self.weight}
 
 
+class Relevance(BaseModel):
+    relevant: bool
+    score: int = Field(ge=0, le=10, description="0 = unrelated, 10 = answers the question")
+
+
 class LLMReranker:
-    """Hook for an LLM-based reranker: `score_fn(query, texts) -> list[float]` (higher is more relevant)."""
+    """Scores each candidate with the LLM (`Relevance`, 0-10); `get_llm` is called on first use, so a pipeline
+    whose reranker is never run never loads a model."""
 
     name = "llm"
 
-    def __init__(self, score_fn: Callable[[str, list[str]], list[float]] | None, top_k: int = 5):
-        if score_fn is None:
+    def __init__(self, get_llm: Callable[[], LLM] | None, top_k: int = 5):
+        if get_llm is None:
             raise RerankerError("rerank.method=llm needs an LLM backend (available in the graph pipeline)")
         if top_k < 1:
             raise ValueError("top_k must be >= 1")
-        self.score_fn = score_fn
+        self.get_llm = get_llm
         self.top_k = top_k
 
-    def run(self, query: str, passages: list[Passage], top_k: int | None = None) -> list[Passage]:
+    def run(self, query: str, passages: list[Passage], top_k: int | None = None,
+            run: RunContext | None = None) -> list[Passage]:
         if not passages:
             return []
-        scores = list(self.score_fn(query, [p.text for p in passages]))
-        if len(scores) != len(passages):
-            raise RerankerError(f"LLM reranker returned {len(scores)} scores for {len(passages)} passages")
-        return _ordered(passages, scores, self.name, top_k or self.top_k)
-
-    def to_dict(self) -> dict:
-        return {"method": "llm", "top_k": self.top_k}
+        judged = judge_passages(self.get_llm(), RERANK_RELEVANCE, query, [p.text for p in passages], Relevance,
+                                Relevance(relevant=False, score=0), run=run)
+        return _ordered(passages, [float(j.score) for j in judged], self.name, top_k or self.top_k)

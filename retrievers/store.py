@@ -19,6 +19,7 @@ import pyarrow as pa
 from retrievers.documents import Chunk, Passage, search_text
 from retrievers.filters import Clause, to_sql
 from retrievers.lazy import Lazy
+from errors import CollectionNotFound, StoreError
 
 META_KEY = b"switchyard"
 _CHUNK_FIELDS = [
@@ -44,10 +45,6 @@ WINDOW_COLUMN = "window_vectors"
 # LanceDB's multivector search asks the HNSW graph for this many window hits per chunk asked for, and refuses an `ef`
 # below that (measured: k 7 / 50 / 100 need ef >= 70 / 500 / 1000)
 MULTIVECTOR_HITS_PER_K = 10
-
-
-class StoreError(RuntimeError):
-    pass
 
 
 def _sql_list(values: Iterable[str]) -> str:
@@ -247,7 +244,7 @@ class IndexStore:
     def _open(self, create: bool):
         if not self.exists():
             if not create:
-                raise StoreError(f"collection {self.collection!r} does not exist in {self.uri} "
+                raise CollectionNotFound(f"collection {self.collection!r} does not exist in {self.uri} "
                                  f"(collections: {', '.join(self.collections()) or 'none'}); ingest first")
             return self.db.create_table(self.collection, schema=self.schema(), exist_ok=True)
         table = self.db.open_table(self.collection)

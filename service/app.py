@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import shutil
 import threading
 from contextlib import asynccontextmanager
@@ -28,21 +29,19 @@ from pydantic import BaseModel, Field
 from sse_starlette.sse import EventSourceResponse
 from starlette.background import BackgroundTask
 
-from configs.loader import ConfigError
 from configs.schema import StoreConfig
-from graphs.app import Pipeline, QuestionError
-from nodes.llm import LLMError
-from nodes.run_context import RunContext
-from retrievers.filters import FilterError
-from retrievers.store import StoreError
+from errors import SwitchyardError, UnknownPipeline, first_line
+from graphs.app import Pipeline
+from llm.context import RunContext
 from service.auth import BearerAuth
 from service.jobs import IngestJobs, safe_name
 from service.metrics import CONTENT_TYPE, MetricsMiddleware, ServiceMetrics
 from service.openai_compat import ChatRequest, chat_completion, chat_stream, openai_error, question_of
-from service.registry import PipelineRegistry, UnknownPipeline
+from service.registry import PipelineRegistry
 from service.settings import ServiceSettings
 
 STATIC = Path(__file__).resolve().parent / "static"
+log = logging.getLogger("switchyard.service")
 RETRY_AFTER_S = 1
 
 
@@ -94,21 +93,9 @@ class RunSlots:
 
 
 def status_of(exc: BaseException) -> int:
-    """The HTTP status of a failed run: the caller's mistake (4xx) or the model server's (502)."""
-    if isinstance(exc, UnknownPipeline):
-        return 404
-    if isinstance(exc, StoreError):
-        return 404 if "does not exist" in str(exc) else 409
-    if isinstance(exc, (QuestionError, FilterError, ConfigError)):
-        return 400
-    if isinstance(exc, LLMError):
-        return 502
-    return 500
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc.message if isinstance(exc, UnknownPipeline) else exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+    """The HTTP status of a failed run, by the error's type: the caller's mistake (4xx), the model server's (502),
+    anything unexpected 500."""
+    return exc.http_status if isinstance(exc, SwitchyardError) else 500
 
 
 class Service:
@@ -136,7 +123,7 @@ class Service:
         try:
             return self.registry.get(name, collection)
         except UnknownPipeline as exc:
-            raise ServiceError(404, exc.message) from None
+            raise ServiceError(exc.http_status, str(exc)) from None
 
     def collections(self) -> list[str]:
         return self.registry.get().resources.stack.store.collections()
@@ -166,7 +153,7 @@ class Service:
         except asyncio.TimeoutError:
             raise ServiceError(504, f"the run timed out after {self.settings.request_timeout_s:g}s") from None
         except Exception as exc:
-            raise ServiceError(status_of(exc), _first_line(exc)) from None
+            raise ServiceError(status_of(exc), first_line(exc)) from None
         self.metrics.observe_run(name, result["usage"])
         return result
 
@@ -213,8 +200,9 @@ def create_app(settings: ServiceSettings | None = None) -> FastAPI:
         return JSONResponse({"detail": exc.message}, status_code=exc.status, headers=exc.headers)
 
     @app.exception_handler(Exception)
-    async def unexpected(_request: Request, exc: Exception):
-        return JSONResponse({"detail": f"internal error: {type(exc).__name__}: {_first_line(exc)}"}, status_code=500)
+    async def unexpected(request: Request, exc: Exception):
+        log.error("unexpected error on %s %s", request.method, request.url.path, exc_info=exc)
+        return JSONResponse({"detail": f"internal error: {type(exc).__name__}: {first_line(exc)}"}, status_code=500)
 
     @app.get("/healthz")
     def healthz() -> dict:
@@ -340,7 +328,7 @@ def _check_ready(pipe: Pipeline, question: str) -> None:
     try:
         pipe.checked_question(question)
     except Exception as exc:
-        raise ServiceError(status_of(exc), _first_line(exc)) from None
+        raise ServiceError(status_of(exc), first_line(exc)) from None
 
 
 def _existing_store(service: Service, name: str):

@@ -12,19 +12,15 @@ from configs.loader import load_config, resolve_config_path
 from configs.schema import SwitchyardConfig
 from graphs.app import Pipeline
 from graphs.draw import render
-from nodes.resources import Resources
+from nodes.resources import SharedModels
 from retrievers.pipeline import RetrievalStack
-
-
-class UnknownPipeline(KeyError):
-    def __init__(self, name: str, known: list[str]):
-        super().__init__(name)
-        self.message = f"unknown pipeline {name!r}; known pipelines: {', '.join(known)}"
+from errors import UnknownPipeline
 
 
 class PipelineRegistry:
     def __init__(self, config_paths: tuple[str, ...], overrides: tuple[str, ...] = ()):
         self.overrides = list(overrides)
+        self.models = SharedModels()  # every pipeline's loaded LLM and embedding model, shared by equal settings
         self.paths: dict[str, Path] = {}
         for path in config_paths:
             resolved = resolve_config_path(path)
@@ -52,15 +48,7 @@ class PipelineRegistry:
         config = self.configs[name]
         if collection != config.store.collection:
             config = load_config(self.paths[name], [*self.overrides, f"store.collection={collection}"])
-        base = self._pipelines.get((name, self.configs[name].store.collection))
-        donor = base or next(iter(self._pipelines.values()), None)
-        llm = embedder = None
-        if donor is not None:
-            if config.uses_llm() and donor.config.llm == config.llm and donor.resources.llm_built:
-                llm = donor.resources.llm
-            if donor.config.embedding == config.embedding:
-                embedder = donor.resources.stack.embedder
-        return Pipeline(config, Resources(config, llm=llm, embedder=embedder))
+        return Pipeline(config, self.models)
 
     def warm_up(self) -> None:
         for name in self.names():

@@ -63,11 +63,15 @@ def make_pipeline(sample_index, embedder):
     (`answer_format="short"`: the scripted answer is then the JSON short answer)."""
     from configs.loader import load_config
     from graphs.app import Pipeline
-    from nodes.resources import Resources
+    from nodes.resources import SharedModels
 
     def make(*overrides: str, llm=None, config_file=None, answer_format: str = "sentences"):
         cfg = load_config(config_file, [f"store.uri={sample_index}", f"answer.format={answer_format}", *overrides])
-        return Pipeline(cfg, Resources(cfg, llm=llm, embedder=embedder))
+        models = SharedModels()
+        models.provide(cfg.embedding, embedder)
+        if llm is not None:
+            models.provide(cfg.llm, llm)
+        return Pipeline(cfg, models)
 
     return make
 
@@ -75,7 +79,8 @@ def make_pipeline(sample_index, embedder):
 @pytest.fixture(scope="session")
 def local_llm():
     """The real packaged SmolLM2 GGUF through llama-cpp-python, loaded once."""
-    from nodes.llm import LLM, LlamaCppBackend
+    from llm.client import LLM
+    from llm.llamacpp import LlamaCppBackend
 
     return LLM(LlamaCppBackend(), max_tokens=128)
 
@@ -86,7 +91,7 @@ def llama_server():
     127.0.0.1; yields its base URL."""
     import subprocess
 
-    from nodes.llm import packaged_gguf
+    from llm.llamacpp import packaged_gguf
 
     port = free_port()
     proc = subprocess.Popen(

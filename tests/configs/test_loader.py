@@ -1,6 +1,7 @@
 import pytest
 
-from configs.loader import CONFIG_DIR, ConfigError, config_hash, load_config, parse_override
+from configs.loader import CONFIG_DIR, config_hash, load_config, parse_override
+from errors import ConfigError
 
 
 class TestLoadConfig:

@@ -4,7 +4,8 @@ import json
 import pytest
 
 from evaluation.faithfulness import FaithfulnessJudge, attach_judgements, judge_name
-from nodes.llm import LLM, ScriptedBackend
+from llm.client import LLM
+from tests.scripted_backend import ScriptedBackend
 
 PASSAGES = [{"n": 1, "doc_id": "a", "text": "Eli Janney patented the knuckle coupler in 1873."},
             {"n": 2, "doc_id": "b", "text": "Bailey Yard is in North Platte, Nebraska."}]

@@ -9,7 +9,8 @@ import urllib.request
 
 import pytest
 
-from evaluation.datasets import DatasetError, load_dataset
+from evaluation.datasets import load_dataset
+from errors import DatasetError
 from tests.conftest import FIXTURES, ROOT, SAMPLES
 
 DATASET = FIXTURES / "tiny_qa" / "questions.jsonl"

@@ -8,8 +8,9 @@ import pytest
 
 from configs.loader import load_config
 from evaluation import manifest as run_manifest
-from evaluation.manifest import ManifestMismatch, changes, file_sha256, resume
-from nodes import prompts
+from evaluation.manifest import changes, file_sha256, resume
+from errors import ManifestMismatch
+from llm import prompts
 from tests.conftest import FIXTURES, ROOT, SAMPLES
 
 DATASET = FIXTURES / "tiny_qa" / "questions.jsonl"

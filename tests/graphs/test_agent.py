@@ -156,7 +156,7 @@ class TestRouterFuzz:
         return "".join(rng.choice(pieces) for _ in range(rng.randint(0, 5)))
 
     def test_parser_never_crashes(self):
-        from nodes.llm import _parse
+        from llm.client import _parse
         from nodes.router import Decision
 
         rng = random.Random(7)

@@ -4,10 +4,13 @@ import json
 
 import pytest
 
-from configs.loader import ConfigError, load_config
-from nodes.chat_backend import LLMError, Reply
-from nodes.llm import LLM, ScriptedBackend
-from nodes.llm_cache import CachingBackend, ReplyStore
+from configs.loader import load_config
+from errors import ConfigError
+from llm.backend import Reply
+from errors import LLMError
+from llm.client import LLM
+from tests.scripted_backend import ScriptedBackend
+from llm.cache import CachingBackend, ReplyStore
 from nodes.router import ACTIONS, ROUTER_TOOLS, decision_from_tool_call
 from tests.nodes.scripted import scripted_llm
 

@@ -107,7 +107,7 @@ class TestFixedGraph:
         assert result["abstained"] and result["trace"][-1]["node"] == "abstain"
 
     def test_empty_question_and_recursion_limit(self, make_pipeline):
-        from graphs.app import QuestionError
+        from errors import QuestionError
 
         pipe = make_pipeline()
         with pytest.raises(QuestionError):

@@ -133,7 +133,8 @@ def test_misbehaving_server_is_one_clear_line(sample_index, body, content_type, 
 
 @pytest.mark.slow
 def test_openai_backend_forced_tool_call_against_local_server(llama_server):
-    from nodes.llm import LLM, OpenAIBackend
+    from llm.client import LLM
+    from llm.openai_backend import OpenAIBackend
     from nodes.router import ROUTER_TOOLS
 
     llm = LLM(OpenAIBackend(llama_server, "smollm2", timeout_s=300), max_tokens=40)

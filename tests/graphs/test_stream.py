@@ -6,8 +6,8 @@ import threading
 import pytest
 
 from configs.loader import CONFIG_DIR
-from graphs.app import QuestionError
-from nodes.llm import LLMError
+from errors import QuestionError
+from errors import LLMError
 from tests.graphs.test_concurrency import essence
 from tests.nodes.scripted import scripted_llm
 
@@ -131,7 +131,8 @@ class TestAsync:
                 return json.dumps({"query": messages[-1]["content"]})
             return next(a for q, a in answers.items() if q in messages[-1]["content"])
 
-        from nodes.llm import LLM, ScriptedBackend
+        from llm.client import LLM
+        from tests.scripted_backend import ScriptedBackend
 
         pipe = make_pipeline(llm=LLM(ScriptedBackend(answer_for)))
 

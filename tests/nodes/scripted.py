@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import json
 
-from nodes.llm import LLM, ScriptedBackend
+from llm.client import LLM
+from tests.scripted_backend import ScriptedBackend
 
 
 def scripted_llm(rewrite=None, grade=None, answer=None, rerank=None, router=None,

@@ -6,7 +6,10 @@ import pytest
 
 from configs.loader import load_config
 from nodes.grade import grade, word_coverage
-from nodes.resources import Resources
+from langgraph.runtime import Runtime
+
+from llm.context import RunContext
+from nodes.resources import Resources, SharedModels
 
 QUESTION = "Who is the father-in-law of the person whose occupation is careers adviser?"
 ARTICLE = {"chunk_id": "pw-1", "doc_id": "pw-1", "title": "Alvaro Ruth", "source": "articles.json",
@@ -29,7 +32,10 @@ class TestScoreVerdict:
     def run(self, sample_index, embedder):
         def run(passages, *overrides):  # passages not in the index are embedded afresh
             cfg = load_config(None, [f"store.uri={sample_index}", *overrides])
-            return grade({"question": QUESTION, "reranked": passages}, Resources(cfg, llm=None, embedder=embedder))
+            models = SharedModels()
+            models.provide(cfg.embedding, embedder)
+            return grade({"question": QUESTION, "reranked": passages}, Runtime(context=RunContext()),
+                         Resources(cfg, models))
         return run
 
     def test_covered_passage_is_kept_despite_a_low_cosine(self, run):

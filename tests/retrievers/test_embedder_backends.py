@@ -7,7 +7,8 @@ import threading
 import numpy as np
 import pytest
 
-from retrievers.embedder import Embedder, EmbedderError, OnnxExport
+from retrievers.embedder import Embedder, OnnxExport
+from errors import EmbedderError
 from tests.conftest import SAMPLES
 
 LONG = " ".join(
@@ -320,7 +321,8 @@ def test_config_defaults_and_round_trip(compiled, cache_dir):
 
 
 def test_bad_backend_settings_are_clear_errors():
-    from configs.loader import ConfigError, load_config
+    from configs.loader import load_config
+    from errors import ConfigError
 
     with pytest.raises(ConfigError, match="embedding.backend: Input should be 'torch', 'onnx' or 'openvino'"):
         load_config(None, ["embedding.backend=tensorrt"])

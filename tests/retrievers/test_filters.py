@@ -1,6 +1,7 @@
 import pytest
 
-from retrievers.filters import FilterError, parse_filter, to_predicate, to_sql
+from retrievers.filters import parse_filter, to_predicate, to_sql
+from errors import FilterError
 
 
 class TestFilters:

@@ -1,8 +1,9 @@
 """Settings that matter at scale: the store's vector-index choice and the rank_bm25 backend's size limit."""
 import pytest
 
-from retrievers.bm25 import CollectionTooLargeError
-from retrievers.store import StoreError, VectorIndexSpec
+from errors import CollectionTooLargeError
+from retrievers.store import VectorIndexSpec
+from errors import StoreError
 from tests.conftest import FIXTURES, SAMPLES
 
 

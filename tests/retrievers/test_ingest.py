@@ -91,7 +91,8 @@ class TestIngestor:
         assert not any(p.doc_id == doc_id for p in stack.search("standard gauge 1,435 mm").passages)
 
     def test_other_embedding_model_is_refused(self, make_stack, tmp_path):
-        from retrievers.store import IndexStore, StoreError
+        from retrievers.store import IndexStore
+        from errors import StoreError
 
         stack = make_stack()
         stack.ingestor(progress=False).run([SAMPLES])

@@ -6,10 +6,11 @@ from langchain_core.documents import Document
 from langchain_core.runnables import RunnableLambda
 
 from configs.loader import load_config
-from retrievers.filters import FilterError, parse_filter, to_predicate
+from retrievers.filters import parse_filter, to_predicate
+from errors import FilterError
 from retrievers.langchain_retriever import SwitchyardRetriever
 from retrievers.pipeline import RetrievalStack
-from retrievers.store import StoreError
+from errors import StoreError
 
 QUESTION = "Who patented the knuckle coupler?"
 

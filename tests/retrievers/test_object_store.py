@@ -86,7 +86,8 @@ class TestStorageOptionsConfig:
             "aws_access_key_id": f"env:{KEY_ID_VAR}", "aws_secret_access_key": f"env:{SECRET_VAR}"}
 
     def test_bad_env_reference_is_a_config_error(self):
-        from configs.loader import ConfigError, load_config
+        from configs.loader import load_config
+        from errors import ConfigError
 
         with pytest.raises(ConfigError, match="aws_secret_access_key: 'env:1NAME' must be env:NAME"):
             load_config(None, ["store.storage_options.aws_secret_access_key=env:1NAME"])
@@ -94,7 +95,7 @@ class TestStorageOptionsConfig:
 
 class TestEnvSecrets:
     def test_missing_variable_is_a_clear_error_at_connect_time(self, s3_endpoint, embedder):
-        from retrievers.store import StoreError
+        from errors import StoreError
 
         stack = make_stack(embedder, s3_overrides(s3_endpoint, secret_var="SY_TEST_NOT_SET"))
         store = stack.store  # constructing the store does not connect

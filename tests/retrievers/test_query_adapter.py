@@ -4,10 +4,12 @@ import threading
 
 import numpy as np
 import pytest
-from configs.loader import ConfigError, load_config
+from configs.loader import load_config
+from errors import ConfigError
 from retrievers.dense import DenseRetriever
 from retrievers.documents import Chunk
-from retrievers.query_adapter import AdapterError, AdapterExample, QueryAdapter, apply_adapter, collect_examples, fit
+from retrievers.query_adapter import AdapterExample, QueryAdapter, apply_adapter, collect_examples, fit
+from errors import AdapterError
 from retrievers.store import IndexStore
 
 

@@ -4,7 +4,8 @@ import re
 
 import pytest
 
-from retrievers.rerankers import CrossEncoderReranker, LLMReranker, RerankerError
+from retrievers.rerankers import CrossEncoderReranker, LLMReranker
+from errors import RerankerError
 from tests.conftest import FIXTURES, SAMPLES
 
 
@@ -99,7 +100,13 @@ class TestRerankers:
 
     def test_llm_hook_is_used(self, make_stack):
         stack = make_stack("rerank.method=llm", "rerank.top_k=2")
-        stack._llm_score_fn = lambda q, texts: [float("Janney" in t) for t in texts]
+        from llm.client import LLM
+        from tests.scripted_backend import ScriptedBackend
+
+        def score(messages, schema):  # the LLM rates the passage that names Janney highest
+            return f'{{"relevant": true, "score": {10 if "Janney" in messages[-1]["content"] else 0}}}'
+
+        stack._get_llm = lambda: LLM(ScriptedBackend(score))
         stack.ingestor(progress=False).run([SAMPLES])
         assert stack.search("railway").passages[0].title == "Railway couplers"
 

@@ -2,7 +2,8 @@
 chunk by its best window (a LanceDB multivector column)."""
 import numpy as np
 import pytest
-from configs.loader import ConfigError, load_config
+from configs.loader import load_config
+from errors import ConfigError
 from retrievers.chunking import SentenceWindows, tokenizer_file_for
 from retrievers.documents import Chunk
 from retrievers.embedder import resolve_model_dir

@@ -1,6 +1,6 @@
-"""The contract between the LLM interface (nodes/llm.py) and what answers its calls: the `ChatBackend` protocol,
-the `Reply` it returns and the errors it raises. Backends and wrappers of backends (nodes/llm_cache.py) import this
-module, not nodes/llm.py, so the interface can build them without an import cycle."""
+"""The contract between the LLM interface (llm/client.py) and what answers its calls: the `ChatBackend` protocol,
+the `Reply` it returns and the errors it raises. Backends and wrappers of backends (llm/cache.py) import this
+module, not llm/client.py, so the interface can build them without an import cycle."""
 from __future__ import annotations
 
 import re
@@ -8,17 +8,10 @@ import threading
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from nodes.run_context import TokenSink
+from llm.context import TokenSink
+from errors import LLMError, TransientLLMError
 
 Messages = list[dict[str, str]]
-
-
-class LLMError(RuntimeError):
-    """The LLM could not be used at all (unreachable server, missing model file, bad credentials)."""
-
-
-class TransientLLMError(RuntimeError):
-    """Worth retrying: a timeout, a dropped connection, a 429 or a 5xx, a malformed reply."""
 
 
 @dataclass

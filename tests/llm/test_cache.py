@@ -4,12 +4,17 @@ import threading
 
 import pytest
 
-from configs.loader import ConfigError, load_config
+from configs.loader import load_config
+from errors import ConfigError
 from configs.schema import LLMConfig
-from nodes.chat_backend import LLMError, Reply
-from nodes.llm import LLM, ScriptedBackend, build_llm
-from nodes.llm_cache import CachingBackend, LLMCacheMiss, ReplyStore, request_key
-from nodes.run_context import RunContext, metered
+from llm.backend import Reply
+from errors import LLMError
+from llm.client import LLM
+from tests.scripted_backend import ScriptedBackend
+from llm.factory import build_llm
+from llm.cache import CachingBackend, ReplyStore, request_key
+from errors import LLMCacheMiss
+from llm.context import RunContext
 
 IDENTITY = {"backend": "local", "model": "tiny.gguf", "n_ctx": 2048, "repeat_penalty": 1.1}
 ASK = [{"role": "system", "content": "Answer briefly from the passages."},
@@ -28,13 +33,13 @@ def replayer(tmp_path):
 class TestRecordReplay:
     def test_replay_answers_like_the_recorded_run_with_tokens_and_usage(self, tmp_path):
         backend, inner = recorder(tmp_path)
-        with metered() as recorded_usage:
-            recorded = LLM(backend).generate(ASK)
+        with (run := RunContext()).metered() as recorded_usage:
+            recorded = LLM(backend).generate(ASK, run=run)
         assert len(inner.calls) == 1 and backend.recorded == 1
 
         tokens: list[str] = []
-        with metered() as replayed_usage:
-            replayed = LLM(replayer(tmp_path)).generate(ASK, on_token=tokens.append)
+        with (run := RunContext()).metered() as replayed_usage:
+            replayed = LLM(replayer(tmp_path)).generate(ASK, on_token=tokens.append, run=run)
         assert replayed == recorded == "Eli Janney patented it [1]."
         assert "".join(tokens) == recorded and len(tokens) > 1  # streamed piece by piece
         assert (replayed_usage.llm_calls, replayed_usage.prompt_tokens, replayed_usage.completion_tokens) == \
@@ -130,13 +135,13 @@ class TestMisses:
 
 class TestBuildLLM:
     def test_replay_builds_no_model(self, tmp_path, monkeypatch):
-        import nodes.llm
+        import llm.factory
 
         def no_model(*args, **kwargs):
             raise AssertionError("a replay must not build a model backend")
 
-        monkeypatch.setattr(nodes.llm, "LlamaCppBackend", no_model)
-        monkeypatch.setattr(nodes.llm, "OpenAIBackend", no_model)
+        monkeypatch.setattr(llm.factory, "LlamaCppBackend", no_model)
+        monkeypatch.setattr(llm.factory, "OpenAIBackend", no_model)
         llm = build_llm(LLMConfig(model_path="/nowhere/model.gguf", cache_dir=str(tmp_path), replay=True))
         assert isinstance(llm.backend, CachingBackend) and llm.backend.replay
         assert llm.backend.identity["model"] == "model.gguf"
@@ -194,7 +199,6 @@ class TestConcurrency:
 
 def test_replay_inside_a_run_context_uses_the_runs_seed(tmp_path):
     backend, _ = recorder(tmp_path)
-    with metered(RunContext(seed=5)):
-        LLM(backend).generate(ASK)
+    LLM(backend).generate(ASK, run=RunContext(seed=5))
     [path] = (tmp_path / "cache").glob("??/*.json")
     assert json.loads(path.read_text())["request"]["seed"] == 5

@@ -1,8 +1,10 @@
 import pytest
 from pydantic import BaseModel
 
-from nodes.llm import LLM, LLMError, ScriptedBackend, TransientLLMError, _parse
-from nodes.run_context import metered
+from llm.client import LLM, _parse
+from errors import LLMError, TransientLLMError
+from tests.scripted_backend import ScriptedBackend
+from llm.context import RunContext
 
 
 class Pick(BaseModel):
@@ -12,8 +14,8 @@ class Pick(BaseModel):
 class TestLLM:
     def test_structured_ok_and_accounting(self):
         llm = LLM(ScriptedBackend(['{"choice": "a"}']))
-        with metered() as usage:
-            result = llm.structured([{"role": "user", "content": "pick one"}], Pick, fallback=Pick(choice="z"))
+        with (run := RunContext()).metered() as usage:
+            result = llm.structured([{"role": "user", "content": "pick one"}], Pick, fallback=Pick(choice="z"), run=run)
         assert result.status == "ok" and result.value.choice == "a"
         assert usage.llm_calls == 1 and usage.prompt_tokens == 2 and usage.completion_tokens == 2
 
@@ -26,16 +28,16 @@ class TestLLM:
 
     def test_fallback_after_failed_repair(self):
         llm = LLM(ScriptedBackend(['{"wrong": 1}', "{broken"]))
-        with metered() as usage:
-            result = llm.structured([{"role": "user", "content": "pick"}], Pick, fallback=Pick(choice="z"))
+        with (run := RunContext()).metered() as usage:
+            result = llm.structured([{"role": "user", "content": "pick"}], Pick, fallback=Pick(choice="z"), run=run)
         assert result.status == "fallback" and result.value.choice == "z"
         assert usage.parse_fallbacks == 1 and usage.llm_calls == 2
 
     def test_transient_errors_are_retried_with_backoff(self):
         llm = LLM(ScriptedBackend([TransientLLMError("503"), TransientLLMError("timeout"), "fine"]), max_retries=2,
                   backoff_s=0.0)
-        with metered() as usage:
-            assert llm.generate([{"role": "user", "content": "x"}]) == "fine"
+        with (run := RunContext()).metered() as usage:
+            assert llm.generate([{"role": "user", "content": "x"}], run=run) == "fine"
         assert usage.llm_calls == 1
 
     def test_unreachable_after_retries_is_one_clear_error(self):
@@ -53,15 +55,15 @@ class TestLLM:
 @pytest.mark.slow
 class TestLocalBackend:
     def test_schema_constrained_json_from_the_real_model(self, local_llm):
-        with metered() as usage:
+        with (run := RunContext()).metered() as usage:
             result = local_llm.structured(
                 [{"role": "user", "content": "Is Paris in France? Reply as JSON {\"choice\": \"yes\" or \"no\"}."}],
-                Pick, fallback=Pick(choice="fallback"), max_tokens=24)
+                Pick, fallback=Pick(choice="fallback"), max_tokens=24, run=run)
         assert result.status in ("ok", "repaired") and result.value.choice
         assert usage.prompt_tokens > 0 and usage.completion_tokens > 0
 
     def test_missing_gguf_is_clear_error(self, tmp_path):
-        from nodes.llm import LlamaCppBackend
+        from llm.llamacpp import LlamaCppBackend
 
         with pytest.raises(LLMError, match="GGUF model file not found"):
             LlamaCppBackend(str(tmp_path / "none.gguf"))
@@ -73,7 +75,7 @@ class TestOpenAIBackendTimeout:
         import socket
         import threading
 
-        from nodes.llm import OpenAIBackend
+        from llm.openai_backend import OpenAIBackend
 
         server = socket.socket()
         server.bind(("127.0.0.1", 0))
@@ -128,7 +130,7 @@ class TestMisbehavingServer:
          "the reply has no 'choices'"),
     ])
     def test_is_one_clear_line_after_retries(self, body, content_type, said):
-        from nodes.llm import OpenAIBackend
+        from llm.openai_backend import OpenAIBackend
 
         server = _CannedServer(body, content_type)
         try:
@@ -156,13 +158,14 @@ class TestScriptedStreaming:
     def test_a_cancelled_run_makes_no_call(self):
         import threading
 
-        from nodes.run_context import RunCancelled, RunContext
+        from llm.context import RunContext
+        from errors import RunCancelled
 
         backend = ScriptedBackend(["never"])
         context = RunContext(cancelled=threading.Event())
         context.cancelled.set()
-        with metered(context), pytest.raises(RunCancelled):
-            LLM(backend).generate([{"role": "user", "content": "x"}])
+        with pytest.raises(RunCancelled):
+            LLM(backend).generate([{"role": "user", "content": "x"}], run=context)
         assert backend.calls == []
 
 
@@ -173,7 +176,7 @@ class TestLocalBackendConcurrency:
     def test_instances_serve_barrier_started_threads(self):
         import threading
 
-        from nodes.llm import LlamaCppBackend
+        from llm.llamacpp import LlamaCppBackend
 
         backend = LlamaCppBackend(instances=2)
         llm = LLM(backend, max_tokens=16)
@@ -183,8 +186,8 @@ class TestLocalBackendConcurrency:
         def worker():
             barrier.wait()
             try:
-                with metered() as usage:
-                    replies.append((llm.generate(self.MESSAGES), usage.llm_calls))
+                with (run := RunContext()).metered() as usage:
+                    replies.append((llm.generate(self.MESSAGES, run=run), usage.llm_calls))
             except BaseException as exc:  # noqa: BLE001
                 errors.append(repr(exc))
 
@@ -198,17 +201,18 @@ class TestLocalBackendConcurrency:
 
     def test_streamed_tokens_and_usage_equal_the_plain_call(self, local_llm):
         pieces = []
-        with metered() as plain:
-            text = local_llm.generate(self.MESSAGES, max_tokens=24)
-        with metered() as streamed:
-            assert local_llm.generate(self.MESSAGES, max_tokens=24, on_token=pieces.append) == text
+        with (run := RunContext()).metered() as plain:
+            text = local_llm.generate(self.MESSAGES, max_tokens=24, run=run)
+        with (run := RunContext()).metered() as streamed:
+            assert local_llm.generate(self.MESSAGES, max_tokens=24, on_token=pieces.append, run=run) == text
         assert "".join(pieces).strip() == text and len(pieces) > 1
         assert (streamed.prompt_tokens, streamed.completion_tokens) == (plain.prompt_tokens, plain.completion_tokens)
 
     def test_cancelling_mid_generation_stops_it(self, local_llm):
         import threading
 
-        from nodes.run_context import RunCancelled, RunContext
+        from llm.context import RunContext
+        from errors import RunCancelled
 
         context = RunContext(cancelled=threading.Event())
         pieces = []
@@ -217,7 +221,7 @@ class TestLocalBackendConcurrency:
             pieces.append(text)
             context.cancelled.set()  # the client goes away after the first token
 
-        with metered(context) as usage, pytest.raises(RunCancelled):
+        with context.metered() as usage, pytest.raises(RunCancelled):
             local_llm.generate([{"role": "user", "content": "Write a long story about trains."}], max_tokens=120,
-                               on_token=sink)
+                               on_token=sink, run=context)
         assert usage.completion_tokens <= 3 and len(pieces) <= 2

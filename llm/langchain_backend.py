@@ -14,8 +14,10 @@ import json
 import re
 import threading
 
-from nodes.chat_backend import LLMError, Messages, Reply, TransientLLMError, openai_client_error
-from nodes.run_context import RunCancelled, TokenSink
+from llm.backend import Messages, Reply, openai_client_error
+from errors import LLMError, TransientLLMError
+from llm.context import TokenSink
+from errors import RunCancelled
 
 SECRET_OR_PLACE = re.compile(r"key|token|secret|password|url|endpoint|host|port|timeout|retries|client", re.I)
 

@@ -13,15 +13,18 @@ from langchain_core.messages import AIMessage, AIMessageChunk
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from pydantic import BaseModel
 
-from configs.loader import ConfigError, load_config
-from nodes.chat_backend import LLMError
-from nodes.langchain_backend import LangChainBackend, chat_model_identity
-from nodes.llm import LLM, build_llm, llm_identity
-from nodes.llm_cache import LLMCacheMiss
-from nodes.run_context import RunCancelled, RunContext, metered
+from configs.loader import load_config
+from errors import ConfigError
+from errors import LLMError
+from llm.langchain_backend import LangChainBackend, chat_model_identity
+from llm.client import LLM
+from llm.factory import build_llm, llm_identity
+from errors import LLMCacheMiss
+from llm.context import RunContext
+from errors import RunCancelled
 
 ASK = [{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": "Who built the engine?"}]
-ECHO_PATH = "tests.nodes.test_langchain_backend:EchoChatModel"
+ECHO_PATH = "tests.llm.test_langchain_backend:EchoChatModel"
 
 
 class EchoChatModel(BaseChatModel):
@@ -63,8 +66,8 @@ def backend(**fields) -> LangChainBackend:
 class TestPlumbing:
     def test_settings_of_the_call_reach_the_model_and_usage_is_counted(self):
         model = EchoChatModel()
-        with metered(RunContext(seed=42)) as usage:
-            text = LLM(LangChainBackend(model), temperature=0.2, max_tokens=17).generate(ASK)
+        with (run := RunContext(seed=42)).metered() as usage:
+            text = LLM(LangChainBackend(model), temperature=0.2, max_tokens=17).generate(ASK, run=run)
         assert text == "t=0.2 n=17 seed=42 last=Who built the engine?"
         assert (usage.llm_calls, usage.prompt_tokens, usage.completion_tokens) == (1, 11, len(text.split()))
         assert (model.temperature, model.max_tokens, model.seed) == (0.7, None, None)  # the shared model untouched
@@ -122,7 +125,7 @@ class TestConfig:
     @pytest.mark.parametrize("path, message", [
         ("EchoChatModel", "is not an import path"),
         ("no_such_module.Chat", "cannot import no_such_module"),
-        ("tests.nodes.test_langchain_backend.NoSuchClass", "has no NoSuchClass"),
+        ("tests.llm.test_langchain_backend.NoSuchClass", "has no NoSuchClass"),
     ])
     def test_a_bad_import_path_is_a_clear_error(self, path, message):
         cfg = load_config(None, ["llm.backend=langchain", f"llm.chat_model={path}"])
@@ -180,16 +183,17 @@ class TestAgainstLocalServer:
 
     def test_structured_output_through_a_forced_tool_call(self, server_llm):
         ask = [{"role": "user", "content": "What is the capital of France?"}]
-        with metered() as usage:
-            result = server_llm.structured(ask, Capital, fallback=Capital(city="", sure=False), max_tokens=40)
+        with (run := RunContext()).metered() as usage:
+            result = server_llm.structured(ask, Capital, fallback=Capital(city="", sure=False), max_tokens=40,
+                                         run=run)
         assert result.status == "ok" and isinstance(result.value, Capital)  # grammar-constrained: always parses
         assert usage.llm_calls == 1 and usage.prompt_tokens > 0 and usage.completion_tokens > 0
 
     def test_streamed_and_plain_replies(self, server_llm):
         tokens: list[str] = []
-        with metered() as usage:
-            streamed = server_llm.generate(ASK, on_token=tokens.append)
-            plain = server_llm.generate(ASK)
+        with (run := RunContext()).metered() as usage:
+            streamed = server_llm.generate(ASK, on_token=tokens.append, run=run)
+            plain = server_llm.generate(ASK, run=run)
         assert streamed and "".join(tokens).strip() == streamed and len(tokens) > 1
         assert plain and usage.llm_calls == 2 and usage.completion_tokens > 0
 

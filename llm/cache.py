@@ -1,7 +1,7 @@
 """Recorded LLM replies: a folder of request -> reply files, and a backend wrapper that answers from it.
 
 `CachingBackend` wraps any chat backend. A request is keyed by the sha256 of its canonical JSON: the model's
-identity (`llm_identity` in nodes/llm.py: backend, model, and for a GGUF the settings that change its replies), the
+identity (`llm_identity` in llm/client.py: backend, model, and for a GGUF the settings that change its replies), the
 messages, the JSON schema, any further request option a backend takes (tools, ...), and the sampling parameters
 (seed, max_tokens, temperature). A request seen before is answered from the folder: its text goes to `on_token` word
 by word and its stored token counts are returned, so streaming and usage accounting are those of the recorded run.
@@ -22,12 +22,10 @@ import threading
 from dataclasses import asdict
 from pathlib import Path
 
-from nodes.chat_backend import ChatBackend, LLMError, Messages, Reply, send_words
-from nodes.run_context import TokenSink
-
-
-class LLMCacheMiss(LLMError):
-    """Replay met a request that was never recorded."""
+from llm.backend import ChatBackend, Messages, Reply, send_words
+from errors import LLMError
+from llm.context import TokenSink
+from errors import LLMCacheMiss
 
 
 def request_key(request: dict) -> str:

@@ -1,0 +1,115 @@
+"""One error family. Every error Switchyard raises on purpose is a `SwitchyardError`: its message is one clear line
+for the user, and its class says how each edge reports it — `exit_code` for the CLI, `http_status` for the HTTP
+service. Edges map errors by type only (never by message text); anything else is unexpected: one line to the user,
+the full traceback to the log.
+
+Each class keeps the builtin base it always had (`ValueError` for bad input, `RuntimeError` for failures), so code
+catching those keeps working. Modules raise the subclass that fits; add a new one here when no class fits.
+"""
+from __future__ import annotations
+
+EXIT_FAIL, EXIT_USAGE = 1, 2
+
+
+class SwitchyardError(Exception):
+    exit_code: int = EXIT_FAIL
+    http_status: int = 500
+
+
+class UsageError(SwitchyardError, ValueError):
+    """The caller's input is wrong (a setting, a filter, an argument): fix the call and try again."""
+
+    exit_code = EXIT_USAGE
+    http_status = 400
+
+
+class ConfigError(UsageError):
+    """A config file or `--set` override that does not validate."""
+
+
+class FilterError(UsageError):
+    """A `where` filter that does not parse."""
+
+
+class QuestionError(SwitchyardError, ValueError):
+    """An empty question, or a question for a collection that cannot answer (empty)."""
+
+    http_status = 400
+
+
+class DatasetError(SwitchyardError, ValueError):
+    """A dataset folder or file (BEIR, QA) that is missing or malformed."""
+
+
+class AdapterError(SwitchyardError, ValueError):
+    """A query adapter file that is missing, malformed or fitted for another model."""
+
+
+class StoreError(SwitchyardError, RuntimeError):
+    """The index cannot do what was asked (cannot be opened, a write conflicts with its recorded settings)."""
+
+    http_status = 409
+
+
+class CollectionNotFound(StoreError):
+    http_status = 404
+
+
+class CollectionTooLargeError(StoreError):
+    """A collection past the in-memory BM25 backend's size limit."""
+
+
+class EmbedderError(SwitchyardError, RuntimeError):
+    """The embedding model cannot be loaded or run."""
+
+
+class ModelNotFoundError(SwitchyardError, RuntimeError):
+    """A configured model that is not on disk (nothing is ever downloaded)."""
+
+
+class RerankerError(SwitchyardError, RuntimeError):
+    pass
+
+
+class LLMError(SwitchyardError, RuntimeError):
+    """The LLM could not be used at all (unreachable server, missing model file, bad credentials)."""
+
+    http_status = 502
+
+
+class LLMCacheMiss(LLMError):
+    """A replay asked for a reply that was never recorded."""
+
+
+class TransientLLMError(SwitchyardError, RuntimeError):
+    """Worth retrying: a timeout, a dropped connection, a 429 or a 5xx, a malformed reply (the LLM client retries it
+    and reports an `LLMError` when the retries run out)."""
+
+    http_status = 502
+
+
+class RunCancelled(SwitchyardError, RuntimeError):
+    """The run was cancelled (its client went away or its deadline passed); no further LLM call is made for it."""
+
+
+class ManifestMismatch(SwitchyardError, RuntimeError):
+    """An evaluation folder's recorded setup differs from the one asked to resume it."""
+
+
+class UnknownPipeline(SwitchyardError, KeyError):
+    """A pipeline name the service was not started with."""
+
+    http_status = 404
+
+    def __init__(self, name: str, known: list[str]):
+        super().__init__(f"unknown pipeline {name!r}; known pipelines: {', '.join(known)}")
+        self.message = str(self.args[0])
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return self.message
+
+
+def first_line(exc: BaseException) -> str:
+    """The message's first line, or the class name for an exception without one."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

