@@ -1,42 +1,44 @@
 """Fixed pipeline vs the three agent strategies on the bundled sample, with the embedded local model.
 
-    python bench/agent_sample.py
+    .venv/bin/python bench/agent_sample.py
 
-A smoke-level comparison (8 questions, 1 run each; the evaluation harness does the real one): answered vs
-abstained, router steps, guard activations, LLM calls and latency per question.
+A smoke-level comparison (the SAMPLE_QUESTIONS of bench/common.py, 8 questions, 1 run each; the evaluation harness,
+`cli.py eval`, does the real one) of configs/fixed.yaml, agent.yaml, agent-zeroshot.yaml and agent-plan.yaml over
+the sample corpus (samples/corpus) in a temporary index, one model load shared by all four.
+
+Prints one table row per config: answered vs abstained, router steps per question, guard activations, LLM calls
+per question and p50 / p95 seconds. Writes each resolved config to bench/out/agent_sample/<config>/.
 """
 from __future__ import annotations
 
+import argparse
 import tempfile
 from collections import Counter
 
-from _common import ROOT, write_resolved_config
-from ask_latency import QUESTIONS
+from common import ROOT, SAMPLE_QUESTIONS, write_resolved_config
 
 from configs.loader import load_config
 from graphs.app import Pipeline
-from nodes.resources import Resources
+from nodes.resources import SharedModels
 from retrievers.metrics import percentile
 
 CONFIGS = ["fixed.yaml", "agent.yaml", "agent-zeroshot.yaml", "agent-plan.yaml"]
 
 
 def main() -> None:
-    shared = None
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args()
+    models, ingested = SharedModels(), False  # one model load for every config
     with tempfile.TemporaryDirectory() as tmp:
         print("| config | answered | abstained | steps/q | guards | LLM calls/q | p50 s | p95 s |")
         print("|---|---|---|---|---|---|---|---|")
         for name in CONFIGS:
             config = load_config(ROOT / "configs" / name, [f"store.uri={tmp}/index"])
             write_resolved_config(config, ROOT / "bench" / "out" / "agent_sample" / name.removesuffix(".yaml"))
-            if shared is None:
-                res = Resources(config)
-                res.stack.ingestor(progress=False).run([ROOT / "samples" / "corpus"])
-                shared = res
-            else:  # one model load for every config
-                res = Resources(config, llm=shared.llm, embedder=shared.stack.embedder)
-            pipe = Pipeline(config, res)
-            rows = [pipe.ask(q) for q in QUESTIONS]
+            pipe = Pipeline(config, models)
+            if not ingested:
+                pipe.resources.stack.ingestor(progress=False).run([ROOT / "samples" / "corpus"])
+                ingested = True
+            rows = [pipe.ask(q) for q in SAMPLE_QUESTIONS]
             guards = Counter(g for r in rows for g, n in r["failures"]["guards"].items() for _ in range(n))
             secs = [r["usage"]["total_ms"] / 1e3 for r in rows]
             print(f"| {name} | {sum(not r['abstained'] for r in rows)} | {sum(r['abstained'] for r in rows)} | "

@@ -1,9 +1,15 @@
 """Per-node latency of `ask` on the bundled sample corpus, and the pipeline's own overhead.
 
-    python bench/ask_latency.py [--config configs/fixed.yaml] [--runs 3]
+    .venv/bin/python bench/ask_latency.py --runs 3
+    .venv/bin/python bench/ask_latency.py --config configs/no-llm.yaml --runs 1   # another pipeline
 
-Overhead = everything except time inside LLM calls (retrieval, reranking, grading, citation checking, graph
-bookkeeping). Target: overhead p50 <= 100 ms on 2 cores. Models are loaded (and warmed) before timing.
+The sample corpus (samples/corpus) is ingested into a temporary index; the models are loaded and warmed with one
+question, then the SAMPLE_QUESTIONS of bench/common.py (8) are asked --runs times, the query-vector cache cleared
+before each. Overhead = everything except time inside LLM calls (retrieval, reranking, grading, citation
+checking, graph bookkeeping). Target: overhead p50 <= 100 ms on 2 cores.
+
+Prints a table of calls and p50 / p95 ms per node, then the per-question total, the time inside the LLM and the
+pipeline overhead (p50 / p95). Writes the resolved config to --out (default bench/out/ask/config.resolved.yaml).
 """
 from __future__ import annotations
 
@@ -11,26 +17,15 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from _common import ROOT, write_resolved_config
+from common import ROOT, SAMPLE_QUESTIONS, write_resolved_config
 
 from configs.loader import load_config
 from graphs.app import Pipeline
 from retrievers.metrics import percentile
 
-QUESTIONS = [
-    "What protects workers on a track?",
-    "Who patented the knuckle coupler?",
-    "What is standard gauge?",
-    "How are freight cars sorted in a hump yard?",
-    "What does an interlocking prevent?",
-    "Which yard is the largest classification yard?",
-    "What is a break of gauge?",
-    "How fast may cars be humped?",
-]
-
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", default=str(ROOT / "configs" / "fixed.yaml"))
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--out", default=str(ROOT / "bench" / "out" / "ask"))
@@ -40,11 +35,11 @@ def main() -> None:
         write_resolved_config(config, Path(args.out))
         pipe = Pipeline(config)
         pipe.resources.stack.ingestor(progress=False).run([ROOT / "samples" / "corpus"])
-        pipe.ask(QUESTIONS[0])  # warm-up: loads the models
+        pipe.ask(SAMPLE_QUESTIONS[0])  # warm-up: loads the models
         per_node: dict[str, list[float]] = {}
         totals, overheads, llm_ms = [], [], []
         for _ in range(args.runs):
-            for q in QUESTIONS:
+            for q in SAMPLE_QUESTIONS:
                 pipe.resources.embedder.clear_cache()  # no help from an earlier run of the same question
                 result = pipe.ask(q)
                 for e in result["trace"]:

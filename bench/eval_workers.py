@@ -1,6 +1,8 @@
 """Throughput of `cli.py eval --workers N` against a remote-like model: questions/s with 1, 4 and 8 workers.
 
+    .venv/bin/python bench/eval_workers.py
     .venv/bin/python bench/eval_workers.py [--workers 1 4 8] [--limit 40] [--delay-ms 300] [--dataset FILE]
+                                           [--config configs/fixed.yaml] [--out bench/out/eval_workers]
 
 The LLM is bench/slow_openai_server.py (every call waits --delay-ms, then replies validly), started here on a free
 127.0.0.1 port, so the figures show how well the evaluation overlaps LLM calls, not how fast a model is. The corpus
@@ -9,6 +11,10 @@ folder. Two times per run: the whole command's wall clock (process start, model 
 check included), and the time spent asking the questions as `cli.py eval` reports it ("asked N question(s) in X
 s"); the speed-up is taken on the latter. The answers must not depend on the worker count: (id, prediction,
 abstained, llm_calls) are compared across runs.
+
+Prints the eval command, a Markdown table (workers, wall s, answering s, questions/s, speed-ups, rows, errors),
+`identical_to_sequential: true|false` and `speedup_4` / `speedup_8`. Writes one `cli.py eval` folder per run
+under --out (warmup/, w1/, w4/, w8/) and the collections under --index-dir (default OUT/index).
 """
 from __future__ import annotations
 
@@ -20,10 +26,9 @@ import shutil
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
-from _common import ROOT, SHARED, free_port
+from common import ROOT, SHARED, free_port, wait_until_healthy
 
 HOTPOT = SHARED / "hotpotqa_dev_distractor_sample"
 MODEL = "slow-model"
@@ -40,18 +45,11 @@ def default_dataset() -> Path:
 def start_server(port: int, delay_ms: float) -> subprocess.Popen:
     server = subprocess.Popen([sys.executable, str(ROOT / "bench" / "slow_openai_server.py"), "--host", "127.0.0.1",
                                "--port", str(port), "--delay-ms", str(delay_ms), "--model-name", MODEL])
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            sys.exit(f"slow_openai_server.py exited with code {server.returncode}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1) as reply:
-                if reply.status == 200:
-                    return server
-        except OSError:
-            time.sleep(0.2)
+    problem = wait_until_healthy(server, f"http://127.0.0.1:{port}", timeout_s=30)
+    if problem is None:
+        return server
     stop(server)
-    sys.exit("slow_openai_server.py did not answer /healthz within 30 s")
+    sys.exit(f"slow_openai_server.py {problem}")
 
 
 def stop(server: subprocess.Popen) -> None:

@@ -1,14 +1,21 @@
-"""Fusion research for issue 11 goal 1: tune on the suite's `dev` splits, then score the chosen settings on `test`.
+"""Fusion tuning on the retrieval suite (issue 11 goal 1): grids on the `dev` splits, chosen settings on `test`.
 
     .venv/bin/python bench/retrieval_suite.py                 # the BEIR folders (seconds)
     nice -n 10 .venv/bin/python bench/fusion_tuning.py cache  # ingest (cached index) + BM25/dense top-200 runs
     .venv/bin/python bench/fusion_tuning.py tune              # grids on dev (--family to pick some)
-    .venv/bin/python bench/fusion_tuning.py test              # the dev winner on test, with paired p-values
+    .venv/bin/python bench/fusion_tuning.py test              # the chosen settings on test, with paired p-values
+    # options: cache [--dataset NAME ...] [--borrow-vectors URI] [--set KEY=VALUE ...] [--runs FOLDER];
+    #          tune [--family NAME ...] [--runs FOLDER]; all: [--suite DIR] [--metric ndcg@10]
 
 `cache` runs each query once through BM25 and dense retrieval (the same stack and depth as `cli.py
 eval-retrieval`) and keeps the ranked lists, the query vectors and the chunk vectors (for dense feedback) in
-bench/out/retrieval-suite/runs/. `tune` fuses those lists with retrievers.fusion itself, so its figures are the
-ones eval-retrieval prints for the same settings.
+bench/out/retrieval-suite/runs/<dataset>.pkl (the index in bench/out/retrieval-suite/index/). `tune` fuses those
+lists with retrievers.fusion itself, so its figures are the ones eval-retrieval prints for the same settings; it
+prints a Markdown table, one row per setting: nDCG@10 per dataset, the macro average and the margin over the
+better single retriever. `test` prints, per dataset, the chosen settings' test score and paired p-values.
+
+This module is also the reader of those cached runs for windows.py, query_adapter.py, second_dense.py and
+research/window_sweep.py (load, ranking, per_query, paired_p, dense_run).
 """
 from __future__ import annotations
 
@@ -19,7 +26,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from _common import ROOT
+from common import ROOT
 
 from configs.loader import load_config
 from configs.schema import FusionConfig
@@ -32,6 +39,7 @@ from retrievers.metrics import METRIC_NAMES, dedupe, score_query
 SUITE = ROOT / "bench" / "out" / "retrieval-suite"
 DATASETS = ("scifact", "hotpotqa", "phantomwiki", "nq-toy")
 SPLITS = ("dev", "test")
+DEPTH = 200  # chunks per retriever in the cached runs (prepare_stack asks 2 x EVAL_DEPTH)
 
 
 class SeededEmbedder(Embedder):
@@ -125,6 +133,29 @@ def dense_feedback(data: dict, qid: str, fused: list[Passage], docs: int, weight
     top = np.argsort(-scores)[: len(data["runs"]["dense"][qid])]
     return [Passage(chunk_id=data["ids"][i], doc_id=data["docs"][i], source="", title="", text="",
                     score=float(scores[i])) for i in top]
+
+
+def dense_run(stack_rows, vectors, owner, qids, Q, pool: str) -> dict[str, list]:
+    """Exact dense top-DEPTH chunks per query, a chunk scored by its windows (`pool`: max, or lse:TAU).
+    `vectors` holds every window vector, `owner` the index in `stack_rows` of the chunk each belongs to."""
+    ids, docs = stack_rows
+    order = np.argsort(owner, kind="stable")
+    vectors, owner = vectors[order], owner[order]
+    starts = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]])
+    chunk_of = np.cumsum(np.r_[False, owner[1:] != owner[:-1]])
+    chunk_index = owner[starts]
+    dense = {}
+    for lo in range(0, len(qids), 64):
+        sims = vectors @ Q[lo:lo + 64].T                      # windows x queries
+        best = np.maximum.reduceat(sims, starts, axis=0)       # chunks x queries
+        if pool.startswith("lse:"):  # soft maximum: tau * log sum exp(sim / tau) over a chunk's windows
+            tau = float(pool[4:])
+            spread = np.exp((sims - best[chunk_of]) / tau)
+            best = best + tau * np.log(np.add.reduceat(spread, starts, axis=0))
+        for j, q in enumerate(qids[lo:lo + 64]):
+            top = np.argsort(-best[:, j])[:DEPTH]
+            dense[q] = [(ids[chunk_index[t]], docs[chunk_index[t]], float(best[t, j])) for t in top]
+    return dense
 
 
 def ranking(data: dict, qid: str, fusion: dict | str) -> list[str]:

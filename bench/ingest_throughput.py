@@ -1,18 +1,24 @@
 """Ingestion throughput per embedding backend, side by side on the same texts, and each backend's SciFact nDCG@10.
 
-    python bench/ingest_throughput.py [--docs 1000] [--backends torch,onnx,openvino] [--threads 2]
-                                      [--rounds 2] [--ndcg-limit N | --no-ndcg] [--set KEY=VALUE ...]
+    .venv/bin/python bench/ingest_throughput.py            # 1,000 SciFact abstracts, torch,onnx,openvino, 2 rounds
+    .venv/bin/python bench/ingest_throughput.py --docs 500 --rounds 1 --backends torch,openvino --no-ndcg
+    .venv/bin/python bench/ingest_throughput.py --docs 500 --rounds 1 --backends torch,openvino --no-ndcg \\
+        --set ingest.window_tokens=0                       # one vector per chunk (no sentence windows)
 
-A backend is `name` or `name:precision` (see embedding.precision). Every backend is loaded first (the ONNX export,
-if missing from the cache, is built then and its time shown as load time); then each round ingests the same SciFact
-abstracts into a fresh index through every backend in turn (interleaved, so a load change on a shared machine hits
-all of them alike), and the best round per backend counts. Per backend: full-ingest chunks/s (load, clean, chunk,
-embed, write, FTS index), embedding-only chunks/s of the same chunk texts, ingest overhead, the ratio to torch and
-the cosine of its vectors to torch's. Then SciFact test nDCG@10 (dense and hybrid) through each backend
-(retrievers.beir_eval.evaluate, a full ingest of the 5,183 abstracts each). The bar for making a backend the
-default: >= 2x torch's full-ingest chunks/s and |nDCG@10 - torch| <= 0.005 (dense and hybrid).
+Options: [--docs 1000] [--backends torch,onnx,openvino] [--threads 2] [--rounds 2] [--ndcg-limit N | --no-ndcg]
+[--set KEY=VALUE ...] [--out bench/out/ingest]. A backend is `name` or `name:precision` (see embedding.precision).
+Every backend is loaded first (the ONNX export, if missing from the cache, is built then and its time shown as load
+time); then each round ingests the same SciFact abstracts into a fresh index through every backend in turn
+(interleaved, so a load change on a shared machine hits all of them alike), and the best round per backend counts.
+Per backend: full-ingest chunks/s (load, clean, chunk, embed, write, FTS index), embedding-only chunks/s of the same
+chunk texts, ingest overhead, the ratio to torch and the cosine of its vectors to torch's. Then SciFact test
+nDCG@10 (dense and hybrid) through each backend (retrievers.beir_eval.evaluate, a full ingest of the 5,183
+abstracts each). The bar for making a backend the default: >= 2x torch's full-ingest chunks/s and
+|nDCG@10 - torch| <= 0.005 (dense and hybrid).
 
-The last line is `speedup_vs_torch: <best ratio>` (full-ingest chunks/s of the fastest backend over torch's).
+Prints progress, a Markdown table (one row per backend), whether the bar is met, and as its last line
+`speedup_vs_torch: <best ratio>` (full-ingest chunks/s of the fastest backend over torch's). Writes
+--out/results.json and --out/config.resolved.yaml.
 """
 from __future__ import annotations
 
@@ -23,7 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import ROOT, SHARED, scifact_docs, write_resolved_config
+from common import ROOT, SHARED, scifact_docs, write_resolved_config
 
 from configs.loader import load_config
 from retrievers.documents import search_text

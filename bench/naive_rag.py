@@ -2,30 +2,30 @@
 briefly". Same questions and corpus as `cli.py eval` on the dataset, scored with the same metrics.
 
     .venv/bin/python bench/naive_rag.py ../shared/datasets/hotpotqa_dev_distractor_sample/dev500.jsonl --limit 100
+    # the goal runs of docs/benchmarks.md (set A; set B likewise with questions 301-400 first):
+    .venv/bin/python bench/naive_rag.py /tmp/dev500-401-500-first.jsonl --limit 100 \\
+        --out bench/eval/short-answers-hotpotqa100/naive_rag.jsonl
 
-Prints EM / F1 / contains / gold-paragraph recall / p50 latency, and writes the rows to --out (JSONL).
+BM25 is rank_bm25 over the dataset's corpus (title + text, the project's tokenizer); the model is the default
+config's LLM (the embedded SmolLM2-135M). Prints one line: EM / F1 / contains / gold-paragraph recall / p50
+latency / words per answer; writes one JSON row per question to --out (default bench/out/naive_rag.jsonl), which
+bench/short_answers.py --naive reads.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from configs import runtime_env  # noqa: E402
-
-runtime_env.apply()
+import common  # noqa: F401  (the repository root on sys.path, offline environment)
 
 from configs.loader import load_config  # noqa: E402
 from evaluation.datasets import load_dataset  # noqa: E402
 from evaluation.metrics import answer_scores, gold_recall  # noqa: E402
-from nodes.llm import build_llm  # noqa: E402
+from llm.factory import build_llm
 from retrievers.bm25 import Tokenizer  # noqa: E402
 
 PROMPT = "Answer the question briefly, using the passages."

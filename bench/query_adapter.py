@@ -3,14 +3,16 @@
     .venv/bin/python bench/retrieval_suite.py
     .venv/bin/python bench/fusion_tuning.py cache                  # collections, BM25 runs, query vectors
     .venv/bin/python bench/query_adapter.py cv                     # the fit settings, 2-fold CV on dev only
-    .venv/bin/python bench/query_adapter.py test --epochs E --learning-rate LR   # fit on all of dev, score test
+    .venv/bin/python bench/query_adapter.py test --epochs 3 --learning-rate 0.001   # fit on all of dev, score test
 
 `cv` fits an adapter on half of a dataset's dev queries and scores the other half (and the other way round), for
 each setting of a small grid, printing dense and hybrid (the shipped fusion) nDCG@10 with and without it. `test`
 fits one adapter per dataset on its whole dev split with the given setting, scores the test split, and splits the
 test queries by whether a dev query shares a relevant document with them (what an adapter can memorise) or not.
 Dense search here is exact (numpy, as LanceDB's flat search over the same vectors); the library path is the same
-`collect_examples` / `fit` / `apply_adapter`.
+`collect_examples` / `fit` / `apply_adapter` (`cli.py fit-adapter`). Prints: `cv`, dense and hybrid nDCG@10 per
+dataset and setting, then the settings ranked by macro hybrid nDCG@10; `test`, a Markdown table per dataset and
+slice (all / seen / not seen) with paired randomization p-values. Writes nothing (the adapters stay in memory).
 """
 from __future__ import annotations
 
@@ -21,8 +23,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from fusion_tuning import SUITE, load, paired_p, per_query
-from window_sweep import dense_run
+from fusion_tuning import SUITE, dense_run, load, paired_p, per_query
 
 from configs.loader import load_config
 from configs.schema import FusionConfig

@@ -1,11 +1,14 @@
-"""Search latency (no reranking) at 10k and 100k chunks, 2 cores.
+"""Search latency (no reranking) at 10k and 100k chunks: a quick probe (bench/scale.py is the full one).
 
-    python bench/query_latency.py [--sizes 10000 100000] [--queries 200]
+    .venv/bin/python bench/query_latency.py [--sizes 10000 100000] [--queries 200] [--base-docs 1500]
 
-Real SciFact chunks are embedded once; larger collections are built from them by adding small Gaussian noise to
-the vectors and a variant tag to the texts, so the index has the size and term statistics of a real collection
-without hours of embedding. Prints p50/p95 of `RetrievalStack.search(..., rerank=False)` per retrieval mode.
-Target: p50 <= 50 ms.
+Real SciFact chunks (of --base-docs abstracts) are embedded once; larger collections are built from them by adding
+small Gaussian noise to the vectors and a variant tag to the texts, so the index has the size and term statistics
+of a real collection without hours of embedding. Times `RetrievalStack.search(..., rerank=False)` per retrieval mode
+(bm25, dense, hybrid) over --queries SciFact claims, each embedded afresh. Target: hybrid p50 <= 50 ms.
+
+Prints one line per size with p50 / p95 ms per mode. Writes the resolved config to --out (default
+bench/out/latency/config.resolved.yaml); the collections live in a temporary folder.
 """
 from __future__ import annotations
 
@@ -16,7 +19,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from _common import ROOT, scifact_docs, scifact_queries, write_resolved_config
+from common import ROOT, scifact_docs, scifact_queries, write_resolved_config
 
 from configs.loader import load_config
 from retrievers.documents import Chunk
@@ -46,7 +49,7 @@ def build(stack: RetrievalStack, base: list[dict], base_vecs: np.ndarray, size: 
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--base-docs", type=int, default=1500)

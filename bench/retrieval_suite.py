@@ -25,7 +25,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from _common import ROOT, SHARED
+from common import ROOT, SHARED
 
 from evaluation.datasets import load_hotpotqa, load_phantomwiki
 

@@ -1,23 +1,32 @@
 """A million chunks: build, index and search LanceDB collections of 100k and 1M chunks through Switchyard's store.
 
-    nice -n 10 .venv/bin/python bench/scale.py --sizes 100000 1000000 [--data /work/scale-data]
+    nice -n 10 .venv/bin/python bench/scale.py --sizes 100000 1000000 --data DIR   # builds, sweeps, probes
+    .venv/bin/python bench/scale.py --sizes 100000 1000000 --data DIR --reuse --candidates   # search only
+    nice -n 5 .venv/bin/python bench/scale.py --sizes 100000 --windows 4.4 --data DIR --out bench/out/scale-windows
+
+--data is where the seed and the collections are built, outside the repository (default $TMPDIR/switchyard-scale;
+~4 GB at 1M chunks, ~1.4 GB for 100k chunks with windows). Steps:
 
 1. Seed (once, cached under --data): real texts -- SciFact abstracts, the HotpotQA dev-sample paragraphs, FlashRAG's
    NQ sample corpus, PhantomWiki s11 articles -- ingested by Switchyard's own Ingestor (chunking + the real MiniLM
-   embedder), ~22k real chunks with real vectors.
+   embedder), ~18k real chunks with real vectors.
 2. Build: each collection is written by `IndexStore.write_documents` (the ingest's atomic merge-insert commits) in
    batches of --batch chunks. Copy 0 of every seed chunk is the chunk itself; each further copy splices the
    leading part of the chunk's words with the tail of another random seed chunk, and its vector is the matching
    mix of the two real vectors (plus a little noise), renormalised -- new points spread over the real data's
-   manifold rather than tight clumps of near-duplicates, with real term statistics for BM25.
+   manifold rather than tight clumps of near-duplicates, with real term statistics for BM25. With --windows MEAN,
+   synthetic sentence-window vectors are written too (MEAN per chunk on average).
 3. Index: FTS (BM25) and the vector index are built and timed separately; each vector-index candidate
    (--candidates) is built in turn and each of its search settings scored by recall@10 (and @100) against exact
    (flat) search on a sample of real query vectors, with its dense-search p50. The store's configured index is
    built last and stays.
-4. Search: a fresh process opens the collection with the default config (hybrid, convex fusion, no reranking) and
-   times real questions, each embedded afresh; its peak RSS is reported.
+4. Search: a fresh process opens the collection with the default config (hybrid, no reranking) and times real
+   questions, each embedded afresh; its peak RSS is reported.
 5. rank_bm25: the in-memory backend's build time, memory and query time on the same collection (in a fresh
    process), where its size limit (`retrieve.retrievers.bm25.max_chunks`) lets it; beyond that it refuses.
+
+Prints progress per size, then two Markdown tables (build / disk / search per size; recall and latency per vector
+index and setting). Writes --out/scale.json and --out/config.resolved.yaml (default --out bench/out/scale).
 """
 from __future__ import annotations
 
@@ -35,7 +44,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import numpy as np
-from _common import ROOT, SHARED, write_resolved_config
+from common import ROOT, SHARED, write_resolved_config
 
 from configs.loader import load_config
 from retrievers.documents import Chunk
@@ -86,7 +95,7 @@ def write_seed_corpora(folder: Path) -> list[Path]:
 
 def seed(data: Path) -> tuple[RetrievalStack, list[dict], np.ndarray]:
     """Real chunks and their real vectors, ingested (incrementally, so once) by Switchyard's Ingestor."""
-    # one vector per chunk: the scale collections are written with chunk vectors only (see RESULTS, sentence windows)
+    # the seed holds one vector per chunk; --windows adds synthetic windows when building (docs/benchmarks.md)
     stack = RetrievalStack(load_config(None, [f"store.uri={data / 'seed'}", f"store.collection={SEED_COLLECTION}",
                                               "ingest.window_tokens=0"]))
     report = stack.ingestor(progress=sys.stderr.isatty()).run(write_seed_corpora(data / "seed-corpus"))

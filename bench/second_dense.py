@@ -7,11 +7,20 @@
     .venv/bin/python bench/second_dense.py tune --dataset scifact               # grid on dev, its winners on test
     .venv/bin/python bench/second_dense.py joint    # one setting for all three datasets: best dev macro, on test
 
+    # as recorded in docs/benchmarks.md: SciFact's dev winner checked, and on the other two datasets
+    .venv/bin/python bench/second_dense.py tune --dataset scifact --show 20 \\
+        --check '{"normalization": "max", "weights": {"bm25": 0.1, "dense": 0.1, "e5": 0.8}}'
+    .venv/bin/python bench/second_dense.py tune --dataset hotpotqa --dataset phantomwiki --no-search \\
+        --check '{"normalization": "max", "weights": {"bm25": 1.5, "dense": 1.0, "e5": 18.0}}'
+
 `embed` embeds the chunks of the collection fusion_tuning.py's `cache` built (the same chunks, `search_text` as
 the stack embeds it) with "passage: " and each query with "query: ", through our own Embedder (OpenVINO by
-default), and keeps the vectors (resumable, keyed by chunk id) and each query's exact top-200 chunks. `tune` fuses
-the three lists with retrievers.fusion.fuse (weights per list), picks settings on `dev` only and scores them on
-`test` with a paired randomization p-value against the shipped default (BM25 + MiniLM, max 0.5/0.5).
+default), and keeps the vectors (resumable, keyed by chunk id; bench/out/retrieval-suite/runs/<dataset>.e5-chunks.npz)
+and each query's exact top-200 chunks (runs/<dataset>.e5.pkl). `tune` fuses the three lists with
+retrievers.fusion.fuse (weights per list), picks settings on `dev` only and scores them on `test` with a paired
+randomization p-value against the shipped default of the time (BM25 + MiniLM, max 0.5/0.5); it prints the best
+--show dev settings and Markdown tables of dev / test nDCG@10. `joint` prints the best settings by dev macro over
+the three datasets and the winner's test table.
 """
 from __future__ import annotations
 
@@ -23,9 +32,9 @@ import time
 from pathlib import Path
 
 import numpy as np
-from _common import ROOT
+from common import ROOT
 import fusion_tuning
-from fusion_tuning import DATASETS, SUITE, _passages, load, paired_p
+from fusion_tuning import DATASETS, DEPTH, SUITE, _passages, load, paired_p
 
 from configs.schema import FusionConfig, SwitchyardConfig
 from retrievers.beir_eval import load_beir, prepare_stack
@@ -34,7 +43,6 @@ from retrievers.fusion import fuse
 from retrievers.metrics import METRIC_NAMES
 
 E5_DIR = ROOT / "bench" / "out" / "e5-small"
-DEPTH = 200  # the depth fusion_tuning.py keeps per list
 BLOCK = 256  # chunks embedded between two saves
 
 

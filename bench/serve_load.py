@@ -1,7 +1,8 @@
 """Load on the HTTP service: concurrent clients asking questions, per pipeline and client count.
 
+    .venv/bin/python bench/serve_load.py
     .venv/bin/python bench/serve_load.py [--seconds 30] [--clients 8 32] [--pipelines no-llm fixed]
-                                         [--max-in-flight 4] [--port 0] [--keep-index]
+                                         [--max-in-flight 4] [--port 0] [--keep-index] [--out bench/out/serve_load]
 
 The sample corpus (samples/corpus) is ingested into a temporary index (`cli.py ingest`), then one server is
 started on 127.0.0.1 (`cli.py serve --config no-llm --config fixed --max-in-flight N --timeout 120`, stderr to
@@ -12,10 +13,11 @@ client that gets 429/503 waits `Retry-After` seconds (plus jitter, capped at 10 
 question: a polite client. Requests in flight at the deadline are waited for, and the cell's seconds run until
 the last one returns, so ok/s = successful answers / those seconds.
 
-Per cell: successful answers (200 with an `answer`), ok/s, p50/p95 latency of the successful requests,
+Prints, per cell: successful answers (200 with an `answer`), ok/s, p50/p95 latency of the successful requests,
 back-pressure replies (429/503: correct behaviour, counted apart, not errors) and errors: connection errors,
 timeouts, 5xx, unexpected 4xx, a 200 without an answer, and 429/503 without a `Retry-After` header. The server's
 RSS (VmRSS of its process) is sampled every 0.5 s: the table shows the cell's peak and its value at the end.
+Then `errors_total: N`. Writes OUT/server.log.
 
 Goal: 0 errors at 32 clients. With the `fixed` pipeline (a small local LLM on 2 cores, seconds per question)
 most requests at 32 clients are turned away with 429 + Retry-After: that is the intended back-pressure (runs in
@@ -41,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
-from _common import ROOT, free_port
+from common import ROOT, free_port, wait_until_healthy
 
 from retrievers.metrics import percentile
 
@@ -249,19 +251,13 @@ def start_server(cmd: list[str], url: str, log_path: Path) -> subprocess.Popen:
     server = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
     log.close()  # the child has its own descriptor
     started = time.perf_counter()
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            sys.exit(f"the server exited with code {server.returncode}:\n{log_tail(log_path)}")
-        try:
-            if httpx.get(f"{url}/healthz", timeout=2, trust_env=False).status_code == 200:
-                print(f"server up (pid {server.pid}) in {time.perf_counter() - started:.1f} s: {shlex.join(cmd)}")
-                return server
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.3)
-    stop_server(server)
-    sys.exit(f"the server did not answer /healthz within 300 s:\n{log_tail(log_path)}")
+    problem = wait_until_healthy(server, url, timeout_s=300, every_s=0.3)
+    if problem is None:
+        print(f"server up (pid {server.pid}) in {time.perf_counter() - started:.1f} s: {shlex.join(cmd)}")
+        return server
+    if server.poll() is None:
+        stop_server(server)
+    sys.exit(f"the server {problem}:\n{log_tail(log_path)}")
 
 
 def stop_server(server: subprocess.Popen) -> None:

@@ -2,19 +2,22 @@
 short answer was shown, whether every shown short answer occurs in a cited passage (re-checked here from the rows,
 not taken from the pipeline's word), abstention, words per answer and latency.
 
-    .venv/bin/python bench/short_answers.py bench/eval/short-answers-hotpotqa100 [--naive bench/out/naive_rag.jsonl]
+    .venv/bin/python bench/short_answers.py bench/eval/short-answers-hotpotqa100 \\
+        --naive bench/eval/short-answers-hotpotqa100/naive_rag.jsonl
+    .venv/bin/python bench/short_answers.py bench/eval/short-answers-phantomwiki-s11
+
+Reads EVAL_DIR/questions.jsonl (the rows `cli.py eval` wrote) and, with --naive, the rows of bench/naive_rag.py;
+prints one Markdown table row per config (and one for the naive baseline first). Writes nothing, loads no model.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import statistics
-import sys
 from collections import defaultdict
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
+import common  # noqa: F401  (the repository root on sys.path)
 from nodes.short_answer import occurs_in, split_list  # noqa: E402
 
 

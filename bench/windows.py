@@ -4,13 +4,16 @@
     # one vector per chunk (the runs as they were before windows), then the default (windows on):
     .venv/bin/python bench/fusion_tuning.py cache --set ingest.window_tokens=0 --runs runs-chunk-vectors
     .venv/bin/python bench/fusion_tuning.py cache
-    .venv/bin/python bench/fusion_tuning.py tune --family "convex max"       # the fusion weights, on dev
-    .venv/bin/python bench/windows.py [--split dev]
-    .venv/bin/python bench/windows.py --latency scifact   # query latency, windows vs chunk vectors, same collection data
+    .venv/bin/python bench/fusion_tuning.py tune --family "convex max" --family "convex zscore" \\
+        --family "convex minmax" --family rrf                                # the fusion settings, on dev
+    .venv/bin/python bench/windows.py --split dev && .venv/bin/python bench/windows.py --split test
+    .venv/bin/python bench/windows.py --latency scifact   # query latency, windows vs chunk vectors, same data
 
-Prints, per dataset and split, nDCG@10 of BM25, dense over chunk vectors, dense over windows, the previous default
-(BM25 + chunk vectors, `max` 0.5 / 0.5) and the default (BM25 + windows, the shipped fusion), with paired
-randomization p-values of the default against the previous default and against the better single retriever.
+Prints a Markdown table, one row per dataset of the split (default test): nDCG@10 (or --metric) of BM25, dense over
+chunk vectors, dense over windows, the previous default (BM25 + chunk vectors, `max` 0.5 / 0.5) and the default
+(BM25 + windows, the shipped fusion), with paired randomization p-values of the default against the previous
+default and against the better single retriever. With --latency: p50 / p95 ms of dense and hybrid queries, windows
+on and off. Reads the cached runs of bench/fusion_tuning.py (bench/out/retrieval-suite/runs*/); writes nothing.
 """
 from __future__ import annotations
 

@@ -96,7 +96,7 @@ class EmbeddingConfig(_Section):
     Runtime) and `openvino` run an ONNX file exported from the model folder at set-up or first use and cached under
     `cache_dir`. Their vectors agree with torch to cosine > 0.999, so a collection may be searched and extended
     through any backend of its model (it records the one that built it). `openvino` is the default: several times
-    torch's ingest speed on 2 cores with the same SciFact nDCG@10 (bench/ingest_throughput.py, bench/RESULTS.md)."""
+    torch's ingest speed on 2 cores with the same SciFact nDCG@10 (bench/ingest_throughput.py, docs/benchmarks.md)."""
 
     model: str = Field("minilm", description="'minilm' (the packaged all-MiniLM-L6-v2) or a local model folder")
     batch_size: int = Field(32, ge=1)
@@ -158,7 +158,7 @@ class FusionConfig(_Section):
     method: Literal["rrf", "convex"] = "convex"
     rrf_k: float = Field(60.0, ge=0, description="RRF constant k in w / (k + rank), ranks 1-based")
     # normalization, weights and adaptive_power were tuned on the dev splits of the retrieval suite
-    # (bench/fusion_tuning.py: SciFact train, HotpotQA, PhantomWiki; bench/RESULTS.md, issue 11): with sentence
+    # (bench/fusion_tuning.py: SciFact train, HotpotQA, PhantomWiki; docs/benchmarks.md, issue 11): with sentence
     # windows (ingest.window_tokens) z-score 0.5 / 0.5 has the best macro nDCG@10 (`max` 0.5 / 0.5 did with one
     # vector per chunk); adaptive weights lost on SciFact dev (p 0.001) for a noise-level gain
     weights: dict[str, float] = Field(default_factory=lambda: {"bm25": 0.5, "dense": 0.5})

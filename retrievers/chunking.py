@@ -78,7 +78,7 @@ class SentenceWindows:
     `window_tokens` tokens (the same SentenceSplitter, at a smaller size), each with the chunk's title in front.
 
     all-MiniLM-L6-v2 was trained on short texts; one vector for a 256-token chunk blurs the sentence a question
-    matches, while a chunk scored by its best window keeps it (bench/RESULTS.md, issue 11). A chunk that fits in
+    matches, while a chunk scored by its best window keeps it (docs/benchmarks.md, issue 11). A chunk that fits in
     one window yields its own search text, whose vector the chunk already has."""
 
     def __init__(self, window_tokens: int, window_overlap: int, tokenizer_file: str):

@@ -7,7 +7,7 @@ relevant document against those of the dense retriever's first non-relevant chun
 
 What an adapter learns is mostly *where a collection's questions go*: on SciFact, where most test claims cite an
 abstract that some train claim cites, it lifts dense retrieval a lot; on HotpotQA, whose questions are about
-paragraphs no training question touched, it does nothing (bench/RESULTS.md, issue 11). Fit it on labelled (or
+paragraphs no training question touched, it does nothing (docs/benchmarks.md, issue 11). Fit it on labelled (or
 logged and clicked) queries of the collection it will serve; it is off by default.
 """
 from __future__ import annotations

@@ -6,14 +6,19 @@ Runs cached in CACHE/runs_{index}_{questions}.json, one entry per question:
 Four runs: a_a, b_a (answerable / unanswerable against index a), b_b, a_b (answerable / unanswerable against b).
 
     .venv/bin/python bench/calibration/01_retrieve.py
+
+Prints the ingest summary per index and one line per run written (questions, skipped, seconds).
 """
 from __future__ import annotations
 
 import json
+import sys
 import time
+from pathlib import Path
 
-
-from common import CACHE, gold_titles, load_split, make_stack, paragraphs, torch_threads
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/, for common.py
+from common import CALIBRATION_CACHE as CACHE  # noqa: E402
+from common import gold_titles, load_split, make_stack, paragraphs, torch_threads  # noqa: E402
 
 
 def build_index(name: str, records: list[dict], embedder):

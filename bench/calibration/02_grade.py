@@ -12,14 +12,21 @@ Tuning direction (a): index = dev300_a paragraphs; answerable = dev300_a questio
   questions weighted 50/50 (the tuning pool has 300 vs ~495; weighting removes that prior).
 
     .venv/bin/python bench/calibration/02_grade.py
+
+Prints, per direction, the answerable / unanswerable max-cosine quantiles and AUC, a table of passage P / R / F1
+and verdict shares for the old, tuned and RECOMMENDED thresholds, and the incorrect / correct threshold sweeps.
+Writes CACHE/grade_choice.json (the tuned values).
 """
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 
 import numpy as np
 
-from common import CACHE, OLD, RECOMMENDED
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/, for common.py
+from common import CALIBRATION_CACHE as CACHE, OLD, RECOMMENDED  # noqa: E402
 
 MAX_FALSE_INCORRECT = 0.10
 MIN_CORRECT_PRECISION = 0.90

@@ -15,16 +15,23 @@ The threshold is chosen on split a to maximise accuracy over the pooled fact + q
 per positive). Sentence vectors are cached in CACHE/sent_{split}.npy.
 
     .venv/bin/python bench/calibration/03_support.py
+
+Prints the pair counts, support-score quantiles per pair set, the tuning sweep, accuracy / F1 / recall / TNR per
+threshold, split and set, and the held-out accuracy difference new - old with a bootstrap interval. Writes
+CACHE/support_choice.json.
 """
 from __future__ import annotations
 
 import json
 import random
 import re
+import sys
+from pathlib import Path
 
 import numpy as np
 
-from common import CACHE, OLD, load_split, make_stack, torch_threads
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/, for common.py
+from common import CALIBRATION_CACHE as CACHE, OLD, load_split, make_stack, torch_threads  # noqa: E402
 from nodes.citations import support_matrix
 
 GRID = np.round(np.arange(0.30, 0.9001, 0.01), 2)

@@ -5,14 +5,20 @@ tests/graphs/test_build.py the top-5 question-passage cosines (what the `score` 
 support scores of the sentences in tests/nodes/test_citations.py against their passages.
 
     .venv/bin/python bench/calibration/04_sample_check.py
+
+Needs CACHE/grade_choice.json and CACHE/support_choice.json (steps 2 and 3). Prints one line per question (max
+cosine, old and new verdicts) and the support scores per test sentence and passage.
 """
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 
 import numpy as np
 
-from common import CACHE, RECOMMENDED, ROOT, make_stack, torch_threads
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/, for common.py
+from common import CALIBRATION_CACHE as CACHE, RECOMMENDED, ROOT, make_stack, torch_threads  # noqa: E402
 
 QUESTIONS = {  # question -> expected to be answerable from the sample corpus
     "Who patented the knuckle coupler?": True,

@@ -6,17 +6,22 @@ traces or answers. Short, templated questions ("Who is the friend of the person 
 are far from HotpotQA's long entity-laden questions, which is the point of the check.
 
     .venv/bin/python bench/calibration/05_phantomwiki.py
+
+Needs CACHE/grade_choice.json (step 2). Prints max-cosine quantiles (PhantomWiki answerable, off-domain), the share
+of answerable questions graded incorrect per threshold set, and an incorrect-threshold sweep. Writes
+CACHE/pw_ans_best.npy and CACHE/pw_offdomain_best.npy.
 """
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
 
-from common import CACHE, OLD, RECOMMENDED, load_split, make_stack, torch_threads
-
-PW = Path("/work/shared/datasets/phantomwiki-s11")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/, for common.py
+from common import CALIBRATION_CACHE as CACHE, OLD, PHANTOMWIKI as PW, RECOMMENDED  # noqa: E402
+from common import load_split, make_stack, torch_threads  # noqa: E402
 
 
 def main() -> None:

@@ -10,17 +10,21 @@ coverage (share of the question's content words found in a passage's title + tex
 `incorrect` when best cosine < t AND best coverage < c (coverage 1.01 = today's cosine-only rule).
 
     .venv/bin/python bench/calibration/06_refusals.py
+
+Prints per set the best-cosine and best-coverage quantiles, then the share graded incorrect for each (t, c) of
+the sweep. Writes CACHE/refusals.json (per question: best cosine, best coverage).
 """
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
 
-from common import CACHE, gold_titles, load_split, make_stack, paragraphs, torch_threads
-
-PW = Path("/work/shared/datasets/phantomwiki-s11")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/, for common.py
+from common import CALIBRATION_CACHE as CACHE, PHANTOMWIKI as PW  # noqa: E402
+from common import gold_titles, load_split, make_stack, paragraphs, torch_threads  # noqa: E402
 
 
 def main() -> None:

@@ -1,14 +1,17 @@
-"""Issue 11 goal 1: which sentence windows to embed, chosen on dev.
+"""Issue 11 goal 1: which sentence windows to embed, chosen on dev. Finished research: the library kept `tok:64:32`
+(docs/benchmarks.md, "Windows swept, soft pooling"); kept here to re-run the sweep.
 
+    .venv/bin/python bench/retrieval_suite.py
     .venv/bin/python bench/fusion_tuning.py cache        # the default collections and the BM25 runs
-    .venv/bin/python bench/window_sweep.py --dataset scifact --spec tok:64:32 --spec sent:2:1 [--split dev]
+    .venv/bin/python bench/research/window_sweep.py --dataset scifact --spec tok:64:32 --spec sent:2:1 [--split dev]
+    .venv/bin/python bench/research/window_sweep.py --dataset scifact --spec tok:64:32 --pool lse:0.01 --pool lse:0.05
 
 A spec is `tok:T:O` (the library's SentenceWindows: whole sentences up to T tokens, O tokens of overlap) or
 `sent:K:S` (K consecutive sentences, a new window every S sentences). The chunks come from the default collection
 (same chunking, same titles); each spec's window vectors are embedded once with the configured embedder and cached
 under bench/out/window-sweep/. Dense search is exact (every window scored against the query, a chunk scored by its
-best window), its top 200 chunks are fused with the cached BM25 run under the shipped fusion setting, and
-nDCG@10 of dense alone and of the fusion is printed per spec.
+best window), its top 200 chunks are fused with the cached BM25 run under each fusion setting of a small grid, and
+nDCG@10 of dense alone (per spec) and a table of every (windows, fusion) pair by macro nDCG@10 are printed.
 """
 from __future__ import annotations
 
@@ -19,7 +22,10 @@ import time
 from pathlib import Path
 
 import numpy as np
-from fusion_tuning import SUITE, load, paired_p, per_query
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/, for common.py and fusion_tuning.py
+from common import ROOT  # noqa: E402
+from fusion_tuning import SUITE, dense_run, load, paired_p, per_query  # noqa: E402
 
 from configs.loader import load_config
 from configs.schema import FusionConfig
@@ -27,8 +33,7 @@ from retrievers.beir_eval import load_beir, prepare_stack
 from retrievers.chunking import SentenceWindows
 from retrievers.documents import search_text
 
-OUT = Path(__file__).resolve().parent / "out" / "window-sweep"
-DEPTH = 200
+OUT = ROOT / "bench" / "out" / "window-sweep"
 METRIC = "ndcg@10"
 
 
@@ -72,28 +77,6 @@ def window_vectors(name: str, spec: str, rows: list[dict], stack, tokenizer_file
     OUT.mkdir(parents=True, exist_ok=True)
     np.savez(cache, vectors=vectors, owner=np.asarray(owner))
     return vectors, np.asarray(owner)
-
-
-def dense_run(stack_rows, vectors, owner, qids, Q, pool: str) -> dict[str, list]:
-    """Exact dense top-DEPTH chunks per query, a chunk scored by its windows (`pool`: max, or lse:TAU)."""
-    ids, docs = stack_rows
-    order = np.argsort(owner, kind="stable")
-    vectors, owner = vectors[order], owner[order]
-    starts = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]])
-    chunk_of = np.cumsum(np.r_[False, owner[1:] != owner[:-1]])
-    chunk_index = owner[starts]
-    dense = {}
-    for lo in range(0, len(qids), 64):
-        sims = vectors @ Q[lo:lo + 64].T                      # windows x queries
-        best = np.maximum.reduceat(sims, starts, axis=0)       # chunks x queries
-        if pool.startswith("lse:"):  # soft maximum: tau * log sum exp(sim / tau) over a chunk's windows
-            tau = float(pool[4:])
-            spread = np.exp((sims - best[chunk_of]) / tau)
-            best = best + tau * np.log(np.add.reduceat(spread, starts, axis=0))
-        for j, q in enumerate(qids[lo:lo + 64]):
-            top = np.argsort(-best[:, j])[:DEPTH]
-            dense[q] = [(ids[chunk_index[t]], docs[chunk_index[t]], float(best[t, j])) for t in top]
-    return dense
 
 
 def fusion_grid(extra: list[str]) -> dict[str, dict]:
