@@ -41,6 +41,10 @@ class DatasetError(SwitchyardError, ValueError):
     """A dataset folder or file (BEIR, QA) that is missing or malformed."""
 
 
+class PdfError(SwitchyardError, ValueError):
+    """A PDF that cannot be read (malformed, encrypted, no extractable text); ingestion reports it per file."""
+
+
 class AdapterError(SwitchyardError, ValueError):
     """A query adapter file that is missing, malformed or fitted for another model."""
 
@@ -107,6 +111,15 @@ class UnknownPipeline(SwitchyardError, KeyError):
 
     def __str__(self) -> str:  # KeyError would quote the message
         return self.message
+
+
+class ServiceError(SwitchyardError):
+    """An HTTP request the service refuses, with its status (and headers, e.g. Retry-After) given per instance."""
+
+    def __init__(self, status: int, message: str, headers: dict | None = None):
+        super().__init__(message)
+        self.http_status = self.status = status
+        self.message, self.headers = message, headers or {}
 
 
 def first_line(exc: BaseException) -> str:

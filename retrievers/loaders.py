@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Iterator
 
 from retrievers.documents import LoadError, SourceDocument
-from retrievers.pdf import PdfError, load_pdf
+from errors import PdfError
+from retrievers.pdf import load_pdf
 
 TEXT_SUFFIXES = {".txt", ".md", ".markdown"}
 HTML_SUFFIXES = {".html", ".htm"}

@@ -16,16 +16,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from retrievers.documents import SourceDocument
+from errors import PdfError
 
 logging.getLogger("pypdf").setLevel(logging.ERROR)
 
 _MARKER = re.compile(r"^[\d*†‡§¶]{1,3}$")
 _PAGE_NUMBER = re.compile(r"^(page\s*)?[-–—(\[]?\s*(\d{1,4}|[ivxlcdm]{1,7})\s*[-–—)\]]?(\s*(of|/)\s*\d{1,4})?$", re.I)
 _SMALL = 0.85  # a fragment smaller than this share of the body font size is "small"
-
-
-class PdfError(Exception):
-    pass
 
 
 @dataclass

@@ -30,7 +30,7 @@ from sse_starlette.sse import EventSourceResponse
 from starlette.background import BackgroundTask
 
 from configs.schema import StoreConfig
-from errors import SwitchyardError, UnknownPipeline, first_line
+from errors import ServiceError, SwitchyardError, UnknownPipeline, first_line
 from graphs.app import Pipeline
 from llm.context import RunContext
 from service.auth import BearerAuth
@@ -50,12 +50,6 @@ class AskRequest(BaseModel):
     pipeline: str | None = Field(None, description="a served pipeline's name (config file stem); default: first")
     collection: str | None = Field(None, description="collection to search; default: the pipeline's own")
     where: str | None = Field(None, description='metadata filter, e.g. "source~handbook and page=2"')
-
-
-class ServiceError(Exception):
-    def __init__(self, status: int, message: str, headers: dict | None = None):
-        super().__init__(message)
-        self.status, self.message, self.headers = status, message, headers or {}
 
 
 class Slot:

@@ -1,5 +1,6 @@
 """The command line as a user runs it: real processes, real index on disk, clear errors and exit codes."""
 import json
+import os
 import subprocess
 import sys
 
@@ -84,6 +85,24 @@ class TestCli:
         assert out.returncode != 0
         assert message in out.stderr
         assert "Traceback" not in out.stderr and out.stderr.strip().count("\n") == 0
+
+    def test_a_closed_pipe_ends_the_command_quietly(self, index):
+        done = subprocess.run(f"'{sys.executable}' '{ROOT / 'cli.py'}' list --json --index-dir '{index}' | head -c 1",
+                              shell=True, capture_output=True, text=True, timeout=300,
+                              env={**os.environ, "SWITCHYARD_CACHE_DIR": str(index.parent / "cache")})
+        assert done.stdout == "[" and done.stderr == ""
+
+    def test_an_unexpected_error_is_one_line_and_its_traceback_goes_to_the_log(self, index, tmp_path):
+        cache = tmp_path / "cache"
+        code = ("import sys, cli\n"
+                "def boom(args):\n    raise KeyError('deep inside')\n"
+                "cli.COMMANDS['list'] = boom\nsys.exit(cli.main(['list']))")
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT,
+                              env={**os.environ, "SWITCHYARD_CACHE_DIR": str(cache)})
+        assert done.returncode == 1 and done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+        assert "unexpected KeyError: 'deep inside'" in done.stderr and str(cache / "errors.log") in done.stderr
+        log = (cache / "errors.log").read_text()
+        assert "Traceback (most recent call last)" in log and "in boom" in log and "KeyError: 'deep inside'" in log
 
     def test_bad_config_file_names_file_and_key(self, index, tmp_path):
         f = tmp_path / "bad.yaml"

@@ -1,7 +1,8 @@
 import pytest
 
 from retrievers.chunking import Chunker
-from retrievers.pdf import PdfError, load_pdf
+from errors import PdfError
+from retrievers.pdf import load_pdf
 from tests.fixtures.pdfs import FOOTNOTE, HEADER
 
 
