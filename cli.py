@@ -276,27 +276,28 @@ def cmd_ask(args) -> int:
         raise CliError("the question is empty", EXIT_USAGE)
     result = Pipeline(_load_config(args)).ask(args.question, where=args.where)
     if args.json:
-        print(json.dumps(result, indent=2, ensure_ascii=False))
+        print(json.dumps(result.to_json(), indent=2, ensure_ascii=False))
         return 0
-    if result.get("short_answer") or result.get("evidence"):
-        print(result["short_answer"] or "(no verified short answer; the evidence:)")
-        print(f"\nEvidence: {result['evidence']}")
+    if result.short_answer or result.evidence:
+        print(result.short_answer or "(no verified short answer; the evidence:)")
+        print(f"\nEvidence: {result.evidence}")
     else:
-        print(result["answer"])
-    if result["citations"]:
+        print(result.answer)
+    if result.citations:
         print("\nSources:")
-        for c in result["citations"]:
-            page = f", p. {c['page']}" if c.get("page") else ""
-            print(f"  [{c['n']}] {c['title']} — {c['source']}{page}")
+        for c in result.citations:
+            page = f", p. {c.page}" if c.page else ""
+            print(f"  [{c.n}] {c.title} — {c.source}{page}")
     if args.trace:
-        if result["steps"]:
+        data = result.to_json()  # the trace as `ask --json` and `cli.py trace` show it
+        if data["steps"]:
             print("\nAgent steps:")
-            _print_steps(result["steps"])
+            _print_steps(data["steps"])
         print("\nTrace:")
-        _print_trace(result["trace"])
-        u = result["usage"]
-        print(f"  total: {sum(e['ms'] for e in result['trace']):.0f} ms, {u['llm_calls']} LLM call(s), "
-              f"{u['prompt_tokens']} prompt + {u['completion_tokens']} completion tokens")
+        _print_trace(data["trace"])
+        u = result.usage
+        print(f"  total: {sum(e.ms for e in result.trace):.0f} ms, {u.llm_calls} LLM call(s), "
+              f"{u.prompt_tokens} prompt + {u.completion_tokens} completion tokens")
     return 0
 
 

@@ -39,12 +39,12 @@ def main() -> None:
                 pipe.resources.stack.ingestor(progress=False).run([ROOT / "samples" / "corpus"])
                 ingested = True
             rows = [pipe.ask(q) for q in SAMPLE_QUESTIONS]
-            guards = Counter(g for r in rows for g, n in r["failures"]["guards"].items() for _ in range(n))
-            secs = [r["usage"]["total_ms"] / 1e3 for r in rows]
-            print(f"| {name} | {sum(not r['abstained'] for r in rows)} | {sum(r['abstained'] for r in rows)} | "
-                  f"{sum(len(r['steps']) for r in rows) / len(rows):.1f} | "
+            guards = Counter(g for r in rows for g, n in r.failures.guards.items() for _ in range(n))
+            secs = [r.usage.total_ms / 1e3 for r in rows]
+            print(f"| {name} | {sum(not r.abstained for r in rows)} | {sum(r.abstained for r in rows)} | "
+                  f"{sum(len(r.steps) for r in rows) / len(rows):.1f} | "
                   f"{', '.join(f'{k} {v}' for k, v in sorted(guards.items())) or '-'} | "
-                  f"{sum(r['usage']['llm_calls'] for r in rows) / len(rows):.1f} | "
+                  f"{sum(r.usage.llm_calls for r in rows) / len(rows):.1f} | "
                   f"{percentile(secs, 50):.1f} | {percentile(secs, 95):.1f} |")
 
 

@@ -42,11 +42,11 @@ def main() -> None:
             for q in SAMPLE_QUESTIONS:
                 pipe.resources.embedder.clear_cache()  # no help from an earlier run of the same question
                 result = pipe.ask(q)
-                for e in result["trace"]:
-                    per_node.setdefault(e["node"], []).append(e["ms"])
-                totals.append(result["usage"]["total_ms"])
-                llm_ms.append(result["usage"]["llm_ms"])
-                overheads.append(result["usage"]["total_ms"] - result["usage"]["llm_ms"])
+                for e in result.trace:
+                    per_node.setdefault(e.node, []).append(e.ms)
+                totals.append(result.usage.total_ms)
+                llm_ms.append(result.usage.llm_ms)
+                overheads.append(result.usage.total_ms - result.usage.llm_ms)
     print(f"config: {args.config}; {len(totals)} questions")
     print("| node | calls | p50 ms | p95 ms |\n|---|---|---|---|")
     for node, times in per_node.items():

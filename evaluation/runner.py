@@ -178,15 +178,15 @@ class Evaluator:
             return {**base, "prediction": "", "abstained": False, "error": f"{type(exc).__name__}: {exc}",
                     "latency_ms": (time.perf_counter() - started) * 1e3, **ERROR_SCORES, "llm_calls": 0,
                     "prompt_tokens": 0, "completion_tokens": 0, "parse_fallbacks": 0, "guards": {}}
-        usage = result["usage"]
+        data = result.to_json()
         # what the user reads first is scored: the short answer when one is shown, else the answer text
-        row = {**base, "prediction": result.get("short_answer") or result["answer"], "answer": result["answer"],
-               "evidence": result.get("evidence", ""), "grounding": result.get("grounding", {}),
-               "abstained": result["abstained"], "error": None,
+        row = {**base, "prediction": result.short_answer or result.answer, "answer": result.answer,
+               "evidence": result.evidence, "grounding": data["grounding"],
+               "abstained": result.abstained, "error": None,
                "latency_ms": (time.perf_counter() - started) * 1e3,
-               "llm_calls": usage.get("llm_calls", 0), "prompt_tokens": usage.get("prompt_tokens", 0),
-               "completion_tokens": usage.get("completion_tokens", 0),
-               "parse_fallbacks": result["failures"]["parse_fallbacks"], "guards": result["failures"]["guards"],
-               "retrieved_doc_ids": result.get("retrieved_doc_ids", []), "citations": result["citations"],
-               "steps": result["steps"], "trace": result["trace"]}
+               "llm_calls": result.usage.llm_calls, "prompt_tokens": result.usage.prompt_tokens,
+               "completion_tokens": result.usage.completion_tokens,
+               "parse_fallbacks": result.failures.parse_fallbacks, "guards": data["failures"]["guards"],
+               "retrieved_doc_ids": result.retrieved_doc_ids, "citations": data["citations"],
+               "steps": data["steps"], "trace": data["trace"]}
         return {**row, **score_row(row)}

@@ -1,5 +1,5 @@
-"""The importable pipeline: `Pipeline(config).ask(question)` gives the same dict as `cli.py ask --json`, and
-`Pipeline.stream(question)` gives the run as events. One `Pipeline` serves many callers at once (threads or
+"""The importable pipeline: `Pipeline(config).ask(question)` gives an `AskResult` whose `to_json()` is `cli.py ask
+--json`, and `Pipeline.stream(question)` gives the run as typed events (graphs/results.py). One `Pipeline` serves many callers at once (threads or
 asyncio tasks): the models it shares are guarded, and each run's data (its usage, seed, cancellation and token
 stream) travels with the run as LangGraph runtime context, never in the shared objects.
 
@@ -14,6 +14,8 @@ from configs.loader import config_hash, config_to_dict, load_config
 from configs.schema import SwitchyardConfig
 from errors import QuestionError, SwitchyardError, first_line
 from graphs.build import build_graph
+from graphs.results import (STREAM_EVENT, Answer, AskResult, ConfigInfo, Decision, ErrorEvent, Failures, NodeEnd,
+                            PassageRef, Passages, RunStart, StreamEvent, Usage)
 from llm.context import RunContext
 from nodes.resources import Resources, SharedModels
 from nodes.rewrite import round_queries
@@ -43,15 +45,15 @@ class Pipeline:
             raise QuestionError(f"collection {store.collection!r} is empty; run `cli.py ingest PATH` first")
 
     # -- one answer --------------------------------------------------------------------------------------------
-    def ask(self, question: str, where: str | None = None, *, seed: int | None = None) -> dict:
-        """Run the graph and return the result dict. `seed` (default: llm.seed) makes sampling at temperature > 0
+    def ask(self, question: str, where: str | None = None, *, seed: int | None = None) -> AskResult:
+        """Run the graph and return its `AskResult` (`.to_json()` is `ask --json`). `seed` (default: llm.seed) makes sampling at temperature > 0
         depend on the question and run alone, never on what else is in flight."""
         question = self.checked_question(question)
         context = RunContext(seed=seed)
         state = self.graph.invoke(self._input(question, where), config=self._run_config(), context=context)
         return self._result(question, state, context)
 
-    async def aask(self, question: str, where: str | None = None, *, seed: int | None = None) -> dict:
+    async def aask(self, question: str, where: str | None = None, *, seed: int | None = None) -> AskResult:
         question = self.checked_question(question)
         context = RunContext(seed=seed)
         try:
@@ -74,14 +76,15 @@ class Pipeline:
 
     # -- the run as events -------------------------------------------------------------------------------------
     def stream(self, question: str, where: str | None = None, *, seed: int | None = None,
-               context: RunContext | None = None) -> Iterator[dict]:
-        """The run as plain dicts, each with an `event` key, in order:
+               context: RunContext | None = None) -> Iterator[StreamEvent]:
+        """The run as typed events (graphs/results.py; `.event` names the kind, `.to_json()` is the streamed
+        JSON), in order:
 
         `run_start {run_id, config_hash}`; per node `node_start {node}`, then `node_end {node, ms, llm_calls,
         prompt_tokens, completion_tokens, summary}`, with `passages {node, passages: [{doc_id, title, source,
         page, score}]}` after retrieve/rerank/grade and `decision {step, action, args, guard, thought}` after each
         agent router step; `token {text}` while the answer is generated (answer tokens only); last `answer
-        {result}`, where `result` is the dict `ask()` returns, or `error {message}`.
+        {result}`, where `result` is the `AskResult` `ask()` returns, or `error {message}`.
 
         The streamed tokens are provisional: citations are verified after generation, and unsupported sentences
         may be removed or the answer replaced. The final `answer` event is authoritative.
@@ -94,13 +97,13 @@ class Pipeline:
         return self._events(question, where, _streamed(context, seed))
 
     def astream(self, question: str, where: str | None = None, *, seed: int | None = None,
-                context: RunContext | None = None) -> AsyncIterator[dict]:
+                context: RunContext | None = None) -> AsyncIterator[StreamEvent]:
         """`stream()` for asyncio: the same events; closing the iterator (or cancelling its task) cancels the run."""
         question = self.checked_question(question)
         return self._aevents(question, where, _streamed(context, seed))
 
-    def _events(self, question: str, where: str | None, context: RunContext) -> Iterator[dict]:
-        yield {"event": "run_start", "run_id": context.run_id, "config_hash": self.config_hash}
+    def _events(self, question: str, where: str | None, context: RunContext) -> Iterator[StreamEvent]:
+        yield RunStart(run_id=context.run_id, config_hash=self.config_hash)
         chunks = self.graph.stream(self._input(question, where), config=self._run_config(), context=context,
                                    stream_mode=STREAM_MODES)
         state, finished = None, False
@@ -112,16 +115,16 @@ class Pipeline:
                     yield from stream_events(mode, chunk)
             finished = True
         except Exception as exc:  # the run failed: say so as the last event
-            yield {"event": "error", "message": error_message(exc)}
+            yield ErrorEvent(message=error_message(exc))
             return
         finally:
             if not finished:
                 context.cancelled.set()
             chunks.close()
-        yield {"event": "answer", "result": self._result(question, state, context)}
+        yield Answer(result=self._result(question, state, context))
 
-    async def _aevents(self, question: str, where: str | None, context: RunContext) -> AsyncIterator[dict]:
-        yield {"event": "run_start", "run_id": context.run_id, "config_hash": self.config_hash}
+    async def _aevents(self, question: str, where: str | None, context: RunContext) -> AsyncIterator[StreamEvent]:
+        yield RunStart(run_id=context.run_id, config_hash=self.config_hash)
         chunks = self.graph.astream(self._input(question, where), config=self._run_config(), context=context,
                                     stream_mode=STREAM_MODES)
         state, finished = None, False
@@ -134,13 +137,13 @@ class Pipeline:
                         yield event
             finished = True
         except Exception as exc:
-            yield {"event": "error", "message": error_message(exc)}
+            yield ErrorEvent(message=error_message(exc))
             return
         finally:
             if not finished:
                 context.cancelled.set()
             await chunks.aclose()
-        yield {"event": "answer", "result": self._result(question, state, context)}
+        yield Answer(result=self._result(question, state, context))
 
     # -- shared by every way of running ------------------------------------------------------------------------
     def checked_question(self, question: str) -> str:
@@ -158,7 +161,7 @@ class Pipeline:
     def _run_config(self) -> dict:
         return {"recursion_limit": self.config.graph.recursion_limit}
 
-    def _result(self, question: str, state: dict, context: RunContext) -> dict:
+    def _result(self, question: str, state: dict, context: RunContext) -> AskResult:
         steps = state.get("agent_steps", [])
         guards: dict[str, int] = {}
         for s in steps:
@@ -166,25 +169,16 @@ class Pipeline:
                 guards[s["guard"]] = guards.get(s["guard"], 0) + 1
         usage = dict(state.get("usage", {}))
         parse_fallbacks = int(usage.pop("parse_fallbacks", 0))
-        return {
-            "question": question,
-            "run_id": context.run_id,
-            "answer": state.get("answer", ""),
-            "short_answer": state.get("short_answer", ""),
-            "evidence": state.get("evidence", ""),
-            "grounding": state.get("grounding", {}),
-            "abstained": bool(state.get("abstained", False)),
-            "citations": state.get("citations", []),
-            "verdict": state.get("verdict"),
-            "queries": state.get("query_history", []),
-            "retrieved_doc_ids": list(dict.fromkeys(state.get("retrieved", []))),
-            "citation_check": state.get("citation_check", {}),
-            "trace": state.get("trace", []),
-            "steps": steps,
-            "failures": {"parse_fallbacks": parse_fallbacks, "guards": guards},
-            "usage": usage,
-            "config": {"hash": self.config_hash, "resolved": config_to_dict(self.config)},
-        }
+        return AskResult(
+            question=question, run_id=context.run_id, answer=state.get("answer", ""),
+            short_answer=state.get("short_answer", ""), evidence=state.get("evidence", ""),
+            grounding=state.get("grounding", {}), abstained=bool(state.get("abstained", False)),
+            citations=state.get("citations", []), verdict=state.get("verdict"),
+            queries=state.get("query_history", []),
+            retrieved_doc_ids=list(dict.fromkeys(state.get("retrieved", []))),
+            citation_check=state.get("citation_check", {}), trace=state.get("trace", []), steps=steps,
+            failures=Failures(parse_fallbacks=parse_fallbacks, guards=guards), usage=Usage(**usage),
+            config=ConfigInfo(hash=self.config_hash, resolved=config_to_dict(self.config)))
 
 
 def _streamed(context: RunContext | None, seed: int | None) -> RunContext:
@@ -193,27 +187,26 @@ def _streamed(context: RunContext | None, seed: int | None) -> RunContext:
     return context
 
 
-def stream_events(mode: str, chunk) -> list[dict]:
+def stream_events(mode: str, chunk) -> list[StreamEvent]:
     """Translate one LangGraph stream item (`custom` or `updates` mode) into Switchyard events."""
-    if mode == "custom":
-        return [chunk]
-    events: list[dict] = []
+    if mode == "custom":  # what the nodes wrote: node_start, token
+        return [STREAM_EVENT.validate_python(chunk)]
+    events: list[StreamEvent] = []
     for node, update in (chunk or {}).items():
         if not update:
             continue
         entry = (update.get("trace") or [{}])[0]
-        events.append({"event": "node_end", "node": node, "ms": entry.get("ms", 0.0),
-                       "llm_calls": entry.get("llm_calls", 0), "prompt_tokens": entry.get("prompt_tokens", 0),
-                       "completion_tokens": entry.get("completion_tokens", 0), "summary": entry.get("output", {})})
+        events.append(NodeEnd(node=node, ms=entry.get("ms", 0.0), llm_calls=entry.get("llm_calls", 0),
+                              prompt_tokens=entry.get("prompt_tokens", 0),
+                              completion_tokens=entry.get("completion_tokens", 0), summary=entry.get("output", {})))
         for key in _PASSAGE_KEYS:
             if key in update:
-                events.append({"event": "passages", "node": node, "passages": [
-                    {"doc_id": p["doc_id"], "title": p["title"], "source": p["source"], "page": p.get("page"),
-                     "score": p.get("score")} for p in update[key]]})
+                events.append(Passages(node=node, passages=[
+                    PassageRef(doc_id=p["doc_id"], title=p["title"], source=p["source"], page=p.get("page"),
+                               score=p.get("score")) for p in update[key]]))
         if "decision" in update:
             decision = update["decision"]
-            events.append({"event": "decision", **{k: decision.get(k) for k in
-                                                   ("step", "action", "args", "guard", "thought")}})
+            events.append(Decision(**{k: decision.get(k) for k in ("step", "action", "args", "guard", "thought")}))
     return events
 
 

@@ -24,6 +24,7 @@ from graphs.state import RAGState
 from llm.context import RunContext
 from nodes.abstain import abstain
 from nodes.answer import abstention, answer
+from nodes.citations import Citation
 from nodes.grade import GRADE_ROUTES, grade, route_after_grade
 from nodes.rerank import rerank
 from nodes.resources import Resources
@@ -42,8 +43,8 @@ def _summarize(value):
     if isinstance(value, list) and value and isinstance(value[0], dict) and "chunk_id" in value[0]:
         return [f"{p['doc_id']} ({p.get('score', 0):.3f})" for p in value[:5]] + (
             [f"... {len(value) - 5} more"] if len(value) > 5 else [])
-    if isinstance(value, list) and value and isinstance(value[0], dict) and "n" in value[0]:
-        return [f"[{c['n']}] {c['title']}" for c in value]
+    if isinstance(value, list) and value and isinstance(value[0], Citation):
+        return [f"[{c.n}] {c.title}" for c in value]
     if isinstance(value, str) and len(value) > 200:
         return value[:200] + "…"
     return value

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import re
 
+from pydantic import BaseModel, ConfigDict
+
 CITATION_MARK = re.compile(r"\s*\[(\d+(?:\s*,\s*\d+)*)\]")  # "[2]" or "[1, 3]", with the space before it
 _SENT = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
 
@@ -93,6 +95,19 @@ def verify_citations(answer: str, passages: list[dict], embedder, threshold: flo
     return " ".join(out_sentences), citations, stats
 
 
-def cite_record(n: int, passage: dict) -> dict:
-    return {"n": n, "doc_id": passage["doc_id"], "title": passage["title"], "source": passage["source"],
-            "page": passage.get("page"), "text": passage["text"]}
+class Citation(BaseModel):
+    """Passage `[n]` of an answer: the document it comes from and the passage text."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    n: int
+    doc_id: str
+    title: str
+    source: str
+    page: int | None
+    text: str
+
+
+def cite_record(n: int, passage: dict) -> Citation:
+    return Citation(n=n, doc_id=passage["doc_id"], title=passage["title"], source=passage["source"],
+                    page=passage.get("page"), text=passage["text"])

@@ -32,6 +32,7 @@ from starlette.background import BackgroundTask
 from configs.schema import StoreConfig
 from errors import ServiceError, SwitchyardError, UnknownPipeline, first_line
 from graphs.app import Pipeline
+from graphs.results import Answer, AskResult, ErrorEvent
 from llm.context import RunContext
 from service.auth import BearerAuth
 from service.jobs import IngestJobs, safe_name
@@ -140,7 +141,7 @@ class Service:
         self.slots.release()
         self.metrics.runs_in_flight.dec()
 
-    async def ask(self, pipe: Pipeline, name: str, question: str, where: str | None) -> dict:
+    async def ask(self, pipe: Pipeline, name: str, question: str, where: str | None) -> AskResult:
         """One run with the request timeout; a timed-out run is cancelled (its LLM calls stop)."""
         try:
             result = await asyncio.wait_for(pipe.aask(question, where), self.settings.request_timeout_s)
@@ -148,7 +149,7 @@ class Service:
             raise ServiceError(504, f"the run timed out after {self.settings.request_timeout_s:g}s") from None
         except Exception as exc:
             raise ServiceError(status_of(exc), first_line(exc)) from None
-        self.metrics.observe_run(name, result["usage"])
+        self.metrics.observe_run(name, result.usage.model_dump())
         return result
 
     async def events(self, pipe: Pipeline, name: str, question: str, where: str | None, slot: Slot):
@@ -159,11 +160,10 @@ class Service:
         events = pipe.astream(question, where, context=context)
         try:
             async for event in events:
-                if event["event"] == "error" and context.cancelled.is_set():
-                    event = {"event": "error",
-                             "message": f"the run timed out after {self.settings.request_timeout_s:g}s"}
-                elif event["event"] == "answer":
-                    self.metrics.observe_run(name, event["result"]["usage"])
+                if isinstance(event, ErrorEvent) and context.cancelled.is_set():
+                    event = ErrorEvent(message=f"the run timed out after {self.settings.request_timeout_s:g}s")
+                elif isinstance(event, Answer):
+                    self.metrics.observe_run(name, event.result.usage.model_dump())
                 yield event
         finally:
             timer.cancel()
@@ -211,7 +211,7 @@ def create_app(settings: ServiceSettings | None = None) -> FastAPI:
         return service.registry.describe()
 
     @app.post("/v1/ask")
-    async def ask(body: AskRequest) -> dict:
+    async def ask(body: AskRequest) -> AskResult:
         service.check_question(body.question)
         pipe = service.pipeline(body.pipeline, body.collection)
         slot = service.acquire()
@@ -230,7 +230,7 @@ def create_app(settings: ServiceSettings | None = None) -> FastAPI:
         async def sse():
             async for event in service.events(pipe, body.pipeline or service.registry.default, body.question,
                                               body.where, slot):
-                yield {"event": event["event"], "data": json.dumps(event, ensure_ascii=False)}
+                yield {"event": event.event, "data": json.dumps(event.to_json(), ensure_ascii=False)}
 
         # the background task gives the place back even when the client left before the stream began
         return EventSourceResponse(sse(), ping=15, background=BackgroundTask(slot.release))

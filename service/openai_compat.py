@@ -16,6 +16,7 @@ from typing import AsyncIterator
 
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict
+from graphs.results import Answer, AskResult, ErrorEvent, RunStart, StreamEvent, Token
 
 
 class ChatMessage(BaseModel):
@@ -42,30 +43,27 @@ def question_of(body: ChatRequest) -> str:
     return ""
 
 
-def sources_of(result: dict) -> list[dict]:
-    return [{"n": c["n"], "doc_id": c["doc_id"], "title": c["title"], "source": c["source"], "page": c.get("page"),
-             "text": c["text"]} for c in result["citations"]]
+def sources_of(result: AskResult) -> list[dict]:
+    return [c.model_dump(mode="json") for c in result.citations]
 
 
-def sources_text(result: dict) -> str:
-    lines = [f"[{c['n']}] {c['title']} — {c['source']}" + (f", p. {c['page']}" if c.get("page") else "")
-             for c in result["citations"]]
+def sources_text(result: AskResult) -> str:
+    lines = [f"[{c.n}] {c.title} — {c.source}" + (f", p. {c.page}" if c.page else "") for c in result.citations]
     return "\n\nSources:\n" + "\n".join(lines) if lines else ""
 
 
-def _usage(result: dict) -> dict:
-    u = result["usage"]
-    prompt, completion = u.get("prompt_tokens", 0), u.get("completion_tokens", 0)
+def _usage(result: AskResult) -> dict:
+    prompt, completion = result.usage.prompt_tokens, result.usage.completion_tokens
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
 
 
-def chat_completion(result: dict, model: str) -> dict:
-    return {"id": f"chatcmpl-{result['run_id']}", "object": "chat.completion", "created": int(time.time()),
+def chat_completion(result: AskResult, model: str) -> dict:
+    return {"id": f"chatcmpl-{result.run_id}", "object": "chat.completion", "created": int(time.time()),
             "model": model,
             "choices": [{"index": 0, "finish_reason": "stop",
-                         "message": {"role": "assistant", "content": result["answer"] + sources_text(result)}}],
+                         "message": {"role": "assistant", "content": result.answer + sources_text(result)}}],
             "usage": _usage(result), "sources": sources_of(result),
-            "switchyard": {"run_id": result["run_id"], "abstained": result["abstained"]}}
+            "switchyard": {"run_id": result.run_id, "abstained": result.abstained}}
 
 
 def openai_error(status: int, message: str, headers: dict | None = None) -> JSONResponse:
@@ -74,7 +72,7 @@ def openai_error(status: int, message: str, headers: dict | None = None) -> JSON
                         headers=headers)
 
 
-async def chat_stream(events: AsyncIterator[dict], model: str) -> AsyncIterator[dict]:
+async def chat_stream(events: AsyncIterator[StreamEvent], model: str) -> AsyncIterator[dict]:
     """Pipeline events -> `chat.completion.chunk` SSE data lines, ending with `[DONE]`."""
     created, run_id, streamed = int(time.time()), "", []
 
@@ -85,19 +83,18 @@ async def chat_stream(events: AsyncIterator[dict], model: str) -> AsyncIterator[
                                    ensure_ascii=False)}
 
     async for event in events:
-        kind = event["event"]
-        if kind == "run_start":
-            run_id = event["run_id"]
+        if isinstance(event, RunStart):
+            run_id = event.run_id
             yield chunk({"role": "assistant", "content": ""})
-        elif kind == "token":
-            streamed.append(event["text"])
-            yield chunk({"content": event["text"]})
-        elif kind == "answer":
-            result = event["result"]
-            tail = "" if "".join(streamed).strip() == result["answer"].strip() else \
-                (("\n\nVerified answer: " if streamed else "") + result["answer"])
+        elif isinstance(event, Token):
+            streamed.append(event.text)
+            yield chunk({"content": event.text})
+        elif isinstance(event, Answer):
+            result = event.result
+            tail = "" if "".join(streamed).strip() == result.answer.strip() else \
+                (("\n\nVerified answer: " if streamed else "") + result.answer)
             yield chunk({"content": tail + sources_text(result)}, "stop", usage=_usage(result),
                         sources=sources_of(result))
-        elif kind == "error":
-            yield chunk({"content": f"\n\nerror: {event['message']}"}, "error")
+        elif isinstance(event, ErrorEvent):
+            yield chunk({"content": f"\n\nerror: {event.message}"}, "error")
     yield {"data": "[DONE]"}

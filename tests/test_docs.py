@@ -123,7 +123,7 @@ def test_readme_is_small_and_has_the_exact_commands():
 def test_ci_builds_the_docs_and_runs_the_readme_test_command():
     lines = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
     assert SETUP in lines and TESTS in lines
-    docs_build = next(i for i, line in enumerate(lines) if line.startswith(".venv/bin/mkdocs build --strict"))
+    docs_build = next(i for i, line in enumerate(lines) if ".venv/bin/mkdocs build --strict" in line)
     assert lines.index(SETUP) < docs_build < lines.index(TESTS)
 
 

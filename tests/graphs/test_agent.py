@@ -10,11 +10,11 @@ AGENT = ("graph.mode=agent",)
 
 
 def _actions(result):
-    return [s["action"] for s in result["steps"]]
+    return [s["action"] for s in result.steps]
 
 
 def _guards(result):
-    return [s["guard"] for s in result["steps"]]
+    return [s["guard"] for s in result.steps]
 
 
 def _d(action, **kw):
@@ -28,16 +28,16 @@ class TestAgentGraph:
                                     answer="The Janney coupler was patented by Eli Janney in 1873 [1].")
         result = make_pipeline(*AGENT, llm=llm).ask("Who patented the knuckle coupler?")
         assert _actions(result) == ["retrieve", "rerank", "grade", "answer"]
-        assert _guards(result) == [None] * 4 and result["failures"]["guards"] == {}
-        assert result["steps"][0]["args"] == {"query": "knuckle coupler patent"}
-        assert result["steps"][0]["thought"] == "do retrieve"
-        assert "passages" in result["steps"][0]["observation"] and result["steps"][0]["action_ms"] > 0
-        assert result["citations"][0]["title"] == "Railway couplers" and not result["abstained"]
+        assert _guards(result) == [None] * 4 and result.failures.guards == {}
+        assert result.steps[0]["args"] == {"query": "knuckle coupler patent"}
+        assert result.steps[0]["thought"] == "do retrieve"
+        assert "passages" in result.steps[0]["observation"] and result.steps[0]["action_ms"] > 0
+        assert result.citations[0].title == "Railway couplers" and not result.abstained
         # the react prompt carries the few-shot examples and, later, the scratchpad
         router_calls = [c for c in backend.calls if c[0]["content"].startswith("You control")]
         assert "Examples:" in router_calls[0][1]["content"]
         assert "Earlier steps:" in router_calls[-1][-1]["content"]
-        assert [e["node"] for e in result["trace"]][:2] == ["router", "retrieve"]
+        assert [e.node for e in result.trace][:2] == ["router", "retrieve"]
 
     def test_loop_is_detected_and_not_executed_again(self, make_pipeline):
         llm, _ = scripted_llm(router=_d("retrieve", query="coupler"), answer="NOT FOUND")
@@ -45,15 +45,15 @@ class TestAgentGraph:
         actions = _actions(result)
         assert actions.count("retrieve") == 1  # the repeats were replaced by the fixed pipeline's next edge
         assert actions[:4] == ["retrieve", "rerank", "grade", "answer"]
-        assert _guards(result)[1:4] == ["repeat"] * 3 and result["failures"]["guards"]["repeat"] == 3
+        assert _guards(result)[1:4] == ["repeat"] * 3 and result.failures.guards["repeat"] == 3
 
     def test_malformed_json_falls_back_to_fixed_edges(self, make_pipeline):
         llm, _ = scripted_llm(router="I would like to search, please!", rewrite='{"query": "knuckle coupler"}',
                               answer="The Janney coupler was patented by Eli Janney in 1873 [1].")
         result = make_pipeline(*AGENT, llm=llm).ask("Who patented the knuckle coupler?")
         assert _actions(result) == ["rewrite", "retrieve", "rerank", "grade", "answer"]
-        assert set(_guards(result)) == {"invalid"} and result["failures"]["parse_fallbacks"] == 5
-        assert not result["abstained"]
+        assert set(_guards(result)) == {"invalid"} and result.failures.parse_fallbacks == 5
+        assert not result.abstained
 
     def test_unknown_action_gets_one_repair_then_fallback(self, make_pipeline):
         llm, backend = scripted_llm(router=[_d("search_web", query="x"), _d("retrieve", query="blue flag"),
@@ -69,31 +69,31 @@ class TestAgentGraph:
                               answer="Blue flags protect workers on a track [1].")
         result = make_pipeline(*AGENT, "graph.router.max_steps=3", llm=llm).ask("What do blue flags protect?")
         assert _actions(result) == ["retrieve", "retrieve", "retrieve", "answer"]
-        assert _guards(result)[-1] == "budget" and len(result["steps"]) == 4
-        assert not result["abstained"] and result["citations"]
+        assert _guards(result)[-1] == "budget" and len(result.steps) == 4
+        assert not result.abstained and result.citations
 
     def test_budget_exhausted_without_passages_abstains(self, make_pipeline):
         llm, _ = scripted_llm(router=lambda n: _d("rewrite", query=f"blue flag variant {n}"))
         result = make_pipeline(*AGENT, "graph.router.max_steps=2", llm=llm).ask("What do blue flags protect?")
         assert _actions(result) == ["rewrite", "rewrite", "abstain"] and _guards(result)[-1] == "budget"
-        assert result["abstained"]
+        assert result.abstained
 
     def test_answer_before_any_retrieval_is_refused(self, make_pipeline):
         llm, _ = scripted_llm(router=[_d("answer"), _d("retrieve", query="gauge"), _d("rerank"), _d("grade"),
                                       _d("answer")], rewrite='{"query": "standard gauge"}',
                               answer="Standard gauge is 1,435 mm [1].")
         result = make_pipeline(*AGENT, llm=llm).ask("What is standard gauge?")
-        assert result["steps"][0]["action"] == "rewrite" and result["steps"][0]["guard"] == "premature_answer"
-        assert _actions(result)[-1] == "answer" and not result["abstained"]
+        assert result.steps[0]["action"] == "rewrite" and result.steps[0]["guard"] == "premature_answer"
+        assert _actions(result)[-1] == "answer" and not result.abstained
 
     def test_query_sharing_nothing_with_the_run_is_dropped(self, make_pipeline):
         # what SmolLM2 does under the zero-shot prompt: the field description comes back as the query
         llm, _ = scripted_llm(router=[_d("retrieve", query="only for rewrite/retrieve"), _d("rerank"), _d("grade"),
                                       _d("answer")], answer="Blue flags protect workers on a track [1].")
         result = make_pipeline(*AGENT, llm=llm).ask("What do blue flags protect?")
-        first = result["steps"][0]
+        first = result.steps[0]
         assert first["guard"] == "ungrounded_query" and first["args"] == {"query": "What do blue flags protect?"}
-        assert result["failures"]["guards"] == {"ungrounded_query": 1} and not result["abstained"]
+        assert result.failures.guards == {"ungrounded_query": 1} and not result.abstained
 
     def test_query_grounded_in_found_passages_is_kept(self):
         from nodes.router import is_grounded
@@ -107,8 +107,8 @@ class TestAgentGraph:
     def test_explicit_abstain_with_reason(self, make_pipeline):
         llm, _ = scripted_llm(router=[_d("retrieve", query="soufflé"), _d("abstain", reason="nothing about cooking")])
         result = make_pipeline(*AGENT, llm=llm).ask("How do I bake a soufflé?")
-        assert result["abstained"] and _actions(result) == ["retrieve", "abstain"]
-        assert "nothing about cooking" in result["citation_check"]["abstain_reason"]
+        assert result.abstained and _actions(result) == ["retrieve", "abstain"]
+        assert "nothing about cooking" in result.citation_check["abstain_reason"]
 
     def test_plan_strategy_plans_once_then_acts(self, make_pipeline):
         llm, backend = scripted_llm(router='{"steps": ["retrieve", "rerank", "grade", "answer"]}',
@@ -133,7 +133,7 @@ class TestAgentGraph:
         result = make_pipeline(*AGENT, "graph.router.strategy=zeroshot", llm=llm).ask("What is standard gauge?")
         router_calls = [c for c in backend.calls if c[0]["content"].startswith("You control")]
         assert all("Examples:" not in m["content"] for c in router_calls for m in c)
-        assert _actions(result) == ["retrieve", "answer"] and result["citations"]  # answered from reranked=None
+        assert _actions(result) == ["retrieve", "answer"] and result.citations  # answered from reranked=None
 
     def test_same_output_schema_as_fixed(self, make_pipeline):
         llm, _ = scripted_llm(router=[_d("retrieve", query="gauge"), _d("answer")],
@@ -141,7 +141,7 @@ class TestAgentGraph:
         agent = make_pipeline(*AGENT, llm=llm).ask("What is standard gauge?")
         llm2, _ = scripted_llm(answer="Standard gauge is 1,435 mm [1].")
         fixed = make_pipeline(llm=llm2).ask("What is standard gauge?")
-        assert set(agent) == set(fixed) and fixed["steps"] == []
+        assert set(agent.to_json()) == set(fixed.to_json()) and fixed.steps == []
 
 
 @pytest.mark.slow
@@ -173,6 +173,6 @@ class TestRouterFuzz:
                                   rewrite=lambda n: self._garbage(rng), answer=lambda n: self._garbage(rng))
             result = make_pipeline(*AGENT, f"graph.router.strategy={strategy}", "graph.router.max_steps=5",
                                    llm=llm).ask("What is standard gauge?")
-            assert len(result["steps"]) <= 6
-            assert result["steps"][-1]["action"] in ("answer", "abstain")
-            assert result["answer"]
+            assert len(result.steps) <= 6
+            assert result.steps[-1]["action"] in ("answer", "abstain")
+            assert result.answer

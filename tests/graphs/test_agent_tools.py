@@ -24,11 +24,11 @@ def _t(action, thought="", arguments=None, **args):
 
 
 def _actions(result):
-    return [s["action"] for s in result["steps"]]
+    return [s["action"] for s in result.steps]
 
 
 def _guards(result):
-    return [s["guard"] for s in result["steps"]]
+    return [s["guard"] for s in result.steps]
 
 
 def _router_calls(backend):
@@ -42,10 +42,10 @@ class TestToolCalls:
                                     answer="The Janney coupler was patented by Eli Janney in 1873 [1].")
         result = make_pipeline(*TOOLS, llm=llm).ask("Who patented the knuckle coupler?")
         assert _actions(result) == ["retrieve", "rerank", "grade", "answer"]
-        assert _guards(result) == [None] * 4 and result["failures"]["guards"] == {}
-        assert result["steps"][0]["args"] == {"query": "knuckle coupler patent"}
-        assert result["steps"][0]["thought"] == "search first" and result["steps"][3]["thought"] == "enough evidence"
-        assert result["citations"][0]["title"] == "Railway couplers" and not result["abstained"]
+        assert _guards(result) == [None] * 4 and result.failures.guards == {}
+        assert result.steps[0]["args"] == {"query": "knuckle coupler patent"}
+        assert result.steps[0]["thought"] == "search first" and result.steps[3]["thought"] == "enough evidence"
+        assert result.citations[0].title == "Railway couplers" and not result.abstained
         router = _router_calls(backend)
         assert len(router) == 4 and all(t == (ROUTER_TOOLS, "auto") for _, t in router)
         assert "call exactly one tool" in router[0][0][0]["content"]
@@ -53,7 +53,7 @@ class TestToolCalls:
         # only the router offers tools; every other call is a plain or structured one
         assert all(t == (None, None) for c, t in zip(backend.calls, backend.tools)
                    if not c[0]["content"].startswith("You control"))
-        assert all(s["llm_calls"] == 1 for s in result["steps"])
+        assert all(s["llm_calls"] == 1 for s in result.steps)
 
     def test_tools_cover_every_action_with_their_arguments(self):
         names = [t["function"]["name"] for t in ROUTER_TOOLS]
@@ -79,12 +79,12 @@ class TestToolCalls:
                                     answer="The Janney coupler was patented by Eli Janney in 1873 [1].")
         result = make_pipeline(*TOOLS, llm=llm).ask("Who patented the knuckle coupler?")
         assert _actions(result) == ["rewrite", "retrieve", "rerank", "grade", "answer"]
-        assert set(_guards(result)) == {"invalid"} and result["failures"]["parse_fallbacks"] == 5
+        assert set(_guards(result)) == {"invalid"} and result.failures.parse_fallbacks == 5
         repair = _router_calls(backend)[1][0]
         assert repair[-2] == {"role": "assistant", "content": "I would like to search, please!"}
         assert "not a valid tool call (no tool call)" in repair[-1]["content"]
-        assert all(s["llm_calls"] == 2 for s in result["steps"])  # each decision: the call and its repair
-        assert not result["abstained"]
+        assert all(s["llm_calls"] == 2 for s in result.steps)  # each decision: the call and its repair
+        assert not result.abstained
 
     def test_unknown_tool_gets_one_repair(self, make_pipeline):
         llm, backend = scripted_llm(router=[_t("search_web", query="x"), _t("retrieve", query="blue flag"),
@@ -108,14 +108,14 @@ class TestToolCalls:
                                       _t("answer")], rewrite='{"query": "standard gauge"}',
                               answer="Standard gauge is 1,435 mm [1].")
         result = make_pipeline(*TOOLS, llm=llm).ask("What is standard gauge?")
-        assert result["steps"][0]["action"] == "rewrite" and result["steps"][0]["guard"] == "premature_answer"
-        assert _actions(result)[-1] == "answer" and not result["abstained"]
+        assert result.steps[0]["action"] == "rewrite" and result.steps[0]["guard"] == "premature_answer"
+        assert _actions(result)[-1] == "answer" and not result.abstained
 
     def test_query_sharing_nothing_with_the_run_is_dropped(self, make_pipeline):
         llm, _ = scripted_llm(router=[_t("retrieve", query="a short search engine query"), _t("rerank"),
                                       _t("grade"), _t("answer")], answer="Blue flags protect workers on a track [1].")
         result = make_pipeline(*TOOLS, llm=llm).ask("What do blue flags protect?")
-        first = result["steps"][0]
+        first = result.steps[0]
         assert first["guard"] == "ungrounded_query" and first["args"] == {"query": "What do blue flags protect?"}
 
     def test_budget_exhausted_answers_or_abstains(self, make_pipeline):
@@ -123,19 +123,19 @@ class TestToolCalls:
                               answer="Blue flags protect workers on a track [1].")
         result = make_pipeline(*TOOLS, "graph.router.max_steps=3", llm=llm).ask("What do blue flags protect?")
         assert _actions(result) == ["retrieve", "retrieve", "retrieve", "answer"] and _guards(result)[-1] == "budget"
-        assert not result["abstained"] and result["citations"]
+        assert not result.abstained and result.citations
         llm, _ = scripted_llm(router=lambda n: _t("rewrite", query=f"blue flag variant {n}"))
         result = make_pipeline(*TOOLS, "graph.router.max_steps=2", llm=llm).ask("What do blue flags protect?")
         assert _actions(result) == ["rewrite", "rewrite", "abstain"] and _guards(result)[-1] == "budget"
-        assert result["abstained"]
+        assert result.abstained
 
     def test_explicit_abstain_with_reason_under_zeroshot_and_required(self, make_pipeline):
         llm, backend = scripted_llm(router=[_t("retrieve", query="soufflé"),
                                             _t("abstain", reason="nothing about cooking")])
         result = make_pipeline(*TOOLS, "graph.router.strategy=zeroshot", "graph.router.tool_choice=required",
                                llm=llm).ask("How do I bake a soufflé?")
-        assert result["abstained"] and _actions(result) == ["retrieve", "abstain"]
-        assert "nothing about cooking" in result["citation_check"]["abstain_reason"]
+        assert result.abstained and _actions(result) == ["retrieve", "abstain"]
+        assert "nothing about cooking" in result.citation_check["abstain_reason"]
         router = _router_calls(backend)
         assert all(t == (ROUTER_TOOLS, "required") for _, t in router)
         assert all("Examples:" not in m["content"] for c, _ in router for m in c)
@@ -147,10 +147,10 @@ class TestToolCalls:
         llm, _ = scripted_llm(router=[json.dumps({"thought": "", "action": "retrieve", "query": "gauge"}),
                                       json.dumps({"thought": "", "action": "answer"})], answer=answer)
         plain = make_pipeline("graph.mode=agent", llm=llm).ask("What is standard gauge?")
-        assert [set(s) for s in tools["steps"]] == [set(s) for s in plain["steps"]]
-        assert [(s["action"], s["args"], s["guard"]) for s in tools["steps"]] == \
-               [(s["action"], s["args"], s["guard"]) for s in plain["steps"]]
-        assert tools["answer"] == plain["answer"]
+        assert [set(s) for s in tools.steps] == [set(s) for s in plain.steps]
+        assert [(s["action"], s["args"], s["guard"]) for s in tools.steps] == \
+               [(s["action"], s["args"], s["guard"]) for s in plain.steps]
+        assert tools.answer == plain.answer
 
 
 class TestConfigAndCache:
@@ -177,9 +177,9 @@ def test_local_model_chooses_by_native_tool_calls(make_pipeline):
     pipe = make_pipeline(*TOOLS, "graph.router.max_steps=3", "llm.chat_format=chatml-function-calling",
                          "llm.max_tokens=64", "graph.router.strategy=zeroshot")
     result = pipe.ask("Who patented the knuckle coupler?")
-    steps = result["steps"]
+    steps = result.steps
     assert 1 <= len(steps) <= 4 and steps[-1]["action"] in ("answer", "abstain")
     assert all(s["action"] in ACTIONS and s["guard"] in (None, "invalid", "repeat", "premature_answer",
                                                          "ungrounded_query", "budget") for s in steps)
     assert all(s["llm_calls"] >= 1 for s in steps if s["guard"] != "budget")  # each decision asked the model
-    assert result["answer"].strip()
+    assert result.answer.strip()

@@ -35,15 +35,15 @@ def ask_together(pipe, questions, **kwargs):
     return results
 
 
-def essence(result: dict) -> dict:
+def essence(result) -> dict:
     """What must not depend on what else was in flight (timings may)."""
-    return {"answer": result["answer"], "abstained": result["abstained"],
-            "citations": [(c["n"], c["doc_id"]) for c in result["citations"]], "queries": result["queries"],
-            "usage": {k: result["usage"][k] for k in ("llm_calls", "prompt_tokens", "completion_tokens")},
-            "per_node": [(e["node"], e["llm_calls"], e["prompt_tokens"], e["completion_tokens"])
-                         for e in result["trace"]],
-            "steps": [(s["action"], s["args"], s["guard"], s["llm_calls"]) for s in result["steps"]],
-            "failures": result["failures"]}
+    return {"answer": result.answer, "abstained": result.abstained,
+            "citations": [(c.n, c.doc_id) for c in result.citations], "queries": result.queries,
+            "usage": {k: getattr(result.usage, k) for k in ("llm_calls", "prompt_tokens", "completion_tokens")},
+            "per_node": [(e.node, e.llm_calls, e.prompt_tokens, e.completion_tokens)
+                         for e in result.trace],
+            "steps": [(s["action"], s["args"], s["guard"], s["llm_calls"]) for s in result.steps],
+            "failures": result.failures}
 
 
 @pytest.mark.slow
@@ -97,7 +97,7 @@ class TestConcurrentRunsWithoutLLM:
         pipe = make_pipeline(llm=llm)
         results = ask_together(pipe, ["Who patented the knuckle coupler?"] * 4)
         for r in results:
-            assert r["usage"]["llm_calls"] == 2  # its rewrite and its answer, none of the others'
-            assert [e["llm_calls"] for e in r["trace"]] == [1, 0, 0, 0, 1]
+            assert r.usage.llm_calls == 2  # its rewrite and its answer, none of the others'
+            assert [e.llm_calls for e in r.trace] == [1, 0, 0, 0, 1]
         assert len(backend.calls) == 8
-        assert len({r["run_id"] for r in results}) == 4
+        assert len({r.run_id for r in results}) == 4

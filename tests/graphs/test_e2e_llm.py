@@ -11,20 +11,20 @@ from tests.conftest import ROOT, free_port
 
 
 def _check_grounded(result):
-    assert result["answer"].strip()
-    assert result["usage"]["llm_calls"] >= 2 and result["usage"]["prompt_tokens"] > 0
-    if not result["abstained"]:
-        kept = {p.split(" (")[0] for e in result["trace"] if e["node"] == "grade" for p in e["output"]["graded"]}
-        assert result["citations"] and {c["doc_id"] for c in result["citations"]} <= kept
+    assert result.answer.strip()
+    assert result.usage.llm_calls >= 2 and result.usage.prompt_tokens > 0
+    if not result.abstained:
+        kept = {p.split(" (")[0] for e in result.trace if e.node == "grade" for p in e.output["graded"]}
+        assert result.citations and {c.doc_id for c in result.citations} <= kept
 
 
 @pytest.mark.slow
 class TestRealModels:
     def test_local_model_answers_through_the_graph(self, make_pipeline, local_llm):
         result = make_pipeline(llm=local_llm).ask("Who patented the knuckle coupler?")
-        assert [e["node"] for e in result["trace"]][:4] == ["rewrite", "retrieve", "rerank", "grade"]
+        assert [e.node for e in result.trace][:4] == ["rewrite", "retrieve", "rerank", "grade"]
         _check_grounded(result)
-        assert result["trace"][0]["llm_calls"] == 1  # the rewrite asked the model
+        assert result.trace[0].llm_calls == 1  # the rewrite asked the model
 
     def test_openai_backend_against_local_server(self, make_pipeline, llama_server):
         from configs.loader import CONFIG_DIR
@@ -34,7 +34,7 @@ class TestRealModels:
         result = pipe.ask("Who patented the knuckle coupler?")
         assert pipe.resources.llm.backend.name == "openai"
         _check_grounded(result)
-        assert result["config"]["resolved"]["llm"]["backend"] == "openai"
+        assert result.config.resolved["llm"]["backend"] == "openai"
 
     def test_agent_openai_config_against_local_server(self, make_pipeline, llama_server):
         from configs.loader import CONFIG_DIR
@@ -43,8 +43,8 @@ class TestRealModels:
                              config_file=CONFIG_DIR / "agent-openai.yaml")
         result = pipe.ask("What is standard gauge?")
         assert pipe.resources.llm.backend.name == "openai" and pipe.config.graph.mode == "agent"
-        assert 1 <= len(result["steps"]) <= 5 and result["steps"][-1]["action"] in ("answer", "abstain")
-        assert result["usage"]["llm_calls"] >= 1
+        assert 1 <= len(result.steps) <= 5 and result.steps[-1]["action"] in ("answer", "abstain")
+        assert result.usage.llm_calls >= 1
 
     def test_concurrent_runs_against_local_server(self, make_pipeline, llama_server):
         """Four barrier-started runs through one Pipeline against the real server: what each run returns and
@@ -65,7 +65,7 @@ class TestRealModels:
         events = list(pipe.stream("Who patented the knuckle coupler?"))
         assert events[-1]["event"] == "answer", events[-1]
         tokens = [e["text"] for e in events if e["event"] == "token"]
-        answer_end = next(e for e in events if e["event"] == "node_end" and e["node"] == "answer")
+        answer_end = next(e for e in events if e["event"] == "node_end" and e.node == "answer")
         if answer_end["llm_calls"]:
             assert len(tokens) > 1 and answer_end["completion_tokens"] > 0  # usage came with the stream
 
@@ -97,12 +97,12 @@ def test_unreachable_server_is_one_clear_line(sample_index):
 def test_agent_with_the_real_local_model_then_replay(make_pipeline, local_llm, tmp_path):
     result = make_pipeline("graph.mode=agent", "graph.router.max_steps=6", llm=local_llm).ask(
         "Who patented the knuckle coupler?")
-    steps = result["steps"]
+    steps = result.steps
     assert 1 <= len(steps) <= 7 and steps[-1]["action"] in ("answer", "abstain")
-    assert result["answer"].strip() and result["usage"]["llm_calls"] >= 1
+    assert result.answer.strip() and result.usage.llm_calls >= 1
     assert all({"step", "thought", "action", "args", "observation", "guard", "router_ms"} <= set(s) for s in steps)
-    if not result["abstained"]:
-        assert result["citations"]
+    if not result.abstained:
+        assert result.citations
     saved = tmp_path / "run.json"
     saved.write_text(json.dumps(result))
     out = subprocess.run([sys.executable, str(ROOT / "cli.py"), "trace", str(saved)], capture_output=True,
@@ -116,9 +116,9 @@ def test_agent_with_the_real_local_model_then_replay(make_pipeline, local_llm, t
     (b'{"id": "x", "object": "chat.completion", "model": "m"}', "application/json", "the reply has no 'choices'"),
 ])
 def test_misbehaving_server_is_one_clear_line(sample_index, body, content_type, said):
-    from tests.nodes.test_llm import _CannedServer
+    from tests.canned_server import CannedServer
 
-    server = _CannedServer(body, content_type)
+    server = CannedServer(body, content_type)
     try:
         out = subprocess.run(
             [sys.executable, str(ROOT / "cli.py"), "ask", "anything", "--config", "fixed-openai",

@@ -37,8 +37,8 @@ def in_filter(doc_ids):
 def first_round(pipe, question, where=None):
     """(doc_id, score) of the passages the first rerank step of a streamed `ask` kept."""
     for event in pipe.stream(question, where):
-        if event["event"] == "passages" and event["node"] == "rerank":
-            return [(p["doc_id"], round(p["score"], 6)) for p in event["passages"]]
+        if event.event == "passages" and event.node == "rerank":
+            return [(p.doc_id, round(p.score, 6)) for p in event.passages]
     raise AssertionError("the run never reranked")
 
 
@@ -70,10 +70,10 @@ class TestEveryEntryPointHonoursTheFilter:
         llm, _ = scripted_llm(answer="It is 1,435 mm [1].")
         pipe = make_pipeline(f"rewrite.method={rewrite}", llm=llm)
         result = pipe.ask(OTHER_TOPIC, where=WHERE)
-        assert in_filter(result["retrieved_doc_ids"]) and in_filter(c["doc_id"] for c in result["citations"])
-        streamed = [e for e in pipe.stream(OTHER_TOPIC, WHERE) if e["event"] == "passages"]
-        assert streamed and all(in_filter(p["doc_id"] for p in e["passages"]) for e in streamed)
-        assert in_filter(asyncio.run(pipe.aask(OTHER_TOPIC, WHERE))["retrieved_doc_ids"])
+        assert in_filter(result.retrieved_doc_ids) and in_filter(c.doc_id for c in result.citations)
+        streamed = [e for e in pipe.stream(OTHER_TOPIC, WHERE) if e.event == "passages"]
+        assert streamed and all(in_filter(p.doc_id for p in e.passages) for e in streamed)
+        assert in_filter(asyncio.run(pipe.aask(OTHER_TOPIC, WHERE)).retrieved_doc_ids)
         # PRF's feedback search included: no call of the retrieval path went without the filter
         assert calls and all(where == WHERE for _, where in calls)
 
@@ -83,7 +83,7 @@ class TestEveryEntryPointHonoursTheFilter:
         llm, _ = scripted_llm(router=router, answer="It is 1,435 mm [1].")
         pipe = make_pipeline("graph.mode=agent", "graph.router.strategy=zeroshot", llm=llm)
         result = pipe.ask(OTHER_TOPIC, where=WHERE)
-        assert result["retrieved_doc_ids"] and in_filter(result["retrieved_doc_ids"])
+        assert result.retrieved_doc_ids and in_filter(result.retrieved_doc_ids)
         assert calls and all(where == WHERE for _, where in calls)
 
     def test_langchain_retriever(self, sample_index, calls):

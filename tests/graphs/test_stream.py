@@ -19,8 +19,8 @@ def kinds(events):
     """Event types with the node they belong to, tokens collapsed into one marker per run of tokens."""
     out = []
     for e in events:
-        label = e["event"] + (f":{e['node']}" if "node" in e else "")
-        if e["event"] == "token" and out and out[-1] == "token":
+        label = e.event + (f":{e.node}" if hasattr(e, "node") else "")
+        if e.event == "token" and out and out[-1] == "token":
             continue
         out.append(label)
     return out
@@ -35,41 +35,41 @@ class TestStreamFixed:
             "run_start", "node_start:rewrite", "node_end:rewrite", "node_start:retrieve", "node_end:retrieve",
             "passages:retrieve", "node_start:rerank", "node_end:rerank", "passages:rerank", "node_start:grade",
             "node_end:grade", "passages:grade", "node_start:answer", "token", "node_end:answer", "answer"]
-        start, final = events[0], events[-1]["result"]
-        assert start["run_id"] == final["run_id"] and start["config_hash"] == final["config"]["hash"]
-        assert "".join(e["text"] for e in events if e["event"] == "token") == ANSWER
+        start, final = events[0], events[-1].result
+        assert start.run_id == final.run_id and start.config_hash == final.config.hash
+        assert "".join(e.text for e in events if e.event == "token") == ANSWER
         rewrite_end = events[2]
-        assert rewrite_end["llm_calls"] == 1 and rewrite_end["prompt_tokens"] > 0 and rewrite_end["ms"] > 0
-        passages = events[5]["passages"]
-        assert passages and set(passages[0]) == {"doc_id", "title", "source", "page", "score"}
-        assert final["citations"] and not final["abstained"]
-        json.dumps(events)  # every event is plain JSON
+        assert rewrite_end.llm_calls == 1 and rewrite_end.prompt_tokens > 0 and rewrite_end.ms > 0
+        passages = events[5].passages
+        assert passages and set(passages[0].to_json()) == {"doc_id", "title", "source", "page", "score"}
+        assert final.citations and not final.abstained
+        json.dumps([e.to_json() for e in events])  # every event's JSON form is plain JSON
 
     def test_result_equals_ask(self, make_pipeline):
         llm, _ = scripted_llm(answer=ANSWER)
         pipe = make_pipeline(llm=llm)
-        streamed = list(pipe.stream(QUESTION))[-1]["result"]
+        streamed = list(pipe.stream(QUESTION))[-1].result
         asked = pipe.ask(QUESTION)
         assert essence(streamed) == essence(asked)
-        assert set(streamed) == set(asked)
+        assert set(streamed.to_json()) == set(asked.to_json())
 
     def test_grader_and_rewrite_tokens_never_reach_the_stream(self, make_pipeline):
         llm, _ = scripted_llm(rewrite='{"query": "REWRITE-TOKEN"}', grade='{"relevant": true}', answer=ANSWER)
         events = list(make_pipeline("grade.method=llm", llm=llm).stream(QUESTION))
-        tokens = "".join(e["text"] for e in events if e["event"] == "token")
+        tokens = "".join(e.text for e in events if e.event == "token")
         assert tokens == ANSWER and "REWRITE-TOKEN" not in tokens and "relevant" not in tokens
 
     def test_no_llm_pipeline_streams_without_tokens(self, make_pipeline):
         events = list(make_pipeline(config_file=CONFIG_DIR / "no-llm.yaml").stream(QUESTION))
-        assert not [e for e in events if e["event"] == "token"]
-        assert events[-1]["event"] == "answer" and events[-1]["result"]["citations"]
+        assert not [e for e in events if e.event == "token"]
+        assert events[-1].event == "answer" and events[-1].result.citations
 
     def test_a_failing_run_ends_with_one_error_event(self, make_pipeline):
         llm, _ = scripted_llm(answer=LLMError("LLM server at http://x refused the request (HTTP 401): bad key"))
         events = list(make_pipeline(llm=llm).stream(QUESTION))
-        assert events[-1] == {"event": "error",
+        assert events[-1].to_json() == {"event": "error",
                               "message": "LLM server at http://x refused the request (HTTP 401): bad key"}
-        assert not [e for e in events if e["event"] == "answer"]
+        assert not [e for e in events if e.event == "answer"]
 
     def test_empty_question_raises_before_streaming(self, make_pipeline):
         with pytest.raises(QuestionError):
@@ -86,7 +86,7 @@ class TestStreamFixed:
         llm, backend = scripted_llm(answer=slow_answer)
         events = make_pipeline(llm=llm).stream(QUESTION)
         for event in events:
-            if event["event"] == "node_end" and event["node"] == "rewrite":
+            if event.event == "node_end" and event.node == "rewrite":
                 break
         events.close()  # the client went away after the rewrite
         release.set()
@@ -99,14 +99,14 @@ class TestStreamAgent:
                   json.dumps({"action": "rerank"}), json.dumps({"action": "grade"}), json.dumps({"action": "answer"})]
         llm, _ = scripted_llm(router=router, answer=ANSWER)
         events = list(make_pipeline("graph.mode=agent", llm=llm).stream(QUESTION))
-        decisions = [e for e in events if e["event"] == "decision"]
-        assert [d["action"] for d in decisions] == ["retrieve", "rerank", "grade", "answer"]
-        assert decisions[0]["args"] == {"query": "knuckle coupler"} and decisions[0]["thought"] == "search"
+        decisions = [e for e in events if e.event == "decision"]
+        assert [d.action for d in decisions] == ["retrieve", "rerank", "grade", "answer"]
+        assert decisions[0].args == {"query": "knuckle coupler"} and decisions[0].thought == "search"
         labels = kinds(events)
         assert labels[:5] == ["run_start", "node_start:router", "node_end:router", "decision",
                               "node_start:retrieve"]
         assert labels[-3:] == ["token", "node_end:answer", "answer"]
-        assert events[-1]["result"]["steps"][0]["action"] == "retrieve"
+        assert events[-1].result.steps[0]["action"] == "retrieve"
 
 
 class TestAsync:
@@ -120,7 +120,7 @@ class TestAsync:
 
         events, asked = asyncio.run(collect())
         assert kinds(events) == kinds(list(pipe.stream(QUESTION)))
-        assert essence(events[-1]["result"]) == essence(asked) == essence(pipe.ask(QUESTION))
+        assert essence(events[-1].result) == essence(asked) == essence(pipe.ask(QUESTION))
 
     def test_concurrent_astreams_keep_their_own_tokens(self, make_pipeline):
         answers = {"Who patented the knuckle coupler?": ANSWER,
@@ -143,9 +143,9 @@ class TestAsync:
             return await asyncio.gather(*(one(q) for q in answers))
 
         for question, events in zip(answers, asyncio.run(both())):
-            tokens = "".join(e["text"] for e in events if e["event"] == "token")
+            tokens = "".join(e.text for e in events if e.event == "token")
             assert tokens == answers[question]
-            assert events[-1]["result"]["question"] == question
+            assert events[-1].result.question == question
 
 
 @pytest.mark.slow
@@ -155,10 +155,10 @@ class TestStreamRealModel:
         events = list(pipe.stream(QUESTION))
         labels = kinds(events)
         assert labels[-1] == "answer"
-        tokens = [e["text"] for e in events if e["event"] == "token"]
-        if not events[-1]["result"]["abstained"] or "model found no answer" not in \
-                events[-1]["result"]["citation_check"].get("abstain_reason", ""):
+        tokens = [e.text for e in events if e.event == "token"]
+        if not events[-1].result.abstained or "model found no answer" not in \
+                events[-1].result.citation_check.get("abstain_reason", ""):
             assert len(tokens) > 1  # token by token, not one block
         i = labels.index("node_start:answer")
         assert labels[i + 1] in ("token", "node_end:answer") and "token" not in labels[:i]
-        assert essence(events[-1]["result"]) == essence(pipe.ask(QUESTION))
+        assert essence(events[-1].result) == essence(pipe.ask(QUESTION))

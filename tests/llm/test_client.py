@@ -4,6 +4,7 @@ from pydantic import BaseModel
 from llm.client import LLM, _parse
 from errors import LLMError, TransientLLMError
 from tests.scripted_backend import ScriptedBackend
+from tests.canned_server import CannedServer
 from llm.context import RunContext
 
 
@@ -91,35 +92,6 @@ class TestOpenAIBackendTimeout:
             server.close()
 
 
-class _CannedServer:
-    """A real HTTP server on 127.0.0.1 that answers every POST with HTTP 200 and a fixed body."""
-
-    def __init__(self, body: bytes, content_type: str = "application/json"):
-        import http.server
-        import threading
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802 - the http.server API
-                self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                self.send_response(200)
-                self.send_header("Content-Type", content_type)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args):
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        self.posts = 0
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
-
-
 class TestMisbehavingServer:
     @pytest.mark.parametrize("body, content_type, said", [
         (b"<html>gateway says hi</html>", "text/html", "HTTP 200 with a body that is not JSON"),
@@ -132,7 +104,7 @@ class TestMisbehavingServer:
     def test_is_one_clear_line_after_retries(self, body, content_type, said):
         from llm.openai_backend import OpenAIBackend
 
-        server = _CannedServer(body, content_type)
+        server = CannedServer(body, content_type)
         try:
             llm = LLM(OpenAIBackend(server.url, "m"), max_retries=1, backoff_s=0.0)
             prefix = f"LLM backend {server.url} failed after 2 tries (misbehaving server at {server.url}: "

@@ -12,12 +12,12 @@ class TestVerifyCitations:
     def test_correct_citation_kept_and_renumbered(self, embedder):
         text, cites, stats = verify_citations("Eli Janney patented the coupler in 1873 [2].", PASSAGES, embedder, 0.55)
         assert text == "Eli Janney patented the coupler in 1873 [1]."
-        assert [c["doc_id"] for c in cites] == ["coupler"] and cites[0]["page"] == 2
+        assert [c.doc_id for c in cites] == ["coupler"] and cites[0].page == 2
         assert stats["kept"] == 1 and stats["corrected"] == 0
 
     def test_wrong_citation_is_corrected(self, embedder):
         text, cites, stats = verify_citations("Standard gauge is 1,435 mm [2].", PASSAGES, embedder, 0.55)
-        assert text == "Standard gauge is 1,435 mm [1]." and cites[0]["doc_id"] == "gauge"
+        assert text == "Standard gauge is 1,435 mm [1]." and cites[0].doc_id == "gauge"
         assert stats["corrected"] == 1 and stats["dropped"] == 1
 
     def test_unsupported_sentence_loses_its_citation(self, embedder):
@@ -28,7 +28,7 @@ class TestVerifyCitations:
         text, cites, _ = verify_citations("Eli Janney patented the coupler in 1873 [7]. Standard gauge is 1,435 mm.",
                                           PASSAGES, embedder, 0.55)
         assert text == "Eli Janney patented the coupler in 1873 [1]. Standard gauge is 1,435 mm [2]."
-        assert [c["n"] for c in cites] == [1, 2]
+        assert [c.n for c in cites] == [1, 2]
 
     def test_invented_fact_on_the_right_topic_is_not_supported(self, embedder):
         text, cites, stats = verify_citations("Eli Janney invented the steam locomotive in 1873 [2].", PASSAGES,

@@ -178,7 +178,7 @@ class TestCompose:
         out = compose("twelve crews", [1], ranked((1, "The rule covers twelve crews."), (0, "Janney was an inventor.")),
                       PASSAGES)
         assert out["answer"] == "twelve crews [1]\n\nThe rule covers twelve crews [1]. Janney was an inventor [2]."
-        assert [c["doc_id"] for c in out["citations"]] == ["b", "a"]
+        assert [c.doc_id for c in out["citations"]] == ["b", "a"]
         assert out["short_answer"] == "twelve crews" and out["evidence"].startswith("The rule")
 
     def test_evidence_alone(self):
@@ -199,47 +199,47 @@ class TestShortAnswerNode:
 
     def test_grounded_short_answer_comes_first_with_evidence(self, make_pipeline):
         result = self.ask(make_pipeline, '{"answer": "Eli Janney.", "passage": 1}')
-        assert result["short_answer"] == "Eli Janney" and not result["abstained"]
-        assert result["grounding"]["status"] == "grounded" and result["grounding"]["shown"] == "short_answer"
-        assert result["answer"].startswith("Eli Janney [1]\n\n") and result["answer"].endswith(result["evidence"])
-        assert "Janney" in result["evidence"] and "[1]" in result["evidence"]
-        cited = {c["n"] for c in result["citations"]}
-        assert cited == {int(n) for n in re.findall(r"\[(\d+)\]", result["answer"])}
+        assert result.short_answer == "Eli Janney" and not result.abstained
+        assert result.grounding["status"] == "grounded" and result.grounding["shown"] == "short_answer"
+        assert result.answer.startswith("Eli Janney [1]\n\n") and result.answer.endswith(result.evidence)
+        assert "Janney" in result.evidence and "[1]" in result.evidence
+        cited = {c.n for c in result.citations}
+        assert cited == {int(n) for n in re.findall(r"\[(\d+)\]", result.answer)}
 
     def test_ungrounded_answer_is_replaced_by_the_extractive_span(self, make_pipeline):
         result = self.ask(make_pipeline, '{"answer": "George Westinghouse", "passage": 1}')
-        assert result["short_answer"] == "Eli Janney" and "Westinghouse" not in result["answer"]
-        g = result["grounding"]
+        assert result.short_answer == "Eli Janney" and "Westinghouse" not in result.answer
+        g = result.grounding
         assert (g["status"], g["source"], g["proposed"], g["model_answer_ungrounded"]) == \
             ("grounded", "extractive", "George Westinghouse", True)
 
     def test_a_grounded_part_of_the_answer_is_kept(self, make_pipeline):
         result = self.ask(make_pipeline, '{"answer": "1. Eli Janney (inventor) - a Westinghouse rival", "passage": 1}')
-        assert result["short_answer"] == "Eli Janney"
-        assert result["grounding"]["how"] == "a part of the answer occurs in a cited passage"
+        assert result.short_answer == "Eli Janney"
+        assert result.grounding["how"] == "a part of the answer occurs in a cited passage"
 
     def test_ungrounded_answer_shows_the_evidence_when_configured(self, make_pipeline):
         result = self.ask(make_pipeline, '{"answer": "George Westinghouse", "passage": 1}', "answer.ungrounded=evidence")
-        assert result["short_answer"] == "" and not result["abstained"]
-        g = result["grounding"]
+        assert result.short_answer == "" and not result.abstained
+        g = result.grounding
         assert (g["status"], g["shown"], g["proposed"]) == ("ungrounded", "evidence", "George Westinghouse")
-        assert result["answer"] == result["evidence"] and "Westinghouse" not in result["answer"]
+        assert result.answer == result.evidence and "Westinghouse" not in result.answer
 
     def test_ungrounded_answer_abstains_when_configured(self, make_pipeline):
         result = self.ask(make_pipeline, '{"answer": "George Westinghouse", "passage": 1}', "answer.ungrounded=abstain")
-        assert result["abstained"] and result["short_answer"] == ""
-        assert result["grounding"]["status"] == "ungrounded" and result["grounding"]["shown"] == "abstention"
+        assert result.abstained and result.short_answer == ""
+        assert result.grounding["status"] == "ungrounded" and result.grounding["shown"] == "abstention"
 
     def test_not_found_after_a_correct_check_gets_the_extractive_answer(self, make_pipeline):
         result = self.ask(make_pipeline, '{"answer": "NOT FOUND", "passage": 0}')
-        assert result["short_answer"] == "Eli Janney" and not result["abstained"]
-        g = result["grounding"]
+        assert result.short_answer == "Eli Janney" and not result.abstained
+        g = result.grounding
         assert (g["status"], g["source"], g["model_found_no_answer"]) == ("grounded", "extractive", True)
 
     @pytest.mark.parametrize("override", ["grade.thresholds.correct=0.99", "answer.ungrounded=abstain"])
     def test_not_found_abstains_when_the_check_is_unsure_or_so_configured(self, make_pipeline, override):
         result = self.ask(make_pipeline, '{"answer": "NOT FOUND", "passage": 0}', override)
-        assert result["abstained"] and result["grounding"]["status"] == "abstained"
+        assert result.abstained and result.grounding["status"] == "abstained"
 
     def test_the_token_stream_carries_the_verified_answer(self, make_pipeline):
         from tests.nodes.scripted import scripted_llm
@@ -247,14 +247,14 @@ class TestShortAnswerNode:
         llm, _ = scripted_llm(rewrite='{"query": "knuckle coupler patent"}',
                               answer='{"answer": "Eli Janney", "passage": 1}')
         events = list(make_pipeline(llm=llm, answer_format="short").stream(self.QUESTION))
-        tokens = "".join(e["text"] for e in events if e["event"] == "token")
-        assert tokens == events[-1]["result"]["answer"]
+        tokens = "".join(e.text for e in events if e.event == "token")
+        assert tokens == events[-1].result.answer
 
     def test_no_llm_pipeline_extracts_a_span(self, make_pipeline):
         from configs.loader import resolve_config_path
 
         result = make_pipeline(config_file=resolve_config_path("no-llm"), answer_format="short").ask(self.QUESTION)
-        assert result["short_answer"] == "Eli Janney" and result["grounding"]["source"] == "extractive"
+        assert result.short_answer == "Eli Janney" and result.grounding["source"] == "extractive"
 
     def test_sentences_format_has_no_short_answer(self, make_pipeline):
         from tests.nodes.scripted import scripted_llm
@@ -262,5 +262,5 @@ class TestShortAnswerNode:
         llm, _ = scripted_llm(rewrite='{"query": "knuckle coupler patent"}',
                               answer="Eli Janney patented the knuckle coupler in 1873 [1].")
         result = make_pipeline(llm=llm).ask(self.QUESTION)
-        assert result["short_answer"] == "" and result["evidence"] == "" and result["grounding"] == {}
-        assert "Eli Janney" in result["answer"]
+        assert result.short_answer == "" and result.evidence == "" and result.grounding == {}
+        assert "Eli Janney" in result.answer
