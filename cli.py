@@ -415,8 +415,8 @@ def cmd_eval(args) -> int:
 
     from evaluation.datasets import load_dataset
     from evaluation.report import write_report
-    from evaluation.jsonl import read_results
-    from evaluation.runner import Evaluator, score_row
+    from evaluation.rows import read_rows
+    from evaluation.runner import Evaluator
 
     if args.runs < 1 or args.workers < 1 or (args.limit is not None and args.limit < 1):
         raise CliError("--runs, --workers and --limit must be >= 1", EXIT_USAGE)
@@ -448,10 +448,10 @@ def cmd_eval(args) -> int:
     names = {Path(p).stem for p in args.configs}
     config_order = {Path(p).stem: i for i, p in enumerate(args.configs)}
     question_order = {q.id: i for i, q in enumerate(evaluator.questions)}
-    rows = [{**r, **score_row(r)} for r in read_results(results)
-            if r["config"] in names and r["id"] in question_order and r["run"] < args.runs]
+    rows = [r.rescored() for r in read_rows(results)
+            if r.config in names and r.id in question_order and r.run < args.runs]
     # the file's order depends on which worker finished first; reports do not
-    rows.sort(key=lambda r: (config_order[r["config"]], r["run"], question_order[r["id"]]))
+    rows.sort(key=lambda r: (config_order[r.config], r.run, question_order[r.id]))
     title = f"{dataset.name}: {', '.join(sorted(names))}"
     manifest = evaluator.manifest
     if judge_llm is not None:

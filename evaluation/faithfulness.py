@@ -19,6 +19,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from evaluation.jsonl import drop_torn_tail, read_results
+from evaluation.rows import EvalRow
 from nodes.citations import cited_numbers, split_sentences, strip_citations
 from llm.client import LLM
 from llm.factory import llm_identity
@@ -75,22 +76,22 @@ class FaithfulnessJudge:
             verdicts.append({"sentence": claim, "cited": cited, "supported": supported})
         return verdicts
 
-    def judge_results(self, rows: list[dict], out_path: Path) -> list[dict]:
+    def judge_results(self, rows: list[EvalRow], out_path: Path) -> list[dict]:
         """Judge every answered row not yet judged by this judge; appends to `out_path` as it goes."""
         drop_torn_tail(out_path)
         done = {judgement_key(j) for j in read_results(out_path)}
         with out_path.open("a", encoding="utf-8") as out:
             for row in rows:
-                key = (row["config"], row["run"], row["id"], self.name)
-                if key in done or row.get("error"):
+                key = (*row.key, self.name)
+                if key in done or row.error:
                     continue
-                if row["abstained"] or not row.get("prediction"):
+                if row.abstained or not row.prediction:
                     verdict = {"faithfulness": None, "sentences": 0, "judge_fallbacks": 0, "judge_calls": 0,
                                "verdicts": []}
                 else:
                     # short answers: the evidence sentences carry the claims and their citations
-                    verdict = self.run(row.get("evidence") or row["prediction"], row.get("citations", []))
-                out.write(json.dumps({"config": row["config"], "run": row["run"], "id": row["id"],
+                    verdict = self.run(row.evidence or row.prediction, row.citations or [])
+                out.write(json.dumps({"config": row.config, "run": row.run, "id": row.id,
                                       "judge": self.name, **verdict}, ensure_ascii=False) + "\n")
                 out.flush()
                 done.add(key)
@@ -109,12 +110,12 @@ def judge_name(llm_config) -> str:
     return f"{llm_config.backend}:{model}:{digest}"
 
 
-def attach_judgements(rows: list[dict], judgements: list[dict]) -> list[dict]:
+def attach_judgements(rows: list[EvalRow], judgements: list[dict]) -> list[EvalRow]:
     """Rows with `faithfulness` and `judge_fallbacks` filled in from one judge's judgements."""
     by_key = {(j["config"], j["run"], j["id"]): j for j in judgements}
     out = []
     for row in rows:
-        j = by_key.get((row["config"], row["run"], row["id"]))
-        out.append({**row, "faithfulness": j["faithfulness"] if j else None,
-                    "judge_fallbacks": j["judge_fallbacks"] if j else None})
+        j = by_key.get(row.key)
+        out.append(row.model_copy(update={"faithfulness": j["faithfulness"] if j else None,
+                                          "judge_fallbacks": j["judge_fallbacks"] if j else None}))
     return out

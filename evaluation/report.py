@@ -12,6 +12,7 @@ from pathlib import Path
 from evaluation import manifest as run_manifest
 from evaluation import stats
 from evaluation.plots import Estimate, bars, frontier
+from evaluation.rows import EvalRow
 from retrievers.metrics import percentile
 
 METRICS = ["exact_match", "f1", "contains", "gold_recall", "citation_precision", "faithfulness", "abstention_rate",
@@ -26,31 +27,31 @@ def _mean(values: list) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def run_metrics(rows: list[dict]) -> dict[str, float | None]:
-    abstained = [r for r in rows if r["abstained"]]
-    lat = [r["latency_ms"] for r in rows]
+def run_metrics(rows: list[EvalRow]) -> dict[str, float | None]:
+    abstained = [r for r in rows if r.abstained]
+    lat = [r.latency_ms for r in rows]
     return {
-        "exact_match": _mean([r["exact_match"] for r in rows]),
-        "f1": _mean([r["f1"] for r in rows]),
-        "contains": _mean([r["contains"] for r in rows]),
-        "gold_recall": _mean([r.get("gold_recall") for r in rows]),
-        "citation_precision": _mean([r.get("citation_precision") for r in rows]),
-        "faithfulness": _mean([r.get("faithfulness") for r in rows]),
+        "exact_match": _mean([r.exact_match for r in rows]),
+        "f1": _mean([r.f1 for r in rows]),
+        "contains": _mean([r.contains for r in rows]),
+        "gold_recall": _mean([r.gold_recall for r in rows]),
+        "citation_precision": _mean([r.citation_precision for r in rows]),
+        "faithfulness": _mean([r.faithfulness for r in rows]),
         "abstention_rate": len(abstained) / len(rows),
         # an abstention is "correct" when the run searched and nothing it retrieved was gold (nothing to answer
         # from); giving up without searching is not, however unanswerable the question then looked
-        "correct_abstention_rate": _mean([float(r["gold_recall"] == 0 and bool(r.get("retrieved_doc_ids")))
-                                          for r in abstained if r.get("gold_recall") is not None]),
+        "correct_abstention_rate": _mean([float(r.gold_recall == 0 and bool(r.retrieved_doc_ids))
+                                          for r in abstained if r.gold_recall is not None]),
         "latency_p50_ms": percentile(lat, 50),
         "latency_p95_ms": percentile(lat, 95),
-        "llm_calls": _mean([r["llm_calls"] for r in rows]),
-        "prompt_tokens": _mean([r["prompt_tokens"] for r in rows]),
-        "completion_tokens": _mean([r["completion_tokens"] for r in rows]),
-        "parse_fallbacks": _mean([r["parse_fallbacks"] for r in rows]),
-        "guard_activations": _mean([sum(r["guards"].values()) for r in rows]),
-        "errors": sum(1 for r in rows if r.get("error")),
-        "timeouts": sum(1 for r in rows if "timed out" in (r.get("error") or "")),  # LLM calls past llm.timeout_s
-        "judge_fallbacks": _mean([r.get("judge_fallbacks") for r in rows]),
+        "llm_calls": _mean([r.llm_calls for r in rows]),
+        "prompt_tokens": _mean([r.prompt_tokens for r in rows]),
+        "completion_tokens": _mean([r.completion_tokens for r in rows]),
+        "parse_fallbacks": _mean([r.parse_fallbacks for r in rows]),
+        "guard_activations": _mean([sum(r.guards.values()) for r in rows]),
+        "errors": sum(1 for r in rows if r.error),
+        "timeouts": sum(1 for r in rows if "timed out" in (r.error or "")),  # LLM calls past llm.timeout_s
+        "judge_fallbacks": _mean([r.judge_fallbacks for r in rows]),
     }
 
 
@@ -58,9 +59,9 @@ CONTAINS_THRESHOLD = 0.5  # a question counts as answered ("contains") when at l
 MDE_TARGET = 0.05  # report.md says how many questions a difference this large would need
 # binary outcomes per (run, question) for the exact McNemar tests
 BINARY_OUTCOMES = {
-    "exact_match": lambda r: r["exact_match"] == 1,
-    f"contains>={CONTAINS_THRESHOLD}": lambda r: (r["contains"] or 0.0) >= CONTAINS_THRESHOLD,
-    "abstained": lambda r: bool(r["abstained"]),
+    "exact_match": lambda r: r.exact_match == 1,
+    f"contains>={CONTAINS_THRESHOLD}": lambda r: (r.contains or 0.0) >= CONTAINS_THRESHOLD,
+    "abstained": lambda r: bool(r.abstained),
 }
 STATISTICS = {
     "unit": "question: each question's runs shared by config and baseline are reduced to one value first",
@@ -81,15 +82,15 @@ STATISTICS = {
 }
 
 
-def _shared(rows: list[dict], baseline: str) -> dict:
+def _shared(rows: list[EvalRow], baseline: str) -> dict:
     """{config: {question: [(run, config row, baseline row), …] in run order}} over the (run, question) pairs that
     config and baseline both have, for every config but the baseline (configs with no shared pair are left out)."""
-    base = {(r["run"], r["id"]): r for r in rows if r["config"] == baseline}
+    base = {(r.run, r.id): r for r in rows if r.config == baseline}
     out: dict = {}
-    for name in dict.fromkeys(r["config"] for r in rows):
+    for name in dict.fromkeys(r.config for r in rows):
         if name == baseline:
             continue
-        mine = {(r["run"], r["id"]): r for r in rows if r["config"] == name}
+        mine = {(r.run, r.id): r for r in rows if r.config == name}
         keys = sorted(set(mine) & set(base), key=lambda k: (str(k[1]), k[0]))
         per_q: dict = {}
         for run, qid in keys:
@@ -100,13 +101,13 @@ def _shared(rows: list[dict], baseline: str) -> dict:
 
 
 def _mean_comparison(per_q: dict, metric: str, resamples: int) -> dict:
-    qdiffs = [sum(m[metric] - b[metric] for _, m, b in pairs) / len(pairs) for pairs in per_q.values()]
+    qdiffs = [sum(getattr(m, metric) - getattr(b, metric) for _, m, b in pairs) / len(pairs) for pairs in per_q.values()]
     n, n_pairs = len(qdiffs), sum(len(p) for p in per_q.values())
     ci = stats.bootstrap_ci(qdiffs, resamples=resamples)
     sd = statistics.stdev(qdiffs) if n >= 2 else 0.0
     sd_source = "observed"
     if sd == 0:  # no spread observed: an MDE of 0 would claim infinite resolution; plan with binary scores
-        pooled = _mean([x[metric] for pairs in per_q.values() for _, m, b in pairs for x in (m, b)]) or 0.0
+        pooled = _mean([getattr(x, metric) for pairs in per_q.values() for _, m, b in pairs for x in (m, b)]) or 0.0
         sd, sd_source = stats.null_binary_sd(pooled), "binary_null"
     return {"diff": ci["mean"], "mean_diff": ci["mean"], "ci95": [ci["low"], ci["high"]], "ci_method": ci["method"],
             "p": stats.sign_flip_pvalue(qdiffs), "wins": sum(d > 0 for d in qdiffs),
@@ -138,7 +139,7 @@ def _holm_family(table: dict, key: str) -> None:
         table[name][key]["p_holm"] = adjusted
 
 
-def paired(rows: list[dict], baseline: str, metrics: tuple[str, ...] = ("f1", "contains"),
+def paired(rows: list[EvalRow], baseline: str, metrics: tuple[str, ...] = ("f1", "contains"),
            resamples: int = 9999) -> dict:
     """Each config against `baseline` on the same questions: {config: {metric: …}} mean paired differences.
 
@@ -155,7 +156,7 @@ def paired(rows: list[dict], baseline: str, metrics: tuple[str, ...] = ("f1", "c
     return out
 
 
-def mcnemar(rows: list[dict], baseline: str) -> dict:
+def mcnemar(rows: list[EvalRow], baseline: str) -> dict:
     """Each config against `baseline`: {config: {outcome: …}} exact McNemar tests on the binary outcomes in
     BINARY_OUTCOMES, one majority outcome per question over the shared runs: b (config only), c (baseline only),
     n, p and "p_holm" (Holm over all compared configs, per outcome), and the minimum detectable difference in the
@@ -167,17 +168,17 @@ def mcnemar(rows: list[dict], baseline: str) -> dict:
     return out
 
 
-def question_interval(rows: list[dict], metric: str) -> dict | None:
+def question_interval(rows: list[EvalRow], metric: str) -> dict | None:
     """The mean of `metric` over questions (each question's runs averaged first) with its bootstrap 95% interval
     over questions ({"mean", "low", "high", "method"}); None without a value."""
-    means = stats.question_means((r["id"], r[metric]) for r in rows if r.get(metric) is not None)
+    means = stats.question_means((r.id, getattr(r, metric)) for r in rows if getattr(r, metric) is not None)
     return stats.bootstrap_ci(list(means.values())) if means else None
 
 
-def aggregate(rows: list[dict], baseline: str | None = None) -> dict:
+def aggregate(rows: list[EvalRow], baseline: str | None = None) -> dict:
     """Per-config summaries, breakdowns by difficulty and type, and paired differences against `baseline`
     (default: the `fixed` config when there is one, else the first)."""
-    configs = list(dict.fromkeys(r["config"] for r in rows))
+    configs = list(dict.fromkeys(r.config for r in rows))
     if baseline is None:
         baseline = "fixed" if "fixed" in configs else (configs[0] if configs else None)
     elif baseline not in configs:
@@ -186,9 +187,9 @@ def aggregate(rows: list[dict], baseline: str | None = None) -> dict:
                  "paired": paired(rows, baseline) if baseline else {},
                  "mcnemar": mcnemar(rows, baseline) if baseline else {}, "statistics": STATISTICS}
     for name in configs:
-        mine = [r for r in rows if r["config"] == name]
-        runs = sorted({r["run"] for r in mine})
-        per_run = [run_metrics([r for r in mine if r["run"] == run]) for run in runs]
+        mine = [r for r in rows if r.config == name]
+        runs = sorted({r.run for r in mine})
+        per_run = [run_metrics([r for r in mine if r.run == run]) for run in runs]
         summary = {}
         for m in METRICS:
             values = [p[m] for p in per_run if p[m] is not None]
@@ -200,11 +201,11 @@ def aggregate(rows: list[dict], baseline: str | None = None) -> dict:
         out["configs"][name] = {"runs": len(runs), "questions": len(mine) // max(len(runs), 1), **summary,
                                 "ci95": {m: question_interval(mine, m) for m in ACCURACY}}
         for key, table in (("difficulty", "by_difficulty"), ("type", "by_type")):
-            for value in sorted({str(r[key]) for r in mine}):
-                group = [r for r in mine if str(r[key]) == value]
+            for value in sorted({str(getattr(r, key)) for r in mine}):
+                group = [r for r in mine if str(getattr(r, key)) == value]
                 out[table].setdefault(value, {})[name] = {
-                    "n": len(group), "exact_match": _mean([r["exact_match"] for r in group]),
-                    "f1": _mean([r["f1"] for r in group]), "contains": _mean([r["contains"] for r in group])}
+                    "n": len(group), "exact_match": _mean([r.exact_match for r in group]),
+                    "f1": _mean([r.f1 for r in group]), "contains": _mean([r.contains for r in group])}
     return out
 
 
@@ -331,14 +332,14 @@ def _cost(cell: dict, scale: float) -> Estimate:
     return Estimate(mean) if sd is None else Estimate(mean, max(mean - sd * scale, 0.0), mean + sd * scale)
 
 
-def _plots(report: dict, rows: list[dict], out_dir: Path, metric: str) -> dict:
+def _plots(report: dict, rows: list[EvalRow], out_dir: Path, metric: str) -> dict:
     """Draw the report's PNGs of `metric` into `out_dir`: {"metric", "files": [{"file", "caption"}], "frontier":
     {cost: [configs on the accuracy-vs-cost frontier, by increasing cost]}}."""
     label = {"f1": "F1", "contains": "contains", "exact_match": "exact match"}[metric]
     names, groups = list(report["configs"]), list(report["by_difficulty"])
     files = [{"file": "accuracy_by_difficulty.png", "caption": f"{label} by difficulty"}]
     bars(out_dir / files[0]["file"], files[0]["caption"], "difficulty", label, groups, names,
-         [[_estimate(question_interval([r for r in rows if r["config"] == n and str(r["difficulty"]) == g], metric))
+         [[_estimate(question_interval([r for r in rows if r.config == n and str(r.difficulty) == g], metric))
            for n in names] for g in groups], BARS_NOTE)
     accuracy = {n: _estimate(report["configs"][n]["ci95"][metric]) or Estimate(0.0) for n in names}
     front = {}
@@ -350,7 +351,7 @@ def _plots(report: dict, rows: list[dict], out_dir: Path, metric: str) -> dict:
     return {"metric": metric, "files": files, "frontier": front}
 
 
-def write_report(rows: list[dict], out_dir: Path, title: str, plot_metric: str = "f1",
+def write_report(rows: list[EvalRow], out_dir: Path, title: str, plot_metric: str = "f1",
                  baseline: str | None = None, manifest: dict | None = None) -> dict:
     """report.json, report.md and PNG plots of `plot_metric` (by difficulty; against LLM calls, tokens and
     latency, with the accuracy-vs-cost frontier), which report.md shows and report.json lists under "plots". The

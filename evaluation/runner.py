@@ -26,8 +26,8 @@ from configs.schema import SwitchyardConfig
 from evaluation import manifest as run_manifest
 from evaluation.datasets import EvalQuestion, EvalSet
 from evaluation.faithfulness import FaithfulnessJudge, judge_name
-from evaluation.jsonl import drop_error_lines, drop_torn_tail, read_results
-from evaluation.metrics import answer_scores, citation_precision, gold_recall
+from evaluation.jsonl import drop_error_lines, drop_torn_tail
+from evaluation.rows import ERROR_SCORES, EvalRow, read_rows
 from graphs.app import Pipeline
 from llm.cache import CachingBackend
 from errors import LLMCacheMiss
@@ -38,19 +38,6 @@ from retrievers.pipeline import window_spec
 RESULTS = "questions.jsonl"
 
 
-ERROR_SCORES = {"exact_match": 0.0, "f1": 0.0, "contains": 0.0, "gold_recall": None, "citation_precision": None}
-
-
-def score_row(row: dict) -> dict:
-    """Answer and grounding metrics of one result line, from what the line stores. Reports recompute them, so a
-    metric fix applies to finished evaluations without re-running the pipelines."""
-    if row.get("error"):
-        return dict(ERROR_SCORES)
-    scores = answer_scores("" if row["abstained"] else row["prediction"], row["answers"], row["is_list"])
-    return {**scores,
-            "gold_recall": gold_recall(row.get("retrieved_doc_ids", []), row["gold_doc_ids"]),
-            "citation_precision": citation_precision([c["doc_id"] for c in row.get("citations", [])],
-                                                     row["gold_doc_ids"])}
 
 
 class Evaluator:
@@ -122,7 +109,7 @@ class Evaluator:
         drop_torn_tail(results)
         if retry_errors:
             drop_error_lines(results)
-        done = {(r["config"], r["run"], r["id"]) for r in read_results(results)}
+        done = {r.key for r in read_rows(results)}
         todo = {path: [(run, q) for run in range(self.runs) for q in self.questions
                        if (path.stem, run, q.id) not in done] for path in self.config_paths}
         todo = {path: items for path, items in todo.items() if items}
@@ -144,7 +131,7 @@ class Evaluator:
                     started = time.perf_counter()
                     futures = [pool.submit(self._ask, pipe, path.stem, run, q) for run, q in todo_here]
                     for future in as_completed(futures):  # one writer: lines never interleave
-                        out.write(json.dumps(future.result(), ensure_ascii=False) + "\n")
+                        out.write(json.dumps(future.result().to_json(), ensure_ascii=False) + "\n")
                         out.flush()
                         bar.update(1)
                     self.asked += len(todo_here)
@@ -166,7 +153,7 @@ class Evaluator:
             return None
         return {"replayed": sum(b.replayed for b in caches), "recorded": sum(b.recorded for b in caches)}
 
-    def _ask(self, pipe: Pipeline, name: str, run: int, q: EvalQuestion) -> dict:
+    def _ask(self, pipe: Pipeline, name: str, run: int, q: EvalQuestion) -> EvalRow:
         base = {"config": name, "run": run, "id": q.id, "question": q.question, "answers": q.answers,
                 "is_list": q.is_list, "difficulty": q.difficulty, "type": q.type, "gold_doc_ids": q.gold_doc_ids}
         started = time.perf_counter()
@@ -175,18 +162,16 @@ class Evaluator:
         except LLMCacheMiss:  # a replay that cannot go on: not a failure of the pipeline
             raise
         except Exception as exc:  # one failing question never stops the evaluation; it is counted
-            return {**base, "prediction": "", "abstained": False, "error": f"{type(exc).__name__}: {exc}",
-                    "latency_ms": (time.perf_counter() - started) * 1e3, **ERROR_SCORES, "llm_calls": 0,
-                    "prompt_tokens": 0, "completion_tokens": 0, "parse_fallbacks": 0, "guards": {}}
+            return EvalRow(**base, prediction="", abstained=False, error=f"{type(exc).__name__}: {exc}",
+                           latency_ms=(time.perf_counter() - started) * 1e3, **ERROR_SCORES, llm_calls=0,
+                           prompt_tokens=0, completion_tokens=0, parse_fallbacks=0, guards={})
         data = result.to_json()
         # what the user reads first is scored: the short answer when one is shown, else the answer text
-        row = {**base, "prediction": result.short_answer or result.answer, "answer": result.answer,
-               "evidence": result.evidence, "grounding": data["grounding"],
-               "abstained": result.abstained, "error": None,
-               "latency_ms": (time.perf_counter() - started) * 1e3,
-               "llm_calls": result.usage.llm_calls, "prompt_tokens": result.usage.prompt_tokens,
-               "completion_tokens": result.usage.completion_tokens,
-               "parse_fallbacks": result.failures.parse_fallbacks, "guards": data["failures"]["guards"],
-               "retrieved_doc_ids": result.retrieved_doc_ids, "citations": data["citations"],
-               "steps": data["steps"], "trace": data["trace"]}
-        return {**row, **score_row(row)}
+        row = EvalRow(**base, prediction=result.short_answer or result.answer, answer=result.answer,
+                      evidence=result.evidence, grounding=data["grounding"], abstained=result.abstained, error=None,
+                      latency_ms=(time.perf_counter() - started) * 1e3, llm_calls=result.usage.llm_calls,
+                      prompt_tokens=result.usage.prompt_tokens, completion_tokens=result.usage.completion_tokens,
+                      parse_fallbacks=result.failures.parse_fallbacks, guards=data["failures"]["guards"],
+                      retrieved_doc_ids=result.retrieved_doc_ids, citations=data["citations"], steps=data["steps"],
+                      trace=data["trace"])
+        return row.rescored()

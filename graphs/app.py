@@ -202,8 +202,8 @@ def stream_events(mode: str, chunk) -> list[StreamEvent]:
         for key in _PASSAGE_KEYS:
             if key in update:
                 events.append(Passages(node=node, passages=[
-                    PassageRef(doc_id=p["doc_id"], title=p["title"], source=p["source"], page=p.get("page"),
-                               score=p.get("score")) for p in update[key]]))
+                    PassageRef(doc_id=p.doc_id, title=p.title, source=p.source, page=p.page, score=p.score)
+                    for p in update[key]]))
         if "decision" in update:
             decision = update["decision"]
             events.append(Decision(**{k: decision.get(k) for k in ("step", "action", "args", "guard", "thought")}))

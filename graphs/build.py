@@ -77,7 +77,7 @@ def traced(name: str, fn: Node, res: Resources) -> Callable[..., dict]:
 def _observation(name: str, update: dict) -> str:
     def best(key):
         items = update.get(key) or []
-        return f"; best: {items[0]['title']}" if items else ""
+        return f"; best: {items[0].title}" if items else ""
 
     if name == "rewrite":
         return f"query: {update.get('query', '')}"

@@ -4,6 +4,8 @@ from __future__ import annotations
 import operator
 from typing import Annotated, Literal, TypedDict
 
+from retrievers.documents import Passage
+
 Verdict = Literal["correct", "ambiguous", "incorrect"]
 
 
@@ -31,10 +33,10 @@ class RAGState(TypedDict, total=False):
     query: str                              # the current main retrieval query
     queries: list[str]                      # every query of the current round (searched and fused)
     query_history: Annotated[list[str], operator.add]
-    candidates: list[dict]                  # fused passages (Passage.to_dict) with every score
+    candidates: list[Passage]               # fused passages with every score
     retrieved: Annotated[list[str], operator.add]  # doc ids of every retrieval round, in rank order
-    reranked: list[dict]
-    graded: list[dict]                      # passages kept by the corrective check
+    reranked: list[Passage]
+    graded: list[Passage]                   # passages kept by the corrective check
     verdict: Verdict
     attempts: int                           # retrieval rounds graded so far
     feedback: str                           # what the last grading learnt, for the next rewrite

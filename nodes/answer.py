@@ -26,17 +26,18 @@ from nodes.citations import cite_record, split_sentences, verify_citations
 from nodes.resources import Resources
 from nodes.short_answer import (QuestionShape, clean_answer, extractive_span, grounded_in, match_option, occurs_in,
                                 question_shape, split_list, sub_spans)
+from retrievers.documents import Passage
 
 
-def _prompt(question: str, passages: list[dict]) -> list[dict]:
-    numbered = "\n".join(f"[{i}] {p['title']}: {' '.join(p['text'].split())}" for i, p in enumerate(passages, 1))
+def _prompt(question: str, passages: list[Passage]) -> list[dict]:
+    numbered = "\n".join(f"[{i}] {p.title}: {' '.join(p.text.split())}" for i, p in enumerate(passages, 1))
     return [{"role": "system", "content": ANSWER_SYSTEM},
             {"role": "user", "content": f"Passages:\n{numbered}\n\nQuestion: {question}"}]
 
 
-def ranked_sentences(question: str, passages: list[dict], embedder) -> list[tuple[int, str, float]]:
+def ranked_sentences(question: str, passages: list[Passage], embedder) -> list[tuple[int, str, float]]:
     """(passage index, sentence, cosine to the question) for every passage sentence of 4+ words, best first."""
-    candidates = [(i, s) for i, p in enumerate(passages) for s in split_sentences(" ".join(p["text"].split()))
+    candidates = [(i, s) for i, p in enumerate(passages) for s in split_sentences(" ".join(p.text.split()))
                   if len(s.split()) >= 4 and not s.startswith("#")]
     if not candidates:
         return []
@@ -44,10 +45,10 @@ def ranked_sentences(question: str, passages: list[dict], embedder) -> list[tupl
     return sorted(((i, s, float(c)) for (i, s), c in zip(candidates, scores)), key=lambda t: -t[2])
 
 
-def extractive_answer(question: str, passages: list[dict], embedder, max_sentences: int) -> str:
+def extractive_answer(question: str, passages: list[Passage], embedder, max_sentences: int) -> str:
     """Best sentences by cosine to the question, kept in passage order, each ending with its passage number."""
     best = ranked_sentences(question, passages, embedder)[:max_sentences]
-    text = [" ".join(p["text"].split()) for p in passages]
+    text = [" ".join(p.text.split()) for p in passages]
     picked = sorted(best, key=lambda t: (t[0], text[t[0]].find(t[1])))  # reading order
     return " ".join(f"{s.rstrip('.!?')} [{i + 1}]." for i, s, _ in picked)
 
@@ -66,9 +67,9 @@ def reply_model(shape: QuestionShape) -> type[BaseModel]:
     return create_model("ShortChoice", answer=(Literal[choices], ...), passage=(int, 0))
 
 
-def _short_prompt(question: str, passages: list[dict], shape: QuestionShape) -> list[dict]:
+def _short_prompt(question: str, passages: list[Passage], shape: QuestionShape) -> list[dict]:
     rule = SHORT_ANSWER_RULES[shape.kind].format(options=" or ".join(shape.options))
-    numbered = "\n".join(f"[{i}] {p['title']}: {' '.join(p['text'].split())}" for i, p in enumerate(passages, 1))
+    numbered = "\n".join(f"[{i}] {p.title}: {' '.join(p.text.split())}" for i, p in enumerate(passages, 1))
     return [{"role": "system", "content": SHORT_ANSWER_SYSTEM.format(rule=rule)},
             {"role": "user", "content": f"Passages:\n{numbered}\n\nQuestion: {question}"}]
 
@@ -98,7 +99,7 @@ def _answer(state: dict, res: Resources, run: RunContext | None, sink: TokenSink
     return sentences_answer(question, passages, res, run, sink)
 
 
-def sentences_answer(question: str, passages: list[dict], res: Resources, run: RunContext | None = None,
+def sentences_answer(question: str, passages: list[Passage], res: Resources, run: RunContext | None = None,
                      sink: TokenSink | None = None) -> dict:
     """`answer.format: sentences`: 1-3 cited sentences, each checked against the passage it cites."""
     cfg = res.config.answer
@@ -134,7 +135,7 @@ def sentences_answer(question: str, passages: list[dict], res: Resources, run: R
 Ranked = list[tuple[int, str, float]]
 
 
-def short_answer(question: str, passages: list[dict], res: Resources, verdict: str | None = None,
+def short_answer(question: str, passages: list[Passage], res: Resources, verdict: str | None = None,
                  run: RunContext | None = None, sink: TokenSink | None = None) -> dict:
     """`answer.format: short`: propose a short answer (the model, or an extractive span), ground it, add evidence.
     `verdict` is the corrective check's (absent in an agent run that skipped it)."""
@@ -196,7 +197,7 @@ def _extractive_proposal(question: str, shape: QuestionShape, ranked: Ranked, sp
     return ""  # yes/no: no LLM, no verdict; the evidence is shown alone
 
 
-def ground(proposed: str, shape: QuestionShape, passages: list[dict], ranked: Ranked, hint: int | None,
+def ground(proposed: str, shape: QuestionShape, passages: list[Passage], ranked: Ranked, hint: int | None,
            max_sentences: int, question: str = "") -> dict | None:
     """{short, passages (indexes it occurs in), evidence (ranked entries), how, dropped} or None when ungrounded.
     An open answer (each item of a list) that occurs in no passage is replaced by its longest part that does."""
@@ -244,7 +245,7 @@ def ground(proposed: str, shape: QuestionShape, passages: list[dict], ranked: Ra
     return {"short": ", ".join(kept), "passages": where, "evidence": evidence, "how": how, "dropped": dropped}
 
 
-def compose(short: str, short_passages: list[int], evidence: Ranked, passages: list[dict]) -> dict:
+def compose(short: str, short_passages: list[int], evidence: Ranked, passages: list[Passage]) -> dict:
     """The answer text (short answer with its citations, a blank line, the evidence sentences with theirs), the
     citations numbered 1..m in order of first use, and the citation check's counts."""
     order: list[int] = []

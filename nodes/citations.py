@@ -14,6 +14,8 @@ import re
 
 from pydantic import BaseModel, ConfigDict
 
+from retrievers.documents import Passage
+
 CITATION_MARK = re.compile(r"\s*\[(\d+(?:\s*,\s*\d+)*)\]")  # "[2]" or "[1, 3]", with the space before it
 _SENT = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
 
@@ -38,13 +40,13 @@ def content_words(text: str) -> set[str]:
     return {w for w in re.findall(r"\w+", text.lower()) if w not in stop and len(w) > 1}
 
 
-def support_matrix(sentences: list[str], passages: list[dict], embedder, passage_vectors=None) -> list[list[float]]:
+def support_matrix(sentences: list[str], passages: list[Passage], embedder, passage_vectors=None) -> list[list[float]]:
     if not sentences or not passages:
         return [[0.0] * len(passages) for _ in sentences]
     if passage_vectors is None:
-        passage_vectors = embedder.run([p["text"] for p in passages])
+        passage_vectors = embedder.run([p.text for p in passages])
     sims = embedder.run(sentences) @ passage_vectors.T
-    words = [content_words(p["text"]) for p in passages]
+    words = [content_words(p.text) for p in passages]
     out = []
     for i, sentence in enumerate(sentences):
         mine = content_words(sentence)
@@ -56,7 +58,7 @@ def support_matrix(sentences: list[str], passages: list[dict], embedder, passage
     return out
 
 
-def verify_citations(answer: str, passages: list[dict], embedder, threshold: float,
+def verify_citations(answer: str, passages: list[Passage], embedder, threshold: float,
                      drop_unsupported: bool = False, passage_vectors=None) -> tuple[str, list[dict], dict]:
     """Returns (answer with checked, renumbered [n] markers; citations; counts of what was changed).
 
@@ -108,6 +110,6 @@ class Citation(BaseModel):
     text: str
 
 
-def cite_record(n: int, passage: dict) -> Citation:
-    return Citation(n=n, doc_id=passage["doc_id"], title=passage["title"], source=passage["source"],
-                    page=passage.get("page"), text=passage["text"])
+def cite_record(n: int, passage: Passage) -> Citation:
+    return Citation(n=n, doc_id=passage.doc_id, title=passage.title, source=passage.source, page=passage.page,
+                    text=passage.text)

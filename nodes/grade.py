@@ -8,6 +8,7 @@ and sends the graph back to `rewrite` with feedback, at most `grade.max_retries`
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Literal
 
 from langgraph.runtime import Runtime
@@ -18,6 +19,7 @@ from llm.context import RunContext
 from llm.prompts import GRADE_RELEVANCE
 from nodes.citations import content_words
 from nodes.resources import Resources
+from retrievers.documents import Passage
 
 GradeRoute = Literal["relevant", "retry", "exhausted"]
 GRADE_ROUTES: dict[str, str] = {"relevant": "answer", "retry": "rewrite", "exhausted": "abstain"}
@@ -43,31 +45,30 @@ def word_coverage(question: str, passage_text: str) -> float:
     return len(asked & content_words(passage_text)) / len(asked) if asked else 0.0
 
 
-def _cosines(res: Resources, question: str, passages: list[dict]) -> list[float]:
+def _cosines(res: Resources, question: str, passages: list[Passage]) -> list[float]:
     return (res.passage_vectors(passages) @ res.embedder.embed_query(question)).tolist()
 
 
 def grade(state: dict, runtime: Runtime[RunContext], res: Resources) -> dict:
     cfg = res.config.grade
-    passages = [dict(p) for p in state.get("reranked", [])]
+    passages: list[Passage] = state.get("reranked", [])
     question = state["question"]
     attempts = state.get("attempts", 0) + 1
     if not passages:
         return {"graded": [], "verdict": "incorrect", "attempts": attempts,
                 "feedback": f"no passages matched {state.get('query', question)!r}"}
     cosines = _cosines(res, question, passages)
-    for p, c in zip(passages, cosines):
-        p["scores"] = {**p.get("scores", {}), "grade_cosine": float(c)}
+    passages = [replace(p, scores={**p.scores, "grade_cosine": float(c)}) for p, c in zip(passages, cosines)]
     if cfg.method == "llm":
         grades = judge_passages(res.llm, GRADE_RELEVANCE, question,
-                                [p["text"] for p in passages], PassageGrade, PassageGrade(relevant=True), 12,
+                                [p.text for p in passages], PassageGrade, PassageGrade(relevant=True), 12,
                                 run=runtime.context)
         flags = [g.relevant for g in grades]
         share = sum(flags) / len(flags)
         verdict = "correct" if share >= 0.5 else "ambiguous" if share > 0 else "incorrect"
     else:
         t = cfg.thresholds
-        covered = [word_coverage(question, f"{p['title']}. {p['text']}") >= t.coverage for p in passages]
+        covered = [word_coverage(question, f"{p.title}. {p.text}") >= t.coverage for p in passages]
         flags = [c >= t.relevant or cov for c, cov in zip(cosines, covered)]
         best = max(cosines)
         verdict = ("correct" if best >= t.correct else "incorrect" if best < t.incorrect and not any(covered)
@@ -82,6 +83,6 @@ def grade(state: dict, runtime: Runtime[RunContext], res: Resources) -> dict:
         kept = []
     feedback = ""
     if verdict == "incorrect":
-        titles = ", ".join(sorted({p["title"] for p in passages})[:3])
+        titles = ", ".join(sorted({p.title for p in passages})[:3])
         feedback = f"queries {state.get('queries', [question])} only found unrelated passages ({titles})"
     return {"graded": kept, "verdict": verdict, "attempts": attempts, "feedback": feedback}

@@ -23,7 +23,7 @@ from pydantic import BaseModel
 from configs.schema import EmbeddingConfig, LLMConfig, SwitchyardConfig
 from llm.client import LLM
 from llm.factory import build_llm
-from retrievers.documents import search_text
+from retrievers.documents import Passage, search_text
 from retrievers.embedder import Embedder
 from retrievers.lazy import Lazy
 from retrievers.pipeline import RetrievalStack
@@ -93,11 +93,11 @@ class Resources:
         if self.config.uses_llm():
             self.llm.warm_up()
 
-    def passage_vectors(self, passages: list[dict]) -> np.ndarray:
+    def passage_vectors(self, passages: list[Passage]) -> np.ndarray:
         """Vectors of retrieved passages, read from the index instead of embedding them again."""
-        stored = self.stack.store.vectors([p["chunk_id"] for p in passages])
-        missing = [p for p in passages if p["chunk_id"] not in stored]
+        stored = self.stack.store.vectors([p.chunk_id for p in passages])
+        missing = [p for p in passages if p.chunk_id not in stored]
         if missing:  # e.g. deleted since retrieval
-            fresh = self.embedder.run([search_text(p["title"], p["text"]) for p in missing])
-            stored.update({p["chunk_id"]: v for p, v in zip(missing, fresh)})
-        return np.stack([stored[p["chunk_id"]] for p in passages]) if passages else np.zeros((0, 1), np.float32)
+            fresh = self.embedder.run([search_text(p.title, p.text) for p in missing])
+            stored.update({p.chunk_id: v for p, v in zip(missing, fresh)})
+        return np.stack([stored[p.chunk_id] for p in passages]) if passages else np.zeros((0, 1), np.float32)

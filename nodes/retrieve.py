@@ -9,4 +9,4 @@ from nodes.resources import Resources
 
 def retrieve(state: dict, runtime: Runtime[RunContext], res: Resources) -> dict:
     kept = res.stack.retrieval.run(state.get("queries") or [state["question"]], where=state.get("where"))
-    return {"candidates": [p.to_dict() for p in kept], "retrieved": [p.doc_id for p in kept]}
+    return {"candidates": kept, "retrieved": [p.doc_id for p in kept]}

@@ -119,7 +119,7 @@ _INPUTS = {"rerank": {"retrieve"}, "grade": {"retrieve", "rerank"}, "rewrite": {
 def is_grounded(query: str, state: dict) -> bool:
     """Does the query share a content word with what the run knows: the question, the current query, the passages?"""
     known = " ".join([state["question"], state.get("query") or ""]
-                     + [p["text"] for p in state.get("candidates", [])])
+                     + [p.text for p in state.get("candidates", [])])
     return bool(content_words(query) & content_words(known))
 
 
@@ -150,7 +150,7 @@ def summarize_state(state: dict, steps_left: int) -> str:
              f"Last action: {state.get('last_action') or '(none)'}; steps left: {steps_left}"]
     top = state.get("graded") or state.get("reranked") or state.get("candidates") or []
     if top:
-        lines.append("Best passage: " + " ".join(top[0]["text"].split())[:200])
+        lines.append("Best passage: " + " ".join(top[0].text.split())[:200])
     return "\n".join(lines)
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from nodes.citations import content_words, strip_citations
+from retrievers.documents import Passage
 
 Kind = Literal["yes_no", "choice", "open"]
 Expects = Literal["number", "date", "name", "phrase"]
@@ -135,11 +136,11 @@ def occurs_in(answer: str, text: str) -> bool:
     return any(f" {v} " in haystack for v in variants(answer))
 
 
-def grounded_in(answer: str, passages: list[dict], prefer: int | None = None) -> int | None:
+def grounded_in(answer: str, passages: list[Passage], prefer: int | None = None) -> int | None:
     """Index of a passage the short answer occurs in (`prefer`, the one the model named, first), else None."""
     order = ([prefer] if prefer is not None and 0 <= prefer < len(passages) else []) + list(range(len(passages)))
     for j in order:
-        if occurs_in(answer, f"{passages[j]['title']}. {passages[j]['text']}"):
+        if occurs_in(answer, f"{passages[j].title}. {passages[j].text}"):
             return j
     return None
 

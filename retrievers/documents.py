@@ -95,13 +95,6 @@ class Passage:
         return {**{k: getattr(self, k) for k in PASSAGE_FIELDS}, "score": self.score,
                 "scores": dict(self.scores), "ranks": dict(self.ranks)}
 
-    @classmethod
-    def from_dict(cls, data: dict) -> "Passage":
-        p = cls.from_row(data)
-        p.score = data.get("score", 0.0)
-        p.scores, p.ranks = dict(data.get("scores", {})), dict(data.get("ranks", {}))
-        return p
-
 
 def search_text(title: str, text: str) -> str:
     """What BM25 and the embedder see for a chunk or window: the title, then the text (titles carry much of a short

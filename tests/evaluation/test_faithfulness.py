@@ -4,6 +4,7 @@ import json
 import pytest
 
 from evaluation.faithfulness import FaithfulnessJudge, attach_judgements, judge_name
+from evaluation.rows import EvalRow
 from llm.client import LLM
 from tests.scripted_backend import ScriptedBackend
 
@@ -63,10 +64,10 @@ class TestFaithfulnessJudge:
 class TestJudgeResults:
     def rows(self):
         base = {"config": "fixed", "run": 0, "abstained": False, "error": None, "citations": PASSAGES}
-        return [{**base, "id": "q1", "prediction": "Eli Janney patented the knuckle coupler [1]."},
-                {**base, "id": "q2", "prediction": "Bailey Yard is in Ohio [2]."},
-                {**base, "id": "q3", "prediction": "", "abstained": True},
-                {**base, "id": "q4", "prediction": "", "error": "LLMError: down"}]
+        return [EvalRow(**{**base, "id": "q1", "prediction": "Eli Janney patented the knuckle coupler [1]."}),
+                EvalRow(**{**base, "id": "q2", "prediction": "Bailey Yard is in Ohio [2]."}),
+                EvalRow(**{**base, "id": "q3", "prediction": "", "abstained": True}),
+                EvalRow(**{**base, "id": "q4", "prediction": "", "error": "LLMError: down"})]
 
     def test_judges_once_and_resumes(self, tmp_path):
         out = tmp_path / "judgements.jsonl"
@@ -87,7 +88,7 @@ class TestJudgeResults:
         got = yes.judge_results(self.rows()[:2], out)
         assert len(backend.calls) == 2 and all(j["faithfulness"] == 1.0 for j in got)
         merged = attach_judgements(self.rows(), got)
-        assert [r["faithfulness"] for r in merged] == [1.0, 1.0, None, None]
+        assert [r.faithfulness for r in merged] == [1.0, 1.0, None, None]
 
     def test_judge_name_tracks_the_llm_settings(self):
         from configs.loader import load_config
@@ -106,7 +107,7 @@ class TestReportWithJudge:
         row = {"config": "a", "run": 0, "id": "q1", "exact_match": 0.0, "f1": 0.0, "contains": 0.0,
                "abstained": False, "latency_ms": 1.0, "llm_calls": 1, "prompt_tokens": 1, "completion_tokens": 1,
                "parse_fallbacks": 0, "guards": {}, "error": None, "difficulty": "1", "type": "t"}
-        assert "| faithfulness |" not in markdown(aggregate([row]), "t")
-        judged = aggregate([{**row, "faithfulness": 0.5, "judge_fallbacks": 0}])
+        assert "| faithfulness |" not in markdown(aggregate([EvalRow(**row)]), "t")
+        judged = aggregate([EvalRow(**row, faithfulness=0.5, judge_fallbacks=0)])
         assert judged["configs"]["a"]["faithfulness"]["mean"] == 0.5
         assert "| faithfulness | 0.500" in markdown(judged, "t")

@@ -10,6 +10,7 @@ import urllib.request
 import pytest
 
 from evaluation.datasets import load_dataset
+from evaluation.rows import EvalRow
 from errors import DatasetError
 from tests.conftest import FIXTURES, ROOT, SAMPLES
 
@@ -221,10 +222,10 @@ class TestDatasets:
 
 class TestReport:
     def _row(self, config, run, qid, f1, abstained=False, recall=None, difficulty="1"):
-        return {"config": config, "run": run, "id": qid, "exact_match": float(f1 == 1), "f1": f1, "contains": f1,
-                "gold_recall": recall, "citation_precision": None, "abstained": abstained, "latency_ms": 100.0 * (run + 1),
-                "llm_calls": 2, "prompt_tokens": 10, "completion_tokens": 5, "parse_fallbacks": 0,
-                "guards": {"repeat": 1}, "error": None, "difficulty": difficulty, "type": "t"}
+        return EvalRow(config=config, run=run, id=qid, exact_match=float(f1 == 1), f1=f1, contains=f1,
+                       gold_recall=recall, citation_precision=None, abstained=abstained, latency_ms=100.0 * (run + 1),
+                       llm_calls=2, prompt_tokens=10, completion_tokens=5, parse_fallbacks=0,
+                       guards={"repeat": 1}, error=None, difficulty=difficulty, type="t")
 
     def test_mean_and_sample_sd_over_runs(self):
         from evaluation.report import aggregate
@@ -239,8 +240,8 @@ class TestReport:
     def test_breakdowns_show_f1_and_contains_and_plots_take_a_metric(self, tmp_path):
         from evaluation.report import write_report
 
-        rows = [self._row("a", 0, "q1", 1.0, difficulty="1"), {**self._row("a", 0, "q2", 0.0, difficulty="2"),
-                                                                "contains": 0.5}]
+        rows = [self._row("a", 0, "q1", 1.0, difficulty="1"), self._row("a", 0, "q2", 0.0, difficulty="2").model_copy(
+                                                                update={"contains": 0.5})]
         report = write_report(rows, tmp_path, "t", plot_metric="contains")
         md = (tmp_path / "report.md").read_text()
         assert "| 2 | 0.000 / 0.500 (n=1) |" in md and report["by_difficulty"]["1"]["a"]["contains"] == 1.0
@@ -273,29 +274,28 @@ class TestReport:
         from evaluation.report import run_metrics
 
         rows = [self._row("a", 0, "q1", 1.0),
-                {**self._row("a", 0, "q2", 0.0), "error": "LLMError: LLM backend x failed after 3 tries (timed out "
-                                                           "after 60.0s)"},
-                {**self._row("a", 0, "q3", 0.0), "error": "LLMError: refused the request (HTTP 400)"}]
+                self._row("a", 0, "q2", 0.0).model_copy(update={"error": "LLMError: LLM backend x failed after 3 tries "
+                                                                          "(timed out after 60.0s)"}),
+                self._row("a", 0, "q3", 0.0).model_copy(update={"error": "LLMError: refused the request (HTTP 400)"})]
         m = run_metrics(rows)
         assert m["errors"] == 2 and m["timeouts"] == 1
 
     def test_scores_are_recomputed_from_the_stored_line(self):
-        from evaluation.runner import score_row
-
-        row = {"prediction": "I do not know [1].", "abstained": False, "answers": ["no"], "is_list": False,
-               "gold_doc_ids": ["A", "B"], "retrieved_doc_ids": ["A", "C"], "citations": [{"doc_id": "C"}],
-               "contains": 1.0, "error": None}  # "contains" as an older, substring-matching scorer stored it
-        assert score_row(row) == {"exact_match": 0.0, "f1": 0.0, "contains": 0.0, "gold_recall": 0.5,
-                                  "citation_precision": 0.0}
-        assert score_row({**row, "abstained": True})["f1"] == 0.0
-        assert score_row({**row, "error": "LLMError: down"})["gold_recall"] is None
+        row = EvalRow(config="a", run=0, id="q", prediction="I do not know [1].", abstained=False, answers=["no"],
+                      is_list=False, gold_doc_ids=["A", "B"], retrieved_doc_ids=["A", "C"],
+                      citations=[{"doc_id": "C"}], contains=1.0, error=None)  # as an older substring scorer stored it
+        assert row.scores() == {"exact_match": 0.0, "f1": 0.0, "contains": 0.0, "gold_recall": 0.5,
+                                "citation_precision": 0.0}
+        assert row.rescored().contains == 0.0
+        assert row.model_copy(update={"abstained": True}).scores()["f1"] == 0.0
+        assert row.model_copy(update={"error": "LLMError: down"}).scores()["gold_recall"] is None
 
     def test_correct_abstention_needs_gold_information(self):
         from evaluation.report import run_metrics
 
         searched = {"retrieved_doc_ids": ["x", "y"]}
-        rows = [{**self._row("a", 0, "q1", 0.0, abstained=True, recall=0.0), **searched},  # correct
-                {**self._row("a", 0, "q2", 0.0, abstained=True, recall=0.5), **searched},  # gold was there
+        rows = [self._row("a", 0, "q1", 0.0, abstained=True, recall=0.0).model_copy(update=searched),  # correct
+                self._row("a", 0, "q2", 0.0, abstained=True, recall=0.5).model_copy(update=searched),  # gold there
                 self._row("a", 0, "q3", 0.0, abstained=True, recall=0.0),  # gave up without searching
                 self._row("a", 0, "q4", 0.0, abstained=True, recall=None)]  # no gold documents known
         m = run_metrics(rows)

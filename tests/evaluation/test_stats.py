@@ -8,6 +8,7 @@ import pytest
 from scipy import stats as st
 
 from evaluation import stats
+from evaluation.rows import EvalRow
 
 Z = 1.959964 + 0.841621  # z_{0.975} + z_{0.8}
 
@@ -167,11 +168,11 @@ class TestNullPlanning:
 
 
 def _row(config, run, qid, f1, contains=None, exact=None, abstained=False):
-    return {"config": config, "run": run, "id": qid, "exact_match": float(f1 == 1) if exact is None else exact,
-            "f1": f1, "contains": f1 if contains is None else contains, "gold_recall": None,
-            "citation_precision": None, "abstained": abstained, "latency_ms": 100.0, "llm_calls": 1,
-            "prompt_tokens": 1, "completion_tokens": 1, "parse_fallbacks": 0, "guards": {}, "error": None,
-            "difficulty": "1", "type": "t"}
+    return EvalRow(config=config, run=run, id=qid, exact_match=float(f1 == 1) if exact is None else exact,
+                   f1=f1, contains=f1 if contains is None else contains, gold_recall=None,
+                   citation_precision=None, abstained=abstained, latency_ms=100.0, llm_calls=1,
+                   prompt_tokens=1, completion_tokens=1, parse_fallbacks=0, guards={}, error=None,
+                   difficulty="1", type="t")
 
 
 class TestPairedReport:
@@ -290,7 +291,7 @@ class TestRunsDoNotShrinkIntervals:
         for i in range(25):
             base, new = rng.integers(0, 5, size=2) / 4
             one += [_row("base", 0, f"q{i}", float(base)), _row("new", 0, f"q{i}", float(new))]
-        three = [{**r, "run": run} for run in range(3) for r in one]   # the same answers, three times over
+        three = [r.model_copy(update={"run": run}) for run in range(3) for r in one]   # the same answers, three times over
         a, b = aggregate(one), aggregate(three)
         for m in ("f1", "contains"):
             pa, pb = a["paired"]["new"][m], b["paired"]["new"][m]
@@ -308,9 +309,9 @@ class TestPlots:
         for name, f1, calls in (("fixed", 0.5, 2), ("no-llm", 0.2, 0), ("agent", 0.7, 6), ("slow", 0.4, 7)):
             for run in range(2):
                 for i in range(8):
-                    rows.append({**_row(name, run, f"q{i}", f1 + (0.1 if i % 2 else -0.1)),
-                                 "llm_calls": calls + run, "prompt_tokens": 100 * calls, "completion_tokens": 10,
-                                 "latency_ms": 1000.0 * (calls + 1), "difficulty": str(1 + i % 2)})
+                    rows.append(_row(name, run, f"q{i}", f1 + (0.1 if i % 2 else -0.1)).model_copy(update={
+                        "llm_calls": calls + run, "prompt_tokens": 100 * calls, "completion_tokens": 10,
+                        "latency_ms": 1000.0 * (calls + 1), "difficulty": str(1 + i % 2)}))
         return rows
 
     def test_pngs_are_written_listed_and_linked_with_the_frontier(self, tmp_path):

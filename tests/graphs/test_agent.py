@@ -97,9 +97,11 @@ class TestAgentGraph:
 
     def test_query_grounded_in_found_passages_is_kept(self):
         from nodes.router import is_grounded
+        from retrievers.documents import Passage
 
         state = {"question": "Who is the friend of the person whose hobby is physics?", "query": None,
-                 "candidates": [{"text": "The hobby of Elna Fears is physics."}]}
+                 "candidates": [Passage(chunk_id="c", doc_id="d", source="s", title="",
+                                         text="The hobby of Elna Fears is physics.")]}
         assert is_grounded("Elna Fears friends", state)  # a bridge entity read in a passage
         assert not is_grounded("only for rewrite/retrieve", state)
         assert not is_grounded("the of and", state)  # stop words only

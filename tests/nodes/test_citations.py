@@ -1,10 +1,11 @@
 from nodes.citations import split_sentences, verify_citations
+from retrievers.documents import Passage
 
 PASSAGES = [
-    {"doc_id": "gauge", "title": "Track gauge", "source": "/g.txt", "page": None,
-     "text": "Standard gauge is 1,435 mm and is used by about 55 percent of the world's lines."},
-    {"doc_id": "coupler", "title": "Couplers", "source": "/c.html", "page": 2,
-     "text": "The Janney coupler was patented by Eli Janney in 1873."},
+    Passage(chunk_id="gauge-0", doc_id="gauge", title="Track gauge", source="/g.txt", page=None,
+            text= "Standard gauge is 1,435 mm and is used by about 55 percent of the world's lines."),
+    Passage(chunk_id="coupler-0", doc_id="coupler", title="Couplers", source="/c.html", page=2,
+            text= "The Janney coupler was patented by Eli Janney in 1873."),
 ]
 
 

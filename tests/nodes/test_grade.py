@@ -10,13 +10,14 @@ from langgraph.runtime import Runtime
 
 from llm.context import RunContext
 from nodes.resources import Resources, SharedModels
+from retrievers.documents import Passage
 
 QUESTION = "Who is the father-in-law of the person whose occupation is careers adviser?"
-ARTICLE = {"chunk_id": "pw-1", "doc_id": "pw-1", "title": "Alvaro Ruth", "source": "articles.json",
-           "text": "Alvaro Ruth was born in 0205. The occupation of Alvaro Ruth is careers adviser. The father-in-law "
-                   "of Alvaro Ruth is Rodney Reyna. The friend of Alvaro Ruth is Carly Gauthier."}
-UNRELATED = {"chunk_id": "x-1", "doc_id": "x-1", "title": "Blue flag", "source": "handbook.pdf",
-             "text": "A blue flag protects workers on a track; no car may be moved onto it."}
+ARTICLE = Passage(chunk_id="pw-1", doc_id="pw-1", title="Alvaro Ruth", source="articles.json",
+                  text= "Alvaro Ruth was born in 0205. The occupation of Alvaro Ruth is careers adviser. The father-in-law "
+                   "of Alvaro Ruth is Rodney Reyna. The friend of Alvaro Ruth is Carly Gauthier.")
+UNRELATED = Passage(chunk_id="x-1", doc_id="x-1", title="Blue flag", source="handbook.pdf",
+                    text="A blue flag protects workers on a track; no car may be moved onto it.")
 
 
 class TestWordCoverage:
@@ -41,7 +42,7 @@ class TestScoreVerdict:
     def test_covered_passage_is_kept_despite_a_low_cosine(self, run):
         # a cosine bar no passage reaches: only the coverage rule keeps the article
         out = run([UNRELATED, ARTICLE], "grade.thresholds.incorrect=0.55")
-        assert out["verdict"] == "ambiguous" and [p["doc_id"] for p in out["graded"]] == ["pw-1"]
+        assert out["verdict"] == "ambiguous" and [p.doc_id for p in out["graded"]] == ["pw-1"]
 
     def test_without_coverage_the_same_passages_are_refused(self, run):
         out = run([UNRELATED, ARTICLE], "grade.thresholds.incorrect=0.55",

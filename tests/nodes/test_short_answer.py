@@ -8,13 +8,14 @@ import pytest
 from nodes.answer import compose, ground
 from nodes.short_answer import (clean_answer, extractive_span, grounded_in, match_option, occurs_in,
                                 question_shape, split_list, sub_spans)
+from retrievers.documents import Passage
 
 PASSAGES = [
-    {"doc_id": "a", "title": "Eli Janney", "source": "a.md", "page": None,
-     "text": "Eli H. Janney was an American inventor. He patented the knuckle coupler in 1873. "
-             "The patent was granted on April 29, 1873."},
-    {"doc_id": "b", "title": "Blue flag", "source": "b.md", "page": None,
-     "text": "A blue flag protects workers under a car. The rule covers 1,200 yards of track and twelve crews."},
+    Passage(chunk_id="a-0", doc_id="a", title="Eli Janney", source="a.md", page=None,
+            text= "Eli H. Janney was an American inventor. He patented the knuckle coupler in 1873. "
+             "The patent was granted on April 29, 1873."),
+    Passage(chunk_id="b-0", doc_id="b", title="Blue flag", source="b.md", page=None,
+            text= "A blue flag protects workers under a car. The rule covers 1,200 yards of track and twelve crews."),
 ]
 
 
@@ -50,12 +51,12 @@ class TestOccurrence:
     @pytest.mark.parametrize("answer", ["Eli H. Janney", "eli h janney", "1873", "April 29, 1873",
                                         "29 April 1873", "1873-04-29", "1200 yards", "12 crews", "twelve"])
     def test_present(self, answer):
-        assert occurs_in(answer, " ".join(p["text"] for p in PASSAGES))
+        assert occurs_in(answer, " ".join(p.text for p in PASSAGES))
 
     @pytest.mark.parametrize("answer", ["George Westinghouse", "1874", "April 28, 1873", "Janney Coupler Co",
                                         "13 crews"])
     def test_absent(self, answer):
-        assert not occurs_in(answer, " ".join(p["text"] for p in PASSAGES))
+        assert not occurs_in(answer, " ".join(p.text for p in PASSAGES))
 
     def test_whole_words_only(self):
         assert not occurs_in("car", "A cartwheel.") and occurs_in("car", "Under a car.")

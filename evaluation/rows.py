@@ -1,0 +1,79 @@
+"""One evaluated question as a typed row: what the runner writes to questions.jsonl (one JSON line each) and what
+the reports read. Scores are recomputed from the stored line (`rescored`), so a metric fix applies to finished
+evaluations without re-running the pipelines."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from evaluation.jsonl import read_results
+from evaluation.metrics import answer_scores, citation_precision, gold_recall
+
+ERROR_SCORES = {"exact_match": 0.0, "f1": 0.0, "contains": 0.0, "gold_recall": None, "citation_precision": None}
+
+
+class EvalRow(BaseModel):
+    """A (config, run, question) result. A failed question has `error` set, zero scores and none of the answer's
+    fields; `faithfulness`/`judge_fallbacks` are filled in when a judge ran."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    config: str
+    run: int
+    id: str
+    question: str = ""
+    answers: list[str] = []
+    is_list: bool = False
+    difficulty: str | int = "-"
+    type: str = "-"
+    gold_doc_ids: list[str] = []
+    prediction: str = ""  # what the user reads first: the short answer when one is shown, else the answer
+    answer: str | None = None
+    evidence: str | None = None
+    grounding: dict[str, Any] | None = None
+    abstained: bool = False
+    error: str | None = None
+    latency_ms: float = 0.0
+    llm_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    parse_fallbacks: int = 0
+    guards: dict[str, int] = {}
+    retrieved_doc_ids: list[str] | None = None
+    citations: list[dict[str, Any]] | None = None
+    steps: list[dict[str, Any]] | None = None
+    trace: list[dict[str, Any]] | None = None
+    exact_match: float = 0.0
+    f1: float = 0.0
+    contains: float = 0.0
+    gold_recall: float | None = None
+    citation_precision: float | None = None
+    faithfulness: float | None = None
+    judge_fallbacks: int | None = None
+
+    @property
+    def key(self) -> tuple[str, int, str]:
+        return self.config, self.run, self.id
+
+    def to_json(self) -> dict:
+        """The line's JSON: the fields this row was given (a failed question has no answer fields)."""
+        return self.model_dump(mode="json", exclude_unset=True)
+
+    def scores(self) -> dict[str, float | None]:
+        """Answer and grounding metrics from what the row stores."""
+        if self.error:
+            return dict(ERROR_SCORES)
+        scores = answer_scores("" if self.abstained else self.prediction, self.answers, self.is_list)
+        return {**scores, "gold_recall": gold_recall(self.retrieved_doc_ids or [], self.gold_doc_ids),
+                "citation_precision": citation_precision([c["doc_id"] for c in self.citations or []],
+                                                         self.gold_doc_ids)}
+
+    def rescored(self) -> "EvalRow":
+        return self.model_copy(update=self.scores())
+
+
+def read_rows(path: Path) -> list[EvalRow]:
+    """Every complete row of a results file (a torn last line is ignored)."""
+    return [EvalRow.model_validate(r) for r in read_results(path)]
