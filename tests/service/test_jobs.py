@@ -244,7 +244,7 @@ class TestRecovery:
         assert started.wait(timeout=30)
         stopper = threading.Thread(target=jobs.shutdown)
         stopper.start()
-        time.sleep(0.2)
+        assert jobs._stopping.wait(timeout=30)  # the stop is under way before the file in progress ends
         release.set()  # the file in progress finishes, the next one is left
         stopper.join(timeout=30)
         peek = JobStore(path)
