@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import shutil
 import threading
 from contextlib import asynccontextmanager
@@ -35,6 +36,7 @@ from graphs.app import Pipeline
 from graphs.results import Answer, AskResult, ErrorEvent
 from llm.context import RunContext
 from service.auth import BearerAuth
+from service.job_store import job_store_path
 from service.jobs import IngestJobs, safe_name
 from service.metrics import CONTENT_TYPE, MetricsMiddleware, ServiceMetrics
 from service.openai_compat import ChatRequest, chat_completion, chat_stream, openai_error, question_of
@@ -99,7 +101,9 @@ class Service:
     def __init__(self, settings: ServiceSettings):
         self.settings = settings
         self.registry = PipelineRegistry(settings.configs, settings.overrides)
-        self.jobs = IngestJobs(settings.upload_dir, self.registry.stack)
+        store_uri = self.registry.configs[self.registry.default].store.uri  # where registry.stack ingests
+        self.jobs = IngestJobs(settings.upload_dir, self.registry.stack,
+                               job_store_path(store_uri, settings.upload_dir))
         self.metrics = ServiceMetrics()
         self.slots = RunSlots(settings.max_in_flight)
 
@@ -182,8 +186,10 @@ def create_app(settings: ServiceSettings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI):
         if settings.warm_up:
             await asyncio.to_thread(service.registry.warm_up)
+        await asyncio.to_thread(service.jobs.recover)  # upload jobs a stopped server left unfinished
         yield
-        await asyncio.to_thread(service.jobs.shutdown)  # SIGTERM: the job in progress finishes its commit
+        # SIGTERM: the file in progress finishes its commits; unfinished jobs are resumed at the next start
+        await asyncio.to_thread(service.jobs.shutdown)
 
     app = FastAPI(title="Switchyard", version="0.1.0", lifespan=lifespan,
                   description="Retrieval-augmented question answering: fixed pipeline and agent variants.")
@@ -293,11 +299,13 @@ def create_app(settings: ServiceSettings | None = None) -> FastAPI:
                             raise ServiceError(413, f"{upload_file.filename!r} is larger than "
                                                     f"{settings.max_upload_bytes} bytes")
                         out.write(chunk)
+                    out.flush()
+                    os.fsync(out.fileno())  # on disk before the job is recorded: an accepted upload is never lost
                 names.append(stored)
+            job = await anyio.to_thread.run_sync(service.jobs.submit, name, staged, names)
         except BaseException:
             shutil.rmtree(staged, ignore_errors=True)
             raise
-        job = service.jobs.submit(name, staged, names)
         return {"job_id": job.id, "status_url": f"/v1/jobs/{job.id}", "files": names}
 
     @app.get("/v1/jobs/{job_id}")

@@ -1,26 +1,43 @@
-"""Ingest jobs: uploaded files are indexed in the background, one job at a time, one file at a time.
+"""Ingest jobs: uploaded files are indexed in the background, one job at a time, one file at a time, and every job
+is recorded durably (service/job_store.py), so it survives the server.
 
-Each file is one `Ingestor.run` (one atomic LanceDB commit per batch of its documents), so questions asked during a
-job see a document's old or new version, never half of it, and a file that cannot be parsed is reported on the job
-and changes nothing in the collection. Uploaded files are kept under `upload_dir/<collection>/<name>`, so uploading
-a file of the same name again updates its documents in place.
+An upload is accepted (202) only once its files are in their final place, `upload_dir/<collection>/<name>` (written,
+fsynced, renamed into place), and its job is recorded as queued: an accepted upload is never lost. Uploading a file
+of the same name again updates its documents in place.
+
+Each file is one `Ingestor.run` (one atomic LanceDB commit per batch of documents; a document is never split across
+batches), so questions asked during a job, and a server killed during it, see a document's old or new version, never
+half of it; a file that cannot be parsed is reported on the job and changes nothing in the collection.
+
+At start (`recover`), the unfinished jobs of a server that is gone are resumed: their files not yet reported are
+ingested again (ingest is idempotent: what was committed before the stop comes out `unchanged`), and the job says
+`resumed: true`. A job that cannot be resumed fails with a reason that says the server stopped during it.
 """
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import re
 import shutil
+import sys
 import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
 from retrievers.pipeline import RetrievalStack
+from service.job_store import MAX_ATTEMPTS, FileStatus, Job, JobStore
 
+log = logging.getLogger("switchyard.service")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+STOPPED = "the server stopped during the job"
+STAGING_KEEP_S = 86400  # staging folders of uploads cut off by a crash are removed at start after a day
+# Tests only: with this set to N, a job's worker holds once N files of it are committed to the index and before the
+# Nth is recorded, until the server stops; the kill -9 test kills the server there (tests/service/test_jobs.py).
+TEST_HOLD_ENV = "SWITCHYARD_TEST_HOLD_JOB_AFTER_FILES"
 
 
 def safe_name(filename: str | None) -> str:
@@ -30,77 +47,110 @@ def safe_name(filename: str | None) -> str:
     return name or "upload"
 
 
-@dataclass
-class FileStatus:
-    name: str
-    status: str = "queued"          # queued | indexed | unchanged | error
-    error: str | None = None
-    added: int = 0
-    updated: int = 0
-
-
-@dataclass
-class Job:
-    id: str
-    collection: str
-    state: str = "queued"           # queued | running | done | failed
-    files: list[FileStatus] = field(default_factory=list)
-    created: float = field(default_factory=time.time)
-    finished: float | None = None
-    error: str | None = None
-
-    def to_dict(self) -> dict:
-        done = sum(f.status != "queued" for f in self.files)
-        return {**asdict(self), "progress": {"files_done": done, "files_total": len(self.files)}}
+def fsync_dir(path: Path) -> None:
+    """Make a rename into `path` durable."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 class IngestJobs:
-    def __init__(self, upload_dir: Path, stack_for: Callable[[str], RetrievalStack]):
+    def __init__(self, upload_dir: Path, stack_for: Callable[[str], RetrievalStack], store_path: Path):
         self.upload_dir = Path(upload_dir)
         self._stack_for = stack_for
-        self._jobs: dict[str, Job] = {}
-        self._lock = threading.Lock()
+        self.store = JobStore(store_path)
+        self._stopping = threading.Event()
+        self._hold_after = int(os.environ.get(TEST_HOLD_ENV) or 0)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ingest")
 
     def staging(self) -> Path:
+        """A new folder for one upload's files while they arrive (uploads cut short leave the final place as it was)."""
         path = self.upload_dir / ".staging" / uuid.uuid4().hex
         path.mkdir(parents=True)
         return path
 
     def submit(self, collection: str, staged: Path, names: list[str]) -> Job:
-        job = Job(id=staged.name, collection=collection, files=[FileStatus(n) for n in names])
-        with self._lock:
-            self._jobs[job.id] = job
-        self._executor.submit(self._run, job, staged)
+        """Move the staged files (already fsynced) to their final place, record the job, queue it."""
+        home = self.upload_dir / collection
+        home.mkdir(parents=True, exist_ok=True)
+        files = []
+        for name in names:
+            os.replace(staged / name, home / name)
+            files.append(FileStatus(name, str((home / name).resolve())))
+        fsync_dir(home)
+        job = Job(id=staged.name, collection=collection, files=files, owner=self.store.owner)
+        self.store.save(job)  # accepted from here on
+        shutil.rmtree(staged, ignore_errors=True)
+        self._executor.submit(self._run, job)
         return job
 
     def get(self, job_id: str) -> dict | None:
-        with self._lock:
-            job = self._jobs.get(job_id)
-            return job.to_dict() if job else None
+        job = self.store.load(job_id)
+        return job.to_dict() if job else None
 
-    def _run(self, job: Job, staged: Path) -> None:
-        job.state = "running"
+    def recover(self) -> list[str]:
+        """Resume the unfinished jobs of servers that are gone (oldest first); the ids of the jobs taken over."""
+        for old in (self.upload_dir / ".staging").glob("*"):  # uploads never accepted
+            with contextlib.suppress(OSError):
+                if time.time() - old.stat().st_mtime > STAGING_KEEP_S:
+                    shutil.rmtree(old, ignore_errors=True)
+        claimed = self.store.claim_orphans()
+        for job in claimed:
+            if job.attempts >= MAX_ATTEMPTS:
+                job.state, job.finished = "failed", time.time()
+                job.error = f"{STOPPED} {job.attempts} times; not started again (upload the files again to retry)"
+                self.store.save(job)
+            else:
+                self._executor.submit(self._run, job)
+        if claimed:
+            log.warning("took over %d unfinished upload job(s) of a stopped server: %s", len(claimed),
+                        ", ".join(j.id for j in claimed))
+        return [j.id for j in claimed]
+
+    def _run(self, job: Job) -> None:
         try:
+            job.state, job.started, job.attempts = "running", time.time(), job.attempts + 1
+            self.store.save(job)
             stack = self._stack_for(job.collection)
-            home = self.upload_dir / job.collection
-            home.mkdir(parents=True, exist_ok=True)
+            ingested = 0
             for status in job.files:
-                target = home / status.name
-                os.replace(staged / status.name, target)
-                report = stack.ingestor(progress=False).run([target])
-                if report.errors:
-                    status.status, status.error = "error", "; ".join(e.reason for e in report.errors)[:500]
+                if status.status != "queued":
+                    continue  # reported before a restart
+                if self._stopping.is_set():
+                    return  # a graceful stop: the job stays running and is resumed at the next start
+                path = Path(status.path)
+                if not path.is_file():
+                    status.status, status.error = "error", "the uploaded file is no longer in the upload folder"
                 else:
-                    status.status = "indexed" if report.added or report.updated else "unchanged"
-                status.added, status.updated = report.added, report.updated
+                    report = stack.ingestor(progress=False).run([path])
+                    if report.errors:
+                        status.status, status.error = "error", "; ".join(e.reason for e in report.errors)[:500]
+                    else:
+                        status.status = "indexed" if report.added or report.updated else "unchanged"
+                    status.added, status.updated = report.added, report.updated
+                    ingested += 1
+                    if ingested == self._hold_after:
+                        self._hold_for_test(job, ingested)
+                self.store.save(job)
             job.state = "done"
         except Exception as exc:  # the job fails, the collection keeps what was committed
-            job.state, job.error = "failed", f"{type(exc).__name__}: {exc}"
-        finally:
-            job.finished = time.time()
-            shutil.rmtree(staged, ignore_errors=True)
+            reason = f"{type(exc).__name__}: {exc}"[:500]
+            job.state, job.error = "failed", f"{STOPPED}; resuming it failed: {reason}" if job.resumed else reason
+        job.finished = time.time()
+        try:
+            self.store.save(job)
+        except Exception:
+            log.exception("cannot record the end of upload job %s", job.id)
+
+    def _hold_for_test(self, job: Job, files: int) -> None:
+        print(f"{TEST_HOLD_ENV}: holding job {job.id} after {files} file(s)", file=sys.stderr, flush=True)
+        self._stopping.wait()
 
     def shutdown(self) -> None:
-        """Finish the job in progress (its commits are atomic anyway); jobs not started are dropped."""
+        """Finish the file in progress (its commits are atomic anyway), then stop; the job in progress and those
+        not started stay recorded as unfinished and are resumed at the next start."""
+        self._stopping.set()
         self._executor.shutdown(wait=True, cancel_futures=True)
+        self.store.close()

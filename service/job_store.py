@@ -1,0 +1,196 @@
+"""The durable record of upload jobs: one SQLite file (stdlib `sqlite3`, WAL), so a job outlives the process that ran
+it and `GET /v1/jobs/{id}` answers after a restart.
+
+Where: `<index>/.switchyard-jobs.sqlite3` when the index is a local folder; `<upload_dir>/.switchyard-jobs.sqlite3`
+when it is on object storage (s3://, gs://, ...), since SQLite needs a local file (`job_store_path`).
+
+Each store instance is an *owner*: it holds an exclusive `flock` on its own lock file beside the database for as long
+as it is open, and the kernel drops that lock when the process dies, `kill -9` included. At start a server claims the
+unfinished jobs of owners whose lock it can take (their process is gone) and leaves alone those of another live
+server sharing the store. Writes are serialized by a lock (one connection per store) and by SQLite's own locking
+between processes; every write is one transaction with `synchronous=FULL`.
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import sqlite3
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from errors import StoreError, first_line
+
+JOB_STORE_NAME = ".switchyard-jobs.sqlite3"
+KEEP_FINISHED_S = 30 * 86400  # finished jobs are forgotten after 30 days
+MAX_ATTEMPTS = 3  # a job whose server stopped this many times is failed, not started again (a crash loop)
+UNFINISHED = ("queued", "running")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS jobs (
+    id TEXT PRIMARY KEY, collection TEXT NOT NULL, state TEXT NOT NULL, error TEXT,
+    created REAL NOT NULL, started REAL, finished REAL, attempts INTEGER NOT NULL DEFAULT 0, owner TEXT);
+CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs (state);
+CREATE TABLE IF NOT EXISTS job_files (
+    job_id TEXT NOT NULL, position INTEGER NOT NULL, name TEXT NOT NULL, path TEXT NOT NULL,
+    status TEXT NOT NULL, error TEXT, added INTEGER NOT NULL DEFAULT 0, updated INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (job_id, position));
+"""
+
+
+@dataclass
+class FileStatus:
+    name: str
+    path: str = ""                  # where the upload is kept (upload_dir/<collection>/<name>); not shown to clients
+    status: str = "queued"          # queued | indexed | unchanged | error
+    error: str | None = None
+    added: int = 0
+    updated: int = 0
+
+
+@dataclass
+class Job:
+    id: str
+    collection: str
+    state: str = "queued"           # queued | running | done | failed
+    files: list[FileStatus] = field(default_factory=list)
+    created: float = field(default_factory=time.time)
+    started: float | None = None
+    finished: float | None = None
+    error: str | None = None
+    attempts: int = 0               # times a process started it; > 1: resumed after a server stopped during it
+    owner: str | None = None        # the store instance (process) that runs it
+
+    @property
+    def resumed(self) -> bool:
+        return self.attempts > 1
+
+    def to_dict(self) -> dict:
+        files = [{"name": f.name, "status": f.status, "error": f.error, "added": f.added, "updated": f.updated}
+                 for f in self.files]
+        done = sum(f.status != "queued" for f in self.files)
+        return {"id": self.id, "collection": self.collection, "state": self.state, "files": files,
+                "created": self.created, "started": self.started, "finished": self.finished, "error": self.error,
+                "resumed": self.resumed, "progress": {"files_done": done, "files_total": len(self.files)}}
+
+
+def job_store_path(store_uri: str, upload_dir: Path) -> Path:
+    """The job store's file: in the index folder when the index is local, else in the upload folder."""
+    if store_uri.startswith("file://"):
+        store_uri = store_uri[len("file://"):]
+    folder = Path(upload_dir) if "://" in store_uri else Path(store_uri)
+    return folder / JOB_STORE_NAME
+
+
+class JobStore:
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        try:
+            self._open()
+        except (OSError, sqlite3.Error) as exc:  # e.g. a read-only index folder: one clear line at start
+            raise StoreError(f"cannot record upload jobs in {self.path}: {first_line(exc)}") from exc
+
+    def _open(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._owners = self.path.with_name(self.path.name + ".owners")
+        self._owners.mkdir(exist_ok=True)
+        self.owner = uuid.uuid4().hex
+        self._owner_fd = os.open(self._owners / f"{self.owner}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        fcntl.flock(self._owner_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        self._lock = threading.Lock()
+        self._conn = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute("PRAGMA synchronous=FULL")
+        with self._tx() as db:
+            for statement in filter(str.strip, _SCHEMA.split(";")):  # executescript would commit first
+                db.execute(statement)
+            old = time.time() - KEEP_FINISHED_S
+            db.execute("DELETE FROM job_files WHERE job_id IN (SELECT id FROM jobs WHERE state NOT IN (?, ?) "
+                       "AND created < ?)", (*UNFINISHED, old))
+            db.execute("DELETE FROM jobs WHERE state NOT IN (?, ?) AND created < ?", (*UNFINISHED, old))
+
+    @contextlib.contextmanager
+    def _tx(self):
+        """One write transaction, serialized with this store's other calls (and with other processes by SQLite)."""
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._conn
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+
+    def save(self, job: Job) -> None:
+        """Record the job and its files as they are now (one transaction)."""
+        with self._tx() as db:
+            db.execute("INSERT INTO jobs (id, collection, state, error, created, started, finished, attempts, owner) "
+                       "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET state = excluded.state, "
+                       "error = excluded.error, started = excluded.started, finished = excluded.finished, "
+                       "attempts = excluded.attempts, owner = excluded.owner",
+                       (job.id, job.collection, job.state, job.error, job.created, job.started, job.finished,
+                        job.attempts, job.owner))
+            db.execute("DELETE FROM job_files WHERE job_id = ?", (job.id,))
+            db.executemany("INSERT INTO job_files (job_id, position, name, path, status, error, added, updated) "
+                           "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                           [(job.id, i, f.name, f.path, f.status, f.error, f.added, f.updated)
+                            for i, f in enumerate(job.files)])
+
+    def load(self, job_id: str) -> Job | None:
+        with self._lock:
+            row = self._conn.execute("SELECT id, collection, state, error, created, started, finished, attempts, "
+                                     "owner FROM jobs WHERE id = ?", (job_id,)).fetchone()
+            if row is None:
+                return None
+            files = self._conn.execute("SELECT name, path, status, error, added, updated FROM job_files "
+                                       "WHERE job_id = ? ORDER BY position", (job_id,)).fetchall()
+        return Job(*row[:3], files=[FileStatus(*f) for f in files], error=row[3], created=row[4], started=row[5],
+                   finished=row[6], attempts=row[7], owner=row[8])
+
+    def claim_orphans(self) -> list[Job]:
+        """Take over the unfinished jobs whose owner is gone (oldest first): each becomes this store's, queued
+        again. A job that another live store runs is left alone, and of two stores claiming at once one wins."""
+        with self._lock:
+            rows = self._conn.execute("SELECT id, owner FROM jobs WHERE state IN (?, ?) AND (owner IS NULL OR "
+                                      "owner != ?) ORDER BY created", (*UNFINISHED, self.owner)).fetchall()
+        claimed = []
+        for job_id, owner in rows:
+            if owner and self._owner_alive(owner):
+                continue
+            with self._tx() as db:
+                won = db.execute("UPDATE jobs SET owner = ?, state = 'queued' WHERE id = ? AND owner IS ?",
+                                 (self.owner, job_id, owner)).rowcount
+            if won:
+                claimed.append(self.load(job_id))
+                if owner:
+                    with contextlib.suppress(OSError):
+                        os.unlink(self._owners / f"{owner}.lock")
+        for lock in self._owners.glob("*.lock"):  # those of processes gone with no job left; an hour old at least,
+            with contextlib.suppress(OSError):   # so never one a starting process has created but not locked yet
+                if time.time() - lock.stat().st_mtime > 3600 and not self._owner_alive(lock.stem):
+                    lock.unlink()
+        return claimed
+
+    def _owner_alive(self, owner: str) -> bool:
+        try:
+            fd = os.open(self._owners / f"{owner}.lock", os.O_RDWR)
+        except FileNotFoundError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return False
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)  # closing drops a lock taken here
+
+    def close(self) -> None:
+        """Close the database and give up ownership: this store's unfinished jobs can then be claimed."""
+        with self._lock:
+            self._conn.close()
+        with contextlib.suppress(OSError):
+            os.unlink(self._owners / f"{self.owner}.lock")
+        os.close(self._owner_fd)
