@@ -10,17 +10,19 @@ collection) waits for API keys (issue 21, part 1), which will plug into `service
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import re
 import shutil
 import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import anyio
-import httpx
+import httpx2
 import pytest
 from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 
 from tests.conftest import ROOT
 from tests.service.conftest import running_server
@@ -157,14 +159,34 @@ async def check_session(session: ClientSession) -> None:
             await session.read_resource(uri)
 
 
+def readme_host_config(index) -> tuple[str, list[str]]:
+    """The command and arguments of README's MCP host configuration, with this checkout for /home/me/switchyard
+    and `index` for its index."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = next(b for b in re.findall(r"^```json\n(.*?)^```", readme, flags=re.S | re.M) if "mcpServers" in b)
+    entry = json.loads(block)["mcpServers"]["switchyard"]
+
+    def here(value: str) -> str:
+        return value.replace("/home/me/switchyard/.switchyard/index", str(index)).replace("/home/me/switchyard",
+                                                                                          str(ROOT))
+
+    command = here(entry["command"])
+    assert command == str(ROOT / ".venv" / "bin" / "python")
+    if not Path(command).exists():  # a checkout without its own .venv (a git worktree): this interpreter
+        command = sys.executable
+    args = [here(arg) for arg in entry["args"]]
+    assert args == [str(ROOT / "cli.py"), "mcp", "--index-dir", str(index)]
+    return command, args
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(TIME_LIMIT_S + 60)
 def test_stdio(two_collections, tmp_path):
-    """`cli.py mcp` as an MCP host starts it: a subprocess speaking MCP on its stdin/stdout."""
+    """`cli.py mcp` as an MCP host starts it, from README's host configuration (in another folder, as hosts do): a
+    subprocess speaking MCP on its stdin/stdout. The no-LLM pipeline answers, so that no LLM is loaded."""
+    command, args = readme_host_config(two_collections)
     env = {**os.environ, "SWITCHYARD_CACHE_DIR": str(tmp_path / "cache")}
-    params = StdioServerParameters(command=sys.executable, args=[str(ROOT / "cli.py"), "mcp", "--config", "no-llm",
-                                                                 "--index-dir", str(two_collections)],
-                                   env=env, cwd=str(tmp_path))
+    params = StdioServerParameters(command=command, args=[*args, "--config", "no-llm"], env=env, cwd=str(tmp_path))
     errors = tmp_path / "stderr.log"
 
     async def check():
@@ -189,9 +211,9 @@ def test_stdio_bad_config_is_one_line(tmp_path):
     assert proc.stderr.startswith("error: ") and proc.stderr.count("\n") == 1, proc.stderr
 
 
-def mcp_http_client(token: str | None):
-    headers = {"Authorization": f"Bearer {token}"} if token else None
-    return create_mcp_http_client(headers=headers)
+def mcp_http_client(token: str) -> httpx2.AsyncClient:
+    """The HTTP client the SDK's transport is given (its own httpx2): how a client sends the bearer token."""
+    return httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=httpx2.Timeout(30, read=120))
 
 
 @pytest.mark.slow
