@@ -143,6 +143,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="where uploaded files are kept (default .switchyard/uploads)")
     p.add_argument("--no-warm-up", action="store_true", help="load models on the first request, not at start")
 
+    p = sub.add_parser("mcp", help="serve the MCP server over stdio (tools search, ask, list_collections; documents "
+                                   "as resources), for MCP hosts such as Claude Desktop")
+    p.add_argument("--config", dest="configs", action="append", metavar="FILE",
+                   help="pipeline the `ask` tool can use, by file or shipped name (repeatable; default: fixed); the "
+                        "first is the default and the one `search` uses")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a value in every config (repeatable)")
+    p.add_argument("--index-dir", metavar="DIR", help="index location (LanceDB URI); overrides store.uri")
+
     p = sub.add_parser("config", parents=[common], help="show the resolved config")
     p.add_argument("action", choices=["show"])
     p.add_argument("--json", action="store_true")
@@ -510,6 +519,18 @@ def cmd_serve(args) -> int:
     return 0
 
 
+def cmd_mcp(args) -> int:
+    from service.mcp_server import create_mcp_server
+    from service.registry import PipelineRegistry
+
+    overrides = list(args.overrides) + ([f"store.uri={args.index_dir}"] if args.index_dir else [])
+    registry = PipelineRegistry(tuple(args.configs or ["fixed"]), tuple(overrides))  # a bad config: one line
+    print(f"switchyard: MCP server on stdio, pipelines {', '.join(registry.names())}", file=sys.stderr, flush=True)
+    # stdout carries the protocol alone: while serving, the SDK points fd 1 at stderr for everything else
+    create_mcp_server(registry).run("stdio")
+    return 0
+
+
 def cmd_config(args) -> int:
     from configs.loader import config_to_dict
 
@@ -524,7 +545,8 @@ def cmd_config(args) -> int:
 
 
 COMMANDS = {"ingest": cmd_ingest, "ask": cmd_ask, "trace": cmd_trace, "graph": cmd_graph, "search": cmd_search, "list": cmd_list, "delete": cmd_delete,
-            "eval-retrieval": cmd_eval_retrieval, "fit-adapter": cmd_fit_adapter, "eval": cmd_eval, "serve": cmd_serve, "config": cmd_config}
+            "eval-retrieval": cmd_eval_retrieval, "fit-adapter": cmd_fit_adapter, "eval": cmd_eval, "serve": cmd_serve, "mcp": cmd_mcp,
+            "config": cmd_config}
 
 
 def _log_unexpected(exc: BaseException) -> Path | None:

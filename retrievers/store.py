@@ -312,6 +312,11 @@ class IndexStore:
             out.append(doc)
         return out
 
+    def document_chunks(self, doc_id: str) -> list[Passage]:
+        """The chunks of one document, in order ([] for a document the collection does not hold)."""
+        rows = self.scan(ROW_COLUMNS, where=f"doc_id = {_sql_list([doc_id])}").to_pylist()
+        return [Passage.from_row(row) for row in sorted(rows, key=lambda row: row["chunk_index"])]
+
     # -- writes ---------------------------------------------------------------------------------------------
     def write_documents(self, doc_ids: list[str], chunks: list[Chunk], vectors: np.ndarray,
                         window_vectors: list[np.ndarray] | None = None) -> None:

@@ -8,6 +8,7 @@ Routes (JSON unless said otherwise; errors are JSON `{"detail": ...}` with a 4xx
 - `GET /v1/pipelines`, `GET /v1/collections`, `POST /v1/collections/{name}/documents` (multipart; 202 + job),
   `GET /v1/jobs/{id}`, `GET /v1/collections/{name}/documents`, `DELETE /v1/collections/{name}/documents/{doc_id}`.
 - `GET /healthz` (no auth), `GET /metrics` (Prometheus), `GET /docs` (OpenAPI), `GET /` (the web page).
+- `/mcp`: the MCP server (service/mcp_server.py) over streamable HTTP, behind the same bearer auth.
 
 Runs in flight are bounded (`max_in_flight`): beyond it a request gets 429 with `Retry-After`, never a queue.
 """
@@ -38,6 +39,7 @@ from llm.context import RunContext
 from service.auth import BearerAuth
 from service.job_store import job_store_path
 from service.jobs import IngestJobs, safe_name
+from service.mcp_server import create_mcp_server, http_endpoint
 from service.metrics import CONTENT_TYPE, MetricsMiddleware, ServiceMetrics
 from service.openai_compat import ChatRequest, chat_completion, chat_stream, openai_error, question_of
 from service.registry import PipelineRegistry
@@ -156,6 +158,16 @@ class Service:
         self.metrics.observe_run(name, result.usage.model_dump())
         return result
 
+    async def bounded_ask(self, pipe: Pipeline, name: str, question: str, where: str | None) -> AskResult:
+        """`ask` within the service's limits (question length, runs in flight, timeout), as `/v1/ask` runs it; the
+        MCP tool `ask` goes through here."""
+        self.check_question(question)
+        slot = self.acquire()
+        try:
+            return await self.ask(pipe, name, question, where)
+        finally:
+            slot.release()
+
     async def events(self, pipe: Pipeline, name: str, question: str, where: str | None, slot: Slot):
         """The run's events; past the request timeout the run is cancelled (its LLM work stops) and ends with an
         `error` event. The slot is given back when the stream ends or the client goes away."""
@@ -181,15 +193,19 @@ class Service:
 def create_app(settings: ServiceSettings | None = None) -> FastAPI:
     settings = settings or ServiceSettings()
     service = Service(settings)
+    # without a token, /mcp answers only requests addressed to this machine (DNS-rebinding protection)
+    mcp = create_mcp_server(service.registry, ask_runner=service.bounded_ask)
+    mcp_endpoint = http_endpoint(mcp, local_only=settings.api_token is None)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
-        if settings.warm_up:
-            await asyncio.to_thread(service.registry.warm_up)
-        await asyncio.to_thread(service.jobs.recover)  # upload jobs a stopped server left unfinished
-        yield
-        # SIGTERM: the file in progress finishes its commits; unfinished jobs are resumed at the next start
-        await asyncio.to_thread(service.jobs.shutdown)
+        async with mcp.session_manager.run():
+            if settings.warm_up:
+                await asyncio.to_thread(service.registry.warm_up)
+            await asyncio.to_thread(service.jobs.recover)  # upload jobs a stopped server left unfinished
+            yield
+            # SIGTERM: the file in progress finishes its commits; unfinished jobs are resumed at the next start
+            await asyncio.to_thread(service.jobs.shutdown)
 
     app = FastAPI(title="Switchyard", version="0.1.0", lifespan=lifespan,
                   description="Retrieval-augmented question answering: fixed pipeline and agent variants.")
@@ -319,6 +335,7 @@ def create_app(settings: ServiceSettings | None = None) -> FastAPI:
     def page() -> FileResponse:
         return FileResponse(STATIC / "index.html")
 
+    app.add_route("/mcp", mcp_endpoint, include_in_schema=False)  # an ASGI app: every method, the SDK answers
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     app.add_middleware(BearerAuth, token=settings.api_token)
     app.add_middleware(MetricsMiddleware, metrics=service.metrics)  # outermost: counts 401s too

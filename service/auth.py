@@ -1,7 +1,9 @@
 """Bearer-token authentication for every route but the public ones (health check, the web page's files).
 
 A plain ASGI middleware (not BaseHTTPMiddleware), so streamed responses and client disconnects pass through
-untouched. The token is compared in constant time and never logged.
+untouched. The token is compared in constant time and never logged. An authenticated request carries its identity
+in `request.state.identity` (`IDENTITY_TOKEN`; absent when the server runs without a token), which the MCP
+server's access check receives.
 """
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import json
 
 PUBLIC_PATHS = ("/healthz", "/", "/favicon.ico")
 PUBLIC_PREFIXES = ("/static/",)
+IDENTITY_TOKEN = "token"  # the one identity there is today: the holder of the server's token
 
 
 class BearerAuth:
@@ -18,7 +21,11 @@ class BearerAuth:
         self.token = token.encode() if token else None
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] != "http" or self.token is None or self._public(scope["path"]) or self._valid(scope):
+        if scope["type"] != "http" or self.token is None or self._public(scope["path"]):
+            await self.app(scope, receive, send)
+            return
+        if self._valid(scope):
+            scope.setdefault("state", {})["identity"] = IDENTITY_TOKEN
             await self.app(scope, receive, send)
             return
         body = json.dumps({"detail": "missing or wrong bearer token (Authorization: Bearer <token>)"}).encode()
