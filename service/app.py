@@ -43,6 +43,8 @@ from service.mcp_server import create_mcp_server, http_endpoint
 from service.metrics import CONTENT_TYPE, MetricsMiddleware, ServiceMetrics
 from service.openai_compat import ChatRequest, chat_completion, chat_stream, openai_error, question_of
 from service.registry import PipelineRegistry
+from service.schemas import (CollectionInfo, Deleted, DocumentInfo, Health, JobStatus, PipelineInfo,
+                             UploadAccepted)
 from service.settings import ServiceSettings
 
 STATIC = Path(__file__).resolve().parent / "static"
@@ -221,7 +223,7 @@ def create_app(settings: ServiceSettings | None = None) -> FastAPI:
         return JSONResponse({"detail": f"internal error: {type(exc).__name__}: {first_line(exc)}"}, status_code=500)
 
     @app.get("/healthz")
-    def healthz() -> dict:
+    def healthz() -> Health:
         return {"status": "ok", "pipelines": service.registry.names()}
 
     @app.get("/metrics")
@@ -229,7 +231,7 @@ def create_app(settings: ServiceSettings | None = None) -> FastAPI:
         return Response(service.metrics.render(), media_type=CONTENT_TYPE)
 
     @app.get("/v1/pipelines")
-    def pipelines() -> list[dict]:
+    def pipelines() -> list[PipelineInfo]:
         return service.registry.describe()
 
     @app.post("/v1/ask")
@@ -280,17 +282,17 @@ def create_app(settings: ServiceSettings | None = None) -> FastAPI:
         return chat_completion(result, name)
 
     @app.get("/v1/collections")
-    def collections() -> list[dict]:
+    def collections() -> list[CollectionInfo]:
         return [{"name": name, "chunks": service.registry.stack(name).store.count()}
                 for name in service.collections()]
 
     @app.get("/v1/collections/{name}/documents")
-    def documents(name: str) -> list[dict]:
+    def documents(name: str) -> list[DocumentInfo]:
         store = _existing_store(service, name)
         return store.list_documents()
 
     @app.delete("/v1/collections/{name}/documents/{doc_id}")
-    def delete_document(name: str, doc_id: str) -> dict:
+    def delete_document(name: str, doc_id: str) -> Deleted:
         store = _existing_store(service, name)
         removed = store.delete_documents([doc_id])
         if not removed:
@@ -298,7 +300,7 @@ def create_app(settings: ServiceSettings | None = None) -> FastAPI:
         return {"deleted": doc_id, "chunks": removed}
 
     @app.post("/v1/collections/{name}/documents", status_code=202)
-    async def upload(name: str, files: list[UploadFile] = File(...)) -> dict:
+    async def upload(name: str, files: list[UploadFile] = File(...)) -> UploadAccepted:
         service.pipeline(None, name, create=True)  # validates the collection name
         if len(files) > settings.max_upload_files:
             raise ServiceError(413, f"at most {settings.max_upload_files} files per upload")
@@ -325,7 +327,7 @@ def create_app(settings: ServiceSettings | None = None) -> FastAPI:
         return {"job_id": job.id, "status_url": f"/v1/jobs/{job.id}", "files": names}
 
     @app.get("/v1/jobs/{job_id}")
-    def job(job_id: str) -> dict:
+    def job(job_id: str) -> JobStatus:
         found = service.jobs.get(job_id)
         if found is None:
             raise ServiceError(404, f"no job {job_id!r}")
