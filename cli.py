@@ -41,6 +41,16 @@ def _common() -> argparse.ArgumentParser:
     return p
 
 
+def _served(config_help: str) -> argparse.ArgumentParser:
+    """The options of the long-running servers (serve, mcp): several pipelines over one index."""
+    p = argparse.ArgumentParser(add_help=False)
+    p.add_argument("--config", dest="configs", action="append", metavar="FILE", help=config_help)
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a value in every config (repeatable)")
+    p.add_argument("--index-dir", metavar="DIR", help="index location (LanceDB URI); overrides store.uri")
+    return p
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = _common()
     parser = argparse.ArgumentParser(prog="cli.py", description="Switchyard: retrieval-augmented QA over your documents")
@@ -124,13 +134,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "(code, models, prompts, configs, collections...); the differences are recorded")
     p.add_argument("--no-progress", action="store_true")
 
-    p = sub.add_parser("serve", help="run the HTTP service (API, streaming, OpenAI-compatible endpoint, web page)")
-    p.add_argument("--config", dest="configs", action="append", metavar="FILE",
-                   help="pipeline to serve, by file or shipped name (repeatable; default: fixed); requests pick one "
-                        "by its file stem")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a value in every served config (repeatable)")
-    p.add_argument("--index-dir", metavar="DIR", help="index location (LanceDB URI); overrides store.uri")
+    p = sub.add_parser("serve", parents=[_served("pipeline to serve, by file or shipped name (repeatable; default: "
+                                                 "fixed); requests pick one by its file stem")],
+                       help="run the HTTP service (API, streaming, OpenAI-compatible endpoint, web page)")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--max-in-flight", type=int, default=4, metavar="N",
@@ -143,14 +149,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="where uploaded files are kept (default .switchyard/uploads)")
     p.add_argument("--no-warm-up", action="store_true", help="load models on the first request, not at start")
 
-    p = sub.add_parser("mcp", help="serve the MCP server over stdio (tools search, ask, list_collections; documents "
-                                   "as resources), for MCP hosts such as Claude Desktop")
-    p.add_argument("--config", dest="configs", action="append", metavar="FILE",
-                   help="pipeline the `ask` tool can use, by file or shipped name (repeatable; default: fixed); the "
-                        "first is the default and the one `search` uses")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a value in every config (repeatable)")
-    p.add_argument("--index-dir", metavar="DIR", help="index location (LanceDB URI); overrides store.uri")
+    sub.add_parser("mcp", parents=[_served("pipeline the `ask` tool can use, by file or shipped name (repeatable; "
+                                           "default: fixed); the first is the default and the one `search` uses")],
+                   help="serve the MCP server over stdio (tools search, ask, list_collections; documents as "
+                        "resources), for MCP hosts such as Claude Desktop")
 
     p = sub.add_parser("config", parents=[common], help="show the resolved config")
     p.add_argument("action", choices=["show"])

@@ -11,6 +11,7 @@ from llm.backend import Reply
 from errors import LLMError
 from llm.client import LLM
 from tests.scripted_backend import ScriptedBackend
+from tests.together import run_together
 from llm.factory import build_llm
 from llm.cache import CachingBackend, ReplyStore, request_key
 from errors import LLMCacheMiss
@@ -161,32 +162,21 @@ class TestBuildLLM:
 class TestConcurrency:
     def test_concurrent_writers_leave_whole_files_and_consistent_replies(self, tmp_path):
         n = 8
-        barrier = threading.Barrier(n)
 
         def reply(messages, schema):
             return f"answer to {messages[-1]['content']}"
 
         backends = [CachingBackend(ScriptedBackend(reply), ReplyStore(tmp_path / "cache"), IDENTITY)
                     for _ in range(2)]  # two writers of one folder, like two processes
-        errors: list[BaseException] = []
 
         def work(i: int) -> None:
-            try:
-                barrier.wait()
-                for k in range(60):  # half the keys are written by every thread at once
-                    question = f"q{k}" if k % 2 else f"q{k}-{i}"
-                    messages = [{"role": "user", "content": question}]
-                    reply_ = backends[i % 2].chat(messages, max_tokens=8, temperature=0.0, seed=1)
-                    assert reply_.text == f"answer to {question}"
-            except BaseException as exc:  # noqa: BLE001 - reported below
-                errors.append(exc)
+            for k in range(60):  # half the keys are written by every thread at once
+                question = f"q{k}" if k % 2 else f"q{k}-{i}"
+                messages = [{"role": "user", "content": question}]
+                reply_ = backends[i % 2].chat(messages, max_tokens=8, temperature=0.0, seed=1)
+                assert reply_.text == f"answer to {question}"
 
-        threads = [threading.Thread(target=work, args=(i,)) for i in range(n)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        assert not errors, errors
+        run_together(n, work)
         files = list((tmp_path / "cache").glob("??/*.json"))
         assert len(files) == 30 + 30 * n  # shared odd keys once, one even key per thread
         assert not list((tmp_path / "cache").rglob("*.tmp"))

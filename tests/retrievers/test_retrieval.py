@@ -7,6 +7,7 @@ import pytest
 from retrievers.rerankers import CrossEncoderReranker, LLMReranker
 from errors import RerankerError
 from tests.conftest import FIXTURES, SAMPLES
+from tests.together import run_together
 
 
 @pytest.fixture
@@ -165,29 +166,6 @@ def test_ann_vector_index_is_built_past_threshold_and_used(make_stack):
     assert "Abraham Kindred" in [p.doc_id for p in hits]
 
 
-def _together(n: int, fn) -> list:
-    """Call fn(i) from n threads released together by a barrier; re-raise the first error."""
-    import threading
-
-    barrier, results, errors = threading.Barrier(n), [None] * n, []
-
-    def worker(i):
-        barrier.wait()
-        try:
-            results[i] = fn(i)
-        except BaseException as exc:  # noqa: BLE001
-            errors.append(exc)
-
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=120)
-    if errors:
-        raise errors[0]
-    return results
-
-
 class TestConcurrentSearch:
     QUERIES = ["Who patented the knuckle coupler?", "standard gauge", "hump yard retarders", "block signalling",
                "blue flag protection", "narrow gauge railways", "automatic couplers", "classification tracks"]
@@ -201,7 +179,7 @@ class TestConcurrentSearch:
         def ids(query):
             return [(p.chunk_id, round(p.score, 6)) for p in stack.search(query).passages]
 
-        together = _together(len(self.QUERIES), lambda i: ids(self.QUERIES[i]))
+        together = run_together(len(self.QUERIES), lambda i: ids(self.QUERIES[i]))
         assert together == [ids(q) for q in self.QUERIES]
 
     def test_rank_bm25_rebuild_while_searching_never_mixes_versions(self, make_stack, tmp_path):
@@ -217,7 +195,7 @@ class TestConcurrentSearch:
                 return None
             return {p.text for p in stack.search("railway", top_k=5).passages}
 
-        seen = [s for s in _together(8, act) if s is not None]
+        seen = [s for s in run_together(8, act) if s is not None]
         old = {"zebras graze on the savanna near the railway"}
         new = old | {"okapis live in the forest, far from any railway"}
         assert all(s in (old, new) for s in seen)
@@ -228,7 +206,7 @@ class TestConcurrentSearch:
 
         embedder.clear_cache()
         texts = [f"question number {i} about railway couplers" for i in range(16)]
-        together = _together(16, lambda i: embedder.embed_query(texts[i]))
+        together = run_together(16, lambda i: embedder.embed_query(texts[i]))
         embedder.clear_cache()
         for text, vector in zip(texts, together):
             assert np.allclose(vector, embedder.embed_query(text), atol=1e-6)

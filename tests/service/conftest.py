@@ -7,6 +7,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 
 import httpx
 import pytest
@@ -75,3 +76,14 @@ def server(tmp_path_factory, module_index):
     with running_server(tmp_path_factory.mktemp("srv"), module_index, "--config", "no-llm", "--config", "fixed",
                         "--max-in-flight", "4") as srv:
         yield srv
+
+
+def wait_for_job(client: httpx.Client, job_id: str, timeout: float = 120) -> dict:
+    """Poll an upload job until it is done or failed."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        job = client.get(f"/v1/jobs/{job_id}").json()
+        if job["state"] in ("done", "failed"):
+            return job
+        time.sleep(0.2)
+    pytest.fail(f"job {job_id} did not finish in {timeout:g}s: {job}")

@@ -10,7 +10,7 @@ import time
 import httpx
 import pytest
 
-from tests.service.conftest import running_server
+from tests.service.conftest import running_server, wait_for_job
 
 QUESTION = "Who patented the knuckle coupler?"
 
@@ -26,16 +26,6 @@ def sse_events(response: httpx.Response):
         elif not line and data:
             yield kind, "\n".join(data)
             kind, data = None, []
-
-
-def wait_for_job(client: httpx.Client, job_id: str, timeout: float = 120) -> dict:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        job = client.get(f"/v1/jobs/{job_id}").json()
-        if job["state"] in ("done", "failed"):
-            return job
-        time.sleep(0.3)
-    pytest.fail(f"job {job_id} did not finish: {job}")
 
 
 def metric(text: str, name: str, **labels) -> float:

@@ -10,12 +10,13 @@ import time
 import uuid
 from pathlib import Path
 
-import httpx
 import pytest
 
 from errors import StoreError
 from service.job_store import JOB_STORE_NAME, MAX_ATTEMPTS, FileStatus, Job, JobStore, job_store_path
 from service.jobs import IngestJobs
+from tests.service.conftest import wait_for_job
+from tests.together import run_together
 
 
 def _job(collection: str = "c", files: int = 2) -> Job:
@@ -110,35 +111,24 @@ class TestJobStore:
         path = tmp_path / JOB_STORE_NAME
         stores = [JobStore(path), JobStore(path)]
         threads_n, jobs_per_thread = 8, 15
-        barrier = threading.Barrier(threads_n)
-        errors: list[BaseException] = []
-        written: list[Job] = []
 
-        def writer(i: int) -> None:
-            store = stores[i % 2]
-            try:
-                barrier.wait(timeout=30)
-                for _ in range(jobs_per_thread):
-                    job = _job(collection=f"c{i}", files=3)
+        def writer(i: int) -> list[Job]:
+            store, written = stores[i % 2], []
+            for _ in range(jobs_per_thread):
+                job = _job(collection=f"c{i}", files=3)
+                store.save(job)
+                job.state = "running"
+                store.save(job)
+                for f in job.files:
+                    f.status, f.added = "indexed", 1
                     store.save(job)
-                    job.state = "running"
-                    store.save(job)
-                    for f in job.files:
-                        f.status, f.added = "indexed", 1
-                        store.save(job)
-                        assert store.load(job.id).files == job.files
-                    job.state = "done"
-                    store.save(job)
-                    written.append(job)
-            except BaseException as exc:  # noqa: BLE001 - reported below
-                errors.append(exc)
+                    assert store.load(job.id).files == job.files
+                job.state = "done"
+                store.save(job)
+                written.append(job)
+            return written
 
-        threads = [threading.Thread(target=writer, args=(i,)) for i in range(threads_n)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(timeout=120)
-        assert not errors, errors
+        written = [job for jobs in run_together(threads_n, writer) for job in jobs]
         assert len(written) == threads_n * jobs_per_thread
         fresh = JobStore(path)
         for job in written:
@@ -290,30 +280,20 @@ class TestRecovery:
         path = tmp_path / "index" / JOB_STORE_NAME
         jobs = IngestJobs(tmp_path / "up", lambda c: stack, path)
         threads_n = 8
-        barrier = threading.Barrier(threads_n)
-        ids: list[str] = []
-        errors: list[BaseException] = []
 
-        def uploader(i: int) -> None:
-            try:
-                barrier.wait(timeout=30)
-                for k in range(5):
-                    staged = jobs.staging()
-                    names = [f"own-{i}-{k}.txt", "shared.txt"]
-                    for name in names:
-                        (staged / name).write_text(f"{i} {k} {name}")
-                    job = jobs.submit(f"c{i % 2}", staged, names)
-                    ids.append(job.id)
-                    assert jobs.get(job.id)["progress"]["files_total"] == 2
-            except BaseException as exc:  # noqa: BLE001 - reported below
-                errors.append(exc)
+        def uploader(i: int) -> list[str]:
+            ids = []
+            for k in range(5):
+                staged = jobs.staging()
+                names = [f"own-{i}-{k}.txt", "shared.txt"]
+                for name in names:
+                    (staged / name).write_text(f"{i} {k} {name}")
+                job = jobs.submit(f"c{i % 2}", staged, names)
+                ids.append(job.id)
+                assert jobs.get(job.id)["progress"]["files_total"] == 2
+            return ids
 
-        threads = [threading.Thread(target=uploader, args=(i,)) for i in range(threads_n)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(timeout=60)
-        assert not errors, errors
+        ids = [job_id for per_thread in run_together(threads_n, uploader) for job_id in per_thread]
         assert len(set(ids)) == threads_n * 5
         for job_id in ids:
             assert _wait(jobs, job_id)["state"] == "done"
@@ -341,16 +321,6 @@ def _note(i: int, version: str) -> bytes:
                                  + " ".join(rng.choice(words) for _ in range(8)) + "." for s in range(6))
                        for p in range(paragraphs))
     return f"# Yard note {i}\n\n{body}\n".encode()
-
-
-def _wait_job(c: httpx.Client, job_id: str, timeout: float = 240) -> dict:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        job = c.get(f"/v1/jobs/{job_id}").json()
-        if job["state"] in ("done", "failed"):
-            return job
-        time.sleep(0.2)
-    pytest.fail(f"job {job_id} did not finish in {timeout:g}s: {job}")
 
 
 def _chunks_by_file(index: Path) -> dict[str, list[dict]]:
@@ -403,7 +373,7 @@ class TestKilledServer:
         with running_server(tmp_path, index_copy, *args) as srv, srv.client(timeout=60) as c:
             old = [("files", (n, _note(i, "A"))) for i, n in enumerate(names[:self.OLD])]
             first = c.post("/v1/collections/bulk/documents", files=old).json()["job_id"]
-            assert _wait_job(c, first)["state"] == "done"
+            assert wait_for_job(c, first, timeout=240)["state"] == "done"
 
         hold = {"SWITCHYARD_TEST_HOLD_JOB_AFTER_FILES": str(self.HOLD)}
         with running_server(tmp_path, index_copy, *args, env=hold) as srv, srv.client(timeout=60) as c:
@@ -434,7 +404,7 @@ class TestKilledServer:
 
         with running_server(tmp_path, index_copy, *args) as srv, srv.client(timeout=60) as c:
             assert c.get(f"/v1/jobs/{first}").json()["state"] == "done"  # a job of an earlier process answers
-            job = _wait_job(c, job_id)
+            job = wait_for_job(c, job_id, timeout=240)
             assert job["state"] == "done" and job["resumed"] is True and job["error"] is None, job
             assert job["progress"] == {"files_done": self.N, "files_total": self.N}
             # reported before the kill / committed but not yet recorded at the kill / ingested after the restart
@@ -451,7 +421,7 @@ class TestKilledServer:
                 assert r.status_code == 404 and "detail" in r.json(), (odd, r.text)
             # the collection takes uploads again
             r = c.post("/v1/collections/bulk/documents", files=[("files", (names[0], _note(0, "A")))])
-            again = _wait_job(c, r.json()["job_id"])
+            again = wait_for_job(c, r.json()["job_id"], timeout=240)
             assert again["state"] == "done" and again["resumed"] is False, again
             assert again["files"][0]["status"] == "indexed" and again["files"][0]["updated"] == 1, again
             docs = {Path(d["source"]).name: d["chunks"] for d in c.get("/v1/collections/bulk/documents").json()}
