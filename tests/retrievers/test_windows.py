@@ -149,13 +149,13 @@ class TestWindowConcurrency:
     def test_first_searches_of_a_fresh_store_from_many_threads(self, make_stack, embedder):
         """Threads released together on a store that has not yet opened its collection (the window setting is read
         and cached on first use) get the sequential results, scored by best window."""
-        from tests.retrievers.test_retrieval import _together
+        from tests.together import run_together
 
         make_stack("ingest.window_tokens=32", "ingest.window_overlap=12").ingestor(progress=False).run([SAMPLES])
         queries = ["Who patented the knuckle coupler?", "standard gauge", "hump yard retarders", "block signalling",
                    "blue flag protection", "narrow gauge railways", "automatic couplers", "classification tracks"]
         fresh = make_stack("retrieve.mode=dense")
-        got = _together(len(queries), lambda i: [(p.chunk_id, round(p.score, 5))
+        got = run_together(len(queries), lambda i: [(p.chunk_id, round(p.score, 5))
                                                   for p in fresh.search(queries[i], top_k=3).passages])
         sequential = make_stack("retrieve.mode=dense")
         assert got == [[(p.chunk_id, round(p.score, 5)) for p in sequential.search(q, top_k=3).passages]
