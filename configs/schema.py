@@ -13,6 +13,15 @@ from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, field_valid
                       model_validator)
 
 
+# Allowed values a component's argument is typed with too (the schema checks them; the component does not again)
+VectorIndexKind = Literal["ivf_hnsw_sq", "ivf_pq"]
+EmbeddingBackend = Literal["torch", "onnx", "openvino"]
+EmbeddingPrecision = Literal["auto", "f32"]
+FusionMethod = Literal["rrf", "convex"]
+Normalization = Literal["minmax", "max", "zscore", "dbsf"]
+StructuredMethod = Literal["function_calling", "json_schema", "json_mode"]
+
+
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
@@ -21,7 +30,7 @@ class VectorIndexConfig(_Section):
     """The ANN vector index built past `store.vector_index_min_rows` chunks (bench/scale.py measures the choices);
     0 = automatic."""
 
-    kind: Literal["ivf_hnsw_sq", "ivf_pq"] = "ivf_hnsw_sq"
+    kind: VectorIndexKind = "ivf_hnsw_sq"
     num_partitions: int = Field(0, ge=0, description="IVF partitions; 0 = one per 50k chunks (ivf_hnsw_sq), "
                                                      "sqrt(chunks) (ivf_pq)")
     num_sub_vectors: int = Field(0, ge=0, description="ivf_pq: PQ codes per vector (must divide the dimension); "
@@ -103,11 +112,11 @@ class EmbeddingConfig(_Section):
     model: str = Field("minilm", description="'minilm' (the packaged all-MiniLM-L6-v2) or a local model folder")
     batch_size: int = Field(32, ge=1)
     device: str = "cpu"
-    backend: Literal["torch", "onnx", "openvino"] = Field(
+    backend: EmbeddingBackend = Field(
         "openvino", description="torch | onnx | openvino (onnx/openvino: CPU only, mean-pooling models)")
     threads: int | None = Field(None, ge=1, description="onnx / openvino threads; null: one per core (torch keeps "
                                                         "its process-wide setting)")
-    precision: Literal["auto", "f32"] = Field(
+    precision: EmbeddingPrecision = Field(
         "auto", description="openvino only: auto = bf16 on CPUs with native bf16, else f32; f32 = always f32")
     cache_dir: str | None = Field(
         None, description="where onnx/openvino keep the exported model (onnx/<model-hash>/model.onnx); default "
@@ -157,14 +166,14 @@ class RetrieversConfig(_Section):
 
 
 class FusionConfig(_Section):
-    method: Literal["rrf", "convex"] = "convex"
+    method: FusionMethod = "convex"
     rrf_k: float = Field(60.0, ge=0, description="RRF constant k in w / (k + rank), ranks 1-based")
     # normalization, weights and adaptive_power were tuned on the dev splits of the retrieval suite
     # (bench/fusion_tuning.py: SciFact train, HotpotQA, PhantomWiki; docs/benchmarks.md, issue 11): with sentence
     # windows (ingest.window_tokens) z-score 0.5 / 0.5 has the best macro nDCG@10 (`max` 0.5 / 0.5 did with one
     # vector per chunk); adaptive weights lost on SciFact dev (p 0.001) for a noise-level gain
     weights: dict[str, float] = Field(default_factory=lambda: {"bm25": 0.5, "dense": 0.5})
-    normalization: Literal["minmax", "max", "zscore", "dbsf"] = Field(
+    normalization: Normalization = Field(
         "zscore", description="convex: how each retriever's scores are scaled before the weighted sum")
     adaptive_power: float = Field(
         0.0, ge=0, le=8, description="per-query weights: w * (how far the list's best score stands out, in sd) ** "
@@ -253,8 +262,6 @@ class OpenAILLMConfig(_LLMShared):
         "json_schema", description="how structured output is requested; json_object = llama.cpp's "
                                    "{type: json_object, schema} (switched to automatically when a server asks for it)")
 
-
-StructuredMethod = Literal["function_calling", "json_schema", "json_mode"]
 
 
 class LangChainLLMConfig(_LLMShared):

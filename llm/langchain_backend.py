@@ -14,6 +14,7 @@ import json
 import re
 import threading
 
+from configs.schema import StructuredMethod
 from llm.backend import Messages, Reply, openai_client_error
 from errors import LLMError, TransientLLMError
 from llm.context import TokenSink
@@ -49,20 +50,19 @@ def chat_model_identity(path: str, kwargs: dict) -> dict:
 class LangChainBackend:
     name = "langchain"
 
-    def __init__(self, model, structured_method: str = "function_calling"):
+    def __init__(self, model, structured_method: StructuredMethod = "function_calling"):
         from langchain_core.language_models import BaseChatModel
 
         if not isinstance(model, BaseChatModel):
             raise LLMError(f"llm.backend=langchain needs a LangChain chat model, not {type(model).__name__}")
-        if structured_method not in ("function_calling", "json_schema", "json_mode"):
-            raise ValueError(f"unknown structured_method {structured_method!r}")
         self.model = model
         self.structured_method = structured_method
         self.base_url = getattr(model, "openai_api_base", None) or getattr(model, "base_url", None)
         self.timeout_s = getattr(model, "request_timeout", None)
 
     @classmethod
-    def from_path(cls, path: str, kwargs: dict, structured_method: str = "function_calling") -> "LangChainBackend":
+    def from_path(cls, path: str, kwargs: dict,
+                  structured_method: StructuredMethod = "function_calling") -> "LangChainBackend":
         model_class = load_chat_model_class(path)
         try:
             model = model_class(**kwargs)
