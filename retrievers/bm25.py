@@ -65,9 +65,6 @@ class LanceBM25Retriever:
     def run(self, query: str, top_k: int | None = None, where: list[Clause] | None = None) -> list[Passage]:
         return self.store.text_search(query, top_k or self.top_k, where)
 
-    def to_dict(self) -> dict:
-        return {"backend": "lancedb", "top_k": self.top_k}
-
 
 def _lucene_idf_bm25():
     from rank_bm25 import BM25Okapi
@@ -159,7 +156,3 @@ class RankBM25Retriever:
             p.score = float(scores[i])
             out.append(p)
         return out
-
-    def to_dict(self) -> dict:
-        return {"backend": "rank_bm25", "top_k": self.top_k, "k1": self.k1, "b": self.b, "max_chunks": self.max_chunks,
-                "stem": self.tokenizer.stem, "remove_stop_words": self.tokenizer.remove_stop_words}

@@ -444,12 +444,3 @@ class Embedder:
         """Forget cached query vectors (benchmarks: every timed query pays for its own embedding)."""
         with self._cache_lock:
             self._query_cache.clear()
-
-    def to_dict(self) -> dict:
-        return {"model": self.model_name, "batch_size": self.batch_size, "device": self.device,
-                "backend": self.backend, "threads": self.threads, "cache_dir": self.cache_dir,
-                "precision": self.precision}
-
-    @classmethod
-    def from_dict(cls, data: dict) -> "Embedder":
-        return cls(**data)

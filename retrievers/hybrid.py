@@ -61,8 +61,3 @@ class HybridRetriever:
 
     def run(self, query: str, top_k: int | None = None, where: list[Clause] | None = None) -> list[Passage]:
         return self.fuse(self.run_each(query, where), top_k)
-
-    def to_dict(self) -> dict:
-        return {"retrievers": [r.name for r in self.retrievers], "method": self.method, "weights": self.weights,
-                "rrf_k": self.rrf_k, "top_k": self.top_k, "normalization": self.normalization,
-                "adaptive_power": self.adaptive_power, "adaptive_depth": self.adaptive_depth}

@@ -94,4 +94,4 @@ class TestRankBM25Limit:
         at_limit = make_stack("retrieve.mode=bm25", "retrieve.retrievers.bm25.backend=rank_bm25",
                               f"retrieve.retrievers.bm25.max_chunks={n}")
         assert at_limit.search("standard gauge").passages
-        assert at_limit.retriever.retrievers[0].to_dict()["max_chunks"] == n
+        assert at_limit.retriever.retrievers[0].max_chunks == n
