@@ -16,17 +16,11 @@ import numpy as np
 from configs.schema import RANK_BM25_MAX_CHUNKS
 from retrievers.documents import Passage, search_text
 from retrievers.filters import Clause, to_predicate
+from retrievers.stop_words import ENGLISH_STOP_WORDS
 from retrievers.store import ROW_COLUMNS, IndexStore
 from errors import CollectionTooLargeError
 
 _WORD = re.compile(r"\w+", re.UNICODE)
-
-
-@lru_cache(maxsize=1)
-def stop_words() -> frozenset[str]:
-    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
-
-    return frozenset(ENGLISH_STOP_WORDS)
 
 
 class Tokenizer:
@@ -44,8 +38,7 @@ class Tokenizer:
     def __call__(self, text: str) -> list[str]:
         tokens = _WORD.findall(text.lower())
         if self.remove_stop_words:
-            stop = stop_words()
-            tokens = [t for t in tokens if t not in stop]
+            tokens = [t for t in tokens if t not in ENGLISH_STOP_WORDS]
         if self.stem:
             tokens = [self._stem(t) for t in tokens]
         return tokens
