@@ -30,7 +30,7 @@ def llm_identity(config: LLMConfig) -> dict:
 
 def _backend(config: LLMConfig) -> ChatBackend:
     if isinstance(config, LangChainLLMConfig):
-        return LangChainBackend.from_path(config.chat_model, config.chat_model_kwargs, config.structured_method)
+        return LangChainBackend.from_spec(config.chat_model, config.chat_model_kwargs, config.structured_method)
     if isinstance(config, OpenAILLMConfig):
         return OpenAIBackend(config.base_url, config.model, config.api_key_env, config.timeout_s,
                              config.response_format)
