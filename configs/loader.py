@@ -9,7 +9,7 @@ from typing import Any, Iterable
 import yaml
 from pydantic import ValidationError
 
-from configs.schema import SwitchyardConfig
+from configs.schema import LLM_SECTIONS, SwitchyardConfig
 from errors import ConfigError
 
 CONFIG_DIR = Path(__file__).resolve().parent
@@ -54,12 +54,22 @@ def parse_override(text: str) -> dict:
     return node
 
 
+def _key_path(loc: tuple) -> list[str]:
+    """The dotted key a user writes: pydantic puts the chosen section's tag in the location of an error inside the
+    `llm` union (llm.local.n_ctx), which is not part of the key (llm.n_ctx)."""
+    return [str(part) for i, part in enumerate(loc) if not (i > 0 and loc[i - 1] == "llm" and part in LLM_SECTIONS)]
+
+
 def _describe(exc: ValidationError, source: str) -> str:
     lines = []
     for err in exc.errors():
-        where = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        path = _key_path(err["loc"])
         msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
-        lines.append(f"{source}: {where}: {msg}")
+        if err["type"] == "union_tag_invalid":  # the key that chooses a section has a value no section takes
+            path.append(err["ctx"]["discriminator"].strip("'"))
+            *others, last = err["ctx"]["expected_tags"].split(", ")
+            msg = f"Input should be {', '.join(others)} or {last}" if others else f"Input should be {last}"
+        lines.append(f"{source}: {'.'.join(path) or '(top level)'}: {msg}")
     return "; ".join(lines)
 
 

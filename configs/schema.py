@@ -4,11 +4,22 @@ This module imports nothing from the rest of Switchyard; every layer imports it.
 """
 from __future__ import annotations
 
+import copy
 import re
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_serializer,
+                      model_validator)
+
+
+# Allowed values a component's argument is typed with too (the schema checks them; the component does not again)
+VectorIndexKind = Literal["ivf_hnsw_sq", "ivf_pq"]
+EmbeddingBackend = Literal["torch", "onnx", "openvino"]
+EmbeddingPrecision = Literal["auto", "f32"]
+FusionMethod = Literal["rrf", "convex"]
+Normalization = Literal["minmax", "max", "zscore", "dbsf"]
+StructuredMethod = Literal["function_calling", "json_schema", "json_mode"]
 
 
 class _Section(BaseModel):
@@ -19,7 +30,7 @@ class VectorIndexConfig(_Section):
     """The ANN vector index built past `store.vector_index_min_rows` chunks (bench/scale.py measures the choices);
     0 = automatic."""
 
-    kind: Literal["ivf_hnsw_sq", "ivf_pq"] = "ivf_hnsw_sq"
+    kind: VectorIndexKind = "ivf_hnsw_sq"
     num_partitions: int = Field(0, ge=0, description="IVF partitions; 0 = one per 50k chunks (ivf_hnsw_sq), "
                                                      "sqrt(chunks) (ivf_pq)")
     num_sub_vectors: int = Field(0, ge=0, description="ivf_pq: PQ codes per vector (must divide the dimension); "
@@ -101,11 +112,11 @@ class EmbeddingConfig(_Section):
     model: str = Field("minilm", description="'minilm' (the packaged all-MiniLM-L6-v2) or a local model folder")
     batch_size: int = Field(32, ge=1)
     device: str = "cpu"
-    backend: Literal["torch", "onnx", "openvino"] = Field(
+    backend: EmbeddingBackend = Field(
         "openvino", description="torch | onnx | openvino (onnx/openvino: CPU only, mean-pooling models)")
     threads: int | None = Field(None, ge=1, description="onnx / openvino threads; null: one per core (torch keeps "
                                                         "its process-wide setting)")
-    precision: Literal["auto", "f32"] = Field(
+    precision: EmbeddingPrecision = Field(
         "auto", description="openvino only: auto = bf16 on CPUs with native bf16, else f32; f32 = always f32")
     cache_dir: str | None = Field(
         None, description="where onnx/openvino keep the exported model (onnx/<model-hash>/model.onnx); default "
@@ -155,14 +166,14 @@ class RetrieversConfig(_Section):
 
 
 class FusionConfig(_Section):
-    method: Literal["rrf", "convex"] = "convex"
+    method: FusionMethod = "convex"
     rrf_k: float = Field(60.0, ge=0, description="RRF constant k in w / (k + rank), ranks 1-based")
     # normalization, weights and adaptive_power were tuned on the dev splits of the retrieval suite
     # (bench/fusion_tuning.py: SciFact train, HotpotQA, PhantomWiki; docs/benchmarks.md, issue 11): with sentence
     # windows (ingest.window_tokens) z-score 0.5 / 0.5 has the best macro nDCG@10 (`max` 0.5 / 0.5 did with one
     # vector per chunk); adaptive weights lost on SciFact dev (p 0.001) for a noise-level gain
     weights: dict[str, float] = Field(default_factory=lambda: {"bm25": 0.5, "dense": 0.5})
-    normalization: Literal["minmax", "max", "zscore", "dbsf"] = Field(
+    normalization: Normalization = Field(
         "zscore", description="convex: how each retriever's scores are scaled before the weighted sum")
     adaptive_power: float = Field(
         0.0, ge=0, le=8, description="per-query weights: w * (how far the list's best score stands out, in sd) ** "
@@ -195,35 +206,10 @@ class RerankConfig(_Section):
     batch_size: int = Field(32, ge=1)
 
 
-class LLMConfig(_Section):
-    """One LLM backend shared by every node. `local`: llama-cpp-python on a GGUF file (default: the packaged
-    SmolLM2-135M-Instruct); `openai`: any OpenAI-compatible server (OpenAI, vLLM, Ollama, llama.cpp server);
-    `langchain`: any LangChain chat model, built from its import path and keyword arguments."""
+class _LLMShared(_Section):
+    """The settings every LLM backend has; each backend's section narrows `backend` and adds its own keys."""
 
-    backend: Literal["local", "openai", "langchain"] = "local"
-    model_path: str | None = Field(None, description="local: a GGUF file; empty = the packaged SmolLM2-135M")
-    n_ctx: int = Field(2048, ge=256)
-    n_threads: int = Field(2, ge=1)
-    instances: int = Field(1, ge=1, le=16, description="local: model instances serving runs in flight (each "
-                           "holds its own context and memory); 1 = concurrent runs take turns on one model")
-    repeat_penalty: float = Field(1.1, ge=1.0, le=2.0, description="local: llama.cpp repetition penalty")
-    chat_format: str | None = Field(None, description="local: llama-cpp-python chat format; empty = the GGUF's own "
-                                    "template. chatml-function-calling lets the model choose tools itself "
-                                    "(graph.router.protocol=tools)")
-    base_url: str | None = Field(None, description="openai: e.g. http://127.0.0.1:8000/v1")
-    model: str = Field("gpt-4o-mini", description="openai: the model name the server expects")
-    api_key_env: str = Field("OPENAI_API_KEY", description="openai: NAME of the env var holding the key")
-    response_format: Literal["json_schema", "json_object"] = Field(
-        "json_schema", description="openai: how structured output is requested; json_object = llama.cpp's "
-                                   "{type: json_object, schema} (switched to automatically when a server asks for it)")
-    chat_model: str | None = Field(None, description="langchain: import path of a chat model class, e.g. "
-                                   "langchain_openai.ChatOpenAI (or module:Class)")
-    chat_model_kwargs: dict = Field(default_factory=dict, description="langchain: keyword arguments of the chat "
-                                    "model class (model, base_url, ...; keep keys in the environment variables the "
-                                    "class reads)")
-    structured_method: Literal["function_calling", "json_schema", "json_mode"] = Field(
-        "function_calling", description="langchain: the `method` of with_structured_output; function_calling works "
-                                        "with llama.cpp's server (a forced tool call is grammar-constrained)")
+    backend: Literal["local", "openai", "langchain"]
     temperature: float = Field(0.0, ge=0, le=2)
     max_tokens: int = Field(256, ge=1)
     seed: int = 0
@@ -235,12 +221,103 @@ class LLMConfig(_Section):
                          "request not recorded there is an error")
 
     @model_validator(mode="after")
-    def _replay_needs_cache(self) -> "LLMConfig":
+    def _replay_needs_cache(self) -> "_LLMShared":
         if self.replay and not self.cache_dir:
             raise ValueError("llm.replay needs llm.cache_dir (the folder of recorded replies)")
-        if self.backend == "langchain" and not self.chat_model:
+        return self
+
+    @model_serializer(mode="wrap")
+    def _flat_layout(self, handler) -> dict:
+        # Dumped in the layout of the single flat section this union replaced (every backend's keys, another
+        # backend's at its default, in that section's order), so config hashes, recorded outputs, saved configs and
+        # eval manifests made before stay identical; `_llm_section` accepts such a dump back.
+        own = handler(self)
+        return {key: own[key] if key in own else copy.deepcopy(default)
+                for key, default in _FLAT_LLM_DEFAULTS.items()}
+
+
+class LocalLLMConfig(_LLMShared):
+    """`backend: local`: llama-cpp-python on a GGUF file (default: the packaged SmolLM2-135M-Instruct)."""
+
+    backend: Literal["local"] = "local"
+    model_path: str | None = Field(None, description="a GGUF file; empty = the packaged SmolLM2-135M")
+    n_ctx: int = Field(2048, ge=256)
+    n_threads: int = Field(2, ge=1)
+    instances: int = Field(1, ge=1, le=16, description="model instances serving runs in flight (each holds its own "
+                           "context and memory); 1 = concurrent runs take turns on one model")
+    repeat_penalty: float = Field(1.1, ge=1.0, le=2.0, description="llama.cpp repetition penalty")
+    chat_format: str | None = Field(None, description="llama-cpp-python chat format; empty = the GGUF's own "
+                                    "template. chatml-function-calling lets the model choose tools itself "
+                                    "(graph.router.protocol=tools)")
+
+
+class OpenAILLMConfig(_LLMShared):
+    """`backend: openai`: any OpenAI-compatible server (OpenAI, vLLM, Ollama, llama.cpp server)."""
+
+    backend: Literal["openai"] = "openai"
+    base_url: str | None = Field(None, description="e.g. http://127.0.0.1:8000/v1")
+    model: str = Field("gpt-4o-mini", description="the model name the server expects")
+    api_key_env: str = Field("OPENAI_API_KEY", description="NAME of the env var holding the key")
+    response_format: Literal["json_schema", "json_object"] = Field(
+        "json_schema", description="how structured output is requested; json_object = llama.cpp's "
+                                   "{type: json_object, schema} (switched to automatically when a server asks for it)")
+
+
+
+class LangChainLLMConfig(_LLMShared):
+    """`backend: langchain`: any LangChain chat model, built from a `provider:model` string or the import path of
+    its class, with keyword arguments."""
+
+    backend: Literal["langchain"] = "langchain"
+    chat_model: str | None = Field(None, description="a `provider:model` string for LangChain's init_chat_model "
+                                   "(e.g. openai:gpt-4o-mini), or the import path of a chat model class, e.g. "
+                                   "langchain_openai.ChatOpenAI (or module:Class)")
+    chat_model_kwargs: dict = Field(default_factory=dict, description="keyword arguments of the chat model (model, "
+                                    "base_url, ...; keep keys in the environment variables the class reads)")
+    structured_method: StructuredMethod = Field(
+        "function_calling", description="the `method` of with_structured_output; function_calling works with "
+                                        "llama.cpp's server (a forced tool call is grammar-constrained)")
+
+    @model_validator(mode="after")
+    def _needs_a_chat_model(self) -> "LangChainLLMConfig":
+        if not self.chat_model:
             raise ValueError("llm.backend=langchain needs llm.chat_model (e.g. langchain_openai.ChatOpenAI)")
         return self
+
+
+LLM_SECTIONS: dict[str, type[_LLMShared]] = {"local": LocalLLMConfig, "openai": OpenAILLMConfig,
+                                             "langchain": LangChainLLMConfig}
+_FLAT_LLM_DEFAULTS: dict[str, object] = {
+    "backend": "local",
+    **{key: info.get_default(call_default_factory=True) for section in LLM_SECTIONS.values()
+       for key, info in section.model_fields.items() if key != "backend" and key not in _LLMShared.model_fields},
+    **{key: info.get_default(call_default_factory=True) for key, info in _LLMShared.model_fields.items()},
+}
+
+
+def _llm_section(data):
+    """Before the union picks a section by `backend` (local when absent): a key of another backend is an error that
+    names it; one at its default value is dropped (a saved config lists every backend's keys, see `_flat_layout`)."""
+    if not isinstance(data, dict):
+        return data
+    backend = data.get("backend", "local")
+    section = LLM_SECTIONS.get(backend)
+    if section is None:  # the union reports the unknown backend
+        return data
+    own = {"backend": backend}
+    for key, value in data.items():
+        if key in section.model_fields or key not in _FLAT_LLM_DEFAULTS:  # unknown keys: the section reports them
+            own[key] = value
+        elif value != _FLAT_LLM_DEFAULTS[key]:
+            owner = next(name for name, other in LLM_SECTIONS.items() if key in other.model_fields)
+            raise ValueError(f"llm.{key} is a setting of llm.backend={owner}, not of llm.backend={backend}")
+    return own
+
+
+LLMConfig = Annotated[Union[LocalLLMConfig, OpenAILLMConfig, LangChainLLMConfig], Field(discriminator="backend"),
+                      BeforeValidator(_llm_section)]
+"""One LLM backend shared by every node, chosen by `backend`; each section holds its backend's keys and the shared
+ones."""
 
 
 class RewriteConfig(_Section):
@@ -352,7 +429,7 @@ class SwitchyardConfig(_Section):
     rewrite: RewriteConfig = RewriteConfig()
     grade: GradeConfig = GradeConfig()
     answer: AnswerConfig = AnswerConfig()
-    llm: LLMConfig = LLMConfig()
+    llm: LLMConfig = LocalLLMConfig()
     graph: GraphConfig = GraphConfig()
 
     @model_validator(mode="after")

@@ -27,7 +27,7 @@ from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 
-from configs.schema import LLMConfig, SwitchyardConfig
+from configs.schema import LangChainLLMConfig, LLMConfig, LocalLLMConfig, OpenAILLMConfig, SwitchyardConfig
 from errors import LLMError
 from llm.factory import llm_identity
 from llm.llamacpp import packaged_gguf
@@ -148,7 +148,7 @@ def _weights(folder: Path, role: str) -> list[dict]:
 
 
 def _gguf(llm: LLMConfig) -> list[dict]:
-    if llm.backend != "local":
+    if not isinstance(llm, LocalLLMConfig):
         return []
     try:
         path = Path(llm.model_path).expanduser() if llm.model_path else packaged_gguf()
@@ -189,7 +189,11 @@ def model_files(config: SwitchyardConfig) -> list[dict]:
 
 
 def llm_description(llm: LLMConfig) -> dict:
-    base_url = {"openai": llm.base_url, "langchain": llm.chat_model_kwargs.get("base_url")}.get(llm.backend)
+    base_url = None
+    if isinstance(llm, OpenAILLMConfig):
+        base_url = llm.base_url
+    elif isinstance(llm, LangChainLLMConfig):
+        base_url = llm.chat_model_kwargs.get("base_url")
     return {"backend": llm.backend, "base_url": base_url,
             "model": llm_identity(llm)["model"]}
 

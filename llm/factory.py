@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from configs.schema import LLMConfig
+from configs.schema import LangChainLLMConfig, LLMConfig, OpenAILLMConfig
 from llm.backend import ChatBackend
 from llm.cache import CachingBackend, ReplyStore
 from llm.client import LLM
@@ -17,9 +17,9 @@ def llm_identity(config: LLMConfig) -> dict:
     """What names the model answering for `config`, independent of where it runs: the backend, the model (a GGUF
     by file name, a server's model by its name) and the settings that change its replies beyond the request's own.
     Recorded replies are keyed by it (llm/cache.py), so a replay needs no model file."""
-    if config.backend == "openai":
+    if isinstance(config, OpenAILLMConfig):
         return {"backend": "openai", "model": config.model}
-    if config.backend == "langchain":
+    if isinstance(config, LangChainLLMConfig):
         return chat_model_identity(config.chat_model, config.chat_model_kwargs)
     identity = {"backend": "local", "model": Path(config.model_path).name if config.model_path else PACKAGED_GGUF,
                 "n_ctx": config.n_ctx, "repeat_penalty": config.repeat_penalty}
@@ -29,9 +29,9 @@ def llm_identity(config: LLMConfig) -> dict:
 
 
 def _backend(config: LLMConfig) -> ChatBackend:
-    if config.backend == "langchain":
-        return LangChainBackend.from_path(config.chat_model, config.chat_model_kwargs, config.structured_method)
-    if config.backend == "openai":
+    if isinstance(config, LangChainLLMConfig):
+        return LangChainBackend.from_spec(config.chat_model, config.chat_model_kwargs, config.structured_method)
+    if isinstance(config, OpenAILLMConfig):
         return OpenAIBackend(config.base_url, config.model, config.api_key_env, config.timeout_s,
                              config.response_format)
     return LlamaCppBackend(config.model_path, config.n_ctx, config.n_threads, config.seed, config.repeat_penalty,

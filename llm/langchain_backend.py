@@ -1,7 +1,9 @@
 """`llm.backend: langchain`: any LangChain chat model answers Switchyard's LLM calls.
 
-The model is built from an import path and keyword arguments (`langchain_openai.ChatOpenAI` with a `base_url`, a
-provider's chat class, ...), or handed over as the object a user already has (`LangChainBackend(model)`). Structured
+The model is built with keyword arguments from a `provider:model` string by LangChain's `init_chat_model`
+(`openai:gpt-4o-mini`, `anthropic:claude-sonnet-4-5`, `ollama:llama3`, ...) or from the import path of a chat model
+class (`langchain_openai.ChatOpenAI` with a `base_url`, any `BaseChatModel`), or handed over as the object a user
+already has (`LangChainBackend(model)`). Structured
 replies use the model's own `with_structured_output` (`function_calling` by default: a forced tool call, which
 llama.cpp's server decodes under a grammar built from the schema); streamed replies use `model.stream`. The
 request's sampling parameters (max_tokens, temperature, seed) are set on a per-call copy of the model for those the
@@ -9,11 +11,13 @@ class declares, so concurrent calls never share mutable settings. Usage comes fr
 """
 from __future__ import annotations
 
+import functools
 import importlib
 import json
 import re
 import threading
 
+from configs.schema import StructuredMethod
 from llm.backend import Messages, Reply, openai_client_error
 from errors import LLMError, TransientLLMError
 from llm.context import TokenSink
@@ -22,11 +26,19 @@ from errors import RunCancelled
 SECRET_OR_PLACE = re.compile(r"key|token|secret|password|url|endpoint|host|port|timeout|retries|client", re.I)
 
 
+def is_provider_model(spec: str) -> bool:
+    """`provider:model` (init_chat_model's providers are plain names: openai, anthropic, google_genai, ollama, ...),
+    not `package.module:Class`, whose module part is dotted."""
+    provider, sep, model = spec.partition(":")
+    return bool(sep and provider and model) and "." not in provider
+
+
 def load_chat_model_class(path: str):
     """`package.module.Class` or `package.module:Class` -> the class; a clear `LLMError` otherwise."""
     module_name, sep, attr = path.partition(":") if ":" in path else path.rpartition(".")
     if not sep or not module_name or not attr:
-        raise LLMError(f"llm.chat_model {path!r} is not an import path like langchain_openai.ChatOpenAI")
+        raise LLMError(f"llm.chat_model {path!r} is not an import path like langchain_openai.ChatOpenAI nor a "
+                       f"provider:model string like openai:gpt-4o-mini")
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
@@ -37,39 +49,50 @@ def load_chat_model_class(path: str):
     return cls
 
 
-def chat_model_identity(path: str, kwargs: dict) -> dict:
-    """What names a LangChain model for the reply cache: its class, its model name and the settings that change
-    its replies (secrets, addresses, timeouts and retries are left out)."""
-    model = kwargs.get("model") or kwargs.get("model_name") or kwargs.get("model_id") or path
+def build_chat_model(spec: str, kwargs: dict):
+    """The chat model for `llm.chat_model` (a `provider:model` string or an import path) and its keyword arguments;
+    a clear `LLMError` when it cannot be built."""
+    if is_provider_model(spec):
+        from langchain.chat_models import init_chat_model
+
+        make = functools.partial(init_chat_model, spec)
+    else:
+        make = load_chat_model_class(spec)
+    try:
+        return make(**kwargs)
+    except Exception as exc:  # bad or missing arguments, no credentials, an unknown provider or its package missing
+        raise LLMError(f"cannot build {spec}({', '.join(sorted(kwargs))}): {type(exc).__name__}: "
+                       f"{str(exc).strip().splitlines()[0] if str(exc).strip() else ''}") from None
+
+
+def chat_model_identity(spec: str, kwargs: dict) -> dict:
+    """What names a LangChain model for the reply cache: its class (or provider:model string), its model name and
+    the settings that change its replies (secrets, addresses, timeouts and retries are left out)."""
+    named = spec.partition(":")[2] if is_provider_model(spec) else spec
+    model = kwargs.get("model") or kwargs.get("model_name") or kwargs.get("model_id") or named
     settings = {k: v for k, v in sorted(kwargs.items())
                 if k not in ("model", "model_name", "model_id") and not SECRET_OR_PLACE.search(k)}
-    return {"backend": "langchain", "model": str(model), "chat_model": path, "settings": settings}
+    return {"backend": "langchain", "model": str(model), "chat_model": spec, "settings": settings}
 
 
 class LangChainBackend:
     name = "langchain"
 
-    def __init__(self, model, structured_method: str = "function_calling"):
+    def __init__(self, model, structured_method: StructuredMethod = "function_calling"):
         from langchain_core.language_models import BaseChatModel
 
         if not isinstance(model, BaseChatModel):
             raise LLMError(f"llm.backend=langchain needs a LangChain chat model, not {type(model).__name__}")
-        if structured_method not in ("function_calling", "json_schema", "json_mode"):
-            raise ValueError(f"unknown structured_method {structured_method!r}")
         self.model = model
         self.structured_method = structured_method
         self.base_url = getattr(model, "openai_api_base", None) or getattr(model, "base_url", None)
         self.timeout_s = getattr(model, "request_timeout", None)
 
     @classmethod
-    def from_path(cls, path: str, kwargs: dict, structured_method: str = "function_calling") -> "LangChainBackend":
-        model_class = load_chat_model_class(path)
-        try:
-            model = model_class(**kwargs)
-        except Exception as exc:  # the class's own validation: bad or missing arguments, no credentials
-            raise LLMError(f"cannot build {path}({', '.join(sorted(kwargs))}): {type(exc).__name__}: "
-                           f"{str(exc).strip().splitlines()[0] if str(exc).strip() else ''}") from None
-        return cls(model, structured_method)
+    def from_spec(cls, spec: str, kwargs: dict,
+                  structured_method: StructuredMethod = "function_calling") -> "LangChainBackend":
+        """From `llm.chat_model` (a `provider:model` string or an import path) and `llm.chat_model_kwargs`."""
+        return cls(build_chat_model(spec, kwargs), structured_method)
 
     @property
     def where(self) -> str:

@@ -15,6 +15,7 @@ import re
 from pydantic import BaseModel, ConfigDict
 
 from retrievers.documents import Passage
+from retrievers.stop_words import ENGLISH_STOP_WORDS
 
 CITATION_MARK = re.compile(r"\s*\[(\d+(?:\s*,\s*\d+)*)\]")  # "[2]" or "[1, 3]", with the space before it
 _SENT = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
@@ -34,10 +35,7 @@ def strip_citations(text: str) -> str:
 
 
 def content_words(text: str) -> set[str]:
-    from retrievers.bm25 import stop_words
-
-    stop = stop_words()
-    return {w for w in re.findall(r"\w+", text.lower()) if w not in stop and len(w) > 1}
+    return {w for w in re.findall(r"\w+", text.lower()) if w not in ENGLISH_STOP_WORDS and len(w) > 1}
 
 
 def support_matrix(sentences: list[str], passages: list[Passage], embedder, passage_vectors=None) -> list[list[float]]:

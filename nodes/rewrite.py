@@ -15,7 +15,8 @@ from pydantic import BaseModel, Field, StringConstraints
 from llm.context import RunContext
 from llm.prompts import REWRITE_FEEDBACK, REWRITE_MANY, REWRITE_ONE
 from nodes.resources import Resources
-from retrievers.bm25 import Tokenizer, stop_words
+from retrievers.bm25 import Tokenizer
+from retrievers.stop_words import ENGLISH_STOP_WORDS
 
 
 Query = Annotated[str, StringConstraints(min_length=2, max_length=160)]
@@ -40,8 +41,7 @@ def _dedupe(queries: list[str]) -> list[str]:
 
 
 def _keywords(text: str) -> str:
-    stop = stop_words()
-    words = [w for w in text.replace("?", " ").split() if w.lower().strip(".,;:!") not in stop]
+    words = [w for w in text.replace("?", " ").split() if w.lower().strip(".,;:!") not in ENGLISH_STOP_WORDS]
     return " ".join(words) or text
 
 

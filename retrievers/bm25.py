@@ -16,17 +16,11 @@ import numpy as np
 from configs.schema import RANK_BM25_MAX_CHUNKS
 from retrievers.documents import Passage, search_text
 from retrievers.filters import Clause, to_predicate
+from retrievers.stop_words import ENGLISH_STOP_WORDS
 from retrievers.store import ROW_COLUMNS, IndexStore
 from errors import CollectionTooLargeError
 
 _WORD = re.compile(r"\w+", re.UNICODE)
-
-
-@lru_cache(maxsize=1)
-def stop_words() -> frozenset[str]:
-    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
-
-    return frozenset(ENGLISH_STOP_WORDS)
 
 
 class Tokenizer:
@@ -44,8 +38,7 @@ class Tokenizer:
     def __call__(self, text: str) -> list[str]:
         tokens = _WORD.findall(text.lower())
         if self.remove_stop_words:
-            stop = stop_words()
-            tokens = [t for t in tokens if t not in stop]
+            tokens = [t for t in tokens if t not in ENGLISH_STOP_WORDS]
         if self.stem:
             tokens = [self._stem(t) for t in tokens]
         return tokens
@@ -64,9 +57,6 @@ class LanceBM25Retriever:
 
     def run(self, query: str, top_k: int | None = None, where: list[Clause] | None = None) -> list[Passage]:
         return self.store.text_search(query, top_k or self.top_k, where)
-
-    def to_dict(self) -> dict:
-        return {"backend": "lancedb", "top_k": self.top_k}
 
 
 def _lucene_idf_bm25():
@@ -159,7 +149,3 @@ class RankBM25Retriever:
             p.score = float(scores[i])
             out.append(p)
         return out
-
-    def to_dict(self) -> dict:
-        return {"backend": "rank_bm25", "top_k": self.top_k, "k1": self.k1, "b": self.b, "max_chunks": self.max_chunks,
-                "stem": self.tokenizer.stem, "remove_stop_words": self.tokenizer.remove_stop_words}

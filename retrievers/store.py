@@ -16,6 +16,7 @@ from typing import Iterable
 import numpy as np
 import pyarrow as pa
 
+from configs.schema import VectorIndexKind
 from retrievers.documents import Chunk, Passage, search_text
 from retrievers.filters import Clause, to_sql
 from retrievers.lazy import Lazy
@@ -51,7 +52,6 @@ def _sql_list(values: Iterable[str]) -> str:
     return ", ".join("'" + v.replace("'", "''") + "'" for v in values)
 
 
-VECTOR_INDEX_KINDS = ("ivf_hnsw_sq", "ivf_pq")
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,7 @@ class VectorIndexSpec:
     Measured by bench/scale.py (recall@10 against exact search, p50 latency, build time at 100k and 1M chunks).
     """
 
-    kind: str = "ivf_hnsw_sq"
+    kind: VectorIndexKind = "ivf_hnsw_sq"
     min_rows: int = 50_000
     num_partitions: int = 0  # 0: one per 50k rows (ivf_hnsw_sq), sqrt(rows) (ivf_pq)
     num_sub_vectors: int = 0  # ivf_pq; 0: dim / 8 (8 dimensions per 1-byte code)
@@ -70,8 +70,6 @@ class VectorIndexSpec:
     ef: int = 0  # ivf_hnsw_sq: candidates per HNSW search; 0 = lance's default (1.5 * k)
 
     def __post_init__(self):
-        if self.kind not in VECTOR_INDEX_KINDS:
-            raise ValueError(f"unknown vector index kind {self.kind!r} ({', '.join(VECTOR_INDEX_KINDS)})")
         numbers = {f: getattr(self, f) for f in ("min_rows", "num_partitions", "num_sub_vectors", "nprobes",
                                                  "refine_factor", "ef")}
         negative = [f for f, v in numbers.items() if v < 0]

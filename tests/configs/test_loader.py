@@ -1,6 +1,8 @@
 import pytest
+import yaml
 
-from configs.loader import CONFIG_DIR, config_hash, load_config, parse_override
+from configs.loader import CONFIG_DIR, config_hash, config_to_dict, load_config, parse_override
+from configs.schema import LocalLLMConfig, OpenAILLMConfig
 from errors import ConfigError
 
 
@@ -59,3 +61,67 @@ class TestLoadConfig:
     @pytest.mark.parametrize("path", sorted(CONFIG_DIR.glob("*.yaml")), ids=lambda p: p.name)
     def test_shipped_configs_validate(self, path):
         load_config(path)
+
+
+class TestLLMBackends:
+    """`llm` is one section per backend, chosen by `llm.backend`; each holds its own keys and the shared ones."""
+
+    def test_local_by_default_and_switched_by_set_or_file(self, tmp_path):
+        assert type(load_config().llm) is LocalLLMConfig
+        cfg = load_config(None, ["llm.backend=openai", "llm.base_url=http://127.0.0.1:1/v1"])
+        assert type(cfg.llm) is OpenAILLMConfig and cfg.llm.base_url == "http://127.0.0.1:1/v1"
+        assert cfg.llm.max_tokens == 256  # shared defaults stay
+        f = tmp_path / "p.yaml"
+        f.write_text("llm: {backend: local, n_ctx: 4096, temperature: 0.5}\n")
+        with pytest.raises(ConfigError, match="llm.n_ctx is a setting of llm.backend=local"):
+            load_config(f, ["llm.backend=openai"])  # the file's own local key is in the way
+        f.write_text("llm: {backend: openai, model: m}\n")
+        assert (load_config(f).llm.model, load_config(f, ["llm.temperature=0.5"]).llm.temperature) == ("m", 0.5)
+
+    @pytest.mark.parametrize("sets, key, owner, backend", [
+        (["llm.backend=openai", "llm.n_ctx=4096"], "n_ctx", "local", "openai"),
+        (["llm.model=qwen"], "model", "openai", "local"),
+        (["llm.backend=langchain", "llm.chat_model=a.B", "llm.base_url=http://x/v1"], "base_url", "openai",
+         "langchain"),
+    ])
+    def test_a_key_of_another_backend_names_the_key_and_both_backends(self, sets, key, owner, backend):
+        with pytest.raises(ConfigError, match=rf"llm\.{key} is a setting of llm\.backend={owner}, not of "
+                                              rf"llm\.backend={backend}"):
+            load_config(None, sets)
+
+    def test_errors_name_the_key_as_written(self):
+        with pytest.raises(ConfigError, match=r"--set llm.n_ctx=10: llm.n_ctx: Input should be greater"):
+            load_config(None, ["llm.n_ctx=10"])
+        with pytest.raises(ConfigError, match=r"llm.backend: Input should be 'local', 'openai' or 'langchain'"):
+            load_config(None, ["llm.backend=claude"])
+        with pytest.raises(ConfigError, match=r"llm.colour: unknown key"):
+            load_config(None, ["llm.colour=red"])
+
+    @pytest.mark.parametrize("path", sorted(CONFIG_DIR.glob("*.yaml")), ids=lambda p: p.name)
+    def test_a_resolved_config_loads_back_unchanged(self, path, tmp_path):
+        # the dump keeps the flat layout of before (every backend's keys), so saved configs and hashes stay
+        cfg = load_config(path)
+        data = config_to_dict(cfg)
+        assert list(data["llm"]) == ["backend", "model_path", "n_ctx", "n_threads", "instances",
+                                    "repeat_penalty", "chat_format", "base_url", "model", "api_key_env",
+                                    "response_format", "chat_model", "chat_model_kwargs", "structured_method",
+                                    "temperature", "max_tokens", "seed", "timeout_s", "max_retries", "cache_dir",
+                                    "replay"]
+        saved = tmp_path / "resolved.yaml"
+        saved.write_text(yaml.safe_dump(data))
+        assert load_config(saved) == cfg and config_hash(load_config(saved)) == config_hash(cfg)
+
+    def test_hashes_of_the_default_and_shipped_configs_are_unchanged(self):
+        # recorded before LLM settings became one section per backend (eval manifests and resume compare them)
+        assert config_hash(load_config()) == "d5889a78a9d2"
+        assert config_hash(load_config("fixed")) == "d5889a78a9d2"
+        assert config_hash(load_config("agent-openai")) == "91a7d649f849"
+        assert config_hash(load_config("fixed-openai")) == "d5d182250b8e"
+        assert config_hash(load_config("agent-tools")) == "4ff3bcfa0eb5"
+
+    def test_the_cli_reports_a_key_of_another_backend_with_exit_2(self, capsys):
+        import cli
+
+        assert cli.main(["config", "show", "--set", "llm.backend=openai", "--set", "llm.n_ctx=4096"]) == 2
+        err = capsys.readouterr().err
+        assert "llm.n_ctx is a setting of llm.backend=local" in err and "Traceback" not in err

@@ -6,7 +6,7 @@ import pytest
 
 from configs.loader import load_config
 from errors import ConfigError
-from configs.schema import LLMConfig
+from configs.schema import LocalLLMConfig, OpenAILLMConfig
 from llm.backend import Reply
 from errors import LLMError
 from llm.client import LLM
@@ -143,13 +143,13 @@ class TestBuildLLM:
 
         monkeypatch.setattr(llm.factory, "LlamaCppBackend", no_model)
         monkeypatch.setattr(llm.factory, "OpenAIBackend", no_model)
-        llm = build_llm(LLMConfig(model_path="/nowhere/model.gguf", cache_dir=str(tmp_path), replay=True))
+        llm = build_llm(LocalLLMConfig(model_path="/nowhere/model.gguf", cache_dir=str(tmp_path), replay=True))
         assert isinstance(llm.backend, CachingBackend) and llm.backend.replay
         assert llm.backend.identity["model"] == "model.gguf"
         llm.warm_up()  # nothing to load
 
     def test_recording_wraps_the_configured_backend(self, tmp_path):
-        llm = build_llm(LLMConfig(backend="openai", base_url="http://127.0.0.1:9/v1", model="m",
+        llm = build_llm(OpenAILLMConfig(base_url="http://127.0.0.1:9/v1", model="m",
                                   cache_dir=str(tmp_path)))
         assert isinstance(llm.backend, CachingBackend) and not llm.backend.replay
         assert llm.backend.base_url == "http://127.0.0.1:9/v1" and llm.backend.default_seed is None

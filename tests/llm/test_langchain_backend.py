@@ -140,6 +140,21 @@ class TestConfig:
         with pytest.raises(LLMError, match="needs a LangChain chat model, not dict"):
             LangChainBackend({"model": "x"})
 
+    def test_built_from_a_provider_model_string_by_init_chat_model(self):
+        cfg = load_config(None, ["llm.backend=langchain", "llm.chat_model=openai:smollm2",
+                                 "llm.chat_model_kwargs.base_url=http://127.0.0.1:1/v1",
+                                 "llm.chat_model_kwargs.api_key=not-needed"])
+        backend = build_llm(cfg.llm).backend
+        assert type(backend.model).__name__ == "ChatOpenAI" and backend.model.model_name == "smollm2"
+        assert backend.base_url == "http://127.0.0.1:1/v1"
+        assert llm_identity(cfg.llm) == {"backend": "langchain", "model": "smollm2", "chat_model": "openai:smollm2",
+                                         "settings": {}}
+
+    def test_an_unknown_provider_is_a_clear_error(self):
+        cfg = load_config(None, ["llm.backend=langchain", "llm.chat_model=nosuchprovider:some-model"])
+        with pytest.raises(LLMError, match=r"cannot build nosuchprovider:some-model\(\): ValueError"):
+            build_llm(cfg.llm)
+
     def test_langchain_needs_a_chat_model(self):
         with pytest.raises(ConfigError, match="needs llm.chat_model"):
             load_config(None, ["llm.backend=langchain"])

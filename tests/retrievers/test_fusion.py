@@ -1,5 +1,7 @@
 import pytest
 
+from configs.loader import load_config
+from errors import ConfigError
 from retrievers.documents import Passage
 from retrievers.fusion import (adaptive_weights, convex_combination, dbsf, fuse, max_scaled, min_max,
                                reciprocal_rank_fusion, top_confidence, z_score)
@@ -88,10 +90,11 @@ class TestMinMax:
 
 def test_fuse_dispatch_and_unknown_method():
     assert [p.chunk_id for p in fuse(_lists(), "rrf")] == ["b", "a", "d", "c"]
-    with pytest.raises(ValueError, match="unknown fusion"):
-        fuse(_lists(), "max")
-    with pytest.raises(ValueError, match="unknown normalization"):
-        fuse(_lists(), "convex", normalization="rank")
+    # the allowed methods and normalizations are checked once, by the config schema
+    with pytest.raises(ConfigError, match="retrieve.fusion.method: Input should be 'rrf' or 'convex'"):
+        load_config(None, ["retrieve.fusion.method=max"])
+    with pytest.raises(ConfigError, match="retrieve.fusion.normalization: Input should be"):
+        load_config(None, ["retrieve.fusion.normalization=rank"])
 
 
 # Hand computation for _lists():

@@ -1,7 +1,8 @@
 """Settings that matter at scale: the store's vector-index choice and the rank_bm25 backend's size limit."""
 import pytest
 
-from errors import CollectionTooLargeError
+from configs.loader import load_config
+from errors import CollectionTooLargeError, ConfigError
 from retrievers.store import VectorIndexSpec
 from errors import StoreError
 from tests.conftest import FIXTURES, SAMPLES
@@ -20,8 +21,8 @@ class _RecordingQuery:
 
 class TestVectorIndexSpec:
     def test_rejects_unknown_kind_and_negative_settings(self):
-        with pytest.raises(ValueError, match="unknown vector index kind 'hnsw'"):
-            VectorIndexSpec(kind="hnsw")
+        with pytest.raises(ConfigError, match="store.vector_index.kind: Input should be 'ivf_hnsw_sq' or 'ivf_pq'"):
+            load_config(None, ["store.vector_index.kind=hnsw"])  # the allowed kinds are the schema's
         with pytest.raises(ValueError, match="nprobes, ef"):
             VectorIndexSpec(nprobes=-1, ef=-2)
 
@@ -93,4 +94,4 @@ class TestRankBM25Limit:
         at_limit = make_stack("retrieve.mode=bm25", "retrieve.retrievers.bm25.backend=rank_bm25",
                               f"retrieve.retrievers.bm25.max_chunks={n}")
         assert at_limit.search("standard gauge").passages
-        assert at_limit.retriever.retrievers[0].to_dict()["max_chunks"] == n
+        assert at_limit.retriever.retrievers[0].max_chunks == n

@@ -147,9 +147,6 @@ class _FixedEmbedder:
     def embed_query(self, text):
         return {"x": _unit(1, 0, 0), "y": _unit(0, 1, 0), "z": _unit(0, 0, 1)}[text]
 
-    def to_dict(self):
-        return {"model": "fixed"}
-
 
 class TestDenseRetrieverWithAdapter:
     def test_searches_with_the_adapted_query_vector(self, windowed_store, tmp_path):
@@ -161,7 +158,7 @@ class TestDenseRetrieverWithAdapter:
         assert plain.run("x")[0].doc_id == "a"
         hits = adapted.run("x")  # searched as (0, 1, 0)
         assert hits[0].doc_id == "b" and hits[0].score == pytest.approx(1.0, abs=1e-5)
-        assert adapted.to_dict()["query_adapter"].endswith("swap.npz")
+        assert str(adapted.adapter.path).endswith("swap.npz")
 
     def test_threads_released_together_get_the_sequential_results(self, windowed_store, tmp_path):
         store, _ = windowed_store

@@ -32,7 +32,7 @@ class TestRetrievers:
         stack.ingestor(progress=False).run([SAMPLES])
         hits = stack.search("interlocking lever frames points").passages
         assert hits[0].title == "Railway signalling"
-        assert stack.retriever.retrievers[0].to_dict()["k1"] == 1.2
+        assert stack.retriever.retrievers[0].k1 == 1.2
 
     def test_rank_bm25_k1_b_change_scores(self, make_stack):
         scores = []
