@@ -59,6 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("ingest", parents=[common], help="add or update documents (files or folders)")
     p.add_argument("paths", nargs="+", metavar="PATH")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    p.add_argument("--acl", metavar="LABELS", help="access labels of the documents, e.g. hr,finance: only keys with "
+                                                   "one of these groups read them (a corpus record's own `acl` wins)")
 
     p = sub.add_parser("ask", parents=[common], help="answer a question over the indexed documents")
     p.add_argument("question")
@@ -148,6 +150,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--upload-dir", default=".switchyard/uploads", metavar="DIR",
                    help="where uploaded files are kept (default .switchyard/uploads)")
     p.add_argument("--no-warm-up", action="store_true", help="load models on the first request, not at start")
+    p.add_argument("--audit-log", metavar="FILE", help="append one JSON line per request here (key name, route, "
+                                                       "collection, status, ms; never the key)")
+    p.add_argument("--audit-questions", action="store_true", help="put the question in the audit lines too")
+
+    p = sub.add_parser("keys", help="API keys of the index: create (printed once), list, revoke")
+    keys = p.add_subparsers(dest="keys_action", required=True, metavar="ACTION")
+    key_common = argparse.ArgumentParser(add_help=False, parents=[common])
+    key_common.add_argument("--upload-dir", default=".switchyard/uploads", metavar="DIR",
+                            help="where the key file lives when the index is on object storage")
+    k = keys.add_parser("create", parents=[key_common], help="create a key and print it (once)")
+    k.add_argument("name")
+    k.add_argument("--collections", metavar="C1,C2", help="the collections it may read (required unless --admin)")
+    k.add_argument("--write", action="store_true", help="may also upload to and delete from them")
+    k.add_argument("--admin", action="store_true", help="every collection and document; may create collections")
+    k.add_argument("--groups", metavar="G1,G2", help="access groups: documents labelled (ingest --acl) with one of "
+                                                     "them are readable; unlabelled ones always are")
+    k.add_argument("--rpm", type=int, default=0, metavar="N", help="requests per minute (default 0: no limit)")
+    k.add_argument("--max-in-flight", type=int, default=0, metavar="N", help="runs at once (default 0: no limit)")
+    k = keys.add_parser("list", parents=[key_common], help="the keys (names and rights; never the keys)")
+    k.add_argument("--json", action="store_true")
+    k = keys.add_parser("revoke", parents=[key_common], help="delete a key: it stops working at once")
+    k.add_argument("name")
 
     sub.add_parser("mcp", parents=[_served("pipeline the `ask` tool can use, by file or shipped name (repeatable; "
                                            "default: fixed); the first is the default and the one `search` uses")],
@@ -179,7 +203,7 @@ def _stack(args):
 
 def cmd_ingest(args) -> int:
     stack = _stack(args)
-    report = stack.ingestor(progress=False if args.no_progress else None).run(args.paths)
+    report = stack.ingestor(progress=False if args.no_progress else None).run(args.paths, acl=args.acl)
     for err in report.errors:
         print(f"error: {err}", file=sys.stderr)
     print(f"{stack.collection}: {report.summary()}")
@@ -508,7 +532,8 @@ def cmd_serve(args) -> int:
             configs=tuple(args.configs or ["fixed"]), overrides=tuple(overrides), max_in_flight=args.max_in_flight,
             request_timeout_s=args.timeout, max_question_chars=args.max_question_chars,
             max_upload_files=args.max_upload_files, max_upload_bytes=int(args.max_upload_mb * 2**20),
-            upload_dir=Path(args.upload_dir), warm_up=not args.no_warm_up)
+            upload_dir=Path(args.upload_dir), warm_up=not args.no_warm_up,
+            audit_log=Path(args.audit_log) if args.audit_log else None, audit_questions=args.audit_questions)
     except ValueError as exc:
         raise CliError(str(exc), EXIT_USAGE) from None
     app = create_app(settings)  # configs are loaded and checked here: a bad one is a one-line error
@@ -533,6 +558,28 @@ def cmd_mcp(args) -> int:
     return 0
 
 
+def cmd_keys(args) -> int:
+    from service.keys import KeyStore, keys_path
+
+    store = KeyStore(keys_path(_load_config(args).store.uri, Path(args.upload_dir)))
+    if args.keys_action == "create":
+        key = store.create(args.name, args.collections, write=args.write, admin=args.admin, groups=args.groups,
+                           rpm=args.rpm, max_in_flight=args.max_in_flight)
+        print(key)
+        print(f"key {args.name!r} created in {store.path}; it is shown only now", file=sys.stderr)
+    elif args.keys_action == "revoke":
+        store.revoke(args.name)
+        print(f"key {args.name!r} revoked", file=sys.stderr)
+    elif args.json:
+        print(json.dumps(store.list(), indent=2))
+    else:
+        for k in store.list():
+            rights = "admin" if k["admin"] else ("read+write" if k["write"] else "read")
+            print(f"{k['name']}\t{rights}\tcollections={','.join(k['collections']) or '*'}\t"
+                  f"groups={','.join(k['groups']) or '-'}\trpm={k['rpm'] or '-'}\tin_flight={k['max_in_flight'] or '-'}")
+    return 0
+
+
 def cmd_config(args) -> int:
     from configs.loader import config_to_dict
 
@@ -547,7 +594,7 @@ def cmd_config(args) -> int:
 
 
 COMMANDS = {"ingest": cmd_ingest, "ask": cmd_ask, "trace": cmd_trace, "graph": cmd_graph, "search": cmd_search, "list": cmd_list, "delete": cmd_delete,
-            "eval-retrieval": cmd_eval_retrieval, "fit-adapter": cmd_fit_adapter, "eval": cmd_eval, "serve": cmd_serve, "mcp": cmd_mcp,
+            "eval-retrieval": cmd_eval_retrieval, "fit-adapter": cmd_fit_adapter, "eval": cmd_eval, "serve": cmd_serve, "mcp": cmd_mcp, "keys": cmd_keys,
             "config": cmd_config}
 
 

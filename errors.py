@@ -31,6 +31,10 @@ class FilterError(UsageError):
     """A `where` filter that does not parse."""
 
 
+class AccessError(UsageError):
+    """An access label, API key name or key setting that does not validate, or a key that exists / does not."""
+
+
 class QuestionError(SwitchyardError, ValueError):
     """An empty question, or a question for a collection that cannot answer (empty)."""
 

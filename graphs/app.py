@@ -45,17 +45,21 @@ class Pipeline:
             raise QuestionError(f"collection {store.collection!r} is empty; run `cli.py ingest PATH` first")
 
     # -- one answer --------------------------------------------------------------------------------------------
-    def ask(self, question: str, where: str | None = None, *, seed: int | None = None) -> AskResult:
+    def ask(self, question: str, where: str | None = None, *, seed: int | None = None,
+            groups: tuple[str, ...] | None = None) -> AskResult:
         """Run the graph and return its `AskResult` (`.to_json()` is `ask --json`). `seed` (default: llm.seed) makes sampling at temperature > 0
-        depend on the question and run alone, never on what else is in flight."""
+        depend on the question and run alone, never on what else is in flight. `groups`: the caller reads only
+        documents unlabelled or labelled with one of them (None: every document); so do `aask`, `search`,
+        `stream` and `astream` (or the `groups` of the `RunContext` given to the streams)."""
         question = self.checked_question(question)
-        context = RunContext(seed=seed)
+        context = RunContext(seed=seed, groups=groups)
         state = self.graph.invoke(self._input(question, where), config=self._run_config(), context=context)
         return self._result(question, state, context)
 
-    async def aask(self, question: str, where: str | None = None, *, seed: int | None = None) -> AskResult:
+    async def aask(self, question: str, where: str | None = None, *, seed: int | None = None,
+                   groups: tuple[str, ...] | None = None) -> AskResult:
         question = self.checked_question(question)
-        context = RunContext(seed=seed)
+        context = RunContext(seed=seed, groups=groups)
         try:
             state = await self.graph.ainvoke(self._input(question, where), config=self._run_config(),
                                              context=context)
@@ -65,18 +69,19 @@ class Pipeline:
         return self._result(question, state, context)
 
     # -- what a run retrieves ----------------------------------------------------------------------------------
-    def search(self, query: str, where: str | None = None, top_k: int | None = None) -> SearchResult:
+    def search(self, query: str, where: str | None = None, top_k: int | None = None,
+               groups: tuple[str, ...] | None = None) -> SearchResult:
         """The passages `ask(query, where)` retrieves in its first round: the configured rewrite's queries (PRF with
         the filter; an LLM rewrite makes one LLM call), the one retrieval path, then the reranker; `top_k` passages
         (default `rerank.top_k`). `QuestionError`/`StoreError` as for `ask`."""
         question = self.checked_question(query)
-        run = RunContext()
+        run = RunContext(groups=groups)
         queries = round_queries(question, 0, None, where, self.resources, run)
         return self.resources.stack.retrieval.search(question, queries, where=where, top_k=top_k, run=run)
 
     # -- the run as events -------------------------------------------------------------------------------------
     def stream(self, question: str, where: str | None = None, *, seed: int | None = None,
-               context: RunContext | None = None) -> Iterator[StreamEvent]:
+               context: RunContext | None = None, groups: tuple[str, ...] | None = None) -> Iterator[StreamEvent]:
         """The run as typed events (graphs/results.py; `.event` names the kind, `.to_json()` is the streamed
         JSON), in order:
 
@@ -94,13 +99,14 @@ class Pipeline:
         `RunContext`, e.g. to enforce a deadline; its seed then applies).
         """
         question = self.checked_question(question)
-        return self._events(question, where, _streamed(context, seed))
+        return self._events(question, where, _streamed(context, seed, groups))
 
     def astream(self, question: str, where: str | None = None, *, seed: int | None = None,
-                context: RunContext | None = None) -> AsyncIterator[StreamEvent]:
+                context: RunContext | None = None, groups: tuple[str, ...] | None = None
+                ) -> AsyncIterator[StreamEvent]:
         """`stream()` for asyncio: the same events; closing the iterator (or cancelling its task) cancels the run."""
         question = self.checked_question(question)
-        return self._aevents(question, where, _streamed(context, seed))
+        return self._aevents(question, where, _streamed(context, seed, groups))
 
     def _events(self, question: str, where: str | None, context: RunContext) -> Iterator[StreamEvent]:
         yield RunStart(run_id=context.run_id, config_hash=self.config_hash)
@@ -181,8 +187,10 @@ class Pipeline:
             config=ConfigInfo(hash=self.config_hash, resolved=config_to_dict(self.config)))
 
 
-def _streamed(context: RunContext | None, seed: int | None) -> RunContext:
-    context = context or RunContext(seed=seed)
+def _streamed(context: RunContext | None, seed: int | None, groups: tuple[str, ...] | None) -> RunContext:
+    if context is not None and groups is not None:
+        raise ValueError("give the groups in the RunContext passed as context")
+    context = context or RunContext(seed=seed, groups=groups)
     context.stream_tokens = True
     return context
 

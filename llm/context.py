@@ -1,5 +1,7 @@
 """What one run carries into the models it shares with other runs: its id, seed, cancellation flag and usage meters.
 
+It also carries what the run's caller may read (`groups`), which retrieval applies inside every query.
+
 `RunContext` is the LangGraph runtime context of a run (`graph.invoke(..., context=RunContext(...))`): every node
 receives it as `runtime.context` and passes it to the LLM calls it makes (`llm.structured(..., run=context)`), which
 count their usage into the meters the run has open (`with context.metered() as usage: ...`). Nothing per-run lives in
@@ -39,6 +41,9 @@ class RunContext:
     seed: int | None = None                 # sampling seed of this run (None: the backend's configured seed)
     stream_tokens: bool = False             # send the answer's tokens to the stream as they are generated
     cancelled: threading.Event = field(default_factory=threading.Event)
+    # the access groups of the run's caller: retrieval reads only chunks unlabelled or labelled with one of them;
+    # None: every chunk (the local user, an admin)
+    groups: tuple[str, ...] | None = None
     meters: list[Usage] = field(default_factory=list, repr=False)  # the scopes open now, outermost first
 
     @contextmanager

@@ -8,5 +8,6 @@ from nodes.resources import Resources
 
 
 def retrieve(state: dict, runtime: Runtime[RunContext], res: Resources) -> dict:
-    kept = res.stack.retrieval.run(state.get("queries") or [state["question"]], where=state.get("where"))
+    kept = res.stack.retrieval.run(state.get("queries") or [state["question"]], where=state.get("where"),
+                                   run=runtime.context)
     return {"candidates": kept, "retrieved": [p.doc_id for p in kept]}

@@ -78,7 +78,7 @@ def round_queries(question: str, attempts: int, feedback: str | None, where: str
         queries = [question] if attempts == 0 else [_keywords(question)]
     elif cfg.method == "prf":
         if attempts == 0:
-            top = res.stack.retrieval.run([question], where=where, top_k=cfg.prf_passages)
+            top = res.stack.retrieval.run([question], where=where, top_k=cfg.prf_passages, run=run)
             queries = [prf_expand(question, [p.text for p in top], cfg.prf_terms)]
         else:  # the expanded query failed: fall back to the bare keywords
             queries = [_keywords(question)]

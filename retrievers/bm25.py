@@ -15,9 +15,9 @@ import numpy as np
 
 from configs.schema import RANK_BM25_MAX_CHUNKS
 from retrievers.documents import Passage, search_text
-from retrievers.filters import Clause, to_predicate
+from retrievers.filters import ACL_FIELD, Clause, to_predicate
 from retrievers.stop_words import ENGLISH_STOP_WORDS
-from retrievers.store import ROW_COLUMNS, IndexStore
+from retrievers.store import IndexStore
 from errors import CollectionTooLargeError
 
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -114,11 +114,20 @@ class RankBM25Retriever:
                 index = self._index
                 if index is None or index.version != version:
                     self._check_size()
-                    rows = self.store.scan(ROW_COLUMNS).to_pylist()
+                    rows = self._rows()
                     corpus = [self.tokenizer(search_text(r["title"], r["text"])) or [""] for r in rows]
                     index = _Snapshot(version, rows, _LuceneIdfBM25(corpus, k1=self.k1, b=self.b) if corpus else None)
                     self._index = index
         return index
+
+    def _rows(self) -> list[dict]:
+        """Every chunk with its access labels when the collection has them (if the column appeared during the
+        scan, scanned again with it: a labelled chunk never looks unlabelled)."""
+        columns = self.store.row_columns()
+        rows = self.store.scan(columns).to_pylist()
+        if ACL_FIELD not in columns and self.store.has_acl():
+            rows = self.store.scan(self.store.row_columns()).to_pylist()
+        return rows
 
     def _check_size(self) -> None:
         n = self.store.count()

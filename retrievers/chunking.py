@@ -9,6 +9,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from retrievers.documents import Chunk, SourceDocument, search_text, sha256_hex
+from retrievers.filters import encode_labels
 
 
 @lru_cache(maxsize=4)
@@ -68,6 +69,7 @@ class Chunker:
                     page_end=doc.last_page_in(start, end),
                     content_hash=sha256_hex(piece)[:16],
                     doc_hash=doc_hash,
+                    acl=encode_labels(doc.acl),
                 )
             )
         return chunks

@@ -24,6 +24,7 @@ class SourceDocument:
     text: str
     # (start_char, page_number) pairs sorted by start_char; empty for formats without pages.
     page_starts: list[tuple[int, int]] = field(default_factory=list)
+    acl: tuple[str, ...] = ()  # access labels (retrievers/filters.py); empty: readable by anyone with the collection
 
     def page_at(self, offset: int) -> int | None:
         if not self.page_starts:
@@ -54,6 +55,7 @@ class Chunk:
     page_end: int | None
     content_hash: str
     doc_hash: str
+    acl: str | None = None  # the document's access labels as stored (filters.encode_labels); None: unlabelled
 
 
 @dataclass

@@ -7,15 +7,23 @@
     FIELD   := doc_id | source | title | page
 
 Example: `source~handbook and page=3`. Values may be quoted with '…' or "…".
+
+Access: `readable_by(groups)` is a clause on the `acl` column (a document's access labels) that `parse_filter` never
+produces (`acl` is no filter field), so a caller's filter can only be ANDed to it, never widen it. A chunk is
+readable when it has no labels or shares one with the caller's groups.
 """
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Callable
-from errors import FilterError
+from typing import Any, Callable, Iterable
+
+from errors import AccessError, FilterError
 
 FIELDS = {"doc_id": str, "source": str, "title": str, "page": int}
+ACL_FIELD = "acl"
+READABLE = "readable"  # the op of an access clause
+_LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _CLAUSE = re.compile(r"^\s*(\w+)\s*(!=|=|~)\s*(.*?)\s*$", re.S)
 
 
@@ -52,6 +60,35 @@ def parse_filter(text: str | None) -> list[Clause]:
     return clauses
 
 
+def parse_labels(labels: str | Iterable[str] | None) -> tuple[str, ...]:
+    """Access labels or groups ('hr,finance' or a list) as a sorted tuple; each 1-64 letters, digits, '_', '.', '-'."""
+    items = labels.split(",") if isinstance(labels, str) else list(labels or [])
+    out = set()
+    for item in items:
+        if not isinstance(item, str):
+            raise AccessError(f"access labels must be strings, got {item!r}")
+        if item.strip():
+            if not _LABEL.match(item.strip()):
+                raise AccessError(f"invalid access label {item.strip()!r} (1-64 letters, digits, '_', '.', '-', "
+                                  "starting with a letter or digit)")
+            out.add(item.strip())
+    return tuple(sorted(out))
+
+
+def encode_labels(labels: Iterable[str]) -> str | None:
+    """How labels are stored in the `acl` column: ',hr,finance,' (so one LIKE finds one label); None: unlabelled."""
+    labels = parse_labels(labels)
+    return f",{','.join(labels)}," if labels else None
+
+
+def readable_by(groups: Iterable[str]) -> Clause:
+    return Clause(ACL_FIELD, READABLE, parse_labels(groups))
+
+
+def _like_escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
 def _sql_str(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
@@ -59,8 +96,12 @@ def _sql_str(value: str) -> str:
 def to_sql(clauses: list[Clause]) -> str | None:
     parts = []
     for c in clauses:
-        if c.op == "~":
-            pattern = c.value.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        if c.op == READABLE:
+            alternatives = [f"{ACL_FIELD} IS NULL", f"{ACL_FIELD} = ''"] + [
+                f"{ACL_FIELD} LIKE {_sql_str('%,' + _like_escape(g) + ',%')} ESCAPE '\\'" for g in c.value]
+            parts.append("(" + " OR ".join(alternatives) + ")")
+        elif c.op == "~":
+            pattern = _like_escape(c.value.lower())
             parts.append(f"lower({c.field}) LIKE {_sql_str('%' + pattern + '%')} ESCAPE '\\'")
         else:
             literal = str(c.value) if isinstance(c.value, int) else _sql_str(c.value)
@@ -72,7 +113,11 @@ def to_predicate(clauses: list[Clause]) -> Callable[[dict], bool]:
     def matches(row: dict) -> bool:
         for c in clauses:
             value = row.get(c.field)
-            if c.op == "~":
+            if c.op == READABLE:
+                labels = set((value or "").split(",")) - {""}
+                if labels and not labels & set(c.value):
+                    return False
+            elif c.op == "~":
                 if value is None or c.value.lower() not in str(value).lower():
                     return False
             elif (value == c.value) != (c.op == "="):

@@ -19,6 +19,7 @@ import numpy as np
 from retrievers.chunking import Chunker, SentenceWindows
 from retrievers.documents import LoadError, SourceDocument, search_text, sha256_hex
 from retrievers.embedder import Embedder
+from retrievers.filters import parse_labels
 from retrievers.loaders import iter_files, load_file
 from retrievers.store import IndexStore
 
@@ -78,11 +79,16 @@ class Ingestor:
         settings = f"{self.chunker.chunk_size}/{self.chunker.chunk_overlap}/{self.embedder.model_name}"
         if self.windows:
             settings += f"/windows {self.windows.window_tokens}/{self.windows.window_overlap}"
+        if doc.acl:  # only when labelled: documents indexed before labels existed keep their hashes
+            settings += f"/acl {','.join(doc.acl)}"
         return sha256_hex(doc.title, doc.text, repr(doc.page_starts), settings)
 
-    def run(self, paths: list[str | Path]) -> IngestReport:
+    def run(self, paths: list[str | Path], acl: str | list[str] | None = None) -> IngestReport:
+        """`acl`: access labels for the documents that carry none of their own (a corpus record's `acl` field);
+        re-ingesting with other labels updates them."""
         from tqdm import tqdm
 
+        default_acl = parse_labels(acl)
         started = time.perf_counter()
         report = IngestReport()
         states = self.store.doc_states() if self.store.exists() else {}
@@ -104,6 +110,8 @@ class Ingestor:
                     report.errors.append(doc)
                     file_errors += 1
                     continue
+                if default_acl and not doc.acl:
+                    doc.acl = default_acl
                 if doc.doc_id in seen:
                     report.errors.append(LoadError(doc.source, f"duplicate document id {doc.doc_id!r}; skipped"))
                     continue

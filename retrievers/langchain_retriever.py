@@ -35,6 +35,8 @@ class SwitchyardRetriever(BaseRetriever):
     top_k: int | None = Field(None, ge=1, description="documents returned; None = the config's rerank.top_k")
     where: str | None = Field(None, description="a metadata filter applied to every search")
     rerank: bool = Field(True, description="apply the config's reranker (rerank.method) to the fused candidates")
+    groups: tuple[str, ...] | None = Field(None, description="access groups of the caller: only documents "
+                                                             "unlabelled or labelled with one of them; None: all")
 
     @field_validator("where")
     @classmethod
@@ -55,5 +57,6 @@ class SwitchyardRetriever(BaseRetriever):
     def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun,
                                 where: str | None = None, top_k: int | None = None) -> list[Document]:
         clauses = parse_filter(self.where) + parse_filter(where)
-        result = self.stack.search(query, top_k=top_k or self.top_k, where=clauses, rerank=self.rerank)
+        result = self.stack.search(query, top_k=top_k or self.top_k, where=clauses, rerank=self.rerank,
+                                   groups=self.groups)
         return [passage_document(p) for p in result.passages]

@@ -11,8 +11,9 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Iterator
 
+from errors import AccessError, PdfError
 from retrievers.documents import LoadError, SourceDocument
-from errors import PdfError
+from retrievers.filters import parse_labels
 from retrievers.pdf import load_pdf
 
 TEXT_SUFFIXES = {".txt", ".md", ".markdown"}
@@ -173,7 +174,12 @@ def _load_corpus(path: Path, source: str, text: str) -> Iterator[SourceDocument 
             continue
         title = str(rec.get("title") or "").strip()
         doc_id = str(rec.get("_id") or rec.get("id") or title or f"{path.stem}-{i}")
-        yield SourceDocument(doc_id=doc_id, source=source, title=title or doc_id, text=body.strip())
+        try:
+            acl = parse_labels(rec.get("acl"))
+        except AccessError as exc:
+            yield LoadError(where, str(exc))
+            continue
+        yield SourceDocument(doc_id=doc_id, source=source, title=title or doc_id, text=body.strip(), acl=acl)
 
 
 def load_paths(paths: list[str | Path]) -> Iterator[SourceDocument | LoadError]:

@@ -5,6 +5,7 @@ from typing import Callable
 
 from configs.schema import SwitchyardConfig
 from llm.client import LLM
+from llm.context import RunContext
 from retrievers.bm25 import LanceBM25Retriever, RankBM25Retriever
 from retrievers.chunking import Chunker, SentenceWindows
 from retrievers.dense import DenseRetriever
@@ -127,10 +128,12 @@ class RetrievalStack:
             return LLMReranker(self._get_llm, top_k=c.top_k)
         return NoReranker(top_k=c.top_k)
 
-    def search(self, query: str, top_k: int | None = None, where: Where = None, rerank: bool = True) -> SearchResult:
-        """`retrieval.search` for one query; a missing collection is a clear error before any model loads."""
+    def search(self, query: str, top_k: int | None = None, where: Where = None, rerank: bool = True,
+               groups: tuple[str, ...] | None = None) -> SearchResult:
+        """`retrieval.search` for one query (`groups`: only chunks they may read; None: all); a missing collection
+        is a clear error before any model loads."""
         self.store.table()
-        return self.retrieval.search(query, where=where, top_k=top_k, rerank=rerank)
+        return self.retrieval.search(query, where=where, top_k=top_k, rerank=rerank, run=RunContext(groups=groups))
 
 
 def window_spec(config: SwitchyardConfig) -> tuple[int, int] | None:

@@ -1,7 +1,8 @@
 """The one retrieval path. Every caller that reads the index for a question goes through `Retrieval`: the graph's
 retrieve node, every rewrite method (PRF feedback included), `cli.py search`, the HTTP service and the LangChain
-retriever. It takes the queries of a round and the caller's filter, and returns typed passages; the filter is
-applied inside each retriever's LanceDB query (so top-k is filled with passages the filter admits), never after.
+retriever. It takes the queries of a round, the caller's filter and the run (`RunContext`, whose `groups` say which
+labelled documents the caller may read), and returns typed passages; filter and access are applied inside each
+retriever's LanceDB query (so top-k is filled with passages the caller may read), never after.
 
     passages = stack.retrieval.run(["who patented the knuckle coupler"], where="source~couplers")
     result = stack.retrieval.search(question, queries, where=..., rerank=True)   # + the configured reranker
@@ -14,7 +15,7 @@ from dataclasses import dataclass, field
 
 from llm.context import RunContext
 from retrievers.documents import Passage
-from retrievers.filters import Clause, parse_filter
+from retrievers.filters import Clause, parse_filter, readable_by
 from retrievers.fusion import reciprocal_rank_fusion
 from retrievers.hybrid import HybridRetriever
 
@@ -45,11 +46,16 @@ class Retrieval:
         self.rerank_top_k = rerank_top_k
         self.rrf_k = rrf_k
 
-    def run(self, queries: list[str], where: Where = None, top_k: int | None = None) -> list[Passage]:
-        """The fused passages of a round: each query searched with the filter, several queries fused by RRF."""
+    def run(self, queries: list[str], where: Where = None, top_k: int | None = None,
+            run: RunContext | None = None) -> list[Passage]:
+        """The fused passages of a round: each query searched with the filter, several queries fused by RRF. With
+        `run.groups` set, only chunks readable by those groups: the access clause is ANDed to the caller's filter
+        inside each LanceDB query, so a filter can only narrow what is read."""
         if not queries:
             raise ValueError("at least one query is needed")
         admitted = clauses(where)
+        if run is not None and run.groups is not None:
+            admitted.append(readable_by(run.groups))
         ranked = {f"q{i}": self.retriever.run(q, where=admitted) for i, q in enumerate(queries)}
         if len(ranked) == 1:
             (passages,) = ranked.values()
@@ -66,7 +72,7 @@ class Retrieval:
                rerank: bool = True, run: RunContext | None = None) -> SearchResult:
         """`run(queries or [question])`, then the reranker (or the first `top_k` without it), timed."""
         t0 = time.perf_counter()
-        candidates = self.run(queries or [question], where)
+        candidates = self.run(queries or [question], where, run=run)
         t1 = time.perf_counter()
         k = top_k or self.rerank_top_k
         passages = self.rerank(question, candidates, k, run) if rerank else candidates[:k]

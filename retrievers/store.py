@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from configs.schema import VectorIndexKind
 from retrievers.documents import Chunk, Passage, search_text
-from retrievers.filters import Clause, to_sql
+from retrievers.filters import ACL_FIELD, READABLE, Clause, readable_by, to_sql
 from retrievers.lazy import Lazy
 from errors import CollectionNotFound, StoreError
 
@@ -38,6 +38,9 @@ _CHUNK_FIELDS = [
     pa.field("doc_hash", pa.string()),
 ]
 ROW_COLUMNS = [f.name for f in _CHUNK_FIELDS]
+# A document's access labels (retrievers/filters.py); collections made before labels existed lack the column until a
+# labelled document is written to them, and read as unlabelled until then.
+ACL = pa.field(ACL_FIELD, pa.string())
 # What BM25 and the embedder see: the title, then the chunk text (titles carry much of a short document's topic).
 SEARCH_FIELD = pa.field("search_text", pa.string())
 # A collection built with sentence windows (ingest.window_tokens) holds each chunk's window vectors here, a LanceDB
@@ -204,7 +207,7 @@ class IndexStore:
     def schema(self) -> pa.Schema:
         """The schema a new collection is created with."""
         meta = {"embedding_model": self.embedding_model, "embedding_backend": self.embedding_backend, "dim": self.dim}
-        fields = _CHUNK_FIELDS + [SEARCH_FIELD, pa.field("vector", pa.list_(pa.float32(), self.dim))]
+        fields = _CHUNK_FIELDS + [ACL, SEARCH_FIELD, pa.field("vector", pa.list_(pa.float32(), self.dim))]
         if self._windows:
             meta["windows"] = list(self._windows)
             fields.append(pa.field(WINDOW_COLUMN, pa.list_(pa.list_(pa.float32(), self.dim))))
@@ -267,14 +270,45 @@ class IndexStore:
                 "use another collection or re-ingest"
             )
 
+    # -- access labels --------------------------------------------------------------------------------------
+    def has_acl(self) -> bool:
+        """Whether the collection has the access-label column (read each time: another process may add it)."""
+        return ACL_FIELD in self.table().schema.names
+
+    def row_columns(self) -> list[str]:
+        return ROW_COLUMNS + [ACL_FIELD] if self.has_acl() else ROW_COLUMNS
+
+    def _with_access(self, access: list[Clause], read):
+        """`read(sql)` with `sql` the access clauses as SQL (None: no restriction). Without the acl column every
+        chunk is unlabelled and the clauses are left out; if the column appears during that read (a labelled
+        document written meanwhile), the read is done again with them, so no labelled chunk slips through."""
+        if not access:
+            return read(None)
+        labelled = self.has_acl()
+        out = read(to_sql(access) if labelled else None)
+        if not labelled and self.has_acl():
+            out = read(to_sql(access))
+        return out
+
     # -- reads ----------------------------------------------------------------------------------------------
-    def count(self) -> int:
-        return self.table().count_rows() if self.exists() else 0
+    def count(self, groups=None) -> int:
+        """Chunks in the collection; with `groups`, only those readable by them."""
+        if not self.exists():
+            return 0
+        access = [] if groups is None else [readable_by(groups)]
+        return self._with_access(access, lambda sql: self.table().count_rows(sql) if sql else
+                                 self.table().count_rows())
 
     def version(self) -> int:
         return self.table().version
 
-    def scan(self, columns: list[str], where: str | None = None) -> pa.Table:
+    def scan(self, columns: list[str], where: str | None = None, groups=None) -> pa.Table:
+        """Rows of the collection (`where`: SQL); with `groups`, only the chunks readable by them."""
+        access = [] if groups is None else [readable_by(groups)]
+        return self._with_access(access, lambda sql: self._scan(
+            columns, " AND ".join(f"({w})" for w in (where, sql) if w) or None))
+
+    def _scan(self, columns: list[str], where: str | None) -> pa.Table:
         tbl = self.table()
         n = tbl.count_rows()
         if n == 0:
@@ -295,8 +329,9 @@ class IndexStore:
             state["hashes"].add(row["doc_hash"])
         return states
 
-    def list_documents(self) -> list[dict]:
-        rows = self.scan(["doc_id", "source", "title", "page"]).to_pylist()
+    def list_documents(self, groups=None) -> list[dict]:
+        """The documents (with `groups`: those readable by them), each with its chunks and last page."""
+        rows = self.scan(["doc_id", "source", "title", "page"], groups=groups).to_pylist()
         docs: dict[str, dict] = {}
         for row in rows:
             doc = docs.setdefault(row["doc_id"], {"doc_id": row["doc_id"], "title": row["title"],
@@ -310,9 +345,10 @@ class IndexStore:
             out.append(doc)
         return out
 
-    def document_chunks(self, doc_id: str) -> list[Passage]:
-        """The chunks of one document, in order ([] for a document the collection does not hold)."""
-        rows = self.scan(ROW_COLUMNS, where=f"doc_id = {_sql_list([doc_id])}").to_pylist()
+    def document_chunks(self, doc_id: str, groups=None) -> list[Passage]:
+        """The chunks of one document, in order ([] for a document the collection does not hold or, with
+        `groups`, that they may not read)."""
+        rows = self.scan(ROW_COLUMNS, where=f"doc_id = {_sql_list([doc_id])}", groups=groups).to_pylist()
         return [Passage.from_row(row) for row in sorted(rows, key=lambda row: row["chunk_index"])]
 
     # -- writes ---------------------------------------------------------------------------------------------
@@ -326,7 +362,13 @@ class IndexStore:
             return
         tbl = self.table(create=True)
         rows = [asdict(c) for c in chunks]
+        if ACL_FIELD not in tbl.schema.names and any(r["acl"] for r in rows):
+            # a collection made before labels existed gets the column (existing rows: null, unlabelled) in its own
+            # commit before the first labelled document
+            tbl.add_columns(ACL)
         columns = {name: [r[name] for r in rows] for name in ROW_COLUMNS}
+        if ACL_FIELD in tbl.schema.names:
+            columns[ACL_FIELD] = [r["acl"] for r in rows]
         columns["search_text"] = [search_text(c.title, c.text) for c in chunks]
         vec = np.asarray(vectors, dtype=np.float32).reshape(len(chunks), self.dim)
         columns["vector"] = pa.FixedSizeListArray.from_arrays(pa.array(vec.ravel()), self.dim)
@@ -348,13 +390,16 @@ class IndexStore:
             .execute(data)
         )
 
-    def delete_documents(self, doc_ids: Iterable[str]) -> int:
+    def delete_documents(self, doc_ids: Iterable[str], groups=None) -> int:
+        """Delete the documents' chunks (with `groups`: only those readable by them); the number deleted."""
         doc_ids = list(doc_ids)
         if not doc_ids or not self.exists():
             return 0
         tbl = self.table()
         before = tbl.count_rows()
-        tbl.delete(f"doc_id IN ({_sql_list(doc_ids)})")
+        access = [] if groups is None else [readable_by(groups)]
+        self._with_access(access, lambda sql: tbl.delete(
+            f"doc_id IN ({_sql_list(doc_ids)})" + (f" AND {sql}" if sql else "")))
         return before - tbl.count_rows()
 
     def refresh_indexes(self) -> None:
@@ -447,13 +492,17 @@ class IndexStore:
             .select(ROW_COLUMNS + ["_score"]).limit(k)
         return self._passages(query, where, lambda row: float(row["_score"]))
 
-    @staticmethod
-    def _passages(query, where: list[Clause] | None, score) -> list[Passage]:
-        sql = to_sql(where or [])
-        if sql:
-            query = query.where(sql, prefilter=True)
+    def _passages(self, query, where: list[Clause] | None, score) -> list[Passage]:
+        """Run `query` with the filter inside it (prefilter: the top k are all admitted), access clauses first."""
+        access = [c for c in where or [] if c.op == READABLE]
+        narrowing = to_sql([c for c in where or [] if c.op != READABLE])
+
+        def read(access_sql: str | None):
+            sql = " AND ".join(w for w in (access_sql, narrowing) if w)
+            return (query.where(sql, prefilter=True) if sql else query).to_arrow().to_pylist()
+
         out = []
-        for row in query.to_arrow().to_pylist():
+        for row in self._with_access(access, read):
             p = Passage.from_row(row)
             p.score = score(row)
             out.append(p)

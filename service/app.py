@@ -10,7 +10,12 @@ Routes (JSON unless said otherwise; errors are JSON `{"detail": ...}` with a 4xx
 - `GET /healthz` (no auth), `GET /metrics` (Prometheus), `GET /docs` (OpenAPI), `GET /` (the web page).
 - `/mcp`: the MCP server (service/mcp_server.py) over streamable HTTP, behind the same bearer auth.
 
-Runs in flight are bounded (`max_in_flight`): beyond it a request gets 429 with `Retry-After`, never a queue.
+Runs in flight are bounded (`max_in_flight`, and per key): beyond it a request gets 429 with `Retry-After`, never a
+queue.
+
+Access (service/keys.py): every route resolves its collection through `Service.readable` (or `writable`) with the
+request's `Principal`; a collection the caller may not read answers exactly like one that does not exist (404), and
+every run, listing and count carries the caller's access groups down to the LanceDB queries.
 """
 from __future__ import annotations
 
@@ -24,7 +29,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
-from fastapi import FastAPI, File, Request, UploadFile
+from fastapi import FastAPI, File, Form, Request, UploadFile
 from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, Field
@@ -32,12 +37,15 @@ from sse_starlette.sse import EventSourceResponse
 from starlette.background import BackgroundTask
 
 from configs.schema import StoreConfig
-from errors import ServiceError, SwitchyardError, UnknownPipeline, first_line
+from errors import AccessError, ServiceError, SwitchyardError, UnknownPipeline, first_line
 from graphs.app import Pipeline
 from graphs.results import Answer, AskResult, ErrorEvent
 from llm.context import RunContext
-from service.auth import BearerAuth
+from retrievers.filters import parse_labels
+from service.audit import AuditLog, AuditMiddleware, note
+from service.auth import BearerAuth, principal_of
 from service.job_store import job_store_path
+from service.keys import LOCAL, KeyRuns, KeyStore, Principal, keys_path
 from service.jobs import IngestJobs, safe_name
 from service.mcp_server import create_mcp_server, http_endpoint
 from service.metrics import CONTENT_TYPE, MetricsMiddleware, ServiceMetrics
@@ -63,14 +71,18 @@ class Slot:
     """One run's place among those in flight; `release()` may be called more than once (stream end, response
     end), the place is given back once."""
 
-    def __init__(self, service: "Service"):
+    def __init__(self, service: "Service", principal: Principal):
         self._service = service
+        self._principal = principal
         self._released = threading.Event()
+        self._lock = threading.Lock()
 
     def release(self) -> None:
-        if not self._released.is_set():
+        with self._lock:
+            if self._released.is_set():
+                return
             self._released.set()
-            self._service._release()
+        self._service._release(self._principal)
 
 
 class RunSlots:
@@ -110,26 +122,48 @@ class Service:
                                job_store_path(store_uri, settings.upload_dir))
         self.metrics = ServiceMetrics()
         self.slots = RunSlots(settings.max_in_flight)
+        self.key_runs = KeyRuns()
+        self.keys = KeyStore(keys_path(store_uri, settings.upload_dir))
 
-    def pipeline(self, name: str | None, collection: str | None, create: bool = False) -> Pipeline:
-        """The named pipeline over `collection`; one that does not exist is a 404 unless `create` (an upload):
-        pipelines are kept per collection, so a client cannot make the server build one for any name it likes."""
-        if collection is not None:
-            try:
-                StoreConfig(collection=collection)
-            except ValueError:
-                raise ServiceError(400, f"invalid collection name {collection!r} (1-64 letters, digits, '_', '.', "
-                                        "'-', starting with a letter or digit)") from None
-            if not create and collection not in self.collections():
-                raise ServiceError(404, f"collection {collection!r} does not exist (collections: "
-                                        f"{', '.join(self.collections()) or 'none'})")
+    def pipeline(self, principal: Principal, name: str | None, collection: str | None,
+                 create: bool = False) -> Pipeline:
+        """The named pipeline over `collection` (default: the pipeline's own) if `principal` may read it; a
+        collection that does not exist is a 404 unless `create` (an upload): pipelines are kept per collection, so
+        a client cannot make the server build one for any name it likes. A collection the principal may not read
+        is the same 404 as one that does not exist."""
+        if name is not None and name not in self.registry.configs:
+            raise ServiceError(404, str(UnknownPipeline(name, self.registry.names())))
+        given = collection is not None
+        collection = collection or self.registry.configs[name or self.registry.default].store.collection
         try:
-            return self.registry.get(name, collection)
-        except UnknownPipeline as exc:
-            raise ServiceError(exc.http_status, str(exc)) from None
+            StoreConfig(collection=collection)
+        except ValueError:
+            raise ServiceError(400, f"invalid collection name {collection!r} (1-64 letters, digits, '_', '.', "
+                                    "'-', starting with a letter or digit)") from None
+        if not principal.can_read(collection) or \
+                (not create and (given or principal.restricted) and collection not in self.collections()):
+            raise self.missing(principal, collection)
+        return self.registry.get(name, collection)
 
-    def collections(self) -> list[str]:
-        return self.registry.get().resources.stack.store.collections()
+    def missing(self, principal: Principal, collection: str) -> ServiceError:
+        """The 404 of a collection that does not exist or that `principal` may not read (the same words)."""
+        return ServiceError(404, f"collection {collection!r} does not exist (collections: "
+                                 f"{', '.join(self.collections(principal)) or 'none'})")
+
+    def collections(self, principal: Principal = LOCAL) -> list[str]:
+        """The collections of the index that `principal` may read."""
+        names = self.registry.get().resources.stack.store.collections()
+        return [n for n in names if principal.can_read(n)]
+
+    def existing_store(self, principal: Principal, name: str, write: bool = False):
+        """The store of an existing collection `principal` may read (404 otherwise) and, with `write`, change
+        (403 otherwise)."""
+        store = self.pipeline(principal, None, name).resources.stack.store
+        if not store.exists():
+            raise self.missing(principal, name)
+        if write and not principal.can_write(name):
+            raise ServiceError(403, f"key {principal.name!r} may not change collection {name!r} (needs --write)")
+        return store
 
     def check_question(self, question: str) -> None:
         if not question or not question.strip():
@@ -137,22 +171,35 @@ class Service:
         if len(question) > self.settings.max_question_chars:
             raise ServiceError(413, f"the question is longer than {self.settings.max_question_chars} characters")
 
-    def acquire(self) -> "Slot":
+    def acquire(self, principal: Principal) -> "Slot":
+        """A place among the runs in flight, of the server and of the principal's key (429 beyond either)."""
+        limit = principal.max_in_flight
+        if limit and not self.key_runs.try_acquire(principal.name, limit):
+            self.metrics.rejected.labels("key_in_flight").inc()
+            raise ServiceError(429, f"key {principal.name!r} has {limit} runs in flight; retry shortly",
+                               {"Retry-After": str(RETRY_AFTER_S)})
         if not self.slots.try_acquire():
+            if limit:
+                self.key_runs.release(principal.name)
             self.metrics.rejected.labels("in_flight").inc()
             raise ServiceError(429, f"{self.slots.limit} runs are in flight; retry shortly",
                                {"Retry-After": str(RETRY_AFTER_S)})
         self.metrics.runs_in_flight.inc()
-        return Slot(self)
+        return Slot(self, principal)
 
-    def _release(self) -> None:
+    def _release(self, principal: Principal) -> None:
         self.slots.release()
+        if principal.max_in_flight:
+            self.key_runs.release(principal.name)
         self.metrics.runs_in_flight.dec()
 
-    async def ask(self, pipe: Pipeline, name: str, question: str, where: str | None) -> AskResult:
-        """One run with the request timeout; a timed-out run is cancelled (its LLM calls stop)."""
+    async def ask(self, pipe: Pipeline, name: str, question: str, where: str | None,
+                  principal: Principal) -> AskResult:
+        """One run with the request timeout, reading what `principal` may read; a timed-out run is cancelled (its
+        LLM calls stop)."""
         try:
-            result = await asyncio.wait_for(pipe.aask(question, where), self.settings.request_timeout_s)
+            result = await asyncio.wait_for(pipe.aask(question, where, groups=principal.groups),
+                                            self.settings.request_timeout_s)
         except asyncio.TimeoutError:
             raise ServiceError(504, f"the run timed out after {self.settings.request_timeout_s:g}s") from None
         except Exception as exc:
@@ -160,20 +207,22 @@ class Service:
         self.metrics.observe_run(name, result.usage.model_dump())
         return result
 
-    async def bounded_ask(self, pipe: Pipeline, name: str, question: str, where: str | None) -> AskResult:
+    async def bounded_ask(self, pipe: Pipeline, name: str, question: str, where: str | None,
+                          principal: Principal) -> AskResult:
         """`ask` within the service's limits (question length, runs in flight, timeout), as `/v1/ask` runs it; the
         MCP tool `ask` goes through here."""
         self.check_question(question)
-        slot = self.acquire()
+        slot = self.acquire(principal)
         try:
-            return await self.ask(pipe, name, question, where)
+            return await self.ask(pipe, name, question, where, principal)
         finally:
             slot.release()
 
-    async def events(self, pipe: Pipeline, name: str, question: str, where: str | None, slot: Slot):
+    async def events(self, pipe: Pipeline, name: str, question: str, where: str | None, slot: Slot,
+                     principal: Principal):
         """The run's events; past the request timeout the run is cancelled (its LLM work stops) and ends with an
         `error` event. The slot is given back when the stream ends or the client goes away."""
-        context = RunContext()
+        context = RunContext(groups=principal.groups)
         timer = asyncio.get_running_loop().call_later(self.settings.request_timeout_s, context.cancelled.set)
         events = pipe.astream(question, where, context=context)
         try:
@@ -197,7 +246,7 @@ def create_app(settings: ServiceSettings | None = None) -> FastAPI:
     service = Service(settings)
     # without a token, /mcp answers only requests addressed to this machine (DNS-rebinding protection)
     mcp = create_mcp_server(service.registry, ask_runner=service.bounded_ask)
-    mcp_endpoint = http_endpoint(mcp, local_only=settings.api_token is None)
+    mcp_endpoint = http_endpoint(mcp, local_only=settings.api_token is None and not service.keys.active())
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -227,7 +276,8 @@ def create_app(settings: ServiceSettings | None = None) -> FastAPI:
         return {"status": "ok", "pipelines": service.registry.names()}
 
     @app.get("/metrics")
-    def metrics() -> Response:
+    def metrics(request: Request) -> Response:
+        _admin(principal_of(request), "the metrics")
         return Response(service.metrics.render(), media_type=CONTENT_TYPE)
 
     @app.get("/v1/pipelines")
@@ -235,46 +285,56 @@ def create_app(settings: ServiceSettings | None = None) -> FastAPI:
         return service.registry.describe()
 
     @app.post("/v1/ask")
-    async def ask(body: AskRequest) -> AskResult:
+    async def ask(body: AskRequest, request: Request) -> AskResult:
+        principal = principal_of(request)
+        note(request, body.collection, body.question)
         service.check_question(body.question)
-        pipe = service.pipeline(body.pipeline, body.collection)
-        slot = service.acquire()
+        pipe = service.pipeline(principal, body.pipeline, body.collection)
+        note(request, pipe.resources.stack.collection)
+        slot = service.acquire(principal)
         try:
-            return await service.ask(pipe, body.pipeline or service.registry.default, body.question, body.where)
+            return await service.ask(pipe, body.pipeline or service.registry.default, body.question, body.where,
+                                     principal)
         finally:
             slot.release()
 
     @app.post("/v1/ask/stream")
-    async def ask_stream(body: AskRequest):
+    async def ask_stream(body: AskRequest, request: Request):
+        principal = principal_of(request)
+        note(request, body.collection, body.question)
         service.check_question(body.question)
-        pipe = service.pipeline(body.pipeline, body.collection)
+        pipe = service.pipeline(principal, body.pipeline, body.collection)
+        note(request, pipe.resources.stack.collection)
         _check_ready(pipe, body.question)
-        slot = service.acquire()
+        slot = service.acquire(principal)
 
         async def sse():
             async for event in service.events(pipe, body.pipeline or service.registry.default, body.question,
-                                              body.where, slot):
+                                              body.where, slot, principal):
                 yield {"event": event.event, "data": json.dumps(event.to_json(), ensure_ascii=False)}
 
         # the background task gives the place back even when the client left before the stream began
         return EventSourceResponse(sse(), ping=15, background=BackgroundTask(slot.release))
 
     @app.post("/v1/chat/completions")
-    async def chat(body: ChatRequest):
+    async def chat(body: ChatRequest, request: Request):
+        principal = principal_of(request)
         name = body.model or service.registry.default
         try:
             question = question_of(body)
+            note(request, body.collection, question)
             service.check_question(question)
-            pipe = service.pipeline(name, body.collection)
+            pipe = service.pipeline(principal, name, body.collection)
+            note(request, pipe.resources.stack.collection)
             _check_ready(pipe, question)
-            slot = service.acquire()
+            slot = service.acquire(principal)
         except ServiceError as exc:
             return openai_error(exc.status, exc.message, exc.headers)
         if body.stream:
-            events = service.events(pipe, name, question, None, slot)
+            events = service.events(pipe, name, question, None, slot, principal)
             return EventSourceResponse(chat_stream(events, name), ping=15, background=BackgroundTask(slot.release))
         try:
-            result = await service.ask(pipe, name, question, None)
+            result = await service.ask(pipe, name, question, None, principal)
         except ServiceError as exc:
             return openai_error(exc.status, exc.message)
         finally:
@@ -282,26 +342,42 @@ def create_app(settings: ServiceSettings | None = None) -> FastAPI:
         return chat_completion(result, name)
 
     @app.get("/v1/collections")
-    def collections() -> list[CollectionInfo]:
-        return [{"name": name, "chunks": service.registry.stack(name).store.count()}
-                for name in service.collections()]
+    def collections(request: Request) -> list[CollectionInfo]:
+        principal = principal_of(request)
+        return [{"name": name, "chunks": service.registry.stack(name).store.count(principal.groups)}
+                for name in service.collections(principal)]
 
     @app.get("/v1/collections/{name}/documents")
-    def documents(name: str) -> list[DocumentInfo]:
-        store = _existing_store(service, name)
-        return store.list_documents()
+    def documents(name: str, request: Request) -> list[DocumentInfo]:
+        principal = principal_of(request)
+        note(request, name)
+        return service.existing_store(principal, name).list_documents(principal.groups)
 
     @app.delete("/v1/collections/{name}/documents/{doc_id}")
-    def delete_document(name: str, doc_id: str) -> Deleted:
-        store = _existing_store(service, name)
-        removed = store.delete_documents([doc_id])
+    def delete_document(name: str, doc_id: str, request: Request) -> Deleted:
+        principal = principal_of(request)
+        note(request, name)
+        store = service.existing_store(principal, name, write=True)
+        removed = store.delete_documents([doc_id], principal.groups)
         if not removed:
             raise ServiceError(404, f"no document {doc_id!r} in collection {name!r}")
         return {"deleted": doc_id, "chunks": removed}
 
     @app.post("/v1/collections/{name}/documents", status_code=202)
-    async def upload(name: str, files: list[UploadFile] = File(...)) -> UploadAccepted:
-        service.pipeline(None, name, create=True)  # validates the collection name
+    async def upload(name: str, request: Request, files: list[UploadFile] = File(...),
+                     acl: str | None = Form(None, description="access labels of the uploaded documents, "
+                                                               "e.g. 'hr,finance'")) -> UploadAccepted:
+        principal = principal_of(request)
+        note(request, name)
+        service.pipeline(principal, None, name, create=True)  # validates the name; 404 if not the caller's
+        if name not in service.collections():
+            _admin(principal, f"creating collection {name!r}")
+        elif not principal.can_write(name):
+            raise ServiceError(403, f"key {principal.name!r} may not change collection {name!r} (needs --write)")
+        try:
+            labels = parse_labels(acl)
+        except AccessError as exc:
+            raise ServiceError(400, str(exc)) from None
         if len(files) > settings.max_upload_files:
             raise ServiceError(413, f"at most {settings.max_upload_files} files per upload")
         staged = service.jobs.staging()
@@ -320,17 +396,18 @@ def create_app(settings: ServiceSettings | None = None) -> FastAPI:
                     out.flush()
                     os.fsync(out.fileno())  # on disk before the job is recorded: an accepted upload is never lost
                 names.append(stored)
-            job = await anyio.to_thread.run_sync(service.jobs.submit, name, staged, names)
+            job = await anyio.to_thread.run_sync(service.jobs.submit, name, staged, names, labels)
         except BaseException:
             shutil.rmtree(staged, ignore_errors=True)
             raise
         return {"job_id": job.id, "status_url": f"/v1/jobs/{job.id}", "files": names}
 
     @app.get("/v1/jobs/{job_id}")
-    def job(job_id: str) -> JobStatus:
+    def job(job_id: str, request: Request) -> JobStatus:
         found = service.jobs.get(job_id)
-        if found is None:
+        if found is None or not principal_of(request).can_read(found["collection"]):
             raise ServiceError(404, f"no job {job_id!r}")
+        note(request, found["collection"])
         return found
 
     @app.get("/", include_in_schema=False)
@@ -339,9 +416,15 @@ def create_app(settings: ServiceSettings | None = None) -> FastAPI:
 
     app.add_route("/mcp", mcp_endpoint, include_in_schema=False)  # an ASGI app: every method, the SDK answers
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
-    app.add_middleware(BearerAuth, token=settings.api_token)
+    app.add_middleware(BearerAuth, token=settings.api_token, keys=service.keys)
+    app.add_middleware(AuditMiddleware, audit=AuditLog(settings.audit_log, settings.audit_questions))
     app.add_middleware(MetricsMiddleware, metrics=service.metrics)  # outermost: counts 401s too
     return app
+
+
+def _admin(principal: Principal, what: str) -> None:
+    if not principal.admin:
+        raise ServiceError(403, f"{what} needs an admin key")
 
 
 def _check_ready(pipe: Pipeline, question: str) -> None:
@@ -350,13 +433,6 @@ def _check_ready(pipe: Pipeline, question: str) -> None:
         pipe.checked_question(question)
     except Exception as exc:
         raise ServiceError(status_of(exc), first_line(exc)) from None
-
-
-def _existing_store(service: Service, name: str):
-    store = service.pipeline(None, name).resources.stack.store
-    if not store.exists():
-        raise ServiceError(404, f"collection {name!r} does not exist")
-    return store
 
 
 def _unique(name: str, taken: list[str]) -> str:

@@ -1,44 +1,81 @@
-"""Bearer-token authentication for every route but the public ones (health check, the web page's files).
+"""Authentication for every route but the public ones (health check, the web page's files), and the per-key request
+rate.
 
 A plain ASGI middleware (not BaseHTTPMiddleware), so streamed responses and client disconnects pass through
-untouched. The token is compared in constant time and never logged. An authenticated request carries its identity
-in `request.state.identity` (`IDENTITY_TOKEN`; absent when the server runs without a token), which the MCP
-server's access check receives.
+untouched. A request presents `Authorization: Bearer <credential>`: the server's shared token
+(`SWITCHYARD_API_TOKEN`, compared in constant time; it opens everything) or an API key of the index's key store
+(service/keys.py; it opens what the key allows). With neither a token nor any key, the server is open (the local
+user). The credential is never logged. An authenticated request carries its `Principal` in
+`request.state.principal`, which the routes and the MCP server's access check read; a key past its requests per
+minute gets 429 with `Retry-After`.
 """
 from __future__ import annotations
 
 import hmac
 import json
+import math
+
+from service.keys import LOCAL, TOKEN, KeyStore, Principal, RateLimiter
 
 PUBLIC_PATHS = ("/healthz", "/", "/favicon.ico")
 PUBLIC_PREFIXES = ("/static/",)
-IDENTITY_TOKEN = "token"  # the one identity there is today: the holder of the server's token
+
+
+def principal_of(scope_or_request) -> Principal:
+    """The principal the auth recorded (LOCAL when the server runs open)."""
+    scope = getattr(scope_or_request, "scope", scope_or_request)
+    return (scope.get("state") or {}).get("principal") or LOCAL
 
 
 class BearerAuth:
-    def __init__(self, app, token: str | None):
+    def __init__(self, app, token: str | None, keys: KeyStore | None = None, limiter: RateLimiter | None = None):
         self.app = app
         self.token = token.encode() if token else None
+        self.keys = keys
+        self.limiter = limiter or RateLimiter()
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] != "http" or self.token is None or self._public(scope["path"]):
+        if scope["type"] != "http" or self._public(scope["path"]):
             await self.app(scope, receive, send)
             return
-        if self._valid(scope):
-            scope.setdefault("state", {})["identity"] = IDENTITY_TOKEN
+        if self.token is None and not (self.keys and self.keys.active()):
+            scope.setdefault("state", {})["principal"] = LOCAL
             await self.app(scope, receive, send)
             return
-        body = json.dumps({"detail": "missing or wrong bearer token (Authorization: Bearer <token>)"}).encode()
-        await send({"type": "http.response.start", "status": 401,
-                    "headers": [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer"),
-                                (b"content-length", str(len(body)).encode())]})
-        await send({"type": "http.response.body", "body": body})
+        principal = self._authenticate(scope)
+        if principal is None:
+            await _reply(send, 401, "missing or wrong bearer token or API key (Authorization: Bearer <key>)",
+                         [(b"www-authenticate", b"Bearer")])
+            return
+        scope.setdefault("state", {})["principal"] = principal
+        if principal.rpm:
+            wait = self.limiter.hit(principal.name, principal.rpm)
+            if wait is not None:
+                await _reply(send, 429, f"key {principal.name!r} is past its {principal.rpm} requests per minute; "
+                                        "retry shortly", [(b"retry-after", str(max(1, math.ceil(wait))).encode())])
+                return
+        await self.app(scope, receive, send)
 
     @staticmethod
     def _public(path: str) -> bool:
         return path in PUBLIC_PATHS or path.startswith(PUBLIC_PREFIXES)
 
-    def _valid(self, scope) -> bool:
+    def _authenticate(self, scope) -> Principal | None:
         header = dict(scope.get("headers") or []).get(b"authorization", b"")
         scheme, _, given = header.partition(b" ")
-        return scheme.lower() == b"bearer" and hmac.compare_digest(given.strip(), self.token)
+        given = given.strip()
+        if scheme.lower() != b"bearer" or not given:
+            return None
+        if self.token is not None and hmac.compare_digest(given, self.token):
+            return TOKEN
+        if self.keys is not None:
+            return self.keys.verify(given.decode("ascii", "replace"))
+        return None
+
+
+async def _reply(send, status: int, detail: str, headers: list[tuple[bytes, bytes]]) -> None:
+    body = json.dumps({"detail": detail}).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                            *headers]})
+    await send({"type": "http.response.body", "body": body})

@@ -63,6 +63,7 @@ class Job:
     error: str | None = None
     attempts: int = 0               # times a process started it; > 1: resumed after a server stopped during it
     owner: str | None = None        # the store instance (process) that runs it
+    acl: tuple[str, ...] = ()       # access labels of the uploaded documents (the upload's `acl` field)
 
     @property
     def resumed(self) -> bool:
@@ -107,6 +108,8 @@ class JobStore:
         with self._tx() as db:
             for statement in filter(str.strip, _SCHEMA.split(";")):  # executescript would commit first
                 db.execute(statement)
+            if "acl" not in {row[1] for row in db.execute("PRAGMA table_info(jobs)")}:  # a store made before labels
+                db.execute("ALTER TABLE jobs ADD COLUMN acl TEXT")
             old = time.time() - KEEP_FINISHED_S
             db.execute("DELETE FROM job_files WHERE job_id IN (SELECT id FROM jobs WHERE state NOT IN (?, ?) "
                        "AND created < ?)", (*UNFINISHED, old))
@@ -127,12 +130,12 @@ class JobStore:
     def save(self, job: Job) -> None:
         """Record the job and its files as they are now (one transaction)."""
         with self._tx() as db:
-            db.execute("INSERT INTO jobs (id, collection, state, error, created, started, finished, attempts, owner) "
-                       "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET state = excluded.state, "
-                       "error = excluded.error, started = excluded.started, finished = excluded.finished, "
-                       "attempts = excluded.attempts, owner = excluded.owner",
+            db.execute("INSERT INTO jobs (id, collection, state, error, created, started, finished, attempts, owner, "
+                       "acl) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET state = "
+                       "excluded.state, error = excluded.error, started = excluded.started, finished = "
+                       "excluded.finished, attempts = excluded.attempts, owner = excluded.owner",
                        (job.id, job.collection, job.state, job.error, job.created, job.started, job.finished,
-                        job.attempts, job.owner))
+                        job.attempts, job.owner, ",".join(job.acl)))
             db.execute("DELETE FROM job_files WHERE job_id = ?", (job.id,))
             db.executemany("INSERT INTO job_files (job_id, position, name, path, status, error, added, updated) "
                            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -142,13 +145,13 @@ class JobStore:
     def load(self, job_id: str) -> Job | None:
         with self._lock:
             row = self._conn.execute("SELECT id, collection, state, error, created, started, finished, attempts, "
-                                     "owner FROM jobs WHERE id = ?", (job_id,)).fetchone()
+                                     "owner, acl FROM jobs WHERE id = ?", (job_id,)).fetchone()
             if row is None:
                 return None
             files = self._conn.execute("SELECT name, path, status, error, added, updated FROM job_files "
                                        "WHERE job_id = ? ORDER BY position", (job_id,)).fetchall()
         return Job(*row[:3], files=[FileStatus(*f) for f in files], error=row[3], created=row[4], started=row[5],
-                   finished=row[6], attempts=row[7], owner=row[8])
+                   finished=row[6], attempts=row[7], owner=row[8], acl=tuple(filter(None, (row[9] or "").split(","))))
 
     def claim_orphans(self) -> list[Job]:
         """Take over the unfinished jobs whose owner is gone (oldest first): each becomes this store's, queued

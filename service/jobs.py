@@ -71,7 +71,7 @@ class IngestJobs:
         path.mkdir(parents=True)
         return path
 
-    def submit(self, collection: str, staged: Path, names: list[str]) -> Job:
+    def submit(self, collection: str, staged: Path, names: list[str], acl: tuple[str, ...] = ()) -> Job:
         """Move the staged files (already fsynced) to their final place, record the job, queue it."""
         home = self.upload_dir / collection
         home.mkdir(parents=True, exist_ok=True)
@@ -80,7 +80,7 @@ class IngestJobs:
             os.replace(staged / name, home / name)
             files.append(FileStatus(name, str((home / name).resolve())))
         fsync_dir(home)
-        job = Job(id=staged.name, collection=collection, files=files, owner=self.store.owner)
+        job = Job(id=staged.name, collection=collection, files=files, owner=self.store.owner, acl=tuple(acl))
         self.store.save(job)  # accepted from here on
         shutil.rmtree(staged, ignore_errors=True)
         self._executor.submit(self._run, job)
@@ -124,7 +124,7 @@ class IngestJobs:
                 if not path.is_file():
                     status.status, status.error = "error", "the uploaded file is no longer in the upload folder"
                 else:
-                    report = stack.ingestor(progress=False).run([path])
+                    report = stack.ingestor(progress=False).run([path], acl=list(job.acl))
                     if report.errors:
                         status.status, status.error = "error", "; ".join(e.reason for e in report.errors)[:500]
                     else:

@@ -14,9 +14,10 @@ Tools (input validated by the SDK with pydantic; results are structured content 
 Resources: every document, `switchyard://{collection}/documents/{doc_id}` (its text, rebuilt from its chunks);
 listing them pages through the documents of every collection, `PAGE_SIZE` at a time.
 
-Access: every tool and resource resolves its collection through `Access` with the `Caller` of the request (stdio,
-or HTTP with the identity `service.auth.BearerAuth` recorded). Today every caller may use every collection of the
-index; a restriction (API keys) goes there and nowhere else.
+Access: every tool and resource resolves its collection through `Access` with the `Caller` of the request (stdio:
+the local user, everything; HTTP: the `Principal` `service.auth.BearerAuth` recorded, i.e. the shared token or an
+API key). A key sees only its collections (another is "does not exist"), and every search, answer, listing, count
+and document read carries its access groups down to the LanceDB queries.
 
 Errors: our own errors (errors.SwitchyardError: an unknown collection or pipeline, a bad filter, an empty
 question, ...) and invalid arguments reach the client as a tool error (`isError`) with one line; anything
@@ -44,6 +45,8 @@ from errors import CollectionNotFound, SwitchyardError, UnknownPipeline, first_l
 from graphs.app import Pipeline
 from graphs.results import AskResult
 from nodes.citations import Citation
+from service.auth import principal_of
+from service.keys import LOCAL, Principal
 from service.registry import PipelineRegistry
 
 log = logging.getLogger("switchyard.mcp")
@@ -55,8 +58,9 @@ LOCAL_HOSTS = ["127.0.0.1", "127.0.0.1:*", "localhost", "localhost:*", "[::1]", 
 LOCAL_ORIGINS = ["http://127.0.0.1", "http://127.0.0.1:*", "http://localhost", "http://localhost:*",
                  "http://[::1]", "http://[::1]:*"]
 
-# (pipeline, its name, question, where) -> the `ask` result; the HTTP service passes one that applies its limits
-AskRunner = Callable[[Pipeline, str, str, str | None], Awaitable[AskResult]]
+# (pipeline, its name, question, where, principal) -> the `ask` result, reading what the principal may read; the HTTP
+# service passes one that applies its limits
+AskRunner = Callable[[Pipeline, str, str, str | None, Principal], Awaitable[AskResult]]
 
 
 # -- who is asking, and what they may see ---------------------------------------------------------------------------
@@ -64,10 +68,10 @@ AskRunner = Callable[[Pipeline, str, str, str | None], Awaitable[AskResult]]
 @dataclass(frozen=True)
 class Caller:
     """Who made a request: over stdio (or in-process: the local user who started the process), or over HTTP with
-    the identity the service's auth recorded on the request (None when the server runs without a token)."""
+    the principal the service's auth recorded on the request (LOCAL when the server runs open)."""
 
     transport: Literal["stdio", "http"]
-    identity: str | None = None
+    principal: Principal = LOCAL
 
 
 def caller_of(ctx: Context) -> Caller:
@@ -81,18 +85,24 @@ def caller_from_request(request) -> Caller:
     """stdio messages come with no request; HTTP ones with the Starlette request they arrived in."""
     if request is None or not hasattr(request, "scope"):
         return Caller("stdio")
-    return Caller("http", (request.scope.get("state") or {}).get("identity"))
+    return Caller("http", principal_of(request))
 
 
 class Access:
-    """The one place tools and resources ask which collections a caller may use. Today: every collection of the
-    index, for everyone. A collection a caller may not use and one that does not exist give the same error."""
+    """The one place tools and resources ask which collections a caller may use (those of its key) and which
+    documents it may read in them (`groups`). A collection a caller may not use and one that does not exist give
+    the same error."""
 
     def __init__(self, registry: PipelineRegistry):
         self.registry = registry
 
     def visible_collections(self, caller: Caller) -> list[str]:
-        return self.registry.get().resources.stack.store.collections()
+        names = self.registry.get().resources.stack.store.collections()
+        return [n for n in names if caller.principal.can_read(n)]
+
+    @staticmethod
+    def groups(caller: Caller) -> tuple[str, ...] | None:
+        return caller.principal.groups
 
     def check_collection(self, caller: Caller, name: str) -> str:
         visible = self.visible_collections(caller)
@@ -193,7 +203,7 @@ class SwitchyardMCP(MCPServer):
         out: list[Resource] = []
         seen = 0
         for collection in self.access.visible_collections(caller):
-            for doc in self.access.registry.stack(collection).store.list_documents():
+            for doc in self.access.registry.stack(collection).store.list_documents(self.access.groups(caller)):
                 if offset <= seen < offset + PAGE_SIZE:
                     out.append(Resource(uri=document_uri(collection, doc["doc_id"]), name=doc["doc_id"],
                                         title=doc["title"], mime_type="text/plain",
@@ -230,8 +240,9 @@ def create_mcp_server(registry: PipelineRegistry, *, access: Access | None = Non
     """The MCP app over `registry`'s pipelines. `ask_runner` runs an `ask` (default: `Pipeline.aask`)."""
     access = access or Access(registry)
 
-    async def plain_ask(pipe: Pipeline, _name: str, question: str, where: str | None) -> AskResult:
-        return await pipe.aask(question, where)
+    async def plain_ask(pipe: Pipeline, _name: str, question: str, where: str | None,
+                        principal: Principal) -> AskResult:
+        return await pipe.aask(question, where, groups=principal.groups)
 
     run_ask = ask_runner or plain_ask
 
@@ -270,7 +281,7 @@ def create_mcp_server(registry: PipelineRegistry, *, access: Access | None = Non
 
         def run() -> SearchOut:
             pipe, _, name = pipeline_for(caller, None, collection)
-            result = pipe.search(query, where=where, top_k=k)
+            result = pipe.search(query, where=where, top_k=k, groups=access.groups(caller))
             return SearchOut(collection=name, passages=[
                 PassageOut(doc_id=p.doc_id, title=p.title, source=p.source, page=p.page, score=p.score, text=p.text)
                 for p in result.passages])
@@ -293,7 +304,7 @@ def create_mcp_server(registry: PipelineRegistry, *, access: Access | None = Non
         documents do not answer it."""
         caller = caller_of(ctx)
         pipe, name, _ = await anyio.to_thread.run_sync(pipeline_for, caller, pipeline, collection)
-        result = await run_ask(pipe, name, question, where)
+        result = await run_ask(pipe, name, question, where, caller.principal)
         return AskOut(short_answer=result.short_answer, answer=result.answer, evidence=result.evidence,
                       abstained=result.abstained, citations=result.citations)
 
@@ -307,7 +318,9 @@ def create_mcp_server(registry: PipelineRegistry, *, access: Access | None = Non
             out = []
             for name in access.visible_collections(caller):
                 store = registry.stack(name).store
-                out.append(CollectionOut(name=name, documents=len(store.list_documents()), chunks=store.count()))
+                groups = access.groups(caller)
+                out.append(CollectionOut(name=name, documents=len(store.list_documents(groups)),
+                                         chunks=store.count(groups)))
             return CollectionsOut(collections=out)
 
         return await anyio.to_thread.run_sync(run)
@@ -319,7 +332,7 @@ def create_mcp_server(registry: PipelineRegistry, *, access: Access | None = Non
 
         def run() -> str:
             access.check_collection(caller, collection)
-            chunks = registry.stack(collection).store.document_chunks(doc_id)
+            chunks = registry.stack(collection).store.document_chunks(doc_id, access.groups(caller))
             if not chunks:
                 raise ResourceNotFoundError(f"no document {doc_id!r} in collection {collection!r}")
             return document_text(chunks)

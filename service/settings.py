@@ -19,6 +19,8 @@ class ServiceSettings:
     max_upload_bytes: int = 20 * 2**20            # per file
     upload_dir: Path = Path(".switchyard/uploads")
     warm_up: bool = True
+    audit_log: Path | None = None                 # one JSON line per request; None: the switchyard.audit logger
+    audit_questions: bool = False                 # put the question in the audit line
     api_token: str | None = field(default_factory=lambda: os.environ.get(TOKEN_ENV) or None, repr=False)
 
     def __post_init__(self):

@@ -22,9 +22,9 @@ def calls(monkeypatch):
     seen: list[tuple[list[str], object]] = []
     real = Retrieval.run
 
-    def spy(self, queries, where=None, top_k=None):
+    def spy(self, queries, where=None, top_k=None, run=None):
         seen.append((list(queries), where))
-        return real(self, queries, where, top_k)
+        return real(self, queries, where, top_k, run=run)
 
     monkeypatch.setattr(Retrieval, "run", spy)
     return seen
@@ -100,3 +100,67 @@ class TestEveryEntryPointHonoursTheFilter:
         assert done.returncode == 0, done.stderr
         out = json.loads(done.stdout)
         assert out["results"] and in_filter(r["doc_id"] for r in out["results"])
+
+
+@pytest.fixture(scope="module")
+def labelled_index(tmp_path_factory, embedder):
+    """The sample corpus with couplers.html labelled `staff`: a caller without that group never reads it."""
+    from configs.loader import load_config
+    from retrievers.pipeline import RetrievalStack
+    from tests.conftest import SAMPLES
+
+    uri = tmp_path_factory.mktemp("labelled") / "index"
+    stack = RetrievalStack(load_config(None, [f"store.uri={uri}"]), embedder=embedder)
+    stack.ingestor(progress=False).run([SAMPLES])
+    assert stack.ingestor(progress=False).run([SAMPLES / "couplers.html"], acl="staff").updated == 1
+    return uri
+
+
+@pytest.fixture
+def labelled_pipeline(labelled_index, embedder):
+    from configs.loader import load_config
+    from graphs.app import Pipeline
+    from nodes.resources import SharedModels
+
+    def make(*overrides: str, llm=None):
+        cfg = load_config(None, [f"store.uri={labelled_index}", "answer.format=sentences", *overrides])
+        models = SharedModels()
+        models.provide(cfg.embedding, embedder)
+        models.provide(cfg.llm, llm or scripted_llm(answer="It is so [1].")[0])
+        return Pipeline(cfg, models)
+
+    return make
+
+
+def hidden(doc_ids) -> bool:
+    return any("couplers" in d for d in doc_ids)
+
+
+class TestEveryEntryPointHonoursAccessGroups:
+    @pytest.mark.parametrize("rewrite", ["llm", "prf", "none"])
+    def test_ask_stream_search_and_async_never_read_a_labelled_document(self, labelled_pipeline, rewrite):
+        pipe = labelled_pipeline(f"rewrite.method={rewrite}")
+        assert hidden(p.doc_id for p in pipe.search(QUESTION).passages)  # there to be found without groups
+        for groups in [(), ("other",)]:
+            assert not hidden(p.doc_id for p in pipe.search(QUESTION, groups=groups).passages)
+            for where in (None, "source~couplers", "doc_id!=x"):
+                result = pipe.ask(QUESTION, where, groups=groups)
+                assert not hidden(result.retrieved_doc_ids) and not hidden(c.doc_id for c in result.citations)
+                assert not hidden(p.doc_id for p in pipe.search(QUESTION, where, groups=groups).passages)
+            events = list(pipe.stream(QUESTION, groups=groups))
+            assert not any(hidden(p.doc_id for p in e.passages) for e in events if e.event == "passages")
+            assert "Janney" not in json.dumps([e.to_json() for e in events])
+            assert not hidden(asyncio.run(pipe.aask(QUESTION, groups=groups)).retrieved_doc_ids)
+        assert hidden(pipe.ask(QUESTION, groups=("staff",)).retrieved_doc_ids)
+
+    def test_agent_and_langchain_retriever(self, labelled_pipeline, labelled_index):
+        router = [json.dumps({"action": "retrieve", "query": "knuckle coupler Janney"}),
+                  json.dumps({"action": "answer"})]
+        llm, _ = scripted_llm(router=router, answer="It is so [1].")
+        pipe = labelled_pipeline("graph.mode=agent", "graph.router.strategy=zeroshot", llm=llm)
+        result = pipe.ask(QUESTION, groups=())
+        assert result.retrieved_doc_ids and not hidden(result.retrieved_doc_ids)
+        retriever = SwitchyardRetriever.from_index(labelled_index, groups=())
+        docs = retriever.invoke(QUESTION)
+        assert docs and not hidden(d.metadata["doc_id"] for d in docs)
+        assert hidden(d.metadata["doc_id"] for d in SwitchyardRetriever.from_index(labelled_index).invoke(QUESTION))

@@ -152,7 +152,7 @@ class FakeStack:
     def ingestor(self, progress=False):
         return self
 
-    def run(self, paths):
+    def run(self, paths, acl=None):
         if self.fail:
             raise self.fail
         self.ingested += [Path(p).name for p in paths]
@@ -221,7 +221,7 @@ class TestRecovery:
         path = tmp_path / "index" / JOB_STORE_NAME
 
         class Blocking(FakeStack):
-            def run(self, paths):
+            def run(self, paths, acl=None):
                 started.set()
                 release.wait(timeout=30)
                 return super().run(paths)
@@ -251,7 +251,7 @@ class TestRecovery:
         started, release = threading.Event(), threading.Event()
 
         class Blocking(FakeStack):
-            def run(self, paths):
+            def run(self, paths, acl=None):
                 started.set()
                 release.wait(timeout=30)
                 return super().run(paths)

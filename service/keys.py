@@ -1,0 +1,250 @@
+"""API keys and what each may do: `Principal` (who a request is: its collections, write and admin rights, access
+groups and limits), `KeyStore` (the keys of an index, hashed in a JSON file beside it) and the per-key limits
+(`RateLimiter`: requests per minute; `KeyRuns`: runs in flight).
+
+A key is `sy_<id>_<secret>`: the id finds its record, the secret is checked against a salted hash. The file holds the
+id, the salt and the hash, never the key; `keys create` prints the key once. Writes take an exclusive `flock` and
+replace the file atomically, so concurrent `keys create` commands and a server reading the file never see half of
+it; a server re-reads the file when it changes, so a revoked key stops working at once.
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import hmac
+import json
+import os
+import re
+import secrets
+import threading
+import time
+from collections import deque
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from configs.schema import StoreConfig
+from errors import AccessError
+from retrievers.filters import parse_labels
+
+KEYS_NAME = ".switchyard-keys.json"
+KEY_PREFIX = "sy_"
+# The secret is 32 random bytes, so the hash guards the file against being read, not against guessing: a few
+# thousand rounds keep verification cheap on every request.
+HASH_ROUNDS = 2000
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_KEY = re.compile(r"^sy_([0-9a-f]{12})_([A-Za-z0-9_-]{20,100})$")
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who a request is and what it may do. `collections` None: every collection; `groups` None: every document
+    (else only documents unlabelled or labelled with one of them); `rpm` / `max_in_flight` 0: no per-key limit."""
+
+    name: str
+    collections: tuple[str, ...] | None = None
+    write: bool = True
+    admin: bool = True
+    groups: tuple[str, ...] | None = None
+    rpm: int = 0
+    max_in_flight: int = 0
+
+    def can_read(self, collection: str) -> bool:
+        return self.admin or self.collections is None or collection in self.collections
+
+    def can_write(self, collection: str) -> bool:
+        return self.can_read(collection) and (self.write or self.admin)
+
+    @property
+    def restricted(self) -> bool:
+        return not self.admin
+
+
+LOCAL = Principal("local")    # stdio, in-process, or a server with neither token nor keys
+TOKEN = Principal("token")    # the holder of SWITCHYARD_API_TOKEN
+
+
+@dataclass(frozen=True)
+class KeyRecord:
+    name: str
+    key_id: str
+    salt: str
+    hash: str
+    collections: tuple[str, ...]
+    write: bool
+    admin: bool
+    groups: tuple[str, ...]
+    rpm: int
+    max_in_flight: int
+    created: float
+
+    def principal(self) -> Principal:
+        return Principal(self.name, None if self.admin else self.collections, self.write, self.admin,
+                         None if self.admin else self.groups, self.rpm, self.max_in_flight)
+
+    def public(self) -> dict:
+        """What `keys list` shows: everything but the salt and hash."""
+        out = asdict(self)
+        del out["salt"], out["hash"]
+        return out
+
+
+def _digest(secret: str, salt: bytes) -> str:
+    return hashlib.pbkdf2_hmac("sha256", secret.encode(), salt, HASH_ROUNDS).hex()
+
+
+def keys_path(store_uri: str, upload_dir: Path) -> Path:
+    """The key file: in the index folder when the index is local, else in the upload folder (as the job store)."""
+    if store_uri.startswith("file://"):
+        store_uri = store_uri[len("file://"):]
+    folder = Path(upload_dir) if "://" in store_uri else Path(store_uri)
+    return folder / KEYS_NAME
+
+
+class KeyStore:
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self._lock = threading.Lock()
+        self._seen: tuple | None = None
+        self._records: dict[str, KeyRecord] = {}
+
+    # -- reading ----------------------------------------------------------------------------------------------
+    def _stamp(self) -> tuple | None:
+        try:
+            st = self.path.stat()
+        except FileNotFoundError:
+            return None
+        return st.st_ino, st.st_mtime_ns, st.st_size
+
+    def _read(self) -> dict[str, KeyRecord]:
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as exc:
+            raise AccessError(f"cannot read the key file {self.path}: {exc}") from None
+        return {r["key_id"]: KeyRecord(**{**r, "collections": tuple(r["collections"]), "groups": tuple(r["groups"])})
+                for r in data.get("keys", [])}
+
+    def records(self) -> dict[str, KeyRecord]:
+        """The keys by id, re-read when the file changed (a key created or revoked by another process)."""
+        with self._lock:
+            stamp = self._stamp()
+            if stamp != self._seen:
+                self._records, self._seen = self._read(), stamp
+            return self._records
+
+    def active(self) -> bool:
+        return bool(self.records())
+
+    def list(self) -> list[dict]:
+        return sorted((r.public() for r in self.records().values()), key=lambda r: r["name"])
+
+    def verify(self, key: str) -> Principal | None:
+        """The principal of a presented key, None if it is no valid key (compared in constant time)."""
+        match = _KEY.match(key)
+        record = self.records().get(match.group(1)) if match else None
+        if record is None:
+            return None
+        given = _digest(match.group(2), bytes.fromhex(record.salt))
+        return record.principal() if hmac.compare_digest(given, record.hash) else None
+
+    # -- writing ----------------------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _locked(self):
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path.with_name(self.path.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+    def _write(self, records: dict[str, KeyRecord]) -> None:
+        tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+        body = json.dumps({"keys": [asdict(r) for r in sorted(records.values(), key=lambda r: r.name)]}, indent=1)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(body)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, self.path)
+
+    def create(self, name: str, collections: list[str] | str | None = None, *, write: bool = False,
+               admin: bool = False, groups: list[str] | str | None = None, rpm: int = 0,
+               max_in_flight: int = 0) -> str:
+        """Record a new key and return it (the only time it is seen in clear)."""
+        if not _NAME.match(name or ""):
+            raise AccessError(f"invalid key name {name!r} (1-64 letters, digits, '_', '.', '-')")
+        names = [c.strip() for c in (collections.split(",") if isinstance(collections, str) else collections or [])
+                 if c.strip()]
+        for collection in names:
+            try:
+                StoreConfig(collection=collection)
+            except ValueError:
+                raise AccessError(f"invalid collection name {collection!r}") from None
+        if not names and not admin:
+            raise AccessError("a key needs --collections (or --admin, which opens every collection)")
+        if rpm < 0 or max_in_flight < 0:
+            raise AccessError("limits must be >= 0 (0: no limit)")
+        secret, salt = secrets.token_urlsafe(32), secrets.token_bytes(16)
+        record = KeyRecord(name=name, key_id=secrets.token_hex(6), salt=salt.hex(), hash=_digest(secret, salt),
+                           collections=tuple(sorted(set(names))), write=write, admin=admin,
+                           groups=parse_labels(groups), rpm=rpm, max_in_flight=max_in_flight, created=time.time())
+        with self._locked():
+            records = self._read()
+            if any(r.name == name for r in records.values()):
+                raise AccessError(f"a key named {name!r} exists; revoke it first")
+            records[record.key_id] = record
+            self._write(records)
+        return f"{KEY_PREFIX}{record.key_id}_{secret}"
+
+    def revoke(self, name: str) -> None:
+        with self._locked():
+            records = self._read()
+            kept = {k: r for k, r in records.items() if r.name != name}
+            if len(kept) == len(records):
+                raise AccessError(f"no key named {name!r}")
+            self._write(kept)
+
+
+class RateLimiter:
+    """Requests per minute per key, over a sliding 60 s window; thread-safe."""
+
+    WINDOW_S = 60.0
+
+    def __init__(self, clock=time.monotonic):
+        self._clock = clock
+        self._hits: dict[str, deque] = {}
+        self._lock = threading.Lock()
+
+    def hit(self, name: str, per_minute: int) -> float | None:
+        """Count one request of `name`; None if allowed, else the seconds until one is allowed again."""
+        now = self._clock()
+        with self._lock:
+            hits = self._hits.setdefault(name, deque())
+            while hits and hits[0] <= now - self.WINDOW_S:
+                hits.popleft()
+            if len(hits) >= per_minute:
+                return hits[0] + self.WINDOW_S - now
+            hits.append(now)
+            return None
+
+
+class KeyRuns:
+    """Runs in flight per key; `try_acquire` never waits; thread-safe."""
+
+    def __init__(self):
+        self._active: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def try_acquire(self, name: str, limit: int) -> bool:
+        with self._lock:
+            if self._active.get(name, 0) >= limit:
+                return False
+            self._active[name] = self._active.get(name, 0) + 1
+            return True
+
+    def release(self, name: str) -> None:
+        with self._lock:
+            self._active[name] -= 1
