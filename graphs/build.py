@@ -31,6 +31,7 @@ from nodes.resources import Resources
 from nodes.retrieve import retrieve
 from nodes.rewrite import rewrite
 from nodes.router import ACTIONS, FIXED_SEQUENCE, choose_edge, route
+from retrievers.documents import Passage
 
 Node = Callable[[dict, Runtime[RunContext], Resources], dict]
 NODES: dict[str, Node] = {
@@ -40,8 +41,8 @@ NODES: dict[str, Node] = {
 
 
 def _summarize(value):
-    if isinstance(value, list) and value and isinstance(value[0], dict) and "chunk_id" in value[0]:
-        return [f"{p['doc_id']} ({p.get('score', 0):.3f})" for p in value[:5]] + (
+    if isinstance(value, list) and value and isinstance(value[0], Passage):
+        return [f"{p.doc_id} ({p.score:.3f})" for p in value[:5]] + (
             [f"... {len(value) - 5} more"] if len(value) > 5 else [])
     if isinstance(value, list) and value and isinstance(value[0], Citation):
         return [f"[{c.n}] {c.title}" for c in value]
