@@ -21,6 +21,7 @@ class Reply:
     completion_tokens: int = 0
     # native tool calls, in order: {"name": ..., "arguments": the JSON text the model wrote}
     tool_calls: list[dict] = field(default_factory=list)
+    cached: bool = False   # answered from the reply cache (llm/cache.py); never stored in it
 
 
 class ChatBackend(Protocol):

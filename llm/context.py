@@ -12,7 +12,7 @@ import threading
 import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 TokenSink = Callable[[str], None]
 
@@ -40,6 +40,9 @@ class RunContext:
     stream_tokens: bool = False             # send the answer's tokens to the stream as they are generated
     cancelled: threading.Event = field(default_factory=threading.Event)
     meters: list[Usage] = field(default_factory=list, repr=False)  # the scopes open now, outermost first
+    # the OpenTelemetry context of the run's span (llm/telemetry.py): its nodes' spans are its children
+    trace_context: Any = field(default=None, repr=False)
+    trace_id: str | None = None             # the run's trace id while tracing is on
 
     @contextmanager
     def metered(self) -> Iterator[Usage]:
