@@ -3,6 +3,7 @@
     .venv/bin/python bench/serve_load.py
     .venv/bin/python bench/serve_load.py [--seconds 30] [--clients 8 32] [--pipelines no-llm fixed]
                                          [--max-in-flight 4] [--port 0] [--keep-index] [--out bench/out/serve_load]
+                                         [--tracing off on]
 
 The sample corpus (samples/corpus) is ingested into a temporary index (`cli.py ingest`), then one server is
 started on 127.0.0.1 (`cli.py serve --config no-llm --config fixed --max-in-flight N --timeout 120`, stderr to
@@ -18,6 +19,11 @@ back-pressure replies (429/503: correct behaviour, counted apart, not errors) an
 timeouts, 5xx, unexpected 4xx, a 200 without an answer, and 429/503 without a `Retry-After` header. The server's
 RSS (VmRSS of its process) is sampled every 0.5 s: the table shows the cell's peak and its value at the end.
 Then `errors_total: N`. Writes OUT/server.log.
+
+With `--tracing off on` (the default) every cell runs twice, first against a server without tracing, then
+against one with OpenTelemetry on (`OTEL_EXPORTER_OTLP_ENDPOINT` pointing at an OTLP/HTTP receiver in this
+process, tests/otlp_receiver.py, which decodes every export), and a last table sets their p50 side by side (goal:
+tracing adds at most 5% to p50).
 
 Goal: 0 errors at 32 clients. With the `fixed` pipeline (a small local LLM on 2 cores, seconds per question)
 most requests at 32 clients are turned away with 429 + Retry-After: that is the intended back-pressure (runs in
@@ -46,6 +52,7 @@ import httpx
 from common import ROOT, free_port, wait_until_healthy
 
 from retrievers.metrics import percentile
+from tests.otlp_receiver import OtlpReceiver
 
 HOST = "127.0.0.1"
 SERVER_TIMEOUT_S = 120
@@ -116,6 +123,7 @@ class RssSampler(threading.Thread):
 class Cell:
     pipeline: str
     clients: int
+    tracing: str = "off"
     seconds: float = 0.0
     latencies_ms: list[float] = field(default_factory=list)
     abstained: int = 0
@@ -245,8 +253,11 @@ def server_command(args, index_dir: Path, upload_dir: Path) -> list[str]:
                   "--timeout", str(SERVER_TIMEOUT_S), "--upload-dir", str(upload_dir)]
 
 
-def start_server(cmd: list[str], url: str, log_path: Path) -> subprocess.Popen:
-    env = {k: v for k, v in os.environ.items() if k != "SWITCHYARD_API_TOKEN"}  # no auth for the benchmark
+def start_server(cmd: list[str], url: str, log_path: Path, otlp_endpoint: str | None = None) -> subprocess.Popen:
+    env = {k: v for k, v in os.environ.items()  # no auth for the benchmark; tracing only when asked for
+           if k != "SWITCHYARD_API_TOKEN" and not k.startswith("OTEL_EXPORTER_OTLP")}
+    if otlp_endpoint:
+        env["OTEL_EXPORTER_OTLP_ENDPOINT"] = otlp_endpoint
     log = open(log_path, "w")
     server = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
     log.close()  # the child has its own descriptor
@@ -297,6 +308,54 @@ def fmt(value: float) -> str:
     return "–" if value != value else f"{value:.0f}"  # NaN when nothing succeeded
 
 
+def serve_cells(args, url: str, index_dir: Path, upload_dir: Path, log_path: Path, tracing: str,
+                otlp_endpoint: str | None) -> list[Cell]:
+    """One server (tracing on or off) and every (pipeline, client count) cell against it."""
+    cells: list[Cell] = []
+    server = start_server(server_command(args, index_dir, upload_dir), url, log_path, otlp_endpoint)
+    sampler = RssSampler(server.pid)
+    sampler.start()
+    try:
+        print(f"tracing {tracing}: server RSS after start: {sampler.take()[1]:.0f} MB")
+        warm_up(url, args.pipelines)
+        print(f"server RSS after warm-up: {sampler.take()[1]:.0f} MB")
+        for pipeline in args.pipelines:
+            for clients in args.clients:
+                if server.poll() is not None:
+                    print(f"the server exited (code {server.returncode}); no further cells")
+                    break
+                cell = Cell(pipeline, clients, tracing)
+                sampler.take()  # the peak restarts here
+                asyncio.run(run_cell(url, cell, args.seconds, args.max_requests, server))
+                cell.rss_peak, cell.rss_end = sampler.take()
+                if server.poll() is not None:
+                    cell.error("server exited", f"exit code {server.returncode} during the cell")
+                cells.append(cell)
+                print(f"{pipeline} x {clients} (tracing {tracing}): {cell.ok} ok, "
+                      f"{sum(cell.backpressure.values())} 429/503, {cell.n_errors} errors in {cell.seconds:.1f} s")
+                time.sleep(1)  # the server settles between cells
+    finally:
+        sampler.stop()
+        stop_server(server)
+    return cells
+
+
+def print_tracing_overhead(cells: list[Cell], receiver) -> None:
+    """p50 with tracing off and on, side by side, for each cell measured both ways."""
+    off = {(c.pipeline, c.clients): c for c in cells if c.tracing == "off"}
+    pairs = [(off[(c.pipeline, c.clients)], c) for c in cells if c.tracing == "on" and (c.pipeline, c.clients) in off]
+    if not pairs:
+        return
+    print(f"\ntracing overhead ({len(receiver.spans())} spans received, {receiver.requests} OTLP exports)")
+    print("\n| pipeline | clients | p50 off ms | p50 on ms | p50 overhead | ok/s off | ok/s on |")
+    print("|---|---|---|---|---|---|---|")
+    for a, b in pairs:
+        p50_off, p50_on = percentile(a.latencies_ms, 50), percentile(b.latencies_ms, 50)
+        overhead = f"{(p50_on / p50_off - 1) * 100:+.1f}%" if p50_off else "-"
+        print(f"| {a.pipeline} | {a.clients} | {fmt(p50_off)} | {fmt(p50_on)} | {overhead} | "
+              f"{a.ok / a.seconds:.2f} | {b.ok / b.seconds:.2f} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=30.0, help="load time per cell (default 30)")
@@ -308,6 +367,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "serve_load",
                         help="server.log goes here")
     parser.add_argument("--keep-index", action="store_true", help="keep the temporary index (its path is printed)")
+    parser.add_argument("--tracing", nargs="+", choices=["off", "on"], default=["off", "on"],
+                        help="run every cell without and/or with OpenTelemetry tracing (default: both)")
     args = parser.parse_args()
     args.port = args.port or free_port()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -317,36 +378,15 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="serve_load-"))
     index_dir = tmp / "index"
     cells: list[Cell] = []
-    server = None
-    sampler = None
+    receiver = OtlpReceiver().start() if "on" in args.tracing else None
     try:
         ingest(index_dir)
-        server = start_server(server_command(args, index_dir, tmp / "uploads"), url, log_path)
-        sampler = RssSampler(server.pid)
-        sampler.start()
-        print(f"server RSS after start: {sampler.take()[1]:.0f} MB")
-        warm_up(url, args.pipelines)
-        print(f"server RSS after warm-up: {sampler.take()[1]:.0f} MB")
-        for pipeline in args.pipelines:
-            for clients in args.clients:
-                if server.poll() is not None:
-                    print(f"the server exited (code {server.returncode}); no further cells")
-                    break
-                cell = Cell(pipeline, clients)
-                sampler.take()  # the peak restarts here
-                asyncio.run(run_cell(url, cell, args.seconds, args.max_requests, server))
-                cell.rss_peak, cell.rss_end = sampler.take()
-                if server.poll() is not None:
-                    cell.error("server exited", f"exit code {server.returncode} during the cell")
-                cells.append(cell)
-                print(f"{pipeline} x {clients}: {cell.ok} ok, {sum(cell.backpressure.values())} 429/503, "
-                      f"{cell.n_errors} errors in {cell.seconds:.1f} s")
-                time.sleep(1)  # the server settles between cells
+        for tracing in args.tracing:
+            endpoint = receiver.endpoint if tracing == "on" else None
+            cells += serve_cells(args, url, index_dir, tmp / "uploads", log_path, tracing, endpoint)
     finally:
-        if sampler is not None:
-            sampler.stop()
-        if server is not None:
-            stop_server(server)
+        if receiver is not None:
+            receiver.stop()
         if args.keep_index:
             print(f"index kept: {index_dir}")
         else:
@@ -354,17 +394,18 @@ def main() -> None:
 
     print(f"\nserver: --max-in-flight {args.max_in_flight}, --timeout {SERVER_TIMEOUT_S}; "
           f"{len(QUESTIONS)} questions round-robin; all traffic to {HOST}")
-    print("\n| pipeline | clients | seconds | ok | ok/s | p50 ms | p95 ms | 429/503 | errors | peak RSS MB | "
+    print("\n| pipeline | clients | tracing | seconds | ok | ok/s | p50 ms | p95 ms | 429/503 | errors | peak RSS MB | "
           "end RSS MB |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for c in cells:
-        print(f"| {c.pipeline} | {c.clients} | {c.seconds:.1f} | {c.ok} | {c.ok / c.seconds:.2f} | "
+        print(f"| {c.pipeline} | {c.clients} | {c.tracing} | {c.seconds:.1f} | {c.ok} | {c.ok / c.seconds:.2f} | "
               f"{fmt(percentile(c.latencies_ms, 50))} | {fmt(percentile(c.latencies_ms, 95))} | "
               f"{sum(c.backpressure.values())} | {c.n_errors} | {c.rss_peak:.0f} | {c.rss_end:.0f} |")
+    print_tracing_overhead(cells, receiver)
     print()
     for c in cells:
         codes = ", ".join(f"{n}x{s}" for s, n in sorted(c.backpressure.items())) or "none"
-        print(f"{c.pipeline} x {c.clients}: abstained {c.abstained}/{c.ok}; back-pressure {codes}")
+        print(f"{c.pipeline} x {c.clients} (tracing {c.tracing}): abstained {c.abstained}/{c.ok}; back-pressure {codes}")
         if c.errors:
             print(f"  errors: {dict(c.errors)}")
             for example in c.examples:

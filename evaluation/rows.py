@@ -23,6 +23,7 @@ class EvalRow(BaseModel):
     config: str
     run: int
     id: str
+    trace_id: str | None = None  # set only while tracing is on (llm/telemetry.py)
     question: str = ""
     answers: list[str] = []
     is_list: bool = False

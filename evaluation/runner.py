@@ -173,5 +173,5 @@ class Evaluator:
                       prompt_tokens=result.usage.prompt_tokens, completion_tokens=result.usage.completion_tokens,
                       parse_fallbacks=result.failures.parse_fallbacks, guards=data["failures"]["guards"],
                       retrieved_doc_ids=result.retrieved_doc_ids, citations=data["citations"], steps=data["steps"],
-                      trace=data["trace"])
+                      trace=data["trace"], **({"trace_id": result.trace_id} if result.trace_id else {}))
         return row.rescored()

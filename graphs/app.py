@@ -8,6 +8,7 @@ stream) travels with the run as LangGraph runtime context, never in the shared o
 from __future__ import annotations
 
 import asyncio
+from contextlib import contextmanager
 from typing import AsyncIterator, Iterator
 
 from configs.loader import config_hash, config_to_dict, load_config
@@ -16,6 +17,7 @@ from errors import QuestionError, SwitchyardError, first_line
 from graphs.build import build_graph
 from graphs.results import (STREAM_EVENT, Answer, AskResult, ConfigInfo, Decision, ErrorEvent, Failures, NodeEnd,
                             PassageRef, Passages, RunStart, StreamEvent, Usage)
+from llm import telemetry
 from llm.context import RunContext
 from nodes.resources import Resources, SharedModels
 from nodes.rewrite import round_queries
@@ -53,20 +55,22 @@ class Pipeline:
         `stream` and `astream` (or the `groups` of the `RunContext` given to the streams)."""
         question = self.checked_question(question)
         context = RunContext(seed=seed, groups=groups)
-        state = self.graph.invoke(self._input(question, where), config=self._run_config(), context=context)
-        return self._result(question, state, context)
+        with self._run_span(question, where, context) as span:
+            state = self.graph.invoke(self._input(question, where), config=self._run_config(), context=context)
+            return _finished(span, self._result(question, state, context))
 
     async def aask(self, question: str, where: str | None = None, *, seed: int | None = None,
                    groups: tuple[str, ...] | None = None) -> AskResult:
         question = self.checked_question(question)
         context = RunContext(seed=seed, groups=groups)
-        try:
-            state = await self.graph.ainvoke(self._input(question, where), config=self._run_config(),
-                                             context=context)
-        except asyncio.CancelledError:  # e.g. a timeout around this call: stop the LLM work in the threads too
-            context.cancelled.set()
-            raise
-        return self._result(question, state, context)
+        with self._run_span(question, where, context) as span:
+            try:
+                state = await self.graph.ainvoke(self._input(question, where), config=self._run_config(),
+                                                 context=context)
+            except asyncio.CancelledError:  # e.g. a timeout around this call: stop the LLM work in the threads too
+                context.cancelled.set()
+                raise
+            return _finished(span, self._result(question, state, context))
 
     # -- what a run retrieves ----------------------------------------------------------------------------------
     def search(self, query: str, where: str | None = None, top_k: int | None = None,
@@ -109,47 +113,51 @@ class Pipeline:
         return self._aevents(question, where, _streamed(context, seed, groups))
 
     def _events(self, question: str, where: str | None, context: RunContext) -> Iterator[StreamEvent]:
-        yield RunStart(run_id=context.run_id, config_hash=self.config_hash)
-        chunks = self.graph.stream(self._input(question, where), config=self._run_config(), context=context,
-                                   stream_mode=STREAM_MODES)
-        state, finished = None, False
-        try:
-            for mode, chunk in chunks:
-                if mode == "values":
-                    state = chunk
-                else:
-                    yield from stream_events(mode, chunk)
-            finished = True
-        except Exception as exc:  # the run failed: say so as the last event
-            yield ErrorEvent(message=error_message(exc))
-            return
-        finally:
-            if not finished:
-                context.cancelled.set()
-            chunks.close()
-        yield Answer(result=self._result(question, state, context))
+        with self._run_span(question, where, context) as span:
+            yield RunStart(run_id=context.run_id, config_hash=self.config_hash)
+            chunks = self.graph.stream(self._input(question, where), config=self._run_config(), context=context,
+                                       stream_mode=STREAM_MODES)
+            state, finished = None, False
+            try:
+                for mode, chunk in chunks:
+                    if mode == "values":
+                        state = chunk
+                    else:
+                        yield from stream_events(mode, chunk)
+                finished = True
+            except Exception as exc:  # the run failed: say so as the last event
+                telemetry.failed(span, exc)
+                yield ErrorEvent(message=error_message(exc))
+                return
+            finally:
+                if not finished:
+                    context.cancelled.set()
+                chunks.close()
+            yield Answer(result=_finished(span, self._result(question, state, context)))
 
     async def _aevents(self, question: str, where: str | None, context: RunContext) -> AsyncIterator[StreamEvent]:
-        yield RunStart(run_id=context.run_id, config_hash=self.config_hash)
-        chunks = self.graph.astream(self._input(question, where), config=self._run_config(), context=context,
-                                    stream_mode=STREAM_MODES)
-        state, finished = None, False
-        try:
-            async for mode, chunk in chunks:
-                if mode == "values":
-                    state = chunk
-                else:
-                    for event in stream_events(mode, chunk):
-                        yield event
-            finished = True
-        except Exception as exc:
-            yield ErrorEvent(message=error_message(exc))
-            return
-        finally:
-            if not finished:
-                context.cancelled.set()
-            await chunks.aclose()
-        yield Answer(result=self._result(question, state, context))
+        with self._run_span(question, where, context) as span:
+            yield RunStart(run_id=context.run_id, config_hash=self.config_hash)
+            chunks = self.graph.astream(self._input(question, where), config=self._run_config(), context=context,
+                                        stream_mode=STREAM_MODES)
+            state, finished = None, False
+            try:
+                async for mode, chunk in chunks:
+                    if mode == "values":
+                        state = chunk
+                    else:
+                        for event in stream_events(mode, chunk):
+                            yield event
+                finished = True
+            except Exception as exc:
+                telemetry.failed(span, exc)
+                yield ErrorEvent(message=error_message(exc))
+                return
+            finally:
+                if not finished:
+                    context.cancelled.set()
+                await chunks.aclose()
+            yield Answer(result=_finished(span, self._result(question, state, context)))
 
     # -- shared by every way of running ------------------------------------------------------------------------
     def checked_question(self, question: str) -> str:
@@ -164,6 +172,20 @@ class Pipeline:
     def _input(question: str, where: str | None) -> dict:
         return {"question": question, "where": where, "attempts": 0}
 
+    @contextmanager
+    def _run_span(self, question: str, where: str | None, context: RunContext) -> Iterator:
+        """The run's trace span (a no-op while tracing is off); its context travels in `context`."""
+        attributes = {telemetry.SPAN_KIND: "AGENT" if self.config.graph.mode == "agent" else "CHAIN",
+                      "switchyard.run_id": context.run_id, "switchyard.config_hash": self.config_hash,
+                      "switchyard.collection": self.config.store.collection,
+                      "switchyard.graph": self.graph.name}
+        if where:
+            attributes["switchyard.filter"] = where
+        if telemetry.capture_content():
+            attributes["input.value"] = question
+        with telemetry.run_span(self.graph.name, attributes, context) as span:
+            yield span
+
     def _run_config(self) -> dict:
         return {"recursion_limit": self.config.graph.recursion_limit}
 
@@ -176,7 +198,7 @@ class Pipeline:
         usage = dict(state.get("usage", {}))
         parse_fallbacks = int(usage.pop("parse_fallbacks", 0))
         return AskResult(
-            question=question, run_id=context.run_id, answer=state.get("answer", ""),
+            question=question, run_id=context.run_id, trace_id=context.trace_id, answer=state.get("answer", ""),
             short_answer=state.get("short_answer", ""), evidence=state.get("evidence", ""),
             grounding=state.get("grounding", {}), abstained=bool(state.get("abstained", False)),
             citations=state.get("citations", []), verdict=state.get("verdict"),
@@ -185,6 +207,18 @@ class Pipeline:
             citation_check=state.get("citation_check", {}), trace=state.get("trace", []), steps=steps,
             failures=Failures(parse_fallbacks=parse_fallbacks, guards=guards), usage=Usage(**usage),
             config=ConfigInfo(hash=self.config_hash, resolved=config_to_dict(self.config)))
+
+
+def _finished(span, result: AskResult) -> AskResult:
+    """The run span's closing attributes; returns `result`."""
+    if span.is_recording():
+        span.set_attributes({"switchyard.abstained": result.abstained, "switchyard.verdict": result.verdict or "",
+                             "switchyard.llm_calls": result.usage.llm_calls,
+                             "llm.token_count.prompt": result.usage.prompt_tokens,
+                             "llm.token_count.completion": result.usage.completion_tokens})
+        if telemetry.capture_content():
+            span.set_attribute("output.value", result.answer)
+    return result
 
 
 def _streamed(context: RunContext | None, seed: int | None, groups: tuple[str, ...] | None) -> RunContext:

@@ -21,6 +21,7 @@ from langgraph.runtime import Runtime
 
 from configs.schema import SwitchyardConfig
 from graphs.state import RAGState
+from llm import telemetry
 from llm.context import RunContext
 from nodes.abstain import abstain
 from nodes.answer import abstention, answer
@@ -56,16 +57,20 @@ _INPUT_KEYS = ("question", "queries", "attempts", "feedback", "candidates", "rer
 
 def traced(name: str, fn: Node, res: Resources) -> Callable[..., dict]:
     """The node LangGraph runs: `fn` with a usage meter of its own open on the run's context, plus one trace
-    entry. When the run is streamed, `node_start` goes out through LangGraph's stream writer."""
+    entry and one trace span (a child of the run's span). When the run is streamed, `node_start` goes out through
+    LangGraph's stream writer."""
     def node(state: RAGState, runtime: Runtime[RunContext]) -> dict:
         if runtime.context is None:  # invoked without a context (e.g. LangGraph Studio): a fresh run's
             runtime = replace(runtime, context=RunContext())
         runtime.stream_writer({"event": "node_start", "node": name})
         t = time.perf_counter()
-        with runtime.context.metered() as meter:
+        with telemetry.span(name, {telemetry.SPAN_KIND: "CHAIN", "switchyard.node": name},
+                            parent=runtime.context.trace_context) as span, runtime.context.metered() as meter:
             update = fn(state, runtime, res)
+            spent = meter.as_dict()
+            if span.is_recording():
+                span.set_attributes({f"switchyard.{k}": v for k, v in spent.items()})
         ms = (time.perf_counter() - t) * 1e3
-        spent = meter.as_dict()
         entry = {"node": name, "ms": round(ms, 2), **spent,
                  "input": {k: _summarize(state[k]) for k in _INPUT_KEYS if k in state and state[k] not in ("", None)},
                  "output": {k: _summarize(v) for k, v in update.items() if k not in ("query_history", "retrieved")}}

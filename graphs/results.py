@@ -64,6 +64,8 @@ class AskResult(Record):
 
     question: str
     run_id: str
+    # only while tracing is on (llm/telemetry.py): absent from the JSON otherwise, which stays as it always was
+    trace_id: str | None = Field(None, exclude_if=lambda v: v is None)
     answer: str = ""
     short_answer: str = ""
     evidence: str = ""

@@ -21,6 +21,7 @@ class Reply:
     completion_tokens: int = 0
     # native tool calls, in order: {"name": ..., "arguments": the JSON text the model wrote}
     tool_calls: list[dict] = field(default_factory=list)
+    cached: bool = field(default=False, compare=False)  # answered from the reply cache (llm/cache.py); not stored
 
 
 class ChatBackend(Protocol):

@@ -114,7 +114,7 @@ class CachingBackend:
         key = request_key(request)
         entry = self.store.get(key)
         if entry is not None:
-            reply = Reply(**entry["reply"])
+            reply = Reply(**entry["reply"], cached=True)
             if on_token is not None:
                 send_words(reply.text, on_token)
             self._count("replayed")
@@ -124,7 +124,8 @@ class CachingBackend:
         reply = self.inner.chat(messages, max_tokens=max_tokens, temperature=temperature, json_schema=json_schema,
                                 seed=seed, on_token=on_token, cancelled=cancelled, **options)
         if cancelled is None or not cancelled.is_set():  # a reply cut short is not the model's reply
-            stored = {k: v for k, v in asdict(reply).items() if k != "tool_calls" or v}  # files as before tools
+            stored = {k: v for k, v in asdict(reply).items()  # files as before tools and the cached flag
+                      if (k != "tool_calls" or v) and k != "cached"}
             self.store.put(key, {"key": key, "request": request, "reply": stored})
             self._count("recorded")
         return reply

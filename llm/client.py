@@ -16,10 +16,12 @@ from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from opentelemetry.trace import SpanKind
+
+from errors import LLMError, RunCancelled, TransientLLMError
+from llm import telemetry
 from llm.backend import ChatBackend, Messages, Reply
-from errors import LLMError, TransientLLMError
 from llm.context import RunContext, TokenSink
-from errors import RunCancelled
 from llm.prompts import STRUCTURED_REPAIR
 
 T = TypeVar("T", bound=BaseModel)
@@ -40,7 +42,7 @@ class LLM:
     run, the backend's configured seed applies and nothing is counted."""
 
     def __init__(self, backend: ChatBackend, temperature: float = 0.0, max_tokens: int = 256, max_retries: int = 2,
-                 backoff_s: float = 0.5):
+                 backoff_s: float = 0.5, model: str = ""):
         if max_retries < 0 or max_tokens < 1:
             raise ValueError("max_retries >= 0 and max_tokens >= 1")
         self.backend = backend
@@ -48,6 +50,7 @@ class LLM:
         self.max_tokens = max_tokens
         self.max_retries = max_retries
         self.backoff_s = backoff_s
+        self.model = model or backend.name  # named in trace spans
 
     def warm_up(self) -> None:
         warm_up = getattr(self.backend, "warm_up", None)
@@ -56,28 +59,51 @@ class LLM:
 
     def _call(self, messages: Messages, max_tokens: int | None, json_schema: dict | None, run: RunContext | None,
               on_token: TokenSink | None = None, **tool_options) -> Reply:
+        max_tokens = max_tokens or self.max_tokens
+        attributes = {telemetry.SPAN_KIND: "LLM", "llm.model_name": self.model, "llm.provider": self.backend.name,
+                      "gen_ai.operation.name": "chat", "gen_ai.provider.name": self.backend.name,
+                      "gen_ai.request.model": self.model, "gen_ai.request.max_tokens": max_tokens,
+                      "gen_ai.request.temperature": self.temperature,
+                      "switchyard.llm.structured": json_schema is not None,
+                      "switchyard.llm.tools": bool(tool_options.get("tools"))}
+        with telemetry.span(f"chat {self.model}", attributes, kind=SpanKind.CLIENT) as span:
+            reply, ms = self._attempts(messages, max_tokens, json_schema, run, on_token, span, **tool_options)
+            if span.is_recording():
+                span.set_attributes({
+                    "llm.token_count.prompt": reply.prompt_tokens, "llm.token_count.completion": reply.completion_tokens,
+                    "llm.token_count.total": reply.prompt_tokens + reply.completion_tokens,
+                    "gen_ai.usage.input_tokens": reply.prompt_tokens,
+                    "gen_ai.usage.output_tokens": reply.completion_tokens,
+                    "switchyard.llm.latency_ms": round(ms, 2), "switchyard.llm.cache_hit": reply.cached})
+        return reply
+
+    def _attempts(self, messages: Messages, max_tokens: int, json_schema: dict | None, run: RunContext | None,
+                  on_token: TokenSink | None, span, **tool_options) -> tuple[Reply, float]:
+        """The reply and the milliseconds the backend took for it, retrying transient errors."""
         cancelled, seed = (run.cancelled, run.seed) if run is not None else (None, None)
         for attempt in range(self.max_retries + 1):
             if cancelled is not None and cancelled.is_set():
                 raise RunCancelled("the run was cancelled")
             started = time.perf_counter()
             try:
-                reply = self.backend.chat(messages, max_tokens=max_tokens or self.max_tokens,
-                                          temperature=self.temperature, json_schema=json_schema, seed=seed,
-                                          on_token=on_token, cancelled=cancelled, **tool_options)
+                reply = self.backend.chat(messages, max_tokens=max_tokens, temperature=self.temperature,
+                                          json_schema=json_schema, seed=seed, on_token=on_token, cancelled=cancelled,
+                                          **tool_options)
             except TransientLLMError as exc:
                 if run is not None:
                     run.record_time((time.perf_counter() - started) * 1e3)
+                span.add_event("retry", {"attempt": attempt + 1, "error": str(exc)[:200]})
                 if attempt == self.max_retries:
                     where = getattr(self.backend, "base_url", None) or self.backend.name
                     raise LLMError(f"LLM backend {where} failed after {attempt + 1} tries ({exc})") from None
                 time.sleep(self.backoff_s * 2 ** attempt)
                 continue
+            ms = (time.perf_counter() - started) * 1e3
             if run is not None:
-                run.record_call(reply.prompt_tokens, reply.completion_tokens, (time.perf_counter() - started) * 1e3)
+                run.record_call(reply.prompt_tokens, reply.completion_tokens, ms)
             if cancelled is not None and cancelled.is_set():
                 raise RunCancelled("the run was cancelled")
-            return reply
+            return reply, ms
         raise AssertionError("unreachable")
 
     def generate(self, messages: Messages, max_tokens: int | None = None, on_token: TokenSink | None = None,

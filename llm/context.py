@@ -14,7 +14,7 @@ import threading
 import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 TokenSink = Callable[[str], None]
 
@@ -45,6 +45,9 @@ class RunContext:
     # None: every chunk (the local user, an admin)
     groups: tuple[str, ...] | None = None
     meters: list[Usage] = field(default_factory=list, repr=False)  # the scopes open now, outermost first
+    # the OpenTelemetry context of the run's span (llm/telemetry.py): its nodes' spans are its children
+    trace_context: Any = field(default=None, repr=False)
+    trace_id: str | None = None             # the run's trace id while tracing is on
 
     @contextmanager
     def metered(self) -> Iterator[Usage]:

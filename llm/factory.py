@@ -45,4 +45,5 @@ def build_llm(config: LLMConfig) -> LLM:
     if config.cache_dir:
         backend = CachingBackend(backend, ReplyStore(config.cache_dir), llm_identity(config),
                                  default_seed=config.seed if config.backend == "local" else None)
-    return LLM(backend, temperature=config.temperature, max_tokens=config.max_tokens, max_retries=config.max_retries)
+    return LLM(backend, temperature=config.temperature, max_tokens=config.max_tokens, max_retries=config.max_retries,
+               model=str(llm_identity(config)["model"]))

@@ -29,6 +29,7 @@ from typing import Literal
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field, ValidationError
 
+from llm import telemetry
 from llm.backend import Reply, function_tool
 from llm.context import RunContext
 from llm.prompts import (ROUTER_FORMAT_PLAN, ROUTER_FORMAT_REACT, ROUTER_FORMAT_TOOLS, ROUTER_FORMAT_TOOLS_REACT,
@@ -217,8 +218,18 @@ def _ask_plan(state: dict, res: Resources, steps_left: int, run: RunContext | No
 def route(state: dict, runtime: Runtime[RunContext], res: Resources) -> dict:
     """The router node: the next action, with the decision's own LLM cost in its record."""
     run = runtime.context or RunContext()
-    with run.metered() as spent:
+    cfg = res.config.graph.router
+    with telemetry.span("decision", {telemetry.SPAN_KIND: "AGENT", "switchyard.agent.strategy": cfg.strategy,
+                                     "switchyard.agent.protocol": cfg.protocol}) as span, run.metered() as spent:
         update = _decide(state, res, run)
+        record = update["decision"]
+        if span.is_recording():
+            span.set_attributes({"switchyard.agent.step": record["step"], "switchyard.agent.action": record["action"],
+                                 "switchyard.agent.guard": record["guard"] or "",
+                                 "switchyard.agent.llm_calls": spent.llm_calls})
+            if telemetry.capture_content():  # a query or reason in args is text like the question
+                span.set_attributes({"switchyard.agent.args": json.dumps(record["args"], ensure_ascii=False),
+                                     "switchyard.agent.thought": record["thought"]})
     update["decision"].update(spent.as_dict())
     return update
 

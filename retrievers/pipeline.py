@@ -42,7 +42,8 @@ class RetrievalStack:
         self._reranker = Lazy(self._build_reranker)
         self._retrieval = Lazy(lambda: Retrieval(self.retriever, self.reranker, top_k=config.retrieve.top_k,
                                                  rerank_top_k=config.rerank.top_k,
-                                                 rrf_k=config.retrieve.fusion.rrf_k))
+                                                 rrf_k=config.retrieve.fusion.rrf_k,
+                                                 collection=self.collection))
 
     @property
     def embedder(self) -> Embedder:

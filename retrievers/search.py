@@ -9,10 +9,12 @@ retriever's LanceDB query (so top-k is filled with passages the caller may read)
 """
 from __future__ import annotations
 
+import json
 import time
 from copy import copy
 from dataclasses import dataclass, field
 
+from llm import telemetry
 from llm.context import RunContext
 from retrievers.documents import Passage
 from retrievers.filters import Clause, parse_filter, readable_by
@@ -39,8 +41,9 @@ class Retrieval:
     the configured reranker. Holds no per-call state: safe to share between threads."""
 
     def __init__(self, retriever: HybridRetriever, reranker, top_k: int = 20, rerank_top_k: int = 5,
-                 rrf_k: float = 60.0):
+                 rrf_k: float = 60.0, collection: str = ""):
         self.retriever = retriever
+        self.collection = collection  # named in trace spans
         self.reranker = reranker
         self.top_k = top_k
         self.rerank_top_k = rerank_top_k
@@ -53,15 +56,24 @@ class Retrieval:
         inside each LanceDB query, so a filter can only narrow what is read."""
         if not queries:
             raise ValueError("at least one query is needed")
-        admitted = clauses(where)
-        if run is not None and run.groups is not None:
-            admitted.append(readable_by(run.groups))
-        ranked = {f"q{i}": self.retriever.run(q, where=admitted) for i, q in enumerate(queries)}
-        if len(ranked) == 1:
-            (passages,) = ranked.values()
-        else:
-            passages = reciprocal_rank_fusion(ranked, k=self.rrf_k)
-        return passages[: top_k or self.top_k]
+        k = top_k or self.top_k
+        attributes = {telemetry.SPAN_KIND: "RETRIEVER", "switchyard.retrieval.collection": self.collection,
+                      "switchyard.retrieval.k": k, "switchyard.retrieval.queries": len(queries)}
+        if where:
+            attributes["switchyard.retrieval.filter"] = where if isinstance(where, str) else repr(where)
+        with telemetry.span("retrieval", attributes) as span:
+            admitted = clauses(where)
+            if run is not None and run.groups is not None:
+                admitted.append(readable_by(run.groups))
+            ranked = {f"q{i}": self.retriever.run(q, where=admitted) for i, q in enumerate(queries)}
+            if len(ranked) == 1:
+                (passages,) = ranked.values()
+            else:
+                passages = reciprocal_rank_fusion(ranked, k=self.rrf_k)
+            passages = passages[:k]
+            if span.is_recording():
+                span.set_attributes(_retrieval_attributes(queries, passages))
+        return passages
 
     def rerank(self, question: str, passages: list[Passage], top_k: int | None = None,
                run: RunContext | None = None) -> list[Passage]:
@@ -78,6 +90,19 @@ class Retrieval:
         passages = self.rerank(question, candidates, k, run) if rerank else candidates[:k]
         t2 = time.perf_counter()
         return SearchResult(passages, candidates, {"retrieve": (t1 - t0) * 1e3, "rerank": (t2 - t1) * 1e3})
+
+
+def _retrieval_attributes(queries: list[str], passages: list[Passage], top: int = 5) -> dict:
+    """What a retrieval span shows of its result: the count, the top scores and documents (OpenInference names)."""
+    attributes: dict = {"switchyard.retrieval.returned": len(passages),
+                        "switchyard.retrieval.top_scores": [float(p.score) for p in passages[:top]]}
+    for i, p in enumerate(passages[:top]):
+        attributes[f"retrieval.documents.{i}.document.id"] = p.chunk_id
+        attributes[f"retrieval.documents.{i}.document.score"] = float(p.score)
+        attributes[f"retrieval.documents.{i}.document.metadata"] = json.dumps({"doc_id": p.doc_id})
+    if telemetry.capture_content():
+        attributes["input.value"] = " | ".join(queries)
+    return attributes
 
 
 def _copy(p: Passage) -> Passage:

@@ -40,6 +40,7 @@ from configs.schema import StoreConfig
 from errors import AccessError, ServiceError, SwitchyardError, UnknownPipeline, first_line
 from graphs.app import Pipeline
 from graphs.results import Answer, AskResult, ErrorEvent
+from llm import telemetry
 from llm.context import RunContext
 from retrievers.filters import parse_labels
 from service.audit import AuditLog, AuditMiddleware, note
@@ -257,6 +258,7 @@ def create_app(settings: ServiceSettings | None = None) -> FastAPI:
             yield
             # SIGTERM: the file in progress finishes its commits; unfinished jobs are resumed at the next start
             await asyncio.to_thread(service.jobs.shutdown)
+            await asyncio.to_thread(telemetry.flush)
 
     app = FastAPI(title="Switchyard", version="0.1.0", lifespan=lifespan,
                   description="Retrieval-augmented question answering: fixed pipeline and agent variants.")
@@ -419,12 +421,44 @@ def create_app(settings: ServiceSettings | None = None) -> FastAPI:
     app.add_middleware(BearerAuth, token=settings.api_token, keys=service.keys)
     app.add_middleware(AuditMiddleware, audit=AuditLog(settings.audit_log, settings.audit_questions))
     app.add_middleware(MetricsMiddleware, metrics=service.metrics)  # outermost: counts 401s too
+    if telemetry.provider() is not None:
+        _instrument(app)
     return app
 
 
 def _admin(principal: Principal, what: str) -> None:
     if not principal.admin:
         raise ServiceError(403, f"{what} needs an admin key")
+
+
+def _instrument(app: FastAPI) -> None:
+    """A server span per request (FastAPI instrumentation, outside every middleware above) and its trace id in
+    the `X-Trace-Id` response header. Imported only when tracing is on."""
+    from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
+
+    app.add_middleware(TraceIdHeader)
+    # one span per request, not one per body chunk of a stream
+    FastAPIInstrumentor.instrument_app(app, tracer_provider=telemetry.provider(), exclude_spans=["send", "receive"])
+
+
+class TraceIdHeader:
+    """Adds `X-Trace-Id` (the current trace's id) to every HTTP response."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        trace_id = telemetry.current_trace_id() if scope["type"] == "http" else None
+        if trace_id is None:
+            await self.app(scope, receive, send)
+            return
+
+        async def with_header(message):
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), (b"x-trace-id", trace_id.encode())]
+            await send(message)
+
+        await self.app(scope, receive, with_header)
 
 
 def _check_ready(pipe: Pipeline, question: str) -> None:
