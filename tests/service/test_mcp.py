@@ -2,10 +2,9 @@
 `cli.py mcp` subprocess, and over streamable HTTP against a real `cli.py serve` on 127.0.0.1 with a bearer token.
 
 Both transports run the same checks (`check_session`): the tool listing, each tool, bad arguments (a tool error the
-client sees, the session going on), the documents as resources. Access: today one bearer token opens every
-collection, so what can be tested is that a request without the token, or with a wrong one, is refused, and that a
-collection that does not exist is a tool error; the per-tenant check (a key that cannot see another tenant's
-collection) waits for API keys (issue 21, part 1), which will plug into `service.mcp_server.Access`.
+client sees, the session going on), the documents as resources. Access: a request without the token, or with a
+wrong one, is refused; a key made by `cli.py keys create` sees only its own collections (the other tenant's is the
+same tool error as a collection that does not exist).
 """
 from __future__ import annotations
 
@@ -14,6 +13,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -255,6 +255,55 @@ def test_streamable_http(two_collections, tmp_path):
             metrics = client.get("/metrics").text
         assert 'route="/mcp"' in metrics and 'status="401"' in metrics
         assert "mcp-s3cret" not in srv.output() and "Traceback" not in srv.output()
+
+
+def create_key(index, name: str, *options: str) -> str:
+    """A key made by the real `cli.py keys create`; the key is the first line it prints."""
+    done = subprocess.run([sys.executable, str(ROOT / "cli.py"), "keys", "create", name, "--index-dir", str(index),
+                           *options], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.splitlines()[0].strip()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(TIME_LIMIT_S + 120)
+def test_a_key_sees_only_its_collections_over_mcp(two_collections, tmp_path):
+    """Through the SDK's client on `/mcp`: a key for `memos` lists, searches and reads `memos` only; the other
+    collection is the same tool error as one that does not exist, and none of its documents is a resource."""
+    index = tmp_path / "index"
+    shutil.copytree(two_collections, index)
+    memos_key = create_key(index, "memos-reader", "--collections", "memos")
+    listed = subprocess.run([sys.executable, str(ROOT / "cli.py"), "list", "--json", "--index-dir", str(index)],
+                            capture_output=True, text=True, timeout=60, check=True)
+    couplers = next(d["doc_id"] for d in json.loads(listed.stdout) if d["title"] == "Railway couplers")
+    with running_server(tmp_path, index, "--config", "no-llm") as srv:
+        async def check():
+            async with mcp_http_client(memos_key) as http, \
+                    streamable_http_client(f"{srv.url}/mcp", http_client=http) as (read, write), \
+                    ClientSession(read, write, read_timeout_seconds=120) as session:
+                await session.initialize()
+                listed = await session.call_tool("list_collections", {})
+                assert [c["name"] for c in listed.structured_content["collections"]] == ["memos"]
+                own = await session.call_tool("search", {"query": "rail grinding", "collection": "memos"})
+                assert not own.is_error and "Kelvin Junction" in json.dumps(own.structured_content)
+                other = error_text(await session.call_tool("search", {"query": "knuckle coupler",
+                                                                      "collection": "default"}))
+                missing = error_text(await session.call_tool("search", {"query": "knuckle coupler",
+                                                                        "collection": "nope"}))
+                assert other == missing.replace("nope", "default") and "Janney" not in other
+                default_pipeline = await session.call_tool("ask", {"question": QUESTION})  # its collection: default
+                assert default_pipeline.is_error and "Janney" not in error_text(default_pipeline)
+                resources = (await session.list_resources()).resources
+                assert resources and all(str(r.uri).startswith("switchyard://memos/") for r in resources)
+                with pytest.raises(MCPError) as hidden:  # a real id of the other collection
+                    await session.read_resource(f"switchyard://default/documents/{couplers}")
+                with pytest.raises(MCPError) as unknown:
+                    await session.read_resource("switchyard://nope/documents/x")
+                assert "Janney" not in str(hidden.value)
+                assert str(hidden.value).replace("default", "nope").replace(couplers, "x") == str(unknown.value)
+
+        run(check)
+        assert memos_key not in srv.output() and "Traceback" not in srv.output()
 
 
 @pytest.mark.slow
