@@ -63,11 +63,11 @@ class TestRealModels:
         pipe = make_pipeline(f"llm.base_url={llama_server}", "llm.model=smollm2", "llm.timeout_s=300",
                              config_file=CONFIG_DIR / "fixed-openai.yaml")
         events = list(pipe.stream("Who patented the knuckle coupler?"))
-        assert events[-1]["event"] == "answer", events[-1]
-        tokens = [e["text"] for e in events if e["event"] == "token"]
-        answer_end = next(e for e in events if e["event"] == "node_end" and e.node == "answer")
-        if answer_end["llm_calls"]:
-            assert len(tokens) > 1 and answer_end["completion_tokens"] > 0  # usage came with the stream
+        assert events[-1].event == "answer", events[-1]
+        tokens = [e.text for e in events if e.event == "token"]
+        answer_end = next(e for e in events if e.event == "node_end" and e.node == "answer")
+        if answer_end.llm_calls:
+            assert len(tokens) > 1 and answer_end.completion_tokens > 0  # usage came with the stream
 
     def test_cli_ask_json_via_server(self, sample_index, llama_server):
         out = subprocess.run(
@@ -104,7 +104,7 @@ def test_agent_with_the_real_local_model_then_replay(make_pipeline, local_llm, t
     if not result.abstained:
         assert result.citations
     saved = tmp_path / "run.json"
-    saved.write_text(json.dumps(result))
+    saved.write_text(json.dumps(result.to_json()))
     out = subprocess.run([sys.executable, str(ROOT / "cli.py"), "trace", str(saved)], capture_output=True,
                          text=True, timeout=120)
     assert out.returncode == 0 and "step 1:" in out.stdout and f"step {len(steps)}:" in out.stdout
