@@ -268,8 +268,17 @@ def _print_steps(steps: list[dict], delay: float = 0.0) -> None:
         cost = f"router {s.get('router_ms', 0):.0f} ms, {s.get('llm_calls', 0)} LLM call(s), " \
                f"{s.get('prompt_tokens', 0)}+{s.get('completion_tokens', 0)} tokens; action {s.get('action_ms', 0):.0f} ms"
         print(f"  step {s['step']}: {call}{guard}")
+        if s.get("agent"):  # bolaa: the controller's hand-off
+            print(f"     hand-off: {s['agent']} <- {s.get('message') or '-'}")
         if s.get("thought"):
             print(f"     thought: {s['thought']}")
+        for key in ("plan", "criticism"):  # autogpt's other thoughts
+            if (s.get("thoughts") or {}).get(key):
+                print(f"     {key}: {s['thoughts'][key]}")
+        if s.get("plan"):  # plan-react: the plan this step saw
+            print(f"     plan: {', '.join(s['plan'])}")
+        if s.get("memory"):
+            print(f"     memory: {len(s['memory'])} note(s)" + (", summarised" if s.get("memory_summarised") else ""))
         print(f"     observation: {s.get('observation', '')}")
         print(f"     ({cost})")
         if delay:

@@ -384,25 +384,43 @@ DEFAULT_REACT_EXAMPLES = [
 ]
 
 
+MEMORY_TOKENS = 160  # graph.router.memory_tokens' default
+
+
 class RouterConfig(_Section):
     """Agent mode: an LLM picks each next step over the same nodes as the fixed pipeline."""
 
-    strategy: Literal["zeroshot", "react", "plan"] = "react"
+    strategy: Literal["zeroshot", "zeroshot-think", "react", "plan", "plan-react", "bolaa", "autogpt"] = Field(
+        "react", description="zeroshot (ZS), zeroshot-think (ZST: a free-text thought first), react (few-shot "
+                             "ReAct), plan (PlanAct), plan-react (PlanReAct), bolaa (a controller and two labor "
+                             "agents), autogpt (goals, thought with criticism, working memory): docs/agents.md")
     protocol: Literal["json", "tools"] = Field(
         "json", description="json: the decision is a JSON object (schema-constrained); tools: every action is a tool "
-                            "and the model chooses by a native tool call (zeroshot and react)")
+                            "and the model chooses by a native tool call (every strategy but plan)")
     tool_choice: Literal["auto", "required"] = Field(
         "auto", description="tools: the request's tool_choice (required: servers that support it always call one)")
     max_steps: int = Field(8, ge=1, le=50, description="router decisions before the budget guard forces an end")
     max_tokens: int = Field(96, ge=16, description="per router decision")
     examples: list[str] = Field(default_factory=lambda: list(DEFAULT_REACT_EXAMPLES),
                                 description="react: few-shot examples shown before the scratchpad")
+    memory_tokens: int = Field(MEMORY_TOKENS, ge=64, le=4000,
+                               description="autogpt: working-memory bound (estimated at 4 characters a token); past "
+                                           "it the facts are merged into one note by an LLM call")
+
+    @model_serializer(mode="wrap")
+    def _omit_new_defaults(self, handler) -> dict:
+        # memory_tokens came after config hashes were recorded: dumped only when set to another value, so the hashes,
+        # recorded outputs and eval manifests of every config made before stay identical (and load back unchanged)
+        out = handler(self)
+        if out.get("memory_tokens") == MEMORY_TOKENS:
+            del out["memory_tokens"]
+        return out
 
     @model_validator(mode="after")
     def _tools_need_a_step_strategy(self) -> "RouterConfig":
         if self.protocol == "tools" and self.strategy == "plan":
-            raise ValueError("graph.router.protocol=tools chooses one action per call: use strategy zeroshot or "
-                             "react")
+            raise ValueError("graph.router.protocol=tools chooses one action per call: use a strategy other than "
+                             "plan (plan-react plans in JSON and acts by tool calls)")
         return self
 
 

@@ -55,6 +55,7 @@ class RAGState(TypedDict, total=False):
     next_action: str
     action_args: dict
     decision: dict                          # the router's last decision (thought, action, args, guard, cost)
-    plan: list[str]                         # plan strategy: the remaining planned actions
+    plan: list[str]                         # plan, plan-react: the remaining planned actions
+    memory: list[str]                       # autogpt: the working memory (facts the agent wrote), bounded
     executed: Annotated[list, operator.add]  # (action, args) of every executed step, for the repeat guard
     agent_steps: Annotated[list[dict], operator.add]  # one machine-readable record per step

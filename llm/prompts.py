@@ -60,6 +60,68 @@ ROUTER_TOOL_ABSTAIN = "Stop: the documents do not hold the answer."
 ROUTER_TOOL_QUERY = "a short search engine query"
 ROUTER_TOOL_REASON = "why the documents do not answer"
 
+# zeroshot-think: a free-text thought (its own call), then the zero-shot decision with that thought in view
+ROUTER_FORMAT_THINK = (" Think about the next step in one or two sentences: which action and why. Do not act yet; "
+                       "reply with the thought only.")
+ROUTER_THOUGHT = "\nYour thought: {thought}"
+# plan-react: the plan, then a ReAct thought and action per step; examples from the sample corpus (never a question
+# of an evaluation set: tests/graphs/test_strategies.py checks)
+ROUTER_PLAN_NOW = "\nPlan (remaining): {plan}"
+PLAN_REACT_EXAMPLES = (
+    "Question: Which gauge does Spain's high-speed network use?\n"
+    "Plan (remaining): retrieve, rerank, grade, answer\n"
+    "Thought: The plan starts with a search.\n"
+    'Action: {"thought": "search first", "action": "retrieve", "query": "Spain high-speed network gauge"}\n'
+    "Observation: 20 passages; best: Track gauge\n"
+    "Thought: Order the passages, as planned.\n"
+    'Action: {"thought": "rerank as planned", "action": "rerank"}\n'
+    "Observation: 5 passages kept; best: Track gauge\n"
+    "Thought: Check they are relevant.\n"
+    'Action: {"thought": "grade as planned", "action": "grade"}\n'
+    "Observation: verdict correct, 2 relevant passages\n"
+    "Thought: Standard gauge on the high-speed lines; the passages answer it.\n"
+    'Action: {"thought": "enough evidence", "action": "answer"}')
+
+# bolaa: a controller hands each step to one labor agent (search or answer), each with its own prompt and context
+BOLAA_CONTROLLER = (
+    "You coordinate two agents answering a question from a document collection. search: writes search queries and "
+    "runs retrieve, rerank and grade. answer: answers from the passages search kept, or abstains. Pick the agent "
+    "that acts next and tell it in one sentence what to do. Usual order: search until grading finds relevant "
+    "passages, then answer.")
+BOLAA_CONTROLLER_JSON = ' Reply as JSON {"agent": "search" or "answer", "message": "..."}.'
+BOLAA_CONTROLLER_TOOLS = " Call exactly one tool: the agent that acts next, with your message to it."
+BOLAA_CONTROLLER_TOOL_SEARCH = "Hand the next step to the search agent."
+BOLAA_CONTROLLER_TOOL_ANSWER = "Hand the next step to the answer agent."
+BOLAA_CONTROLLER_TOOL_MESSAGE = "what the agent should do next, in one sentence"
+BOLAA_HANDOFFS = "\nEarlier hand-offs:\n{handoffs}"
+BOLAA_SEARCH = (
+    "You are the search agent of a document question-answering team. Actions: rewrite(query): set a better search "
+    "query | retrieve(query): search the documents | rerank: order the found passages | grade: check the passages "
+    "are relevant. Usual order: retrieve, rerank, grade; rewrite and retrieve again when grading finds nothing "
+    "relevant.")
+BOLAA_SEARCH_JSON = ' Reply as JSON {"thought": "...", "action": "...", "query": "only for rewrite/retrieve"}.'
+BOLAA_ANSWER = (
+    "You are the answer agent of a document question-answering team. Actions: answer: write the answer from the "
+    "passages below | abstain(reason): stop, the passages do not hold the answer.")
+BOLAA_ANSWER_JSON = ' Reply as JSON {"thought": "...", "action": "answer" or "abstain", "reason": "only for abstain"}.'
+BOLAA_TOOLS = " Think briefly (one sentence), then call exactly one tool."
+BOLAA_MESSAGE = "\nMessage from the controller: {message}"
+
+# autogpt: goals; a thought {reasoning, plan, criticism}, a fact to remember, then one command
+AUTOGPT_SYSTEM = (
+    "You are an autonomous agent answering a question from a document collection.\nGoals:\n1. Answer the question "
+    "from the documents, with citations.\n2. Abstain only when repeated searches find nothing.\n3. Finish within "
+    f"the steps left.\nCommands: {ROUTER_ACTIONS}.\nEach step: reason about the state, keep a short plan, criticise "
+    "your own plan, write down at most one new fact worth remembering, then choose one command.")
+AUTOGPT_JSON = (' Reply as JSON {"reasoning": "...", "plan": "...", "criticism": "...", "remember": "a new fact, or '
+                'empty", "command": "...", "query": "only for rewrite/retrieve", "reason": "only for abstain"}.')
+AUTOGPT_TOOLS = (" Write your reasoning, plan and criticism as text, then call exactly one tool: the command. "
+                 "Every tool takes `remember`: a new fact worth remembering, or nothing.")
+AUTOGPT_TOOL_REMEMBER = "a new fact worth remembering (optional)"
+AUTOGPT_MEMORY = "\nMemory:\n{memory}\nLast observation: {observation}"
+AUTOGPT_SUMMARISE = ("Merge these notes into one short note of at most {words} words. Keep names, numbers, queries "
+                     "tried and what they found.")
+
 JUDGE_FAITHFULNESS = ("You check one claim against one passage. Reply with a JSON object: {\"supported\": true} when "
                       "the passage states the claim or directly implies it, {\"supported\": false} when the passage "
                       "does not say it or contradicts it. Judge only from the passage, not from what you know.")

@@ -1,8 +1,12 @@
 """router: in agent mode an LLM chooses each next step over the same nodes as the fixed pipeline.
 
-Strategies: `zeroshot` (the next action from a compact state summary), `react` (a thought, then an action, with
-few-shot examples and a scratchpad of earlier steps), `plan` (write a short plan, execute it, re-plan when a step
-fails). Actions: rewrite(query), retrieve(query), rerank, grade, answer, abstain(reason).
+Strategies (nodes/strategies/, one module each, `graph.router.strategy`): `zeroshot` (the next action from a compact
+state summary), `zeroshot-think` (a free-text thought first), `react` (a thought, then an action, with few-shot
+examples and a scratchpad of earlier steps), `plan` (write a short plan, execute it, re-plan when a step fails),
+`plan-react` (a plan, then a ReAct step that sees it), `bolaa` (a controller hands each step to a search or an answer
+agent), `autogpt` (goals, a reasoning/plan/criticism thought and a bounded working memory). Each proposes a
+decision; this module judges every proposal with the same guards. Actions: rewrite(query), retrieve(query), rerank,
+grade, answer, abstain(reason).
 
 Guards, each recorded in the step's `guard` field:
 - `invalid`: the reply did not parse or validate after one repair round -> the fixed pipeline's next edge;
@@ -24,71 +28,20 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Literal
 
 from langgraph.runtime import Runtime
-from pydantic import BaseModel, Field, ValidationError
 
 from llm import telemetry
-from llm.backend import Reply, function_tool
 from llm.context import RunContext
-from llm.prompts import (ROUTER_FORMAT_PLAN, ROUTER_FORMAT_REACT, ROUTER_FORMAT_TOOLS, ROUTER_FORMAT_TOOLS_REACT,
-                           ROUTER_FORMAT_ZEROSHOT, ROUTER_SYSTEM, ROUTER_TOOL_ABSTAIN, ROUTER_TOOL_ANSWER,
-                           ROUTER_TOOL_GRADE, ROUTER_TOOL_QUERY, ROUTER_TOOL_REASON, ROUTER_TOOL_RERANK,
-                           ROUTER_TOOL_RETRIEVE, ROUTER_TOOL_REWRITE, ROUTER_TOOLS_REPAIR)
 from nodes.citations import content_words
 from nodes.grade import GRADE_ROUTES, route_after_grade
 from nodes.resources import Resources
+from nodes.strategies import STRATEGIES
+from nodes.strategies.common import (ACTIONS, ROUTER_TOOLS, Action, Decision, Plan, decision_from_tool_call,
+                                     summarize_state)
 
-Action = Literal["rewrite", "retrieve", "rerank", "grade", "answer", "abstain"]
-ACTIONS: tuple[str, ...] = ("rewrite", "retrieve", "rerank", "grade", "answer", "abstain")
-
-
-class Decision(BaseModel):
-    thought: str = Field("", max_length=400)
-    action: Action
-    query: str | None = Field(None, max_length=200)
-    reason: str | None = Field(None, max_length=200)
-
-
-class Plan(BaseModel):
-    steps: list[Action] = Field(min_length=1, max_length=8)
-
-
-def _tool(name: str, description: str, argument: str | None = None, argument_description: str = "") -> dict:
-    properties = {argument: {"type": "string", "description": argument_description}} if argument else {}
-    return function_tool(name, description, {"type": "object", "properties": properties})
-
-
-ROUTER_TOOLS: list[dict] = [
-    _tool("rewrite", ROUTER_TOOL_REWRITE, "query", ROUTER_TOOL_QUERY),
-    _tool("retrieve", ROUTER_TOOL_RETRIEVE, "query", ROUTER_TOOL_QUERY),
-    _tool("rerank", ROUTER_TOOL_RERANK),
-    _tool("grade", ROUTER_TOOL_GRADE),
-    _tool("answer", ROUTER_TOOL_ANSWER),
-    _tool("abstain", ROUTER_TOOL_ABSTAIN, "reason", ROUTER_TOOL_REASON),
-]
-
-
-def decision_from_tool_call(reply: Reply) -> tuple[Decision | None, str]:
-    """The decision a reply's first tool call makes (its text is the thought), or why there is none."""
-    if not reply.tool_calls:
-        return None, "no tool call"
-    call = reply.tool_calls[0]
-    if call["name"] not in ACTIONS:
-        return None, f"unknown tool {call['name']!r}"
-    try:
-        args = json.loads(call["arguments"] or "{}")
-    except json.JSONDecodeError as exc:
-        return None, f"arguments are not JSON: {exc.msg}"
-    if not isinstance(args, dict):
-        return None, "arguments are not a JSON object"
-    try:
-        return Decision(thought=reply.text.strip()[:400], action=call["name"], query=args.get("query"),
-                        reason=args.get("reason")), ""
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        return None, f"{'.'.join(map(str, first['loc'])) or 'value'}: {first['msg']}"
+__all__ = ["ACTIONS", "ROUTER_TOOLS", "Action", "Decision", "Plan", "decision_from_tool_call", "summarize_state",
+           "FIXED_SEQUENCE", "fixed_next", "is_grounded", "is_repeat", "route", "choose_edge"]
 
 
 FIXED_SEQUENCE: tuple[str, ...] = ("rewrite", "retrieve", "rerank", "grade")  # then `route_after_grade`
@@ -142,79 +95,6 @@ def is_repeat(action: str, args: dict, executed: list) -> bool:
     return False
 
 
-def summarize_state(state: dict, steps_left: int) -> str:
-    verdict = state.get("verdict")
-    lines = [f"Question: {state['question']}",
-             f"Current query: {state.get('query') or '(none yet)'}",
-             f"Passages found: {len(state.get('candidates', []))}; reranked: {len(state.get('reranked', []))}; "
-             f"graded relevant: {len(state.get('graded', []))}" + (f" (verdict {verdict})" if verdict else ""),
-             f"Last action: {state.get('last_action') or '(none)'}; steps left: {steps_left}"]
-    top = state.get("graded") or state.get("reranked") or state.get("candidates") or []
-    if top:
-        lines.append("Best passage: " + " ".join(top[0].text.split())[:200])
-    return "\n".join(lines)
-
-
-def _scratchpad(state: dict) -> str:
-    return "\n".join(f"Thought: {s.get('thought') or '-'}\nAction: {s['action']}"
-                     + (f"({json.dumps(s['args'])})" if s.get("args") else "")
-                     + f"\nObservation: {s.get('observation', '')}" for s in state.get("agent_steps", []))
-
-
-def _system(strategy: str, protocol: str = "json") -> str:
-    if protocol == "tools":
-        return ROUTER_SYSTEM + (ROUTER_FORMAT_TOOLS_REACT if strategy == "react" else ROUTER_FORMAT_TOOLS)
-    formats = {"plan": ROUTER_FORMAT_PLAN, "react": ROUTER_FORMAT_REACT}
-    return ROUTER_SYSTEM + formats.get(strategy, ROUTER_FORMAT_ZEROSHOT)
-
-
-def _decision_messages(state: dict, res: Resources, steps_left: int) -> list[dict]:
-    cfg = res.config.graph.router
-    messages = [{"role": "system", "content": _system(cfg.strategy, cfg.protocol)}]
-    if cfg.strategy == "react":
-        if cfg.examples:
-            messages.append({"role": "user", "content": "Examples:\n" + "\n".join(cfg.examples)})
-        pad = _scratchpad(state)
-        messages.append({"role": "user", "content": summarize_state(state, steps_left)
-                         + (f"\nEarlier steps:\n{pad}" if pad else "")})
-    else:
-        messages.append({"role": "user", "content": summarize_state(state, steps_left)})
-    return messages
-
-
-def _ask_decision(state: dict, res: Resources, steps_left: int, run: RunContext | None) -> Decision | None:
-    cfg = res.config.graph.router
-    messages = _decision_messages(state, res, steps_left)
-    result = res.llm.structured(messages, Decision, fallback=Decision(action="abstain"), max_tokens=cfg.max_tokens,
-                                run=run)
-    return None if result.status == "fallback" else result.value
-
-
-def _ask_tool_call(state: dict, res: Resources, steps_left: int, run: RunContext | None) -> Decision | None:
-    cfg = res.config.graph.router
-    messages = _decision_messages(state, res, steps_left)
-    reply = res.llm.call_tools(messages, ROUTER_TOOLS, cfg.tool_choice, cfg.max_tokens, run=run)
-    decision, error = decision_from_tool_call(reply)
-    if decision is not None:
-        return decision
-    said = reply.text.strip() or "".join(f"{c['name']}({c['arguments']})" for c in reply.tool_calls[:1])
-    repair = messages + [{"role": "assistant", "content": said or "(nothing)"},
-                         {"role": "user", "content": ROUTER_TOOLS_REPAIR.format(error=error, tools=", ".join(ACTIONS))}]
-    decision, _ = decision_from_tool_call(res.llm.call_tools(repair, ROUTER_TOOLS, cfg.tool_choice, cfg.max_tokens,
-                                                             run=run))
-    if decision is None and run is not None:
-        run.record_parse_fallback()
-    return decision
-
-
-def _ask_plan(state: dict, res: Resources, steps_left: int, run: RunContext | None) -> list[str] | None:
-    messages = [{"role": "system", "content": _system("plan")},
-                {"role": "user", "content": summarize_state(state, steps_left)}]
-    result = res.llm.structured(messages, Plan, fallback=Plan(steps=["abstain"]),
-                                max_tokens=res.config.graph.router.max_tokens, run=run)
-    return None if result.status == "fallback" else list(result.value.steps)
-
-
 def route(state: dict, runtime: Runtime[RunContext], res: Resources) -> dict:
     """The router node: the next action, with the decision's own LLM cost in its record."""
     run = runtime.context or RunContext()
@@ -240,21 +120,18 @@ def _decide(state: dict, res: Resources, run: RunContext) -> dict:
     step = state.get("step_count", 0) + 1
     steps_left = cfg.max_steps - step + 1
     started = time.perf_counter()
-    thought, guard, args, plan = "", None, {}, list(state.get("plan") or [])
+    thought, guard, args = "", None, {}
+    kept: dict = {"plan": list(state.get("plan") or [])}  # what the strategy keeps between steps
+    extra: dict = {}  # the strategy's own fields in the step record
 
     executed = state.get("executed", [])
     if step > cfg.max_steps:
         action, guard = ("answer" if _has_passages(state) else "abstain"), "budget"
     else:
-        decision: Decision | None
-        if cfg.strategy == "plan":
-            if not plan or (state.get("last_action") == "grade" and state.get("verdict") == "incorrect"):
-                plan = _ask_plan(state, res, steps_left, run) or []
-            decision = Decision(action=plan.pop(0)) if plan else None
-        elif cfg.protocol == "tools":
-            decision = _ask_tool_call(state, res, steps_left, run)
-        else:
-            decision = _ask_decision(state, res, steps_left, run)
+        proposal = STRATEGIES[cfg.strategy](state, res, steps_left, run)
+        kept.update(proposal.update)
+        extra = proposal.record
+        decision: Decision | None = proposal.decision
         if decision is None:
             action, guard = fixed_next(state, max_retries), "invalid"
         else:
@@ -276,9 +153,9 @@ def _decide(state: dict, res: Resources, run: RunContext) -> dict:
             if is_repeat(action, args, executed):
                 action, args = ("answer" if _has_passages(state) else "abstain"), {}
 
-    decision_record = {"step": step, "thought": thought, "action": action, "args": args, "guard": guard,
+    decision_record = {"step": step, "thought": thought, "action": action, "args": args, "guard": guard, **extra,
                        "router_ms": round((time.perf_counter() - started) * 1e3, 2)}
-    return {"next_action": action, "action_args": args, "step_count": step, "plan": plan,
+    return {"next_action": action, "action_args": args, "step_count": step, **kept,
             "decision": decision_record, "executed": [(action, args)]}
 
 

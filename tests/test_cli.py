@@ -267,8 +267,12 @@ class TestCliTrace:
         run = {"question": "q?", "answer": "a [1].", "abstained": False,
                "steps": [{"step": 1, "thought": "look", "action": "retrieve", "args": {"query": "q"}, "guard": None,
                           "observation": "3 passages", "router_ms": 5, "llm_calls": 1, "prompt_tokens": 9,
-                          "completion_tokens": 2, "action_ms": 20},
-                         {"step": 2, "thought": "", "action": "answer", "args": {}, "guard": "budget",
+                          "completion_tokens": 2, "action_ms": 20, "plan": ["retrieve", "answer"]},
+                         {"step": 2, "thought": "enough", "action": "grade", "args": {}, "guard": None,
+                          "agent": "search", "message": "check them", "thoughts": {"plan": "grade, answer",
+                                                                                  "criticism": "slow"},
+                          "memory": ["Janney, 1873"], "memory_summarised": True, "observation": "verdict correct"},
+                         {"step": 3, "thought": "", "action": "answer", "args": {}, "guard": "budget",
                           "observation": "answered with 1 citation(s)", "router_ms": 0, "action_ms": 30}]}
         f = tmp_path / "run.json"
         f.write_text(json.dumps(run))
@@ -276,6 +280,9 @@ class TestCliTrace:
         assert out.returncode == 0
         assert 'step 1: retrieve({"query": "q"})' in out.stdout and "[guard: budget]" in out.stdout
         assert "thought: look" in out.stdout and "answer: a [1]." in out.stdout
+        assert "hand-off: search <- check them" in out.stdout and "criticism: slow" in out.stdout
+        assert "plan: grade, answer" in out.stdout and "memory: 1 note(s), summarised" in out.stdout
+        assert "plan: retrieve, answer" in out.stdout
         (tmp_path / "bad.json").write_text("{not json")
         for bad in (tmp_path / "bad.json", tmp_path / "missing.json"):
             res = cli("trace", bad)

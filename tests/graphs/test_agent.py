@@ -166,13 +166,18 @@ class TestRouterFuzz:
             value, error = _parse(self._garbage(rng), Decision)
             assert (value is None) != (error == "")
 
-    @pytest.mark.parametrize("strategy", ["react", "zeroshot", "plan"])
+    @pytest.mark.parametrize("strategy", ["react", "zeroshot", "plan", "zeroshot-think", "plan-react", "bolaa",
+                                          "autogpt"])
     def test_runs_stay_bounded(self, make_pipeline, strategy):
         rng = random.Random(strategy)
+        garbage = lambda n: self._garbage(rng)  # noqa: E731
+        decision = lambda n: garbage(n) if rng.random() < 0.7 else _d(  # noqa: E731
+            rng.choice(["retrieve", "rerank", "grade", "rewrite", "answer"]), query=f"q{rng.randint(0, 3)}")
         for _ in range(12):
-            llm, _ = scripted_llm(router=lambda n: self._garbage(rng) if rng.random() < 0.7 else _d(
-                rng.choice(["retrieve", "rerank", "grade", "rewrite", "answer"]), query=f"q{rng.randint(0, 3)}"),
-                                  rewrite=lambda n: self._garbage(rng), answer=lambda n: self._garbage(rng))
+            llm, _ = scripted_llm(router=decision, rewrite=garbage, answer=garbage, think=garbage,
+                                  controller=lambda n: garbage(n) if rng.random() < 0.5 else json.dumps(
+                                      {"agent": rng.choice(["search", "answer"]), "message": "go"}),
+                                  searcher=decision, answerer=decision, summary=garbage)
             result = make_pipeline(*AGENT, f"graph.router.strategy={strategy}", "graph.router.max_steps=5",
                                    llm=llm).ask("What is standard gauge?")
             assert len(result.steps) <= 6
