@@ -385,6 +385,7 @@ DEFAULT_REACT_EXAMPLES = [
 
 
 MEMORY_TOKENS = 160  # graph.router.memory_tokens' default
+DIRECT_REPLY_STRATEGIES = ("zeroshot", "zeroshot-think", "react", "plan-react")
 
 
 class RouterConfig(_Section):
@@ -406,6 +407,11 @@ class RouterConfig(_Section):
     memory_tokens: int = Field(MEMORY_TOKENS, ge=64, le=4000,
                                description="autogpt: working-memory bound (estimated at 4 characters a token); past "
                                            "it the facts are merged into one note by an LLM call")
+    direct_reply: bool = Field(
+        False, description="offer the agent a `reply` action that ends the run with a direct answer and no "
+                           "retrieval, allowed only for questions graph.no_documents' rules detect (small talk, "
+                           "arithmetic); false: such questions get graph.no_documents.behaviour before the router "
+                           "(zeroshot, zeroshot-think, react, plan-react)")
 
     @model_serializer(mode="wrap")
     def _omit_new_defaults(self, handler) -> dict:
@@ -414,6 +420,8 @@ class RouterConfig(_Section):
         out = handler(self)
         if out.get("memory_tokens") == MEMORY_TOKENS:
             del out["memory_tokens"]
+        if out.get("direct_reply") is False:
+            del out["direct_reply"]
         return out
 
     @model_validator(mode="after")
@@ -421,13 +429,38 @@ class RouterConfig(_Section):
         if self.protocol == "tools" and self.strategy == "plan":
             raise ValueError("graph.router.protocol=tools chooses one action per call: use a strategy other than "
                              "plan (plan-react plans in JSON and acts by tool calls)")
+        if self.direct_reply and self.strategy not in DIRECT_REPLY_STRATEGIES:
+            raise ValueError(f"graph.router.direct_reply works with the strategies "
+                             f"{', '.join(DIRECT_REPLY_STRATEGIES)}, not {self.strategy}")
         return self
+
+
+class NoDocumentsConfig(_Section):
+    """Questions that need no documents (small talk, arithmetic), detected by rules before retrieval
+    (nodes/no_documents.py)."""
+
+    detect: bool = Field(True, description="detect small talk and arithmetic by rules and give them `behaviour` "
+                                           "without retrieval or an LLM call; false: they go through the pipeline")
+    behaviour: Literal["abstain", "reply"] = Field(
+        "abstain", description="abstain (answer.abstain_message, with the reason) or reply (`message` for small "
+                               "talk, the result for arithmetic)")
+    message: str = Field("Hello! Ask me a question about the indexed documents.",
+                         description="reply: the answer to small talk")
 
 
 class GraphConfig(_Section):
     mode: Literal["fixed", "agent", "closed_book"] = "fixed"
     recursion_limit: int = Field(25, ge=5, le=500, description="LangGraph super-step limit, set explicitly")
     router: RouterConfig = RouterConfig()
+    no_documents: NoDocumentsConfig = NoDocumentsConfig()
+
+    @model_serializer(mode="wrap")
+    def _omit_new_defaults(self, handler) -> dict:
+        # no_documents came after config hashes were recorded: dumped only when changed (see RouterConfig's)
+        out = handler(self)
+        if out.get("no_documents") == NoDocumentsConfig().model_dump():
+            del out["no_documents"]
+        return out
 
     @model_validator(mode="after")
     def _limit_covers_budget(self) -> "GraphConfig":

@@ -1,8 +1,9 @@
 """Builds the fixed LangGraph pipeline from a config:
 
     START -> rewrite -> retrieve -> rerank -> grade --relevant (correct/ambiguous)--> answer -> END
-                ^                               |--retry (incorrect, retries left)--> rewrite
-                                                '--exhausted (incorrect, none left)--> abstain -> END
+      |         ^                               |--retry (incorrect, retries left)--> rewrite
+      |                                         '--exhausted (incorrect, none left)--> abstain -> END
+      '--no_documents (small talk, arithmetic; graph.no_documents.detect)--> no_documents -> END
 
 Nodes are the plain functions in `nodes/`, `node(state, runtime, res) -> partial update`: `runtime` is LangGraph's
 `Runtime[RunContext]` (per-run data: seed, cancellation, usage meters, the stream writer) and `res` the shared
@@ -27,6 +28,7 @@ from nodes.abstain import abstain
 from nodes.answer import abstention, answer
 from nodes.citations import Citation
 from nodes.grade import GRADE_ROUTES, grade, route_after_grade
+from nodes.no_documents import no_documents, reply, route_question
 from nodes.rerank import rerank
 from nodes.resources import Resources
 from nodes.retrieve import retrieve
@@ -93,6 +95,8 @@ def _observation(name: str, update: dict) -> str:
         return f"{len(update.get('reranked', []))} passages kept{best('reranked')}"
     if name == "grade":
         return f"verdict {update.get('verdict')}, {len(update.get('graded', []))} relevant passages"
+    if name == "reply":
+        return f"replied directly: {update.get('answer', '')}"
     if update.get("abstained"):
         return f"abstained: {update.get('citation_check', {}).get('abstain_reason', '')}"
     return f"answered with {len(update.get('citations', []))} citation(s)"
@@ -152,7 +156,7 @@ def build_graph(config: SwitchyardConfig, resources: Resources | None = None):
     graph = StateGraph(RAGState, context_schema=RunContext)
     for name, fn in NODES.items():
         graph.add_node(name, traced(name, fn, res))
-    graph.add_edge(START, FIXED_SEQUENCE[0])
+    _add_entry(graph, config, FIXED_SEQUENCE[0], res)
     for before, after in zip(FIXED_SEQUENCE, FIXED_SEQUENCE[1:]):
         graph.add_edge(before, after)
     graph.add_conditional_edges(FIXED_SEQUENCE[-1], partial(route_after_grade, max_retries=config.grade.max_retries),
@@ -162,13 +166,30 @@ def build_graph(config: SwitchyardConfig, resources: Resources | None = None):
     return graph.compile(name=f"switchyard-{config.graph.mode}")
 
 
+def _add_entry(graph: StateGraph, config: SwitchyardConfig, first: str, res: Resources) -> None:
+    """START -> `first`; with graph.no_documents.detect, a question that needs no documents goes to `no_documents`
+    instead (no retrieval, no LLM call)."""
+    if not config.graph.no_documents.detect:
+        graph.add_edge(START, first)
+        return
+    graph.add_node("no_documents", traced("no_documents", no_documents, res))
+    graph.add_conditional_edges(START, partial(route_question, detect=True),
+                                {"documents": first, "no_documents": "no_documents"})
+    graph.add_edge("no_documents", END)
+
+
 def _build_agent(config: SwitchyardConfig, res: Resources):
     graph = StateGraph(RAGState, context_schema=RunContext)
     graph.add_node("router", traced("router", route, res))
-    for name in ACTIONS:
-        graph.add_node(name, agent_step(name, NODES[name], res))
-    graph.add_edge(START, "router")
-    graph.add_conditional_edges("router", choose_edge, {a: a for a in ACTIONS})
+    actions = ACTIONS + ("reply",) if config.graph.router.direct_reply else ACTIONS
+    for name in actions:
+        graph.add_node(name, agent_step(name, reply if name == "reply" else NODES[name], res))
+    if config.graph.router.direct_reply:  # the agent decides what a question needing no documents gets
+        graph.add_edge(START, "router")
+        graph.add_edge("reply", END)
+    else:
+        _add_entry(graph, config, "router", res)
+    graph.add_conditional_edges("router", choose_edge, {a: a for a in actions})
     for name in FIXED_SEQUENCE:
         graph.add_edge(name, "router")
     graph.add_edge("answer", END)

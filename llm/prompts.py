@@ -57,6 +57,9 @@ ROUTER_TOOL_RERANK = "Order the passages found so far by relevance."
 ROUTER_TOOL_GRADE = "Check that the passages are relevant to the question."
 ROUTER_TOOL_ANSWER = "Answer the question from the relevant passages."
 ROUTER_TOOL_ABSTAIN = "Stop: the documents do not hold the answer."
+ROUTER_TOOL_REPLY = "Reply directly, without the documents: only to a greeting, thanks or arithmetic."
+ROUTER_DIRECT_REPLY = (" Action reply: end with a direct reply and no search, only for a greeting, thanks or "
+                       "arithmetic; every other question needs the documents.")
 ROUTER_TOOL_QUERY = "a short search engine query"
 ROUTER_TOOL_REASON = "why the documents do not answer"
 

@@ -6,7 +6,7 @@ examples and a scratchpad of earlier steps), `plan` (write a short plan, execute
 `plan-react` (a plan, then a ReAct step that sees it), `bolaa` (a controller hands each step to a search or an answer
 agent), `autogpt` (goals, a reasoning/plan/criticism thought and a bounded working memory). Each proposes a
 decision; this module judges every proposal with the same guards. Actions: rewrite(query), retrieve(query), rerank,
-grade, answer, abstain(reason).
+grade, answer, abstain(reason), and with graph.router.direct_reply reply (a direct answer without retrieval).
 
 Guards, each recorded in the step's `guard` field:
 - `invalid`: the reply did not parse or validate after one repair round -> the fixed pipeline's next edge;
@@ -16,6 +16,8 @@ Guards, each recorded in the step's `guard` field:
 - `ungrounded_query`: a rewrite/retrieve query sharing no content word with the question, the current query or the
   passages found so far (small models copy the prompt's field description, "only for rewrite/retrieve", as the
   query) -> the query is dropped: retrieve searches the current query, rewrite writes its own;
+- `needs_documents`: `reply` (graph.router.direct_reply) to a question that nodes/no_documents.py's rules do not
+  detect as small talk or arithmetic -> the fixed pipeline's next edge: the agent may not answer without looking;
 - `budget`: `router.max_steps` decisions made -> answer from what the run has, or abstain.
 Every run therefore ends with an answer or an explicit abstention.
 
@@ -35,6 +37,7 @@ from llm import telemetry
 from llm.context import RunContext
 from nodes.citations import content_words
 from nodes.grade import GRADE_ROUTES, route_after_grade
+from nodes.no_documents import classify
 from nodes.resources import Resources
 from nodes.strategies import STRATEGIES
 from nodes.strategies.common import (ACTIONS, ROUTER_TOOLS, Action, Decision, Plan, decision_from_tool_call,
@@ -142,6 +145,8 @@ def _decide(state: dict, res: Resources, run: RunContext) -> dict:
                 args = {"reason": decision.reason.strip()}
             if args.get("query") and not is_grounded(args["query"], state):
                 args, guard = {}, "ungrounded_query"
+            if action == "reply" and classify(state["question"]) is None:
+                action, guard = fixed_next(state, max_retries), "needs_documents"
         if action == "retrieve" and not args:  # retrieving "the current query" is a call with that query
             args = {"query": _current_query(state)}
         if action == "answer" and not _has_passages(state):

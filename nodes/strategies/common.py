@@ -13,7 +13,8 @@ from llm.backend import Reply, function_tool
 from llm.context import RunContext
 from llm.prompts import (ROUTER_FORMAT_PLAN, ROUTER_SYSTEM, ROUTER_TOOL_ABSTAIN, ROUTER_TOOL_ANSWER,
                            ROUTER_TOOL_GRADE, ROUTER_TOOL_QUERY, ROUTER_TOOL_REASON, ROUTER_TOOL_RERANK,
-                           ROUTER_TOOL_RETRIEVE, ROUTER_TOOL_REWRITE, ROUTER_TOOLS_REPAIR)
+                           ROUTER_TOOL_REPLY, ROUTER_TOOL_RETRIEVE, ROUTER_TOOL_REWRITE,
+                         ROUTER_TOOLS_REPAIR, ROUTER_DIRECT_REPLY)
 from nodes.resources import Resources
 
 Action = Literal["rewrite", "retrieve", "rerank", "grade", "answer", "abstain"]
@@ -25,6 +26,11 @@ class Decision(BaseModel):
     action: Action
     query: str | None = Field(None, max_length=200)
     reason: str | None = Field(None, max_length=200)
+
+
+class ReplyDecision(Decision):
+    """A decision that may also be `reply` (graph.router.direct_reply): a direct answer without retrieval."""
+    action: Literal["rewrite", "retrieve", "rerank", "grade", "answer", "abstain", "reply"]
 
 
 class Plan(BaseModel):
@@ -53,6 +59,7 @@ ROUTER_TOOLS: list[dict] = [
     _tool("answer", ROUTER_TOOL_ANSWER),
     _tool("abstain", ROUTER_TOOL_ABSTAIN, "reason", ROUTER_TOOL_REASON),
 ]
+REPLY_TOOL: dict = _tool("reply", ROUTER_TOOL_REPLY)  # offered only with graph.router.direct_reply
 
 
 def tools_for(names: tuple[str, ...]) -> list[dict]:
@@ -86,9 +93,10 @@ def decision_from_tool_call(reply: Reply, names: tuple[str, ...] = ACTIONS) -> t
     name, args, error = tool_call(reply, names)
     if error:
         return None, error
+    model = ReplyDecision if name == "reply" else Decision
     try:
-        return Decision(thought=reply.text.strip()[:400], action=name, query=args.get("query"),
-                        reason=args.get("reason")), ""
+        return model(thought=reply.text.strip()[:400], action=name, query=args.get("query"),
+                     reason=args.get("reason")), ""
     except ValidationError as exc:
         return None, validation_error(exc)
 
@@ -138,10 +146,14 @@ def ask_tool_call(messages: list[dict], res: Resources, run: RunContext | None, 
 
 
 def ask_decision(messages: list[dict], res: Resources, run: RunContext | None) -> Decision | None:
-    """The next action under the configured protocol: a JSON decision or a tool call."""
+    """The next action under the configured protocol: a JSON decision or a tool call. With
+    graph.router.direct_reply the `reply` action is offered too (and said so in the system prompt)."""
+    direct_reply = res.config.graph.router.direct_reply
+    if direct_reply:
+        messages = [{**messages[0], "content": messages[0]["content"] + ROUTER_DIRECT_REPLY}, *messages[1:]]
     if res.config.graph.router.protocol == "tools":
-        return ask_tool_call(messages, res, run)
-    return ask_json(messages, Decision, res, run)
+        return ask_tool_call(messages, res, run, ROUTER_TOOLS + [REPLY_TOOL] if direct_reply else ROUTER_TOOLS)
+    return ask_json(messages, ReplyDecision if direct_reply else Decision, res, run)
 
 
 def ask_plan(state: dict, res: Resources, steps_left: int, run: RunContext | None) -> list[str] | None:
