@@ -10,6 +10,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from errors import DatasetError
+from evaluation.metrics import NO_DOCUMENTS_TYPES
 
 
 @dataclass
@@ -117,8 +118,10 @@ def load_plain(path: Path, corpus: Path | None) -> EvalSet:
     out = []
     for i, r in enumerate(_read_jsonl(path)):
         _require(r, ("id", "question", "answers"), f"{path}:{i + 1}")
-        if not isinstance(r["answers"], list) or not r["answers"]:
-            raise DatasetError(f"{path}:{i + 1}: 'answers' must be a non-empty list")
+        # a question needing no documents (small talk, out of scope) may have no gold answer
+        if not isinstance(r["answers"], list) or not (r["answers"] or r.get("type") in NO_DOCUMENTS_TYPES):
+            raise DatasetError(f"{path}:{i + 1}: 'answers' must be a non-empty list (empty only for the types "
+                               f"{', '.join(NO_DOCUMENTS_TYPES)})")
         out.append(EvalQuestion(str(r["id"]), r["question"], [str(a) for a in r["answers"]],
                                 is_list=bool(r.get("list", False)), gold_doc_ids=list(r.get("gold_doc_ids") or []),
                                 difficulty=str(r.get("difficulty", "-")), type=str(r.get("type", "-"))))

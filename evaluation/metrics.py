@@ -76,6 +76,21 @@ def answer_scores(prediction: str, golds: list[str], is_list: bool = False) -> d
             "contains": float(any(contains_phrase(norm_pred, g) for g in golds))}
 
 
+# question types that need no documents (tests/fixtures/no_documents): small talk and arithmetic (detected by
+# nodes/no_documents.py's rules) and out of scope (the collection does not hold the answer)
+NO_DOCUMENTS_TYPES: tuple[str, ...] = ("small_talk", "arithmetic", "out_of_scope")
+
+
+def no_documents_scores(prediction: str, golds: list[str], abstained: bool, retrieved: bool) -> dict[str, float]:
+    """A question needing no documents is handled correctly by an abstention, or by a direct reply without
+    retrieval that matches the gold answer if it has one (arithmetic); an answer after retrieval is wrong."""
+    golds = [g for g in golds if str(g).strip()]
+    norm_pred = normalize_answer(prediction)
+    replied = not retrieved and (not golds or any(contains_phrase(norm_pred, g) for g in golds))
+    correct = float(abstained or replied)
+    return {"exact_match": correct, "f1": correct, "contains": correct}
+
+
 def gold_recall(retrieved_doc_ids: list[str], gold_doc_ids: list[str]) -> float | None:
     """Share of gold documents among everything the run retrieved (None when the question has no gold docs)."""
     gold = set(gold_doc_ids)

@@ -9,7 +9,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from evaluation.jsonl import read_results
-from evaluation.metrics import answer_scores, citation_precision, gold_recall
+from evaluation.metrics import (NO_DOCUMENTS_TYPES, answer_scores, citation_precision, gold_recall,
+                                no_documents_scores)
 
 ERROR_SCORES = {"exact_match": 0.0, "f1": 0.0, "contains": 0.0, "gold_recall": None, "citation_precision": None}
 
@@ -66,7 +67,11 @@ class EvalRow(BaseModel):
         """Answer and grounding metrics from what the row stores."""
         if self.error:
             return dict(ERROR_SCORES)
-        scores = answer_scores("" if self.abstained else self.prediction, self.answers, self.is_list)
+        if self.type in NO_DOCUMENTS_TYPES:
+            scores = no_documents_scores(self.prediction, self.answers, self.abstained,
+                                         bool(self.retrieved_doc_ids))
+        else:
+            scores = answer_scores("" if self.abstained else self.prediction, self.answers, self.is_list)
         return {**scores, "gold_recall": gold_recall(self.retrieved_doc_ids or [], self.gold_doc_ids),
                 "citation_precision": citation_precision([c["doc_id"] for c in self.citations or []],
                                                          self.gold_doc_ids)}

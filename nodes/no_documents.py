@@ -30,8 +30,6 @@ from llm.context import RunContext
 from nodes.answer import abstention
 from nodes.resources import Resources
 
-NO_DOCUMENTS_TYPES: tuple[str, ...] = ("small_talk", "arithmetic", "out_of_scope")
-
 _TRIGGERS = {"hi", "hello", "hey", "hiya", "howdy", "greetings", "yo", "thanks", "thank", "thx", "cheers", "bye",
              "goodbye", "morning", "afternoon", "evening"}
 _FILLER = {"there", "good", "day", "how", "are", "you", "doing", "is", "it", "going", "very", "much", "a", "lot",
