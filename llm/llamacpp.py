@@ -1,6 +1,7 @@
 """`LlamaCppBackend`, the embedded default: llama-cpp-python on a GGUF file, JSON-schema-constrained decoding for
 structured outputs. A llama.cpp context is never entered by two threads at once: calls take turns on a pool of
-`llm.instances` model instances (default 1), loaded once under a lock."""
+`llm.instances` model instances (default 1), loaded once under a lock. Each call starts from an empty context, so
+its reply does not depend on the calls before it (see `LlamaCppBackend.fresh_context`)."""
 from __future__ import annotations
 
 import importlib.util
@@ -62,6 +63,12 @@ class _TokenWatch:
 
 class LlamaCppBackend:
     name = "local"
+    # Each call evaluates its whole prompt in an empty context. llama-cpp-python otherwise reuses the KV cache of the
+    # longest prompt prefix shared with the instance's previous call and evaluates only the rest: batches then split
+    # differently, the floating-point results differ in the last bits, and at temperature 0 a reply could change
+    # with whatever the instance answered before (another question, another thread's run). False restores that
+    # reuse (bench/determinism.py --prefix-reuse measures both).
+    fresh_context = True
 
     def __init__(self, model_path: str | None = None, n_ctx: int = 2048, n_threads: int = 2, seed: int = 0,
                  repeat_penalty: float = 1.1, instances: int = 1, chat_format: str | None = None):
@@ -133,6 +140,8 @@ class LlamaCppBackend:
             elif on_token is not None or cancelled is not None:
                 watch = _TokenWatch(model, on_token, cancelled)
                 kwargs["logits_processor"] = LogitsProcessorList([watch])
+            if self.fresh_context:
+                model.reset()  # no tokens kept: the next call evaluates its prompt from position 0
             out = model.create_chat_completion(messages=_fit(messages, self.n_ctx - max_tokens),
                                                max_tokens=max_tokens, temperature=temperature,
                                                seed=self.seed if seed is None else seed,
