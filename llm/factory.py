@@ -33,7 +33,7 @@ def _backend(config: LLMConfig) -> ChatBackend:
         return LangChainBackend.from_spec(config.chat_model, config.chat_model_kwargs, config.structured_method)
     if isinstance(config, OpenAILLMConfig):
         return OpenAIBackend(config.base_url, config.model, config.api_key_env, config.timeout_s,
-                             config.response_format)
+                             config.response_format, config.seed)
     return LlamaCppBackend(config.model_path, config.n_ctx, config.n_threads, config.seed, config.repeat_penalty,
                            config.instances, config.chat_format)
 

@@ -16,7 +16,7 @@ class OpenAIBackend:
     name = "openai"
 
     def __init__(self, base_url: str | None, model: str, api_key_env: str = "OPENAI_API_KEY",
-                 timeout_s: float = 60.0, response_format: str = "json_schema"):
+                 timeout_s: float = 60.0, response_format: str = "json_schema", seed: int = 0):
         from openai import OpenAI
 
         key = os.environ.get(api_key_env)
@@ -25,6 +25,7 @@ class OpenAIBackend:
                            "local server)")
         self.base_url, self.model = base_url, model
         self.response_format = response_format
+        self.seed = seed  # sent when a call brings no seed of its own: every request names one (llm.seed)
         self.stream_usage = True  # ask for usage in the last stream chunk until a server refuses stream_options
         # retries are ours (with accounting); the client's own are switched off. The client is thread-safe.
         self.client = OpenAI(base_url=base_url, api_key=key or "not-needed", timeout=timeout_s, max_retries=0)
@@ -37,9 +38,7 @@ class OpenAIBackend:
              seed: int | None = None, on_token: TokenSink | None = None, cancelled: threading.Event | None = None,
              tools: list[dict] | None = None, tool_choice: str | dict | None = None) -> Reply:
         kwargs: dict = {"model": self.model, "messages": messages, "max_tokens": max_tokens,
-                        "temperature": temperature}
-        if seed is not None:
-            kwargs["seed"] = seed
+                        "temperature": temperature, "seed": self.seed if seed is None else seed}
         if json_schema is not None:
             kwargs["response_format"] = self._response_format(json_schema)
         if tools is not None:
