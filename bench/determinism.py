@@ -8,7 +8,7 @@ Two levels, both with the default local model (the packaged SmolLM2 GGUF) at tem
 
 - Logits: the last prompt token's logits with the whole prompt evaluated at once, and in two parts as prefix reuse
   does (cached prefix, then the rest); and with 1 vs 2 threads.
-- LLM calls: one chat request (~700 tokens) sent to a freshly loaded model ("alone"), then again after requests of
+- LLM calls: one chat request (~200 tokens) sent to a freshly loaded model ("alone"), then again after requests of
   other lengths that share its prefix (two orders) and right after itself, with prefix reuse (before the fix) and
   with a fresh context per call (the fix), alternating in one process; and the request with llm.n_threads=1 and 2.
 - Pipeline: the default fixed config (configs/fixed.yaml) over the bundled sample corpus (samples/corpus, ingested
@@ -47,10 +47,10 @@ def request(question: str, passages: int) -> list[dict]:
             {"role": "user", "content": PASSAGE * passages + f"\nQuestion: {question}"}]
 
 
-# ~700 prompt tokens (two batches of n_batch=512); the others share its prefix and differ in length
-TARGET = request("Who patented the knuckle coupler?", 30)
-OTHERS = [request("What is a coupler?", 10), request("When was it patented?", 40),
-          request("Who patented the knuckle coupler? Answer briefly.", 30)]
+# ~200 prompt tokens; the others share its prefix and differ in length
+TARGET = request("Who patented the knuckle coupler?", 8)
+OTHERS = [request("What is a coupler?", 3), request("When was it patented?", 12),
+          request("Who patented the knuckle coupler? Answer briefly.", 8)]
 
 
 def logit_level() -> None:

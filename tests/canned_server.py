@@ -7,9 +7,11 @@ class CannedServer:
     """A real HTTP server on 127.0.0.1 that answers every POST with HTTP 200 and a fixed body."""
 
     def __init__(self, body: bytes, content_type: str = "application/json"):
+        bodies = self.bodies = []  # every request body received, in order
+
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_POST(self):  # noqa: N802 - the http.server API
-                self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                bodies.append(self.rfile.read(int(self.headers.get("Content-Length", 0))))
                 self.send_response(200)
                 self.send_header("Content-Type", content_type)
                 self.send_header("Content-Length", str(len(body)))
