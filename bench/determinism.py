@@ -51,6 +51,7 @@ def request(question: str, passages: int) -> list[dict]:
 TARGET = request("Who patented the knuckle coupler?", 8)
 OTHERS = [request("What is a coupler?", 3), request("When was it patented?", 12),
           request("Who patented the knuckle coupler? Answer briefly.", 8)]
+LONG = request("Who patented the knuckle coupler?", 30)  # ~700 tokens, for the logits (216 tokens showed no change)
 
 
 def logit_level() -> None:
@@ -65,12 +66,12 @@ def logit_level() -> None:
         return Llama(model_path=str(packaged_gguf()), n_ctx=2048, n_threads=n_threads, logits_all=True, verbose=False)
 
     m = model()
-    prompt = m.tokenize(m.tokenizer_.hf_tokenizer.apply_chat_template(TARGET, tokenize=False,
+    prompt = m.tokenize(m.tokenizer_.hf_tokenizer.apply_chat_template(LONG, tokenize=False,
                                                                        add_generation_prompt=True).encode(),
                         special=True) if hasattr(m.tokenizer_, "hf_tokenizer") else None
     if prompt is None:
         from llama_cpp.llama_chat_format import format_chatml
-        prompt = m.tokenize(format_chatml(TARGET).prompt.encode(), special=True)
+        prompt = m.tokenize(format_chatml(LONG).prompt.encode(), special=True)
 
     def last_logits(m, split: int | None = None):
         m.reset()
