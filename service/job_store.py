@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from errors import StoreError, first_line
+from service.settings import beside_index
 
 JOB_STORE_NAME = ".switchyard-jobs.sqlite3"
 KEEP_FINISHED_S = 30 * 86400  # finished jobs are forgotten after 30 days
@@ -79,11 +80,8 @@ class Job:
 
 
 def job_store_path(store_uri: str, upload_dir: Path) -> Path:
-    """The job store's file: in the index folder when the index is local, else in the upload folder."""
-    if store_uri.startswith("file://"):
-        store_uri = store_uri[len("file://"):]
-    folder = Path(upload_dir) if "://" in store_uri else Path(store_uri)
-    return folder / JOB_STORE_NAME
+    """The job store's file, beside the index."""
+    return beside_index(store_uri, upload_dir, JOB_STORE_NAME)
 
 
 class JobStore:

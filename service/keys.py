@@ -26,6 +26,7 @@ from pathlib import Path
 from configs.schema import StoreConfig
 from errors import AccessError
 from retrievers.filters import parse_labels
+from service.settings import beside_index
 
 KEYS_NAME = ".switchyard-keys.json"
 KEY_PREFIX = "sy_"
@@ -94,11 +95,8 @@ def _digest(secret: str, salt: bytes) -> str:
 
 
 def keys_path(store_uri: str, upload_dir: Path) -> Path:
-    """The key file: in the index folder when the index is local, else in the upload folder (as the job store)."""
-    if store_uri.startswith("file://"):
-        store_uri = store_uri[len("file://"):]
-    folder = Path(upload_dir) if "://" in store_uri else Path(store_uri)
-    return folder / KEYS_NAME
+    """The key file, beside the index (as the job store)."""
+    return beside_index(store_uri, upload_dir, KEYS_NAME)
 
 
 class KeyStore:

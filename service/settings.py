@@ -29,3 +29,12 @@ class ServiceSettings:
         if min(self.max_question_chars, self.max_in_flight, self.max_upload_files, self.max_upload_bytes) < 1 \
                 or self.request_timeout_s <= 0:
             raise ValueError("limits must be positive")
+
+
+def beside_index(store_uri: str, upload_dir: Path, name: str) -> Path:
+    """Where the service keeps a file of its own (job store, keys): in the index folder when the index is local,
+    else (object storage: s3://, gs://, ...) in the upload folder, since these need a local file."""
+    if store_uri.startswith("file://"):
+        store_uri = store_uri[len("file://"):]
+    folder = Path(upload_dir) if "://" in store_uri else Path(store_uri)
+    return folder / name
