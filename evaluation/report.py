@@ -101,7 +101,8 @@ def _shared(rows: list[EvalRow], baseline: str) -> dict:
 
 
 def _mean_comparison(per_q: dict, metric: str, resamples: int) -> dict:
-    qdiffs = [sum(getattr(m, metric) - getattr(b, metric) for _, m, b in pairs) / len(pairs) for pairs in per_q.values()]
+    qdiffs = [sum(getattr(m, metric) - getattr(b, metric) for _, m, b in pairs) / len(pairs)
+              for pairs in per_q.values()]
     n, n_pairs = len(qdiffs), sum(len(p) for p in per_q.values())
     ci = stats.bootstrap_ci(qdiffs, resamples=resamples)
     sd = statistics.stdev(qdiffs) if n >= 2 else 0.0

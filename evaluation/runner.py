@@ -165,13 +165,15 @@ class Evaluator:
             return EvalRow(**base, prediction="", abstained=False, error=f"{type(exc).__name__}: {exc}",
                            latency_ms=(time.perf_counter() - started) * 1e3, **ERROR_SCORES, llm_calls=0,
                            prompt_tokens=0, completion_tokens=0, parse_fallbacks=0, guards={})
-        data = result.to_json()
+        latency_ms = (time.perf_counter() - started) * 1e3
+        # the open-ended records as JSON, without dumping the whole result (its resolved config) per question
+        data = result.model_dump(mode="json", include={"grounding", "citations", "steps", "trace"})
         # what the user reads first is scored: the short answer when one is shown, else the answer text
         row = EvalRow(**base, prediction=result.short_answer or result.answer, answer=result.answer,
                       evidence=result.evidence, grounding=data["grounding"], abstained=result.abstained, error=None,
-                      latency_ms=(time.perf_counter() - started) * 1e3, llm_calls=result.usage.llm_calls,
+                      latency_ms=latency_ms, llm_calls=result.usage.llm_calls,
                       prompt_tokens=result.usage.prompt_tokens, completion_tokens=result.usage.completion_tokens,
-                      parse_fallbacks=result.failures.parse_fallbacks, guards=data["failures"]["guards"],
+                      parse_fallbacks=result.failures.parse_fallbacks, guards=dict(result.failures.guards),
                       retrieved_doc_ids=result.retrieved_doc_ids, citations=data["citations"], steps=data["steps"],
                       trace=data["trace"], **({"trace_id": result.trace_id} if result.trace_id else {}))
         return row.rescored()

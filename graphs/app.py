@@ -1,7 +1,7 @@
 """The importable pipeline: `Pipeline(config).ask(question)` gives an `AskResult` whose `to_json()` is `cli.py ask
---json`, and `Pipeline.stream(question)` gives the run as typed events (graphs/results.py). One `Pipeline` serves many callers at once (threads or
-asyncio tasks): the models it shares are guarded, and each run's data (its usage, seed, cancellation and token
-stream) travels with the run as LangGraph runtime context, never in the shared objects.
+--json`, and `Pipeline.stream(question)` gives the run as typed events (graphs/results.py). One `Pipeline` serves
+many callers at once (threads or asyncio tasks): the models it shares are guarded, and each run's data (its usage,
+seed, cancellation and token stream) travels with the run as LangGraph runtime context, never in the shared objects.
 
 `make_graph` is the entry point `langgraph.json` points LangGraph's own tooling at.
 """
@@ -49,10 +49,10 @@ class Pipeline:
     # -- one answer --------------------------------------------------------------------------------------------
     def ask(self, question: str, where: str | None = None, *, seed: int | None = None,
             groups: tuple[str, ...] | None = None) -> AskResult:
-        """Run the graph and return its `AskResult` (`.to_json()` is `ask --json`). `seed` (default: llm.seed) makes sampling at temperature > 0
-        depend on the question and run alone, never on what else is in flight. `groups`: the caller reads only
-        documents unlabelled or labelled with one of them (None: every document); so do `aask`, `search`,
-        `stream` and `astream` (or the `groups` of the `RunContext` given to the streams)."""
+        """Run the graph and return its `AskResult` (`.to_json()` is `ask --json`). `seed` (default: llm.seed) makes
+        sampling at temperature > 0 depend on the question and run alone, never on what else is in flight.
+        `groups`: the caller reads only documents unlabelled or labelled with one of them (None: every document);
+        so do `aask`, `search`, `stream` and `astream` (or the `groups` of the `RunContext` given to the streams)."""
         question = self.checked_question(question)
         context = RunContext(seed=seed, groups=groups)
         with self._run_span(question, where, context) as span:
