@@ -100,6 +100,28 @@ class RunCancelled(SwitchyardError, RuntimeError):
     """The run was cancelled (its client went away or its deadline passed); no further LLM call is made for it."""
 
 
+class ApprovalError(UsageError):
+    """A human's answer to a paused run that cannot apply: edited arguments the action does not take or that break
+    the decision's limits. The run stays paused."""
+
+    http_status = 422
+
+
+class UnknownThread(SwitchyardError, KeyError):
+    """A paused run (thread) that does not exist, or no longer waits for an answer."""
+
+    http_status = 404
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else type(self).__name__
+
+
+class PauseExpired(SwitchyardError, RuntimeError):
+    """A paused run was not answered within graph.router.approve_timeout_s: it cannot be resumed."""
+
+    http_status = 410
+
+
 class ManifestMismatch(SwitchyardError, RuntimeError):
     """An evaluation folder's recorded setup differs from the one asked to resume it."""
 

@@ -385,6 +385,7 @@ DEFAULT_REACT_EXAMPLES = [
 
 
 MEMORY_TOKENS = 160  # graph.router.memory_tokens' default
+APPROVE_TIMEOUT_S = 3600  # graph.router.approve_timeout_s' default
 DIRECT_REPLY_STRATEGIES = ("zeroshot", "zeroshot-think", "react", "plan-react")
 
 
@@ -412,6 +413,13 @@ class RouterConfig(_Section):
                            "retrieval, allowed only for questions graph.no_documents' rules detect (small talk, "
                            "arithmetic); false: such questions get graph.no_documents.behaviour before the router "
                            "(zeroshot, zeroshot-think, react, plan-react)")
+    approve: bool = Field(
+        False, description="a human in the loop: the run pauses before each action the router chose (after its "
+                           "guards) until someone approves it, edits its arguments or rejects it (the agent then "
+                           "decides again); agent mode only. docs/agents.md#human-in-the-loop")
+    approve_timeout_s: float = Field(
+        APPROVE_TIMEOUT_S, gt=0, le=30 * 86400,
+        description="approve: a pause unanswered this long expires (the run cannot be resumed)")
 
     @model_serializer(mode="wrap")
     def _omit_new_defaults(self, handler) -> dict:
@@ -422,6 +430,10 @@ class RouterConfig(_Section):
             del out["memory_tokens"]
         if out.get("direct_reply") is False:
             del out["direct_reply"]
+        if out.get("approve") is False:
+            del out["approve"]
+        if out.get("approve_timeout_s") == APPROVE_TIMEOUT_S:
+            del out["approve_timeout_s"]
         return out
 
     @model_validator(mode="after")
@@ -468,6 +480,9 @@ class GraphConfig(_Section):
         need = 2 * self.router.max_steps + 4
         if self.mode == "agent" and self.recursion_limit < need:
             raise ValueError(f"recursion_limit must be >= 2 * router.max_steps + 4 = {need} in agent mode")
+        if self.router.approve and self.mode != "agent":
+            raise ValueError("graph.router.approve pauses before each action an agent chooses: it needs "
+                             "graph.mode: agent (a fixed pipeline has no actions to approve)")
         return self
 
 

@@ -8,17 +8,23 @@ seed, cancellation and token stream) travels with the run as LangGraph runtime c
 from __future__ import annotations
 
 import asyncio
+import time
 from contextlib import contextmanager
+from datetime import datetime, timezone
 from typing import AsyncIterator, Iterator
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.types import Command
 
 from configs.loader import config_hash, config_to_dict, load_config
 from configs.schema import SwitchyardConfig
-from errors import QuestionError, SwitchyardError, first_line
+from errors import ConfigError, PauseExpired, QuestionError, SwitchyardError, UnknownThread, first_line
 from graphs.build import build_graph
 from graphs.results import (STREAM_EVENT, Answer, AskResult, ConfigInfo, Decision, ErrorEvent, Failures, NodeEnd,
-                            PassageRef, Passages, RunStart, StreamEvent, Usage)
+                            PassageRef, Passages, Paused, PendingAction, RunStart, StreamEvent, Usage)
 from llm import telemetry
 from llm.context import RunContext
+from nodes.approve import Approval, checked_arguments
 from nodes.resources import Resources, SharedModels
 from nodes.rewrite import round_queries
 from retrievers.search import SearchResult
@@ -28,13 +34,20 @@ _PASSAGE_KEYS = ("candidates", "reranked", "graded")
 
 
 class Pipeline:
-    """Pass one `SharedModels` to every pipeline of a process to share loaded models between them."""
+    """Pass one `SharedModels` to every pipeline of a process to share loaded models between them. With
+    graph.router.approve, `checkpointer` keeps the paused runs (default: in memory; the service's is on disk)."""
 
-    def __init__(self, config: SwitchyardConfig | None = None, models: SharedModels | None = None):
+    def __init__(self, config: SwitchyardConfig | None = None, models: SharedModels | None = None,
+                 checkpointer: BaseCheckpointSaver | None = None):
         self.config = config or load_config()
         self.resources = Resources(self.config, models)
-        self.graph = build_graph(self.config, self.resources)
+        self.graph = build_graph(self.config, self.resources, checkpointer)
         self.config_hash = config_hash(self.config)
+
+    @property
+    def pauses(self) -> bool:
+        """Does a run pause for a human before each action (graph.router.approve)? Then use `start` / `resume`."""
+        return self.config.graph.mode == "agent" and self.config.graph.router.approve
 
     def warm_up(self) -> None:
         """Load every model and open the index now (a service calls this at start; the CLI stays lazy)."""
@@ -54,6 +67,7 @@ class Pipeline:
         `groups`: the caller reads only documents unlabelled or labelled with one of them (None: every document);
         so do `aask`, `search`, `stream` and `astream` (or the `groups` of the `RunContext` given to the streams)."""
         question = self.checked_question(question)
+        self._unattended()
         context = RunContext(seed=seed, groups=groups)
         with self._run_span(question, where, context) as span:
             state = self.graph.invoke(self._input(question, where), config=self._run_config(), context=context)
@@ -62,6 +76,7 @@ class Pipeline:
     async def aask(self, question: str, where: str | None = None, *, seed: int | None = None,
                    groups: tuple[str, ...] | None = None) -> AskResult:
         question = self.checked_question(question)
+        self._unattended()
         context = RunContext(seed=seed, groups=groups)
         with self._run_span(question, where, context) as span:
             try:
@@ -71,6 +86,75 @@ class Pipeline:
                 context.cancelled.set()
                 raise
             return _finished(span, self._result(question, state, context))
+
+    # -- a human in the loop (graph.router.approve) -----------------------------------------------------------
+    def start(self, question: str, where: str | None = None, *, thread_id: str | None = None,
+              context: RunContext | None = None) -> AskResult | Paused:
+        """Run until the first pause: `Paused` (the pending action and the run's `thread_id`), or the `AskResult`
+        of a run that needed no action (a question the no-documents rules answer). `context` as for `stream`; the
+        run id is the thread id."""
+        question = self.checked_question(question)
+        self._needs_pauses()
+        context = context or (RunContext(run_id=thread_id) if thread_id else RunContext())
+        return self._until_pause(question, where, self._input(question, where), thread_id or context.run_id,
+                                 context)
+
+    def resume(self, thread_id: str, approval: Approval, *, context: RunContext | None = None) -> AskResult | Paused:
+        """Answer a paused run and go on to its next pause or its result. `UnknownThread` for a thread that does
+        not wait, `PauseExpired` past graph.router.approve_timeout_s (the thread is then forgotten),
+        `ApprovalError` for an edit the action cannot take (the run stays paused). Give the same `groups` (in
+        `context`) as the run started with: the context is not kept across pauses."""
+        self._needs_pauses()
+        paused = self.pending(thread_id)
+        if paused is None:
+            raise UnknownThread(f"no paused run {thread_id!r}")
+        if paused.expires_at.timestamp() <= time.time():
+            self.forget(thread_id)
+            raise PauseExpired(f"the pause of run {thread_id!r} expired at {paused.expires_at.isoformat()} "
+                               f"(graph.router.approve_timeout_s); it cannot be resumed")
+        if approval.decision == "edit":
+            checked_arguments(paused.pending.action, approval.arguments)
+        context = context or RunContext(run_id=thread_id)
+        return self._until_pause(paused.question, None, Command(resume=approval.model_dump()), thread_id, context)
+
+    def pending(self, thread_id: str) -> Paused | None:
+        """The pause a thread waits at, or None (unknown, finished or forgotten)."""
+        snapshot = self.graph.get_state(self._thread(thread_id))
+        if not snapshot.interrupts:
+            return None
+        value = dict(snapshot.interrupts[0].value)
+        expires = value.pop("paused_at") + self.config.graph.router.approve_timeout_s
+        return Paused(thread_id=thread_id, question=snapshot.values["question"], pending=PendingAction(**value),
+                      expires_at=datetime.fromtimestamp(expires, timezone.utc))
+
+    def forget(self, thread_id: str) -> None:
+        """Delete a thread's checkpoints (a finished or expired run)."""
+        self.graph.checkpointer.delete_thread(thread_id)
+
+    def _until_pause(self, question: str, where: str | None, graph_input, thread_id: str,
+                     context: RunContext) -> AskResult | Paused:
+        with self._run_span(question, where, context) as span:
+            state = self.graph.invoke(graph_input, config={**self._run_config(), **self._thread(thread_id)},
+                                      context=context)
+            if "__interrupt__" in state:
+                return self.pending(thread_id)
+            self.forget(thread_id)
+            return _finished(span, self._result(question, state, context))
+
+    @staticmethod
+    def _thread(thread_id: str) -> dict:
+        return {"configurable": {"thread_id": thread_id}}
+
+    def _needs_pauses(self) -> None:
+        if not self.pauses:
+            raise ConfigError("start/resume are for pipelines that pause for approval (graph.router.approve); "
+                              "use ask")
+
+    def _unattended(self) -> None:
+        if self.pauses:
+            raise ConfigError("this pipeline pauses for a human's approval before each action "
+                              "(graph.router.approve): run it with Pipeline.start / resume, `cli.py ask` or the "
+                              "service's POST /v1/ask")
 
     # -- what a run retrieves ----------------------------------------------------------------------------------
     def search(self, query: str, where: str | None = None, top_k: int | None = None,
@@ -103,6 +187,7 @@ class Pipeline:
         `RunContext`, e.g. to enforce a deadline; its seed then applies).
         """
         question = self.checked_question(question)
+        self._unattended()
         return self._events(question, where, _streamed(context, seed, groups))
 
     def astream(self, question: str, where: str | None = None, *, seed: int | None = None,
@@ -110,6 +195,7 @@ class Pipeline:
                 ) -> AsyncIterator[StreamEvent]:
         """`stream()` for asyncio: the same events; closing the iterator (or cancelling its task) cancels the run."""
         question = self.checked_question(question)
+        self._unattended()
         return self._aevents(question, where, _streamed(context, seed, groups))
 
     def _events(self, question: str, where: str | None, context: RunContext) -> Iterator[StreamEvent]:

@@ -17,6 +17,8 @@ from dataclasses import replace
 from functools import partial
 from typing import Callable
 
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 
@@ -26,6 +28,7 @@ from llm import telemetry
 from llm.context import RunContext
 from nodes.abstain import abstain
 from nodes.answer import abstention, answer
+from nodes.approve import approve, route_after_approval
 from nodes.citations import Citation
 from nodes.grade import GRADE_ROUTES, grade, route_after_grade
 from nodes.no_documents import no_documents, reply, route_question
@@ -142,11 +145,14 @@ def agent_step(name: str, fn: Node, res: Resources) -> Callable[..., dict]:
     return step
 
 
-def build_graph(config: SwitchyardConfig, resources: Resources | None = None):
-    """The compiled LangGraph for `config`: fixed edges, or (graph.mode: agent) an LLM router over the same nodes."""
+def build_graph(config: SwitchyardConfig, resources: Resources | None = None,
+                checkpointer: BaseCheckpointSaver | None = None):
+    """The compiled LangGraph for `config`: fixed edges, or (graph.mode: agent) an LLM router over the same nodes.
+    With graph.router.approve the agent graph pauses before each action and keeps paused runs in `checkpointer`
+    (default: in memory, for runs resumed by the same process)."""
     res = resources or Resources(config)
     if config.graph.mode == "agent":
-        return _build_agent(config, res)
+        return _build_agent(config, res, checkpointer)
     if config.graph.mode == "closed_book":
         graph = StateGraph(RAGState, context_schema=RunContext)
         graph.add_node("answer", traced("answer", answer, res))
@@ -178,7 +184,7 @@ def _add_entry(graph: StateGraph, config: SwitchyardConfig, first: str, res: Res
     graph.add_edge("no_documents", END)
 
 
-def _build_agent(config: SwitchyardConfig, res: Resources):
+def _build_agent(config: SwitchyardConfig, res: Resources, checkpointer: BaseCheckpointSaver | None):
     graph = StateGraph(RAGState, context_schema=RunContext)
     graph.add_node("router", traced("router", route, res))
     actions = ACTIONS + ("reply",) if config.graph.router.direct_reply else ACTIONS
@@ -189,9 +195,17 @@ def _build_agent(config: SwitchyardConfig, res: Resources):
         graph.add_edge("reply", END)
     else:
         _add_entry(graph, config, "router", res)
-    graph.add_conditional_edges("router", choose_edge, {a: a for a in actions})
+    if config.graph.router.approve:  # router -> approve (the run pauses) -> the action, or back after a rejection
+        graph.add_node("approve", traced("approve", approve, res))
+        graph.add_edge("router", "approve")
+        graph.add_conditional_edges("approve", route_after_approval, {**{a: a for a in actions}, "router": "router"})
+    else:
+        graph.add_conditional_edges("router", choose_edge, {a: a for a in actions})
     for name in FIXED_SEQUENCE:
         graph.add_edge(name, "router")
     graph.add_edge("answer", END)
     graph.add_edge("abstain", END)
-    return graph.compile(name=f"switchyard-agent-{config.graph.router.strategy}")
+    name = f"switchyard-agent-{config.graph.router.strategy}"
+    if config.graph.router.approve:
+        return graph.compile(name=name, checkpointer=checkpointer or InMemorySaver())
+    return graph.compile(name=name)

@@ -7,6 +7,7 @@ entry's input/output summaries, an agent step) stay dicts of JSON values: their 
 """
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
@@ -81,6 +82,26 @@ class AskResult(Record):
     failures: Failures = Field(default_factory=Failures)
     usage: Usage = Field(default_factory=Usage)
     config: ConfigInfo
+
+
+class PendingAction(Record):
+    """graph.router.approve: the action a paused run waits to run, as the router's guards left it."""
+
+    step: int
+    action: str
+    args: dict[str, Any] = Field(default_factory=dict)
+    thought: str = ""
+    guard: str | None = None
+
+
+class Paused(Record):
+    """A run paused for a human's answer (graph.router.approve); `Pipeline.resume(thread_id, ...)` goes on."""
+
+    status: Literal["paused"] = "paused"
+    thread_id: str
+    question: str
+    pending: PendingAction
+    expires_at: datetime                                        # unanswered past this, the pause expires
 
 
 # -- stream events ---------------------------------------------------------------------------------------------

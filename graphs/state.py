@@ -59,3 +59,4 @@ class RAGState(TypedDict, total=False):
     memory: list[str]                       # autogpt: the working memory (facts the agent wrote), bounded
     executed: Annotated[list, operator.add]  # (action, args) of every executed step, for the repeat guard
     agent_steps: Annotated[list[dict], operator.add]  # one machine-readable record per step
+    approved: bool                          # graph.router.approve: the human let the pending action run
