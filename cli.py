@@ -318,7 +318,9 @@ def cmd_ask(args) -> int:
 
     if not args.question.strip():
         raise CliError("the question is empty", EXIT_USAGE)
-    result = Pipeline(_load_config(args)).ask(args.question, where=args.where)
+    pipe = Pipeline(_load_config(args))
+    result = _ask_with_approval(pipe, args.question, args.where) if pipe.pauses else pipe.ask(args.question,
+                                                                                             where=args.where)
     if args.json:
         print(json.dumps(result.to_json(), indent=2, ensure_ascii=False))
         return 0
@@ -343,6 +345,57 @@ def cmd_ask(args) -> int:
         print(f"  total: {sum(e.ms for e in result.trace):.0f} ms, {u.llm_calls} LLM call(s), "
               f"{u.prompt_tokens} prompt + {u.completion_tokens} completion tokens")
     return 0
+
+
+def _ask_with_approval(pipe, question: str, where: str | None):
+    """graph.router.approve: before each action, ask on stderr/stdin whether it may run."""
+    from graphs.results import Paused
+
+    result = pipe.start(question, where=where)
+    while isinstance(result, Paused):
+        result = pipe.resume(result.thread_id, _approval(result))
+    return result
+
+
+def _approval(paused):
+    """The human's answer to one pause: [a]pprove / [e]dit arguments / [r]eject (asked again until it is one)."""
+    from errors import ApprovalError
+    from nodes.approve import Approval, checked_arguments
+
+    p = paused.pending
+    _say(f"\nstep {p.step}: {p.action}{'(' + json.dumps(p.args, ensure_ascii=False) + ')' if p.args else ''}"
+         + (f"  [guard: {p.guard}]" if p.guard else "") + (f"\n  thought: {p.thought}" if p.thought else ""))
+    while True:
+        choice = _read("[a]pprove / [e]dit arguments / [r]eject? ").lower()
+        if choice in ("a", "approve"):
+            return Approval(decision="approve")
+        if choice in ("e", "edit"):
+            text = _read(f"new arguments as a JSON object (now {json.dumps(p.args, ensure_ascii=False)}): ")
+            try:
+                arguments = json.loads(text or "{}")
+                if not isinstance(arguments, dict):
+                    raise ApprovalError("the arguments are a JSON object, e.g. {\"query\": \"...\"}")
+                checked_arguments(p.action, arguments)
+            except (json.JSONDecodeError, ApprovalError) as exc:
+                _say(f"  {first_line(exc)}; answer again")
+                continue
+            return Approval(decision="edit", arguments=arguments)
+        if choice in ("r", "reject"):
+            reason = _read("reason (optional; the agent sees it): ")[:200]
+            return Approval(decision="reject", reason=reason or None)
+        _say("  answer a, e or r")
+
+
+def _say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def _read(prompt: str) -> str:
+    print(prompt, end="", file=sys.stderr, flush=True)
+    line = sys.stdin.readline()
+    if not line:
+        raise CliError("no answer on standard input (it ended): the paused run was left unanswered")
+    return line.strip()
 
 
 def cmd_graph(args) -> int:

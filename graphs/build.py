@@ -19,6 +19,7 @@ from typing import Callable
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 
@@ -44,6 +45,15 @@ NODES: dict[str, Node] = {
     "rewrite": rewrite, "retrieve": retrieve, "rerank": rerank, "grade": grade, "answer": answer,
     "abstain": abstain,
 }
+
+
+# our own classes in a paused run's state: the checkpointer may load them back (LangGraph's msgpack allowlist)
+CHECKPOINTED_TYPES = [(cls.__module__, cls.__name__) for cls in (Passage, Citation)]
+
+
+def checkpoint_serde() -> JsonPlusSerializer:
+    """The serializer for a paused run's checkpoints: LangGraph's own, loading back only its safe types and ours."""
+    return JsonPlusSerializer(allowed_msgpack_modules=CHECKPOINTED_TYPES)
 
 
 def _summarize(value):
@@ -207,5 +217,6 @@ def _build_agent(config: SwitchyardConfig, res: Resources, checkpointer: BaseChe
     graph.add_edge("abstain", END)
     name = f"switchyard-agent-{config.graph.router.strategy}"
     if config.graph.router.approve:
-        return graph.compile(name=name, checkpointer=checkpointer or InMemorySaver())
+        saver = (checkpointer or InMemorySaver(serde=checkpoint_serde())).with_allowlist(CHECKPOINTED_TYPES)
+        return graph.compile(name=name, checkpointer=saver)
     return graph.compile(name=name)

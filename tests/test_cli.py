@@ -11,9 +11,9 @@ from tests.conftest import ROOT, SAMPLES
 BEIR_A, BEIR_B = ROOT / "tests" / "fixtures" / "beir_rail", ROOT / "tests" / "fixtures" / "beir_signals"
 
 
-def cli(*args, cwd=None):
+def cli(*args, cwd=None, stdin: str | None = None):
     return subprocess.run([sys.executable, str(ROOT / "cli.py"), *map(str, args)], capture_output=True, text=True,
-                          timeout=600, cwd=cwd)
+                          timeout=600, cwd=cwd, input=stdin)
 
 
 @pytest.fixture(scope="module")
@@ -250,6 +250,55 @@ class TestCliAskAndGraph:
         svg = cli("graph", "--config", ROOT / "configs" / "no-llm.yaml", "--format", "svg")
         assert svg.stdout.startswith("<svg")
         assert cli("graph", "--format", "png").returncode == 2
+
+
+@pytest.fixture(scope="module")
+def scripted_agent():
+    """An OpenAI-compatible server replying as a whole zeroshot agent run (tests/nodes/scripted.py)."""
+    from tests.nodes.scripted import zeroshot_agent
+    from tests.scripted_openai_server import ScriptedOpenAIServer
+
+    server = ScriptedOpenAIServer(zeroshot_agent)
+    yield server
+    server.close()
+
+
+@pytest.mark.slow
+class TestCliAskWithApproval:
+    """`cli.py ask` with graph.router.approve asks on stderr/stdin before each action (here piped, not a tty)."""
+
+    def ask(self, index, scripted_agent, stdin: str, *more: str):
+        return cli("ask", "Who patented the knuckle coupler?", "--config", "agent-approve", "--index-dir", index,
+                   "--set", "llm.backend=openai", "--set", f"llm.base_url={scripted_agent.url}", *more, stdin=stdin)
+
+    def test_approve_edit_and_reject_from_piped_input(self, index, scripted_agent):
+        answers = ['e', '{"query": 3}', 'e', '{"query": "Janney coupler patent"}', 'maybe', 'r', 'rerank later',
+                   'a', 'a', 'a', 'a', 'a']
+        out = self.ask(index, scripted_agent, "\n".join(answers) + "\n", "--json")
+        assert out.returncode == 0, out.stderr
+        assert "step 1: retrieve" in out.stderr and "[a]pprove / [e]dit arguments / [r]eject?" in out.stderr
+        assert "the arguments of retrieve are strings; answer again" in out.stderr
+        assert "answer a, e or r" in out.stderr
+        steps = json.loads(out.stdout)["steps"]
+        assert steps[0]["args"] == {"query": "Janney coupler patent"} and steps[0]["human"]["decision"] == "edit"
+        assert steps[1]["action"] == "rerank" and steps[1]["human"] == {"decision": "reject",
+                                                                         "reason": "rerank later"}
+        assert all(s["human"]["decision"] == "approve" for s in steps[2:]) and steps[-1]["action"] == "answer"
+
+    def test_end_of_input_is_a_clear_error(self, index, scripted_agent):
+        out = self.ask(index, scripted_agent, "a\n")
+        assert out.returncode == 1 and "Traceback" not in out.stderr
+        assert out.stderr.strip().endswith("error: no answer on standard input (it ended): the paused run was left "
+                                           "unanswered")
+
+    def test_an_answer_after_the_pause_expired_is_refused(self, index, scripted_agent):
+        out = self.ask(index, scripted_agent, "a\n", "--set", "graph.router.approve_timeout_s=0.001")
+        assert out.returncode == 1 and "Traceback" not in out.stderr
+        assert "expired" in out.stderr and "it cannot be resumed" in out.stderr
+
+    def test_a_fixed_pipeline_with_approve_is_a_config_error(self, index):
+        out = cli("ask", "x", "--index-dir", index, "--set", "graph.router.approve=true")
+        assert out.returncode == 2 and "graph.router.approve pauses before each action" in out.stderr
 
 
 def test_langgraph_json_points_at_a_loadable_graph():

@@ -8,29 +8,16 @@ import pytest
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from errors import ApprovalError, ConfigError, PauseExpired, UnknownThread
+from graphs.build import checkpoint_serde
 from graphs.results import AskResult, Paused
 from nodes.approve import Approval, checked_arguments
-from tests.nodes.scripted import scripted_llm
+from llm.client import LLM
+from tests.nodes.scripted import zeroshot_agent
+from tests.scripted_backend import ScriptedBackend
 
 QUESTION = "Who patented the knuckle coupler?"
-COUPLER = "The Janney coupler was patented by Eli Janney in 1873 [1]."
-NEXT = {"(none)": ("retrieve", {"query": "knuckle coupler patent"}), "retrieve": ("rerank", {}),
-        "rerank": ("grade", {}), "grade": ("answer", {}), "rewrite": ("retrieve", {"query": "coupler"})}
-
-
-def router_reply(messages, _schema=None) -> str:
-    """The zeroshot router's next action from the state summary's last action (stateless, so a restart or a
-    rejection replays the same way)."""
-    last = messages[-1]["content"].split("Last action: ")[1].split(";")[0]
-    action, args = NEXT.get(last, ("answer", {}))
-    return json.dumps({"thought": f"do {action}", "action": action, **args})
-
-
 def approve_pipeline(make_pipeline, *overrides, checkpointer=None):
-    llm, backend = scripted_llm(answer=COUPLER)
-    others = backend.replies
-    backend.replies = lambda messages, schema: (router_reply(messages) if messages[0]["content"].startswith(
-        "You control") else others(messages, schema))
+    llm = LLM(ScriptedBackend(zeroshot_agent), max_retries=0, backoff_s=0.0)
     pipe = make_pipeline("graph.mode=agent", "graph.router.strategy=zeroshot", "graph.router.approve=true",
                          *overrides, llm=llm)
     if checkpointer is not None:
@@ -129,10 +116,10 @@ class TestApprove:
 
     def test_a_pause_survives_in_a_sqlite_checkpointer_opened_again(self, make_pipeline, tmp_path):
         path = tmp_path / "checkpoints.sqlite3"
-        saver = SqliteSaver(sqlite3.connect(path, check_same_thread=False))
+        saver = SqliteSaver(sqlite3.connect(path, check_same_thread=False), serde=checkpoint_serde())
         first = approve_pipeline(make_pipeline, checkpointer=saver).start(QUESTION)
         saver.conn.close()
-        reopened = SqliteSaver(sqlite3.connect(path, check_same_thread=False))
+        reopened = SqliteSaver(sqlite3.connect(path, check_same_thread=False), serde=checkpoint_serde())
         pipe = approve_pipeline(make_pipeline, checkpointer=reopened)
         assert pipe.pending(first.thread_id) == first
         result, _ = approve_all(pipe, pipe.resume(first.thread_id, Approval(decision="approve")))
