@@ -7,6 +7,12 @@ Routes (JSON unless said otherwise; errors are JSON `{"detail": ...}` with a 4xx
 - `POST /v1/chat/completions` -> OpenAI-compatible (see service/openai_compat.py).
 - `GET /v1/pipelines`, `GET /v1/collections`, `POST /v1/collections/{name}/documents` (multipart; 202 + job),
   `GET /v1/jobs/{id}`, `GET /v1/collections/{name}/documents`, `DELETE /v1/collections/{name}/documents/{doc_id}`.
+- A pipeline that pauses for approval (graph.router.approve): `POST /v1/ask` answers `{"status": "paused",
+  "thread_id", "pending", "expires_at"}` (or the result with `"status": "done"`); `POST /v1/threads/{id}/resume`
+  `{decision: approve|edit|reject, arguments?, reason?}` goes on to the next pause or the result;
+  `GET /v1/threads/{id}` says where a paused run stands. Paused runs are kept beside the index
+  (service/threads.py) and survive a restart; only the key that started one sees it (404 to others); an expired
+  pause is 410, a second resume while one runs 409.
 - `GET /healthz` (no auth), `GET /metrics` (Prometheus), `GET /docs` (OpenAPI), `GET /` (the web page).
 - `/mcp`: the MCP server (service/mcp_server.py) over streamable HTTP, behind the same bearer auth.
 
@@ -37,9 +43,9 @@ from sse_starlette.sse import EventSourceResponse
 from starlette.background import BackgroundTask
 
 from configs.schema import StoreConfig
-from errors import AccessError, ServiceError, SwitchyardError, UnknownPipeline, first_line
+from errors import AccessError, ApprovalError, ServiceError, SwitchyardError, UnknownPipeline, first_line
 from graphs.app import Pipeline
-from graphs.results import Answer, AskResult, ErrorEvent
+from graphs.results import Answer, AskResult, ErrorEvent, Paused
 from llm import telemetry
 from llm.context import RunContext
 from retrievers.filters import parse_labels
@@ -48,13 +54,15 @@ from service.auth import BearerAuth, principal_of
 from service.job_store import job_store_path
 from service.keys import LOCAL, KeyRuns, KeyStore, Principal, keys_path
 from service.jobs import IngestJobs, safe_name
+from nodes.approve import Approval, checked_arguments
 from service.mcp_server import create_mcp_server, http_endpoint
 from service.metrics import CONTENT_TYPE, MetricsMiddleware, ServiceMetrics
 from service.openai_compat import ChatRequest, chat_completion, chat_stream, openai_error, question_of
 from service.registry import PipelineRegistry
-from service.schemas import (CollectionInfo, Deleted, DocumentInfo, Health, JobStatus, PipelineInfo,
-                             UploadAccepted)
+from service.schemas import (CollectionInfo, Deleted, DocumentInfo, Health, JobStatus, PipelineInfo, ThreadDone,
+                             ThreadStatus, UploadAccepted)
 from service.settings import ServiceSettings
+from service.threads import PausedRuns, Thread, threads_path
 
 STATIC = Path(__file__).resolve().parent / "static"
 log = logging.getLogger("switchyard.service")
@@ -125,6 +133,10 @@ class Service:
         self.slots = RunSlots(settings.max_in_flight)
         self.key_runs = KeyRuns()
         self.keys = KeyStore(keys_path(store_uri, settings.upload_dir))
+        # paused runs (graph.router.approve) beside the index; no file unless a served pipeline pauses
+        self.threads = PausedRuns(threads_path(store_uri, settings.upload_dir)) if self.registry.pauses() else None
+        if self.threads is not None:
+            self.registry.checkpointer = self.threads.checkpointer
 
     def pipeline(self, principal: Principal, name: str | None, collection: str | None,
                  create: bool = False) -> Pipeline:
@@ -219,6 +231,84 @@ class Service:
         finally:
             slot.release()
 
+    # -- a human in the loop (graph.router.approve) -----------------------------------------------------------
+    async def start_thread(self, pipe: Pipeline, name: str, question: str, where: str | None,
+                           principal: Principal) -> Paused | ThreadDone:
+        """Run until the first pause (recorded as the principal's thread) or the answer."""
+        context = RunContext(groups=principal.groups)
+        try:
+            outcome = await self._pausing(lambda: pipe.start(question, where, context=context), context, name)
+        except ServiceError:
+            pipe.forget(context.run_id)
+            raise
+        if isinstance(outcome, Paused):
+            self.threads.add(outcome.thread_id, principal.name, name, pipe.resources.stack.collection,
+                             outcome.expires_at.timestamp())
+            return outcome
+        return ThreadDone(**dict(outcome), thread_id=context.run_id)
+
+    def thread(self, principal: Principal, thread_id: str) -> tuple[Thread, Pipeline]:
+        """The principal's own thread and its pipeline; 404 for one that does not exist or is another's."""
+        thread = self.threads.get(thread_id) if self.threads is not None else None
+        if thread is None or thread.owner != principal.name or not principal.can_read(thread.collection):
+            raise ServiceError(404, f"no paused run {thread_id!r}")
+        return thread, self.pipeline(principal, thread.pipeline, thread.collection)
+
+    def check_expiry(self, thread: Thread) -> None:
+        """410 for a pause left unanswered past its expiry (its checkpoints are deleted the first time)."""
+        if not thread.expired():
+            return
+        if thread.state != "expired":
+            self.threads.finish(thread.id, "expired")
+        raise ServiceError(410, f"the pause of run {thread.id!r} expired (graph.router.approve_timeout_s); "
+                                "it cannot be resumed")
+
+    async def resume_thread(self, principal: Principal, thread_id: str, approval: Approval) -> Paused | ThreadDone:
+        """Answer a paused run: 404 (not the principal's), 410 (expired), 409 (being resumed or finished), 422
+        (an edit the action cannot take; the run stays paused), else its next pause or its answer."""
+        thread, pipe = self.thread(principal, thread_id)
+        self.check_expiry(thread)
+        if thread.state != "paused":
+            raise ServiceError(409, f"run {thread_id!r} is {_STATES[thread.state]}; there is nothing to resume")
+        if approval.decision == "edit":
+            paused = pipe.pending(thread_id)
+            try:
+                checked_arguments(paused.pending.action if paused else "", approval.arguments)
+            except ApprovalError as exc:
+                raise ServiceError(422, str(exc)) from None
+        slot = self.acquire(principal)
+        try:
+            if not self.threads.claim(thread_id):
+                raise ServiceError(409, f"run {thread_id!r} is being resumed by another request, or its pause has "
+                                        "just expired")
+            context = RunContext(run_id=thread_id, groups=principal.groups)
+            try:
+                outcome = await self._pausing(lambda: pipe.resume(thread_id, approval, context=context), context,
+                                              thread.pipeline)
+            except ServiceError as exc:
+                self.threads.finish(thread_id, "expired" if exc.status == 410 else "failed")
+                raise
+        finally:
+            slot.release()
+        if isinstance(outcome, Paused):
+            self.threads.paused(thread_id, outcome.expires_at.timestamp())
+            return outcome
+        self.threads.finish(thread_id, "done")
+        return ThreadDone(**dict(outcome), thread_id=thread_id)
+
+    async def _pausing(self, run, context: RunContext, name: str) -> Paused | AskResult:
+        """`run()` (a start or resume, synchronous: the checkpointer is) in a thread, with the request timeout."""
+        try:
+            outcome = await asyncio.wait_for(asyncio.to_thread(run), self.settings.request_timeout_s)
+        except asyncio.TimeoutError:
+            context.cancelled.set()
+            raise ServiceError(504, f"the run timed out after {self.settings.request_timeout_s:g}s") from None
+        except Exception as exc:
+            raise ServiceError(status_of(exc), first_line(exc)) from None
+        if isinstance(outcome, AskResult):
+            self.metrics.observe_run(name, outcome.usage.model_dump())
+        return outcome
+
     async def events(self, pipe: Pipeline, name: str, question: str, where: str | None, slot: Slot,
                      principal: Principal):
         """The run's events; past the request timeout the run is cancelled (its LLM work stops) and ends with an
@@ -242,6 +332,10 @@ class Service:
                 await events.aclose()
 
 
+_STATES = {"running": "being resumed by another request", "done": "finished", "failed": "finished (it failed)",
+           "expired": "expired"}
+
+
 def create_app(settings: ServiceSettings | None = None) -> FastAPI:
     settings = settings or ServiceSettings()
     service = Service(settings)
@@ -258,6 +352,8 @@ def create_app(settings: ServiceSettings | None = None) -> FastAPI:
             yield
             # SIGTERM: the file in progress finishes its commits; unfinished jobs are resumed at the next start
             await asyncio.to_thread(service.jobs.shutdown)
+            if service.threads is not None:
+                service.threads.close()
             await asyncio.to_thread(telemetry.flush)
 
     app = FastAPI(title="Switchyard", version="0.1.0", lifespan=lifespan,
@@ -287,18 +383,35 @@ def create_app(settings: ServiceSettings | None = None) -> FastAPI:
         return service.registry.describe()
 
     @app.post("/v1/ask")
-    async def ask(body: AskRequest, request: Request) -> AskResult:
+    async def ask(body: AskRequest, request: Request) -> AskResult | Paused | ThreadDone:
         principal = principal_of(request)
         note(request, body.collection, body.question)
         service.check_question(body.question)
         pipe = service.pipeline(principal, body.pipeline, body.collection)
         note(request, pipe.resources.stack.collection)
+        name = body.pipeline or service.registry.default
         slot = service.acquire(principal)
         try:
-            return await service.ask(pipe, body.pipeline or service.registry.default, body.question, body.where,
-                                     principal)
+            if pipe.pauses:
+                return await service.start_thread(pipe, name, body.question, body.where, principal)
+            return await service.ask(pipe, name, body.question, body.where, principal)
         finally:
             slot.release()
+
+    @app.post("/v1/threads/{thread_id}/resume")
+    async def resume(thread_id: str, body: Approval, request: Request) -> Paused | ThreadDone:
+        """Answer a paused run (graph.router.approve): approve its pending action, edit its arguments or reject
+        it; the reply is the next pause or the result."""
+        return await service.resume_thread(principal_of(request), thread_id, body)
+
+    @app.get("/v1/threads/{thread_id}")
+    def thread_status(thread_id: str, request: Request) -> ThreadStatus:
+        thread, pipe = service.thread(principal_of(request), thread_id)
+        if thread.expired():
+            return {"thread_id": thread_id, "status": "expired"}
+        paused = pipe.pending(thread_id) if thread.state == "paused" else None
+        return {"thread_id": thread_id, "status": thread.state, "pending": paused and paused.pending,
+                "expires_at": paused and paused.expires_at}
 
     @app.post("/v1/ask/stream")
     async def ask_stream(body: AskRequest, request: Request):
@@ -308,6 +421,7 @@ def create_app(settings: ServiceSettings | None = None) -> FastAPI:
         pipe = service.pipeline(principal, body.pipeline, body.collection)
         note(request, pipe.resources.stack.collection)
         _check_ready(pipe, body.question)
+        _unattended(pipe, body.pipeline or service.registry.default)
         slot = service.acquire(principal)
 
         async def sse():
@@ -329,6 +443,7 @@ def create_app(settings: ServiceSettings | None = None) -> FastAPI:
             pipe = service.pipeline(principal, name, body.collection)
             note(request, pipe.resources.stack.collection)
             _check_ready(pipe, question)
+            _unattended(pipe, name)
             slot = service.acquire(principal)
         except ServiceError as exc:
             return openai_error(exc.status, exc.message, exc.headers)
@@ -467,6 +582,14 @@ def _check_ready(pipe: Pipeline, question: str) -> None:
         pipe.checked_question(question)
     except Exception as exc:
         raise ServiceError(status_of(exc), first_line(exc)) from None
+
+
+def _unattended(pipe: Pipeline, name: str) -> None:
+    """A pipeline that pauses for approval runs only through /v1/ask and /v1/threads/{id}/resume."""
+    if pipe.pauses:
+        raise ServiceError(400, f"pipeline {name!r} pauses for a human's approval before each action "
+                                "(graph.router.approve): ask with POST /v1/ask, answer with "
+                                "POST /v1/threads/{thread_id}/resume")
 
 
 def _unique(name: str, taken: list[str]) -> str:

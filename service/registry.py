@@ -8,6 +8,8 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+from langgraph.checkpoint.base import BaseCheckpointSaver
+
 from configs.loader import load_config, resolve_config_path
 from configs.schema import SwitchyardConfig
 from graphs.app import Pipeline
@@ -18,8 +20,12 @@ from errors import UnknownPipeline
 
 
 class PipelineRegistry:
+    """`checkpointer`: where the pipelines that pause for approval (graph.router.approve) keep their paused runs;
+    set it before the first `get` (the service does, once it knows where the index is)."""
+
     def __init__(self, config_paths: tuple[str, ...], overrides: tuple[str, ...] = ()):
         self.overrides = list(overrides)
+        self.checkpointer: BaseCheckpointSaver | None = None
         self.models = SharedModels()  # every pipeline's loaded LLM and embedding model, shared by equal settings
         self.paths: dict[str, Path] = {}
         for path in config_paths:
@@ -48,7 +54,11 @@ class PipelineRegistry:
         config = self.configs[name]
         if collection != config.store.collection:
             config = load_config(self.paths[name], [*self.overrides, f"store.collection={collection}"])
-        return Pipeline(config, self.models)
+        return Pipeline(config, self.models, self.checkpointer)
+
+    def pauses(self) -> bool:
+        """Does any served pipeline pause for approval (graph.router.approve)?"""
+        return any(c.graph.mode == "agent" and c.graph.router.approve for c in self.configs.values())
 
     def warm_up(self) -> None:
         for name in self.names():
@@ -60,4 +70,5 @@ class PipelineRegistry:
 
     def describe(self) -> list[dict]:
         return [{"name": n, "mode": c.graph.mode, "config": str(self.paths[n]),
-                 "mermaid": render(self.get(n).graph, "mermaid")} for n, c in self.configs.items()]
+                 "mermaid": render(self.get(n).graph, "mermaid"), "approve": self.get(n).pauses}
+                for n, c in self.configs.items()]

@@ -2,9 +2,12 @@
 The ask result and the stream events are the pipeline's own models (graphs/results.py)."""
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Literal
 
 from pydantic import BaseModel
+
+from graphs.results import AskResult, PendingAction
 
 
 class Health(BaseModel):
@@ -17,6 +20,23 @@ class PipelineInfo(BaseModel):
     mode: Literal["fixed", "agent"]
     config: str
     mermaid: str
+    approve: bool = False       # graph.router.approve: its runs pause for a human before each action
+
+
+class ThreadDone(AskResult):
+    """A paused run (graph.router.approve) that went on to its answer: the ask result, with its thread."""
+
+    status: Literal["done"] = "done"
+    thread_id: str
+
+
+class ThreadStatus(BaseModel):
+    """Where a paused run stands; `pending` and `expires_at` while it waits."""
+
+    thread_id: str
+    status: Literal["paused", "running", "done", "expired", "failed"]
+    pending: PendingAction | None = None
+    expires_at: datetime | None = None
 
 
 class CollectionInfo(BaseModel):

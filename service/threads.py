@@ -1,0 +1,118 @@
+"""The service's paused runs (graph.router.approve): one SQLite file beside the index, `.switchyard-threads.sqlite3`
+(`threads_path`), holding LangGraph's checkpoints of the paused runs (`langgraph-checkpoint-sqlite`'s `SqliteSaver`,
+its own tables) and one row per run (table `threads`): who started it, on which pipeline and collection, its state
+and when its pause expires. Both outlive the process, so a pause survives a server restart.
+
+A thread's state: `paused` (waits for an answer until `expires_at`), `running` (one resume is under way: a second
+one gets 409), `done`, `expired` (never resumed in time; its checkpoints are deleted) or `failed`. `claim` turns
+`paused` into `running` in one UPDATE, so of two resumes at once, in one process or two, exactly one proceeds.
+"""
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from langgraph.checkpoint.sqlite import SqliteSaver
+
+from errors import StoreError, first_line
+from graphs.build import checkpoint_serde
+from service.settings import beside_index
+
+THREADS_NAME = ".switchyard-threads.sqlite3"
+KEEP_FINISHED_S = 30 * 86400  # rows of finished threads are forgotten after 30 days
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS threads (
+    id TEXT PRIMARY KEY, owner TEXT NOT NULL, pipeline TEXT NOT NULL, collection TEXT NOT NULL,
+    state TEXT NOT NULL, expires_at REAL NOT NULL, created REAL NOT NULL, updated REAL NOT NULL)
+"""
+
+
+@dataclass
+class Thread:
+    id: str
+    owner: str          # the principal (key) that started it: only it may see or resume it
+    pipeline: str
+    collection: str
+    state: str          # paused | running | done | expired | failed
+    expires_at: float
+
+    def expired(self) -> bool:
+        return self.state == "expired" or (self.state == "paused" and time.time() >= self.expires_at)
+
+
+def threads_path(store_uri: str, upload_dir: Path) -> Path:
+    """The paused runs' file, beside the index."""
+    return beside_index(store_uri, upload_dir, THREADS_NAME)
+
+
+class PausedRuns:
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._conn = self._connect()
+            # LangGraph's saver gets a connection of its own (it serializes its calls with its own lock)
+            self.checkpointer = SqliteSaver(self._connect(), serde=checkpoint_serde())
+            self.checkpointer.setup()
+            with self._tx() as db:
+                db.execute(_SCHEMA)
+                db.execute("DELETE FROM threads WHERE state NOT IN ('paused', 'running') AND updated < ?",
+                           (time.time() - KEEP_FINISHED_S,))
+        except (OSError, sqlite3.Error) as exc:  # e.g. a read-only index folder: one clear line at start
+            raise StoreError(f"cannot keep paused runs in {self.path}: {first_line(exc)}") from exc
+        self._lock = threading.Lock()
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA journal_mode=WAL")
+        return conn
+
+    @contextlib.contextmanager
+    def _tx(self):
+        self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield self._conn
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            raise
+        self._conn.execute("COMMIT")
+
+    def _write(self, sql: str, params: tuple) -> int:
+        with self._lock, self._tx() as db:
+            return db.execute(sql, params).rowcount
+
+    def add(self, thread_id: str, owner: str, pipeline: str, collection: str, expires_at: float) -> None:
+        now = time.time()
+        self._write("INSERT INTO threads (id, owner, pipeline, collection, state, expires_at, created, updated) "
+                    "VALUES (?, ?, ?, ?, 'paused', ?, ?, ?)", (thread_id, owner, pipeline, collection, expires_at,
+                                                               now, now))
+
+    def get(self, thread_id: str) -> Thread | None:
+        with self._lock:
+            row = self._conn.execute("SELECT id, owner, pipeline, collection, state, expires_at FROM threads "
+                                     "WHERE id = ?", (thread_id,)).fetchone()
+        return Thread(*row) if row else None
+
+    def claim(self, thread_id: str) -> bool:
+        """paused -> running, if it still waits and has not expired; False when another resume got it first."""
+        return self._write("UPDATE threads SET state = 'running', updated = ? WHERE id = ? AND state = 'paused' "
+                           "AND expires_at > ?", (time.time(), thread_id, time.time())) == 1
+
+    def paused(self, thread_id: str, expires_at: float) -> None:
+        self._write("UPDATE threads SET state = 'paused', expires_at = ?, updated = ? WHERE id = ?",
+                    (expires_at, time.time(), thread_id))
+
+    def finish(self, thread_id: str, state: str) -> None:
+        """done, expired or failed; the run's checkpoints are deleted."""
+        self._write("UPDATE threads SET state = ?, updated = ? WHERE id = ?", (state, time.time(), thread_id))
+        self.checkpointer.delete_thread(thread_id)
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+        self.checkpointer.conn.close()
