@@ -142,6 +142,14 @@
     parser.end();
   }
 
+  /** POST a JSON body and return the JSON reply (a run that may pause: graph.router.approve). */
+  async function postJson(path, body, signal) {
+    const response = await api(path, {
+      method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body), signal,
+    });
+    return response.json();
+  }
+
   // ---------------------------------------------------------------- small DOM helpers
 
   function el(tag, attrs, ...children) {
@@ -314,8 +322,83 @@
           el("span", { className: "decision-action" }, ev.action || "?"),
           args ? el("code", { className: "decision-args" }, args) : null,
           ev.guard ? el("span", { className: "tag guard-tag", title: "a guard overrode the router" },
-            `guard: ${ev.guard}`) : null),
+            `guard: ${ev.guard}`) : null,
+          ev.human ? el("span", { className: "tag human-tag", title: ev.human.reason || "" },
+            `human: ${ev.human.decision}`) : null),
         ev.thought ? el("div", { className: "decision-thought" }, ev.thought) : null));
+    }
+
+    /** A run paused before an action (graph.router.approve): show it with Approve / Edit / Reject. */
+    showPending(paused) {
+      this.paused = paused;
+      this.setStatus("paused", "waiting for approval");
+      this.stopClock();
+      const box = this.q('[data-role="approval"]');
+      const p = paused.pending;
+      box.hidden = false;
+      box.dataset.threadId = paused.thread_id;
+      box.dataset.step = String(p.step);
+      this.q('[data-role="pending-step"]').textContent = String(p.step);
+      this.q('[data-role="pending-action"]').textContent = p.action;
+      const guard = this.q('[data-role="pending-guard"]');
+      guard.hidden = !p.guard;
+      guard.textContent = p.guard ? `guard: ${p.guard}` : "";
+      const thought = this.q('[data-role="pending-thought"]');
+      thought.hidden = !p.thought;
+      thought.textContent = p.thought || "";
+      this.q('[data-role="pending-args"]').value = JSON.stringify(p.args || {});
+      this.q('[data-role="pending-reason"]').value = "";
+      this.q('[data-role="pending-expires"]').textContent =
+        `Unanswered, this pause expires at ${new Date(paused.expires_at).toLocaleString()}.`;
+      this.showApprovalError("");
+      for (const button of box.querySelectorAll("button[data-decision]")) button.disabled = false;
+    }
+
+    showApprovalError(message) {
+      const box = this.q('[data-role="approval-error"]');
+      box.hidden = !message;
+      box.textContent = message;
+    }
+
+    /** Send the human's answer; the reply is the next pause or the result. */
+    async respond(decision) {
+      if (!this.paused || this.finished) return;
+      const body = { decision };
+      if (decision === "edit") {
+        try {
+          body.arguments = JSON.parse(this.q('[data-role="pending-args"]').value || "{}");
+        } catch (err) {
+          this.showApprovalError(`The arguments are not JSON: ${err.message}`);
+          return;
+        }
+      }
+      const reason = this.q('[data-role="pending-reason"]').value.trim();
+      if (decision === "reject" && reason) body.reason = reason;
+      const box = this.q('[data-role="approval"]');
+      for (const button of box.querySelectorAll("button[data-decision]")) button.disabled = true;
+      this.setStatus("running", "running…");
+      try {
+        const reply = await postJson(`v1/threads/${encodeURIComponent(this.paused.thread_id)}/resume`, body);
+        this.settle(reply);
+      } catch (err) {
+        if (err instanceof ApiError && err.status === 422) {  // the run stays paused: say why, ask again
+          this.showPending(this.paused);
+          this.showApprovalError(describeError(err));
+        } else {
+          box.hidden = true;
+          this.fail(describeError(err));
+        }
+      }
+    }
+
+    /** A reply of /v1/ask or of a resume: a pause, or the final result (with its trace and steps). */
+    settle(reply) {
+      if (reply.status === "paused") { this.showPending(reply); return; }
+      this.q('[data-role="approval"]').hidden = true;
+      this.paused = null;
+      for (const entry of reply.trace || []) this.nodeEnd(entry);
+      for (const step of reply.steps || []) this.addDecision(step);
+      this.finish(reply);
     }
 
     addToken(text) {
@@ -529,6 +612,22 @@
   async function runOne(view, body) {
     const controller = new AbortController();
     state.controllers.push(controller);
+    const info = state.pipelines.find((p) => p.name === body.pipeline);
+    if (info && info.approve) {  // the run pauses before each action: no stream, one reply per pause
+      controller.signal.addEventListener("abort", () => {
+        if (!view.finished) view.fail("the run was left paused", "stopped");
+      });
+      view.q('[data-role="approval"]').addEventListener("click", (e) => {
+        const decision = e.target.dataset && e.target.dataset.decision;
+        if (decision) view.respond(decision);
+      });
+      try {
+        view.settle(await postJson("v1/ask", body, controller.signal));
+      } catch (err) {
+        if (!view.finished) view.fail(describeError(err));
+      }
+      return;
+    }
     try {
       await streamAsk(body, (type, payload) => view.handle(type, payload), controller.signal);
       if (!view.finished) view.fail("the stream ended before an answer arrived");

@@ -21,7 +21,7 @@ def response_schema(openapi: dict, method: str, path: str, status: str = "200") 
 
 class TestOpenAPI:
     @pytest.mark.parametrize("method, path, status, model", [
-        ("post", "/v1/ask", "200", "AskResult"),
+        ("get", "/v1/threads/{thread_id}", "200", "ThreadStatus"),
         ("get", "/healthz", "200", "Health"),
         ("get", "/v1/jobs/{job_id}", "200", "JobStatus"),
         ("delete", "/v1/collections/{name}/documents/{doc_id}", "200", "Deleted"),
@@ -29,6 +29,20 @@ class TestOpenAPI:
     ])
     def test_routes_name_their_models(self, openapi, method, path, status, model):
         assert response_schema(openapi, method, path, status) == {"$ref": f"#/components/schemas/{model}"}
+
+    @pytest.mark.parametrize("method, path, models", [
+        ("post", "/v1/ask", ["AskResult", "Paused", "ThreadDone"]),  # Paused, ThreadDone: graph.router.approve
+        ("post", "/v1/threads/{thread_id}/resume", ["Paused", "ThreadDone"]),
+    ])
+    def test_runs_that_may_pause_name_each_model(self, openapi, method, path, models):
+        schema = response_schema(openapi, method, path)
+        assert schema["anyOf"] == [{"$ref": f"#/components/schemas/{m}"} for m in models]
+
+    def test_the_resume_body_is_the_approval(self, openapi):
+        body = openapi["paths"]["/v1/threads/{thread_id}/resume"]["post"]["requestBody"]["content"]
+        assert body["application/json"]["schema"] == {"$ref": "#/components/schemas/Approval"}
+        approval = openapi["components"]["schemas"]["Approval"]
+        assert approval["properties"]["decision"]["enum"] == ["approve", "edit", "reject"]
 
     @pytest.mark.parametrize("path, model", [("/v1/pipelines", "PipelineInfo"), ("/v1/collections", "CollectionInfo"),
                                              ("/v1/collections/{name}/documents", "DocumentInfo")])

@@ -263,3 +263,44 @@ class TestWebPage:
             ask(browser, QUESTION, "no-llm")
             assert run_status(browser, "a") == "done"
             assert "Janney" in browser.find_element(By.ID, "answer").text
+
+    def test_approve_each_action_to_the_answer(self, browser, index_copy, tmp_path):
+        """A pipeline that pauses for approval (graph.router.approve): the pending action is shown with Approve /
+        Edit / Reject; a bad edit is said and the run stays paused; Approve goes on until the answer."""
+        from tests.nodes.scripted import zeroshot_agent
+        from tests.scripted_openai_server import ScriptedOpenAIServer
+
+        llm = ScriptedOpenAIServer(zeroshot_agent)
+        try:
+            with running_server(tmp_path, index_copy, "--config", "agent-approve", "--set", "llm.backend=openai",
+                                "--set", f"llm.base_url={llm.url}") as srv:
+                open_page(browser, srv.url)
+                ask(browser, QUESTION, "agent-approve", finish=False)
+                box = browser.find_element(By.CSS_SELECTOR, '#run-a [data-role="approval"]')
+                wait(browser, lambda d: run_status(d, "a") == "paused", RUN_TIMEOUT_S, "the run did not pause")
+                assert box.is_displayed() and "retrieve" in box.text and "do retrieve" in box.text
+                args = box.find_element(By.CSS_SELECTOR, '[data-role="pending-args"]')
+                assert json.loads(args.get_attribute("value")) == {"query": "knuckle coupler patent"}
+                args.clear()
+                args.send_keys('{"query": ""}')
+                box.find_element(By.CSS_SELECTOR, 'button[data-decision="edit"]').click()
+                error = box.find_element(By.CSS_SELECTOR, '[data-role="approval-error"]')
+                wait(browser, lambda d: error.is_displayed(), message="a bad edit was not reported")
+                assert "422" in error.text and "non-empty query" in error.text and run_status(browser, "a") == "paused"
+                steps = []
+                while run_status(browser, "a") == "paused":
+                    step = box.get_attribute("data-step")
+                    steps.append(box.find_element(By.CSS_SELECTOR, '[data-role="pending-action"]').text)
+                    box.find_element(By.CSS_SELECTOR, 'button[data-decision="approve"]').click()
+                    wait(browser, lambda d: run_status(d, "a") in FINAL or (
+                        run_status(d, "a") == "paused" and box.get_attribute("data-step") != step),
+                        RUN_TIMEOUT_S, "no reply to Approve")
+                assert steps == ["retrieve", "rerank", "grade", "answer"]
+                assert run_status(browser, "a") == "done" and not box.is_displayed()
+                assert "Janney" in browser.find_element(By.ID, "answer").text
+                decisions = browser.find_elements(By.CSS_SELECTOR, '#run-a [data-role="decisions"] li')
+                assert len(decisions) == 4 and all("human: approve" in d.text for d in decisions)
+                assert node_states(browser, "a").get("approve") == "done"
+                assert js_errors(browser) == []
+        finally:
+            llm.close()
