@@ -135,3 +135,13 @@ class TestApprove:
     def test_a_fixed_pipeline_cannot_approve(self, make_pipeline):
         with pytest.raises(ConfigError, match="needs graph.mode: agent"):
             make_pipeline("graph.router.approve=true")
+
+
+def test_approve_enters_the_dumped_config_only_when_set():
+    from configs.loader import config_hash, config_to_dict, load_config
+
+    router = config_to_dict(load_config("agent"))["graph"]["router"]
+    assert "approve" not in router and "approve_timeout_s" not in router
+    on = load_config("agent", ["graph.router.approve=true"])
+    assert config_to_dict(on)["graph"]["router"]["approve"] is True
+    assert config_hash(on) != config_hash(load_config("agent"))
