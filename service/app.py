@@ -134,7 +134,9 @@ class Service:
         self.key_runs = KeyRuns()
         self.keys = KeyStore(keys_path(store_uri, settings.upload_dir))
         # paused runs (graph.router.approve) beside the index; no file unless a served pipeline pauses
-        self.threads = PausedRuns(threads_path(store_uri, settings.upload_dir)) if self.registry.pauses() else None
+        self.threads = (PausedRuns(threads_path(store_uri, settings.upload_dir),
+                                   stale_after_s=2 * settings.request_timeout_s)
+                        if self.registry.pauses() else None)
         if self.threads is not None:
             self.registry.checkpointer = self.threads.checkpointer
 

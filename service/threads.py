@@ -6,6 +6,8 @@ and when its pause expires. Both outlive the process, so a pause survives a serv
 A thread's state: `paused` (waits for an answer until `expires_at`), `running` (one resume is under way: a second
 one gets 409), `done`, `expired` (never resumed in time; its checkpoints are deleted) or `failed`. `claim` turns
 `paused` into `running` in one UPDATE, so of two resumes at once, in one process or two, exactly one proceeds.
+A live resume ends within the request timeout, so a `running` claim older than `stale_after_s` belongs to a process
+that died mid-resume: `get` reports that thread `failed` (its checkpoints deleted) instead of "being resumed" forever.
 """
 from __future__ import annotations
 
@@ -51,8 +53,9 @@ def threads_path(store_uri: str, upload_dir: Path) -> Path:
 
 
 class PausedRuns:
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, stale_after_s: float = 3600.0):
         self.path = Path(path)
+        self.stale_after_s = stale_after_s
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._conn = self._connect()
@@ -94,9 +97,15 @@ class PausedRuns:
 
     def get(self, thread_id: str) -> Thread | None:
         with self._lock:
-            row = self._conn.execute("SELECT id, owner, pipeline, collection, state, expires_at FROM threads "
-                                     "WHERE id = ?", (thread_id,)).fetchone()
-        return Thread(*row) if row else None
+            row = self._conn.execute("SELECT id, owner, pipeline, collection, state, expires_at, updated "
+                                     "FROM threads WHERE id = ?", (thread_id,)).fetchone()
+        if row is None:
+            return None
+        thread, claimed_at = Thread(*row[:-1]), row[-1]
+        if thread.state == "running" and claimed_at < time.time() - self.stale_after_s:
+            self.finish(thread.id, "failed")  # its resume died with its process
+            thread.state = "failed"
+        return thread
 
     def claim(self, thread_id: str) -> bool:
         """paused -> running, if it still waits and has not expired; False when another resume got it first."""

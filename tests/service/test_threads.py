@@ -177,6 +177,20 @@ class TestPausedRuns:
         for r in runs:
             r.close()
 
+    def test_a_claim_left_by_a_dead_process_turns_failed(self, tmp_path):
+        dead = PausedRuns(tmp_path / THREADS_NAME)
+        dead.add("t1", "alice", "agent-approve", "default", time.time() + 60)
+        assert dead.claim("t1")
+        dead.close()  # the process died mid-resume: the row stays `running`
+        fresh = PausedRuns(tmp_path / THREADS_NAME, stale_after_s=0.0)
+        assert fresh.get("t1").state == "failed"
+        assert not fresh.claim("t1")
+        patient = PausedRuns(tmp_path / THREADS_NAME, stale_after_s=3600.0)
+        patient.add("t2", "alice", "agent-approve", "default", time.time() + 60)
+        assert patient.claim("t2") and patient.get("t2").state == "running"  # a live claim is left alone
+        fresh.close()
+        patient.close()
+
 
 @pytest.mark.slow
 class TestRealServer:
