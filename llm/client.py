@@ -130,6 +130,8 @@ class LLM:
         raw2 = self._call(repair, max_tokens, schema, run).text
         value, error2 = _parse(raw2, model)
         if value is not None:
+            if run is not None:
+                run.record_repair()
             return StructuredResult(value, "repaired", raw2, error)
         if run is not None:
             run.record_parse_fallback()

@@ -28,6 +28,7 @@ class Usage:
     completion_tokens: int = 0
     llm_ms: float = 0.0          # wall time inside the backend, to separate generation from pipeline overhead
     parse_fallbacks: int = 0     # structured replies that stayed invalid after the repair round
+    repairs: int = 0             # replies that did not validate but did after the repair round (not in as_dict)
 
     def as_dict(self) -> dict:
         return {"llm_calls": self.llm_calls, "prompt_tokens": self.prompt_tokens,
@@ -74,3 +75,7 @@ class RunContext:
     def record_parse_fallback(self) -> None:
         for meter in self.meters:
             meter.parse_fallbacks += 1
+
+    def record_repair(self) -> None:
+        for meter in self.meters:
+            meter.repairs += 1

@@ -114,6 +114,8 @@ def route(state: dict, runtime: Runtime[RunContext], res: Resources) -> dict:
                 span.set_attributes({"switchyard.agent.args": json.dumps(record["args"], ensure_ascii=False),
                                      "switchyard.agent.thought": record["thought"]})
     update["decision"].update(spent.as_dict())
+    if spent.repairs:  # only when a reply needed the repair round, so that clean records stay as they were
+        update["decision"]["repairs"] = spent.repairs
     return update
 
 

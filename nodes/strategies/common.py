@@ -140,8 +140,10 @@ def ask_tool_call(messages: list[dict], res: Resources, run: RunContext | None, 
     repair = messages + [{"role": "assistant", "content": said or "(nothing)"},
                          {"role": "user", "content": ROUTER_TOOLS_REPAIR.format(error=error, tools=", ".join(names))}]
     value, _ = parse(res.llm.call_tools(repair, tools, cfg.tool_choice, cfg.max_tokens, run=run), names)
-    if value is None and run is not None:
+    if run is not None and value is None:
         run.record_parse_fallback()
+    elif run is not None:
+        run.record_repair()
     return value
 
 
