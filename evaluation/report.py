@@ -11,6 +11,7 @@ from pathlib import Path
 
 from evaluation import manifest as run_manifest
 from evaluation import stats
+from evaluation.failures import DETECTORS, count_failures
 from evaluation.plots import Estimate, bars, frontier
 from evaluation.rows import EvalRow
 from retrievers.metrics import percentile
@@ -186,7 +187,8 @@ def aggregate(rows: list[EvalRow], baseline: str | None = None) -> dict:
         raise ValueError(f"baseline {baseline!r} is not one of the configs: {configs}")
     out: dict = {"configs": {}, "by_difficulty": {}, "by_type": {}, "baseline": baseline,
                  "paired": paired(rows, baseline) if baseline else {},
-                 "mcnemar": mcnemar(rows, baseline) if baseline else {}, "statistics": STATISTICS}
+                 "mcnemar": mcnemar(rows, baseline) if baseline else {}, "statistics": STATISTICS,
+                 "failures": count_failures(rows)}
     for name in configs:
         mine = [r for r in rows if r.config == name]
         runs = sorted({r.run for r in mine})
@@ -284,6 +286,21 @@ def _paired_markdown(report: dict) -> list[str]:
     return lines
 
 
+FAILURES_NOTE = ("Detected from each row's step records and gold documents (evaluation/failures.py, one detector "
+                 "per mode, defined in its docstring): questions showing the mode, then (occurrences). Rows without "
+                 "step records (fixed, no-llm) can show only abstained_with_gold_retrieved.")
+
+
+def _failures_markdown(failures: dict, names: list[str]) -> list[str]:
+    lines = ["", "## Failure modes", "", FAILURES_NOTE, "",
+             "| mode | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
+    for mode in DETECTORS:
+        lines.append(f"| {mode} | " + " | ".join(
+            f"{failures[n]['modes'][mode]['questions']} ({failures[n]['modes'][mode]['events']})" if n in failures
+            else "–" for n in names) + " |")
+    return lines
+
+
 def markdown(report: dict, title: str) -> str:
     cfgs = report["configs"]
     names = list(cfgs)
@@ -302,6 +319,8 @@ def markdown(report: dict, title: str) -> str:
         lines.append(f"| {m} | " + " | ".join(_interval(cfgs[n].get("ci95", {}).get(m)) for n in names) + " |")
     if report.get("paired"):
         lines += _paired_markdown(report)
+    if report.get("failures"):
+        lines += _failures_markdown(report["failures"], names)
     for table, label in (("by_difficulty", "difficulty"), ("by_type", "type")):
         lines += ["", f"## F1 / contains by {label} (all runs pooled; n per cell)", "",
                   f"| {label} | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]

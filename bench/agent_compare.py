@@ -1,0 +1,188 @@
+"""Issue 22's comparison: the fixed pipeline, no-llm and every agent strategy under both router protocols, one table.
+
+    .venv/bin/python bench/agent_compare.py phantomwiki --per-difficulty 5 \\
+        --out bench/eval/agent-compare-phantomwiki-s11-19 --llm-cache bench/eval/agent-compare-phantomwiki-s11-19/llm-cache
+    .venv/bin/python bench/agent_compare.py hotpotqa --limit 100 --out bench/eval/agent-compare-hotpotqa100 \\
+        --llm-cache bench/eval/agent-compare-hotpotqa100/llm-cache
+    # the same grid through any OpenAI-compatible server (a llama.cpp server, vLLM, Ollama, OpenAI):
+    .venv/bin/python bench/agent_compare.py phantomwiki --backend openai --base-url http://127.0.0.1:8765/v1 \\
+        --model smollm2 --out /tmp/agent-compare-openai --llm-cache /tmp/agent-compare-openai/llm-cache
+    # again without any model, from the recorded replies:
+    .venv/bin/python bench/agent_compare.py phantomwiki --per-difficulty 5 --out ... --llm-cache ... --replay
+
+A thin driver over `cli.py eval`: it writes one config per grid cell into OUT/grid/ (`fixed`, `no-llm`, and
+`<strategy>-<protocol>` for every strategy of nodes/strategies/ under `json` and `tools`, `plan` under json only),
+each the committed configs/*.yaml of that strategy with the protocol and the `llm:` section the options ask for,
+then runs `cli.py eval` over them (paired against `fixed`), and prints the grid's table from report.json: quality
+with 95% intervals, cost (LLM calls, prompt tokens, p50 latency), the paired F1 difference against fixed with its
+Holm-adjusted p and minimum detectable difference, the failure modes of each config (evaluation/failures.py), and
+contains by difficulty. Everything `cli.py eval` writes (report.md/json, questions.jsonl, manifest.json, plots,
+resolved configs) is in OUT; an interrupted run resumes where it stopped.
+
+Datasets: `phantomwiki` (../shared/datasets/phantomwiki-s11; `--per-difficulty N` keeps the first N questions of
+each difficulty, written round-robin over the difficulties into OUT/dataset/ so that `--limit` keeps the balance),
+`hotpotqa` (dev500 questions 301-400 first, every dev500 paragraph indexed, as the issue-13 comparison; written
+under bench/out/), or the path of any dataset `cli.py eval` reads.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from common import HOTPOTQA, PHANTOMWIKI, ROOT
+
+STRATEGY_CONFIGS = {  # strategy -> the committed config of its JSON-protocol agent
+    "zeroshot": "agent-zeroshot.yaml", "zeroshot-think": "agent-zst.yaml", "react": "agent.yaml",
+    "plan": "agent-plan.yaml", "plan-react": "agent-plan-react.yaml", "bolaa": "agent-bolaa.yaml",
+    "autogpt": "agent-autogpt.yaml",
+}
+JSON_ONLY = {"plan"}  # plan writes a whole plan per call: no single tool call to make
+
+
+def grid_configs(backend: str, base_url: str | None, model: str | None, api_key_env: str | None) -> dict[str, dict]:
+    """name -> config mapping of every grid cell, on the requested LLM backend."""
+    def load(name: str) -> dict:
+        return yaml.safe_load((ROOT / "configs" / name).read_text()) or {}
+
+    cells = {"fixed": load("fixed.yaml"), "no-llm": load("no-llm.yaml")}
+    for strategy, file in STRATEGY_CONFIGS.items():
+        for protocol in ("json",) if strategy in JSON_ONLY else ("json", "tools"):
+            config = load(file)
+            config["graph"]["router"]["protocol"] = protocol
+            cells[f"{strategy}-{protocol}"] = config
+    for name, config in cells.items():
+        tools = name.endswith("-tools")
+        if backend == "openai":
+            llm = {k: v for k, v in (config.get("llm") or {}).items() if k in ("temperature", "max_tokens")}
+            llm.update(backend="openai", model=model or "smollm2", base_url=base_url,
+                       **({"api_key_env": api_key_env} if api_key_env else {}))
+            config["llm"] = {k: v for k, v in llm.items() if v is not None}
+        elif tools:  # the embedded model chooses a tool only through llama-cpp-python's function-calling format
+            config.setdefault("llm", {}).update(backend="local", chat_format="chatml-function-calling")
+    return cells
+
+
+def phantomwiki_subset(per_difficulty: int, out: Path) -> Path:
+    """The first N questions of each difficulty, round-robin over the difficulties, beside the full articles."""
+    questions = json.loads((PHANTOMWIKI / "questions.json").read_text())
+    by_level: dict[str, list] = {}
+    for q in questions:
+        by_level.setdefault(str(q.get("difficulty", "-")), []).append(q)
+    kept = [by_level[level][:per_difficulty] for level in sorted(by_level)]
+    ordered = [q for i in range(per_difficulty) for level in kept if i < len(level) for q in [level[i]]]
+    folder = out / "dataset"
+    folder.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(PHANTOMWIKI / "articles.json", folder / "articles.json")
+    (folder / "questions.json").write_text(json.dumps(ordered, indent=1, ensure_ascii=False) + "\n")
+    return folder
+
+
+def hotpotqa_file() -> Path:
+    """dev500 questions 301-400 first, then the rest (so that every question's paragraphs are indexed)."""
+    lines = (HOTPOTQA / "dev500.jsonl").read_text().splitlines()
+    path = ROOT / "bench" / "out" / "dev500-301-400-first.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines[300:400] + lines[:300] + lines[400:]) + "\n")
+    return path
+
+
+def _fmt(x, digits: int = 3) -> str:
+    return "-" if x is None else f"{x:.{digits}f}"
+
+
+def print_table(report: dict, names: list[str]) -> None:
+    configs = report["configs"]
+    print("\n| config | F1 [95% CI] | EM | contains | gold recall | LLM calls/q | prompt tok/q | p50 s |")
+    print("|---|---|---|---|---|---|---|---|")
+    for name in names:
+        c = configs.get(name)
+        if not c:
+            continue
+        ci = c.get("intervals", {}).get("f1") or {}
+        print(f"| {name} | {_fmt(c['f1']['mean'])} [{_fmt(ci.get('low'))}, {_fmt(ci.get('high'))}] "
+              f"| {_fmt(c['exact_match']['mean'])} | {_fmt(c['contains']['mean'])} "
+              f"| {_fmt(c['gold_recall']['mean'])} | {c['llm_calls_per_q']['mean']:.1f} "
+              f"| {c['prompt_tokens_per_q']['mean']:,.0f} | {c['latency_p50_ms']['mean'] / 1e3:.1f} |")
+    paired = report.get("paired") or {}
+    if paired.get("configs"):
+        print(f"\n| vs {paired['baseline']} | F1 diff [95% CI] | p (Holm) | MDE | W/L/T |")
+        print("|---|---|---|---|---|")
+        for name in names:
+            p = paired["configs"].get(name)
+            if not p:
+                continue
+            f1 = p["f1"]
+            print(f"| {name} | {f1['mean_diff']:+.3f} [{f1['ci_low']:+.3f}, {f1['ci_high']:+.3f}] "
+                  f"| {f1['p']:.3f} ({f1['p_holm']:.3f}) | ±{f1['minimum_detectable_difference']:.3f} "
+                  f"| {f1['wins']}/{f1['losses']}/{f1['ties']} |")
+    failures = report.get("failures") or {}
+    if failures:
+        modes = list(next(iter(failures.values())))
+        print("\n| config | " + " | ".join(modes) + " |")
+        print("|---|" + "---|" * len(modes))
+        for name in names:
+            if name in failures:
+                print(f"| {name} | " + " | ".join(str(failures[name][m]) for m in modes) + " |")
+    levels = sorted({d for c in configs.values() for d in (c.get("by_difficulty") or {})})
+    if len(levels) > 1:
+        print("\n| config (contains by difficulty) | " + " | ".join(levels) + " |")
+        print("|---|" + "---|" * len(levels))
+        for name in names:
+            by = (configs.get(name) or {}).get("by_difficulty") or {}
+            print(f"| {name} | " + " | ".join(_fmt((by.get(d) or {}).get("contains")) for d in levels) + " |")
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("dataset", help="phantomwiki, hotpotqa, or a dataset path cli.py eval reads")
+    p.add_argument("--out", required=True, metavar="DIR")
+    p.add_argument("--per-difficulty", type=int, metavar="N", help="phantomwiki: the first N of each difficulty")
+    p.add_argument("--limit", type=int, help="only the first N questions")
+    p.add_argument("--only", nargs="+", metavar="NAME", help="only these grid cells (e.g. fixed react-json)")
+    p.add_argument("--backend", choices=["local", "openai"], default="local")
+    p.add_argument("--base-url", help="the OpenAI-compatible server, e.g. http://127.0.0.1:8765/v1")
+    p.add_argument("--model", help="the model name the server expects (default smollm2)")
+    p.add_argument("--api-key-env", help="NAME of the env var holding the server's key")
+    p.add_argument("--llm-cache", metavar="DIR", help="record every LLM reply in DIR (replayed when recorded)")
+    p.add_argument("--replay", action="store_true", help="answer only from --llm-cache DIR, with no model")
+    p.add_argument("--index-dir", default="/tmp/eval-index", metavar="DIR")
+    p.add_argument("--workers", type=int, default=1)
+    args = p.parse_args()
+    if args.backend == "openai" and not args.base_url:
+        p.error("--backend openai needs --base-url")
+    out = Path(args.out)
+    if args.dataset == "phantomwiki":
+        dataset = phantomwiki_subset(args.per_difficulty, out) if args.per_difficulty else PHANTOMWIKI
+    elif args.dataset == "hotpotqa":
+        dataset = hotpotqa_file()
+    else:
+        dataset = Path(args.dataset)
+    cells = grid_configs(args.backend, args.base_url, args.model, args.api_key_env)
+    names = [n for n in cells if not args.only or n in args.only]
+    grid = out / "grid"
+    grid.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        (grid / f"{name}.yaml").write_text(yaml.safe_dump(cells[name], sort_keys=False))
+    command = [sys.executable, str(ROOT / "cli.py"), "eval", str(dataset), "--out", str(out),
+               "--index-dir", args.index_dir, "--workers", str(args.workers), "--plot-metric", "contains",
+               "--configs", *[str(grid / f"{n}.yaml") for n in names]]
+    command += ["--baseline", "fixed"] if "fixed" in names else []
+    command += ["--limit", str(args.limit)] if args.limit else []
+    command += ["--llm-cache", args.llm_cache] if args.llm_cache else []
+    command += ["--replay"] if args.replay else []
+    print("$", " ".join(command), flush=True)
+    done = subprocess.run(command, cwd=ROOT, stdout=subprocess.DEVNULL)
+    if done.returncode != 0:
+        return done.returncode
+    print_table(json.loads((out / "report.json").read_text()), names)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
