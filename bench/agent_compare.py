@@ -1,14 +1,14 @@
 """Issue 22's comparison: the fixed pipeline, no-llm and every agent strategy under both router protocols, one table.
 
-    .venv/bin/python bench/agent_compare.py phantomwiki --per-difficulty 5 \\
-        --out bench/eval/agent-compare-phantomwiki-s11-19 --llm-cache bench/eval/agent-compare-phantomwiki-s11-19/llm-cache
+    .venv/bin/python bench/agent_compare.py phantomwiki --per-difficulty 4 --limit 16 \\
+        --out bench/eval/agent-compare-phantomwiki-s11 --llm-cache bench/eval/agent-compare-phantomwiki-s11/llm-cache
     .venv/bin/python bench/agent_compare.py hotpotqa --limit 100 --out bench/eval/agent-compare-hotpotqa100 \\
         --llm-cache bench/eval/agent-compare-hotpotqa100/llm-cache
     # the same grid through any OpenAI-compatible server (a llama.cpp server, vLLM, Ollama, OpenAI):
     .venv/bin/python bench/agent_compare.py phantomwiki --backend openai --base-url http://127.0.0.1:8765/v1 \\
         --model smollm2 --out /tmp/agent-compare-openai --llm-cache /tmp/agent-compare-openai/llm-cache
     # again without any model, from the recorded replies:
-    .venv/bin/python bench/agent_compare.py phantomwiki --per-difficulty 5 --out ... --llm-cache ... --replay
+    .venv/bin/python bench/agent_compare.py phantomwiki --per-difficulty 4 --limit 16 --out ... --llm-cache ... --replay
 
 A thin driver over `cli.py eval`: it writes one config per grid cell into OUT/grid/ (`fixed`, `no-llm`, and
 `<strategy>-<protocol>` for every strategy of nodes/strategies/ under `json` and `tools`, `plan` under json only),
@@ -16,7 +16,7 @@ each the committed configs/*.yaml of that strategy with the protocol and the `ll
 then runs `cli.py eval` over them (paired against `fixed`), and prints the grid's table from report.json: quality
 with 95% intervals, cost (LLM calls, prompt tokens, p50 latency), the paired F1 difference against fixed with its
 Holm-adjusted p and minimum detectable difference, the failure modes of each config (evaluation/failures.py), and
-contains by difficulty. Everything `cli.py eval` writes (report.md/json, questions.jsonl, manifest.json, plots,
+F1 / contains by difficulty (also written to OUT/table.md). Everything `cli.py eval` writes (report.md/json, questions.jsonl, manifest.json, plots,
 resolved configs) is in OUT; an interrupted run resumes where it stopped.
 
 Datasets: `phantomwiki` (../shared/datasets/phantomwiki-s11; `--per-difficulty N` keeps the first N questions of
@@ -93,49 +93,56 @@ def hotpotqa_file() -> Path:
 
 
 def _fmt(x, digits: int = 3) -> str:
-    return "-" if x is None else f"{x:.{digits}f}"
+    return "–" if x is None else f"{x:.{digits}f}"
 
 
-def print_table(report: dict, names: list[str]) -> None:
-    configs = report["configs"]
-    print("\n| config | F1 [95% CI] | EM | contains | gold recall | LLM calls/q | prompt tok/q | p50 s |")
-    print("|---|---|---|---|---|---|---|---|")
+def table(report: dict, names: list[str]) -> str:
+    """The grid's tables (markdown) from a report.json: quality, cost, paired against fixed, failure modes, and F1
+    by difficulty."""
+    configs, paired, failures = report["configs"], report.get("paired") or {}, report.get("failures") or {}
+    names = [n for n in names if n in configs]
+    lines = ["| config | F1 [95% CI] | EM | contains | gold recall | abstained | LLM calls/q | prompt tok/q | p50 s |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for name in names:
-        c = configs.get(name)
-        if not c:
-            continue
-        ci = c.get("intervals", {}).get("f1") or {}
-        print(f"| {name} | {_fmt(c['f1']['mean'])} [{_fmt(ci.get('low'))}, {_fmt(ci.get('high'))}] "
-              f"| {_fmt(c['exact_match']['mean'])} | {_fmt(c['contains']['mean'])} "
-              f"| {_fmt(c['gold_recall']['mean'])} | {c['llm_calls_per_q']['mean']:.1f} "
-              f"| {c['prompt_tokens_per_q']['mean']:,.0f} | {c['latency_p50_ms']['mean'] / 1e3:.1f} |")
-    paired = report.get("paired") or {}
-    if paired.get("configs"):
-        print(f"\n| vs {paired['baseline']} | F1 diff [95% CI] | p (Holm) | MDE | W/L/T |")
-        print("|---|---|---|---|---|")
+        c = configs[name]
+        ci = c["ci95"]["f1"] or {}
+        lines.append(f"| {name} | {_fmt(ci.get('mean'))} [{_fmt(ci.get('low'))}, {_fmt(ci.get('high'))}] "
+                     f"| {_fmt(c['exact_match']['mean'])} | {_fmt(c['contains']['mean'])} "
+                     f"| {_fmt(c['gold_recall']['mean'])} | {_fmt(c['abstention_rate']['mean'], 2)} "
+                     f"| {c['llm_calls']['mean']:.1f} | {c['prompt_tokens']['mean']:,.0f} "
+                     f"| {c['latency_p50_ms']['mean'] / 1e3:.1f} |")
+    if paired:
+        lines += ["", f"| config | F1 − {report['baseline']} [95% CI] | p (Holm) | MDE | W/L/T | "
+                  "contains − fixed [95% CI] | p (Holm) |", "|---|---|---|---|---|---|---|"]
         for name in names:
-            p = paired["configs"].get(name)
-            if not p:
-                continue
-            f1 = p["f1"]
-            print(f"| {name} | {f1['mean_diff']:+.3f} [{f1['ci_low']:+.3f}, {f1['ci_high']:+.3f}] "
-                  f"| {f1['p']:.3f} ({f1['p_holm']:.3f}) | ±{f1['minimum_detectable_difference']:.3f} "
-                  f"| {f1['wins']}/{f1['losses']}/{f1['ties']} |")
-    failures = report.get("failures") or {}
+            if name in paired:
+                f1, co = paired[name]["f1"], paired[name]["contains"]
+                lines.append(f"| {name} | {f1['diff']:+.3f} [{f1['ci95'][0]:+.3f}, {f1['ci95'][1]:+.3f}] "
+                             f"| {f1['p']:.3f} ({f1['p_holm']:.3f}) | ±{f1['minimum_detectable_difference']:.3f} "
+                             f"| {f1['wins']}/{f1['losses']}/{f1['ties']} "
+                             f"| {co['diff']:+.3f} [{co['ci95'][0]:+.3f}, {co['ci95'][1]:+.3f}] "
+                             f"| {co['p']:.3f} ({co['p_holm']:.3f}) |")
     if failures:
-        modes = list(next(iter(failures.values())))
-        print("\n| config | " + " | ".join(modes) + " |")
-        print("|---|" + "---|" * len(modes))
+        modes = list(next(iter(failures.values()))["modes"])
+        lines += ["", "Failure modes: questions (occurrences); " + ", ".join(
+            f"{chr(97 + i)} = {m}" for i, m in enumerate(modes)), "",
+                  "| config | " + " | ".join(chr(97 + i) for i in range(len(modes))) + " |",
+                  "|---|" + "---|" * len(modes)]
         for name in names:
-            if name in failures:
-                print(f"| {name} | " + " | ".join(str(failures[name][m]) for m in modes) + " |")
-    levels = sorted({d for c in configs.values() for d in (c.get("by_difficulty") or {})})
+            per = failures[name]["modes"]
+            lines.append(f"| {name} | " + " | ".join(f"{per[m]['questions']} ({per[m]['events']})" for m in modes)
+                         + " |")
+    levels = list(report.get("by_difficulty") or {})
     if len(levels) > 1:
-        print("\n| config (contains by difficulty) | " + " | ".join(levels) + " |")
-        print("|---|" + "---|" * len(levels))
+        by = report["by_difficulty"]
+        lines += ["", "F1 / contains by difficulty (n questions × runs)", "",
+                  "| config | " + " | ".join(f"difficulty {d}" for d in levels) + " |",
+                  "|---|" + "---|" * len(levels)]
         for name in names:
-            by = (configs.get(name) or {}).get("by_difficulty") or {}
-            print(f"| {name} | " + " | ".join(_fmt((by.get(d) or {}).get("contains")) for d in levels) + " |")
+            lines.append(f"| {name} | " + " | ".join(
+                f"{_fmt(by[d][name]['f1'])} / {_fmt(by[d][name]['contains'])} (n={by[d][name]['n']})"
+                if name in by[d] else "–" for d in levels) + " |")
+    return "\n".join(lines)
 
 
 def main() -> int:
@@ -180,7 +187,9 @@ def main() -> int:
     done = subprocess.run(command, cwd=ROOT, stdout=subprocess.DEVNULL)
     if done.returncode != 0:
         return done.returncode
-    print_table(json.loads((out / "report.json").read_text()), names)
+    text = table(json.loads((out / "report.json").read_text()), names)
+    (out / "table.md").write_text(text + "\n")
+    print(text)
     return 0
 
 

@@ -53,6 +53,7 @@ class TestAgentGraph:
         result = make_pipeline(*AGENT, llm=llm).ask("Who patented the knuckle coupler?")
         assert _actions(result) == ["rewrite", "retrieve", "rerank", "grade", "answer"]
         assert set(_guards(result)) == {"invalid"} and result.failures.parse_fallbacks == 5
+        assert all("repairs" not in s for s in result.steps)  # the repair round failed: nothing was repaired
         assert not result.abstained
 
     def test_unknown_action_gets_one_repair_then_fallback(self, make_pipeline):
@@ -63,6 +64,8 @@ class TestAgentGraph:
         # the unknown action was repaired on the second try (a valid retrieve), so no guard fired
         assert _actions(result)[0] == "retrieve" and _guards(result)[0] is None
         assert "not valid" in backend.calls[1][-1]["content"]
+        # the step records the repair; clean steps carry no repairs field
+        assert result.steps[0]["repairs"] == 1 and all("repairs" not in s for s in result.steps[1:])
 
     def test_budget_exhausted_answers_from_what_it_has(self, make_pipeline):
         llm, _ = scripted_llm(router=lambda n: _d("retrieve", query=f"blue flags {n}"),

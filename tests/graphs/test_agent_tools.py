@@ -84,6 +84,7 @@ class TestToolCalls:
         assert repair[-2] == {"role": "assistant", "content": "I would like to search, please!"}
         assert "not a valid tool call (no tool call)" in repair[-1]["content"]
         assert all(s["llm_calls"] == 2 for s in result.steps)  # each decision: the call and its repair
+        assert all("repairs" not in s for s in result.steps)  # no repair succeeded
         assert not result.abstained
 
     def test_unknown_tool_gets_one_repair(self, make_pipeline):
@@ -95,6 +96,7 @@ class TestToolCalls:
         repair = _router_calls(backend)[1][0]
         assert repair[-2]["content"] == 'search_web({"query": "x"})'
         assert "unknown tool 'search_web'" in repair[-1]["content"]
+        assert result.steps[0]["repairs"] == 1 and all("repairs" not in s for s in result.steps[1:])
 
     def test_loop_is_detected_and_not_executed_again(self, make_pipeline):
         llm, _ = scripted_llm(router=_t("retrieve", query="coupler"), answer="NOT FOUND")

@@ -23,16 +23,18 @@ class TestLLM:
     def test_one_repair_retry_then_ok(self):
         backend = ScriptedBackend(["not json at all", '```json\n{"choice": "b"}\n```'])
         llm = LLM(backend)
-        result = llm.structured([{"role": "user", "content": "pick"}], Pick, fallback=Pick(choice="z"))
+        with (run := RunContext()).metered() as usage:
+            result = llm.structured([{"role": "user", "content": "pick"}], Pick, fallback=Pick(choice="z"), run=run)
         assert result.status == "repaired" and result.value.choice == "b"
         assert "not valid" in backend.calls[1][-1]["content"]  # the repair prompt says what was wrong
+        assert usage.repairs == 1 and usage.parse_fallbacks == 0 and "repairs" not in usage.as_dict()
 
     def test_fallback_after_failed_repair(self):
         llm = LLM(ScriptedBackend(['{"wrong": 1}', "{broken"]))
         with (run := RunContext()).metered() as usage:
             result = llm.structured([{"role": "user", "content": "pick"}], Pick, fallback=Pick(choice="z"), run=run)
         assert result.status == "fallback" and result.value.choice == "z"
-        assert usage.parse_fallbacks == 1 and usage.llm_calls == 2
+        assert usage.parse_fallbacks == 1 and usage.llm_calls == 2 and usage.repairs == 0
 
     def test_transient_errors_are_retried_with_backoff(self):
         llm = LLM(ScriptedBackend([TransientLLMError("503"), TransientLLMError("timeout"), "fine"]), max_retries=2,
