@@ -160,6 +160,8 @@ def main() -> int:
     p.add_argument("--replay", action="store_true", help="answer only from --llm-cache DIR, with no model")
     p.add_argument("--index-dir", default="/tmp/eval-index", metavar="DIR")
     p.add_argument("--workers", type=int, default=1)
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="config override for every grid cell (e.g. llm.n_threads=1)")
     args = p.parse_args()
     if args.backend == "openai" and not args.base_url:
         p.error("--backend openai needs --base-url")
@@ -179,6 +181,7 @@ def main() -> int:
     command = [sys.executable, str(ROOT / "cli.py"), "eval", str(dataset), "--out", str(out),
                "--index-dir", args.index_dir, "--workers", str(args.workers), "--plot-metric", "contains",
                "--configs", *[str(grid / f"{n}.yaml") for n in names]]
+    command += [arg for override in args.overrides for arg in ("--set", override)]
     command += ["--baseline", "fixed"] if "fixed" in names else []
     command += ["--limit", str(args.limit)] if args.limit else []
     command += ["--llm-cache", args.llm_cache] if args.llm_cache else []
