@@ -125,13 +125,13 @@ def table(report: dict, names: list[str]) -> str:
     if failures:
         modes = list(next(iter(failures.values()))["modes"])
         lines += ["", "Failure modes: questions (occurrences); " + ", ".join(
-            f"{chr(97 + i)} = {m}" for i, m in enumerate(modes)), "",
-                  "| config | " + " | ".join(chr(97 + i) for i in range(len(modes))) + " |",
-                  "|---|" + "---|" * len(modes)]
+            f"{chr(97 + i)} = {m}" for i, m in enumerate(modes)) + "; errors = questions that failed", "",
+                  "| config | " + " | ".join(chr(97 + i) for i in range(len(modes))) + " | errors |",
+                  "|---|" + "---|" * (len(modes) + 1)]
         for name in names:
             per = failures[name]["modes"]
             lines.append(f"| {name} | " + " | ".join(f"{per[m]['questions']} ({per[m]['events']})" for m in modes)
-                         + " |")
+                         + f" | {configs[name]['errors']['mean']:.0f} |")
     levels = list(report.get("by_difficulty") or {})
     if len(levels) > 1:
         by = report["by_difficulty"]
