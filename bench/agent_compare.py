@@ -27,6 +27,7 @@ under bench/out/), or the path of any dataset `cli.py eval` reads.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import shutil
 import subprocess
@@ -158,7 +159,8 @@ def main() -> int:
     p.add_argument("--api-key-env", help="NAME of the env var holding the server's key")
     p.add_argument("--llm-cache", metavar="DIR", help="record every LLM reply in DIR (replayed when recorded)")
     p.add_argument("--replay", action="store_true", help="answer only from --llm-cache DIR, with no model")
-    p.add_argument("--index-dir", default="/tmp/eval-index", metavar="DIR")
+    p.add_argument("--index-dir", metavar="DIR", help="where the collection lives (default: one folder per --out under "
+                   "bench/out/agent-compare-index: the same documents read from another path cannot share one)")
     p.add_argument("--workers", type=int, default=1)
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="config override for every grid cell (e.g. llm.n_threads=1)")
@@ -166,6 +168,8 @@ def main() -> int:
     if args.backend == "openai" and not args.base_url:
         p.error("--backend openai needs --base-url")
     out = Path(args.out)
+    index_dir = args.index_dir or str(ROOT / "bench" / "out" / "agent-compare-index" / (
+        f"{out.resolve().name}-{hashlib.sha256(str(out.resolve()).encode()).hexdigest()[:8]}"))
     if args.dataset == "phantomwiki":
         dataset = phantomwiki_subset(args.per_difficulty, out) if args.per_difficulty else PHANTOMWIKI
     elif args.dataset == "hotpotqa":
@@ -179,7 +183,7 @@ def main() -> int:
     for name in names:
         (grid / f"{name}.yaml").write_text(yaml.safe_dump(cells[name], sort_keys=False))
     command = [sys.executable, str(ROOT / "cli.py"), "eval", str(dataset), "--out", str(out),
-               "--index-dir", args.index_dir, "--workers", str(args.workers), "--plot-metric", "contains",
+               "--index-dir", index_dir, "--workers", str(args.workers), "--plot-metric", "contains",
                "--configs", *[str(grid / f"{n}.yaml") for n in names]]
     command += [arg for override in args.overrides for arg in ("--set", override)]
     command += ["--baseline", "fixed"] if "fixed" in names else []
