@@ -16,8 +16,8 @@ each the committed configs/*.yaml of that strategy with the protocol and the `ll
 then runs `cli.py eval` over them (paired against `fixed`), and prints the grid's table from report.json: quality
 with 95% intervals, cost (LLM calls, prompt tokens, p50 latency), the paired F1 difference against fixed with its
 Holm-adjusted p and minimum detectable difference, the failure modes of each config (evaluation/failures.py), and
-F1 / contains by difficulty (also written to OUT/table.md). Everything `cli.py eval` writes (report.md/json, questions.jsonl, manifest.json, plots,
-resolved configs) is in OUT; an interrupted run resumes where it stopped.
+F1 / contains by difficulty (also written to OUT/table.md). Everything `cli.py eval` writes (report.md/json,
+questions.jsonl, manifest.json, plots, resolved configs) is in OUT; an interrupted run resumes where it stopped.
 
 Datasets: `phantomwiki` (../shared/datasets/phantomwiki-s11; `--per-difficulty N` keeps the first N questions of
 each difficulty, written round-robin over the difficulties into OUT/dataset/ so that `--limit` keeps the balance),
@@ -43,6 +43,7 @@ STRATEGY_CONFIGS = {  # strategy -> the committed config of its JSON-protocol ag
     "plan": "agent-plan.yaml", "plan-react": "agent-plan-react.yaml", "bolaa": "agent-bolaa.yaml",
     "autogpt": "agent-autogpt.yaml",
 }
+TOOLS_N_CTX = 4096  # the embedded model's context for the tools cells (SmolLM2 is trained on 8192)
 JSON_ONLY = {"plan"}  # plan writes a whole plan per call: no single tool call to make
 
 
@@ -64,8 +65,10 @@ def grid_configs(backend: str, base_url: str | None, model: str | None, api_key_
             llm.update(backend="openai", model=model or "smollm2", base_url=base_url,
                        **({"api_key_env": api_key_env} if api_key_env else {}))
             config["llm"] = {k: v for k, v in llm.items() if v is not None}
-        elif tools:  # the embedded model chooses a tool only through llama-cpp-python's function-calling format
-            config.setdefault("llm", {}).update(backend="local", chat_format="chatml-function-calling")
+        elif tools:  # the embedded model chooses a tool only through llama-cpp-python's function-calling format,
+            # which writes every tool's schema into the prompt: bolaa's and autogpt's prompts then pass 2048 tokens
+            config.setdefault("llm", {}).update(backend="local", chat_format="chatml-function-calling",
+                                                n_ctx=TOOLS_N_CTX)
     return cells
 
 
