@@ -61,6 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     p.add_argument("--acl", metavar="LABELS", help="access labels of the documents, e.g. hr,finance: only keys with "
                                                    "one of these groups read them (a corpus record's own `acl` wins)")
+    p.add_argument("--ray", metavar="ADDRESS", help="read, chunk and embed on the Ray cluster at ADDRESS (`auto`: the "
+                                                    "one running here); needs the ray extra (docs/ray.md)")
 
     p = sub.add_parser("ask", parents=[common], help="answer a question over the indexed documents")
     p.add_argument("question")
@@ -201,9 +203,28 @@ def _stack(args):
     return RetrievalStack(_load_config(args))
 
 
+def _ray_module(name: str):
+    """A Ray module of Switchyard (retrievers.ray_ingest, evaluation.ray_runner), imported only for --ray."""
+    import importlib
+
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if exc.name and exc.name.split(".")[0] == "ray":
+            raise CliError("--ray needs Ray: install the ray extra (pip install -e '.[ray]', done by setup.sh)",
+                           EXIT_USAGE) from exc
+        raise
+
+
 def cmd_ingest(args) -> int:
+    ray_ingest = _ray_module("retrievers.ray_ingest") if args.ray else None
     stack = _stack(args)
-    report = stack.ingestor(progress=False if args.no_progress else None).run(args.paths, acl=args.acl)
+    ingestor = stack.ingestor(progress=False if args.no_progress else None)
+    executor = None
+    if ray_ingest:
+        ray_ingest.connect(args.ray)
+        executor = ray_ingest.RayExecutor(stack.config, stack.store.windows, progress=ingestor.progress)
+    report = ingestor.run(args.paths, acl=args.acl, executor=executor)
     for err in report.errors:
         print(f"error: {err}", file=sys.stderr)
     print(f"{stack.collection}: {report.summary()}")

@@ -486,6 +486,16 @@ class GraphConfig(_Section):
         return self
 
 
+class RayConfig(_Section):
+    """`ingest --ray` / `eval --ray`: the actors on the cluster (each loads the models once and keeps them)."""
+
+    actors: int = Field(2, ge=1, description="actors that chunk and embed (ingest) or answer questions (eval)")
+    cpus_per_actor: float = Field(1.0, gt=0, description="CPUs each actor reserves; its embedding threads when "
+                                                         "embedding.threads is null")
+    gpus_per_actor: float = Field(0.0, ge=0, description="GPUs each actor reserves; > 0 embeds on the GPU (cuda) "
+                                                         "and needs embedding.backend=torch")
+
+
 class SwitchyardConfig(_Section):
     store: StoreConfig = StoreConfig()
     ingest: IngestConfig = IngestConfig()
@@ -497,6 +507,21 @@ class SwitchyardConfig(_Section):
     answer: AnswerConfig = AnswerConfig()
     llm: LLMConfig = LocalLLMConfig()
     graph: GraphConfig = GraphConfig()
+    ray: RayConfig = RayConfig()
+
+    @model_serializer(mode="wrap")
+    def _omit_new_defaults(self, handler) -> dict:
+        # ray came after config hashes were recorded: dumped only when changed (see RouterConfig's)
+        out = handler(self)
+        if out.get("ray") == RayConfig().model_dump():
+            del out["ray"]
+        return out
+
+    @model_validator(mode="after")
+    def _gpu_actors_run_torch(self) -> "SwitchyardConfig":
+        if self.ray.gpus_per_actor and self.embedding.backend != "torch":
+            raise ValueError("ray.gpus_per_actor > 0 embeds on the GPU: set embedding.backend=torch")
+        return self
 
     @model_validator(mode="after")
     def _closed_book_consistent(self) -> "SwitchyardConfig":

@@ -13,6 +13,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterable, Protocol
 
 import numpy as np
 
@@ -83,11 +84,15 @@ class Ingestor:
             settings += f"/acl {','.join(doc.acl)}"
         return sha256_hex(doc.title, doc.text, repr(doc.page_starts), settings)
 
-    def run(self, paths: list[str | Path], acl: str | list[str] | None = None) -> IngestReport:
+    def run(self, paths: list[str | Path], acl: str | list[str] | None = None,
+            executor: "IngestExecutor | None" = None) -> IngestReport:
         """`acl`: access labels for the documents that carry none of their own (a corpus record's `acl` field);
-        re-ingesting with other labels updates them."""
+        re-ingesting with other labels updates them. `executor` reads the files and prepares (chunks and embeds)
+        the batches; default: this process (retrievers/ray_ingest.py does both on a Ray cluster). Whoever does
+        them, the decisions (what is unchanged, updated or removed) and the commits are made here."""
         from tqdm import tqdm
 
+        executor = executor or LocalExecutor(self.prepare)
         default_acl = parse_labels(acl)
         started = time.perf_counter()
         report = IngestReport()
@@ -97,15 +102,17 @@ class Ingestor:
         seen: set[str] = set()
 
         files = list(iter_files(paths))
+        loaded = iter(executor.load([f for f in files if not isinstance(f, LoadError)]))
         for item in tqdm(files, desc="loading", unit="file", disable=not self.progress):
             if isinstance(item, LoadError):
                 report.errors.append(item)
                 continue
+            docs = next(loaded)
             report.files += 1
             source = str(item.resolve())
             file_errors = 0
             file_docs: set[str] = set()
-            for doc in load_file(item):
+            for doc in docs:
                 if isinstance(doc, LoadError):
                     report.errors.append(doc)
                     file_errors += 1
@@ -131,21 +138,16 @@ class Ingestor:
                 vanished |= {d for d, s in states.items() if s["source"] == source and d not in file_docs}
 
         bar = tqdm(total=len(pending), desc="indexing", unit="doc", disable=not self.progress)
-        for start in range(0, len(pending), self.batch_docs):
-            batch = pending[start:start + self.batch_docs]
-            chunks = []
-            for doc, digest in batch:
-                chunks.extend(self.chunker.run(doc, digest))
-            texts = [search_text(c.title, c.text) for c in chunks]
-            vectors = self.embedder.run(texts)
-            window_vectors = self._window_vectors(chunks, texts, vectors) if self.windows else None
-            self.store.write_documents([doc.doc_id for doc, _ in batch], chunks, vectors, window_vectors)
+        batches = [pending[start:start + self.batch_docs] for start in range(0, len(pending), self.batch_docs)]
+        for batch, prepared in zip(batches, executor.prepare(batches)):  # in order: the commits of a local run
+            self.store.write_documents([doc.doc_id for doc, _ in batch], prepared.chunks, prepared.vectors,
+                                       prepared.window_vectors)
             for doc, _ in batch:
                 if doc.doc_id in states:
                     report.updated += 1
                 else:
                     report.added += 1
-            report.chunks_written += len(chunks)
+            report.chunks_written += len(prepared.chunks)
             bar.update(len(batch))
         bar.close()
 
@@ -157,11 +159,64 @@ class Ingestor:
         report.seconds = time.perf_counter() - started
         return report
 
-    def _window_vectors(self, chunks: list, texts: list[str], vectors: np.ndarray) -> list[np.ndarray]:
-        """Each chunk's window vectors; a window that is the chunk's whole search text reuses the chunk's vector."""
-        known = dict(zip(texts, vectors))
-        per_chunk = [self.windows.run(c) for c in chunks]
-        todo = list(dict.fromkeys(w for ws in per_chunk for w in ws if w not in known))
-        if todo:
-            known.update(zip(todo, self.embedder.run(todo)))
-        return [np.stack([known[w] for w in ws]) for ws in per_chunk]
+    def prepare(self, batch: list[tuple[SourceDocument, str]]) -> PreparedBatch:
+        """Chunk and embed a batch of (document, content hash): what one commit writes."""
+        return prepare_batch(batch, self.chunker, self.embedder, self.windows)
+
+
+@dataclass
+class PreparedBatch:
+    """A batch of documents chunked and embedded, ready for IndexStore.write_documents."""
+    chunks: list
+    vectors: np.ndarray
+    window_vectors: list[np.ndarray] | None
+
+
+def prepare_batch(batch: list[tuple[SourceDocument, str]], chunker: Chunker, embedder: Embedder,
+                  windows: SentenceWindows | None) -> PreparedBatch:
+    """Chunk a batch of (document, content hash) and embed its chunks (and their windows): the one way a batch is
+    prepared, in this process or in a Ray actor."""
+    chunks = []
+    for doc, digest in batch:
+        chunks.extend(chunker.run(doc, digest))
+    texts = [search_text(c.title, c.text) for c in chunks]
+    vectors = embedder.run(texts)
+    window_vectors = _window_vectors(embedder, windows, chunks, texts, vectors) if windows else None
+    return PreparedBatch(chunks, vectors, window_vectors)
+
+
+def load_documents(path: Path) -> list[SourceDocument | LoadError]:
+    """One file's documents (cleaned) and load errors, in file order."""
+    return list(load_file(path))
+
+
+class IngestExecutor(Protocol):
+    """Who reads the files and prepares the batches of an ingest; each yields its results in input order."""
+
+    def load(self, files: list[Path]) -> Iterable[list[SourceDocument | LoadError]]: ...
+
+    def prepare(self, batches: list[list[tuple[SourceDocument, str]]]) -> Iterable[PreparedBatch]: ...
+
+
+class LocalExecutor:
+    """Reads and prepares in this process, lazily (one batch in memory at a time)."""
+
+    def __init__(self, prepare):
+        self._prepare = prepare
+
+    def load(self, files: list[Path]):
+        return (load_documents(f) for f in files)
+
+    def prepare(self, batches: list[list[tuple[SourceDocument, str]]]):
+        return (self._prepare(batch) for batch in batches)
+
+
+def _window_vectors(embedder: Embedder, windows: SentenceWindows, chunks: list, texts: list[str],
+                   vectors: np.ndarray) -> list[np.ndarray]:
+    """Each chunk's window vectors; a window that is the chunk's whole search text reuses the chunk's vector."""
+    known = dict(zip(texts, vectors))
+    per_chunk = [windows.run(c) for c in chunks]
+    todo = list(dict.fromkeys(w for ws in per_chunk for w in ws if w not in known))
+    if todo:
+        known.update(zip(todo, embedder.run(todo)))
+    return [np.stack([known[w] for w in ws]) for ws in per_chunk]

@@ -145,3 +145,17 @@ def stop_process(proc, timeout: float = 20) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+@pytest.fixture(scope="session")
+def ray_cluster():
+    """A real local Ray cluster on 127.0.0.1 (head node with 2 CPUs and a second node with 1), stopped by its
+    process ids at the end of the session. Skipped when the ray extra is not installed."""
+    import importlib.util
+
+    if importlib.util.find_spec("ray") is None:  # not imported here: this process stays free of Ray
+        pytest.skip("the ray extra is not installed (pip install -e '.[ray]')")
+    from tests.ray_cluster import LocalCluster
+
+    with LocalCluster(head_cpus=2, worker_cpus=1) as cluster:
+        yield cluster
