@@ -136,6 +136,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "model; a request never recorded is an error")
     p.add_argument("--allow-mixed", action="store_true", help="resume into --out even though its manifest differs "
                    "(code, models, prompts, configs, collections...); the differences are recorded")
+    p.add_argument("--ray", metavar="ADDRESS", help="ask the questions on the Ray cluster at ADDRESS (`auto`: the "
+                                                    "one running here), ray.actors actors; needs the ray extra")
     p.add_argument("--no-progress", action="store_true")
 
     p = sub.add_parser("serve", parents=[_served("pipeline to serve, by file or shipped name (repeatable; default: "
@@ -540,6 +542,7 @@ def cmd_eval(args) -> int:
         raise CliError("--runs, --workers and --limit must be >= 1", EXIT_USAGE)
     if args.replay and not args.llm_cache:
         raise CliError("--replay needs --llm-cache DIR (the recorded replies)", EXIT_USAGE)
+    ray_runner = _ray_module("evaluation.ray_runner") if args.ray else None
     if args.replay and not Path(args.llm_cache).is_dir():
         raise CliError(f"--llm-cache {args.llm_cache}: no such folder of recorded replies")
     cache = [f"llm.cache_dir={args.llm_cache}"] + (["llm.replay=true"] if args.replay else []) \
@@ -557,8 +560,9 @@ def cmd_eval(args) -> int:
     evaluator = Evaluator(dataset, [Path(p) for p in args.configs], out, runs=args.runs, limit=args.limit,
                           index_dir=Path(args.index_dir) if args.index_dir else None, overrides=args.overrides,
                           allow_mixed=args.allow_mixed)
+    asker = ray_runner.RayAsker(args.ray) if ray_runner else None
     results = evaluator.run(progress=False if args.no_progress else None, retry_errors=args.retry_errors,
-                            workers=args.workers)
+                            workers=args.workers, asker=asker)
     if evaluator.unasked_changes:
         print(f"note: nothing left to ask; the results in {out} were produced by a setup that differs from this one "
               f"({'; '.join(evaluator.unasked_changes[:6])}); the report describes them with their own manifest",
@@ -584,9 +588,10 @@ def cmd_eval(args) -> int:
                           manifest=manifest)
     print((out / "report.md").read_text())
     if evaluator.asked:
-        print(f"asked {evaluator.asked} question(s) in {evaluator.answering_s:.1f} s with {args.workers} worker(s) "
+        where = f"{asker.size} Ray actor(s)" if asker else f"{args.workers} worker(s)"
+        print(f"asked {evaluator.asked} question(s) in {evaluator.answering_s:.1f} s with {where} "
               f"({evaluator.asked / evaluator.answering_s:.2f} questions/s)")
-    counts = evaluator.llm_cache_counts()
+    counts = asker.cache_counts if asker else evaluator.llm_cache_counts()
     if counts:
         print(f"LLM replies: {counts['replayed']} replayed from and {counts['recorded']} recorded into "
               f"{args.llm_cache}")

@@ -38,7 +38,8 @@ from errors import ManifestMismatch
 
 MANIFEST = "manifest.json"
 PACKAGES = ("langgraph", "lancedb", "llama-cpp-python", "sentence-transformers", "openai")
-NOT_COMPARED = ("created", "updated", "scope", "llm_cache", "judge", "mixed", "dataset.path")
+# `cluster`: where the questions were asked (eval --ray) changes no row, so a run may resume elsewhere
+NOT_COMPARED = ("created", "updated", "scope", "llm_cache", "judge", "mixed", "dataset.path", "cluster")
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".onnx", ".gguf", ".pt", ".pth")
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -248,6 +249,11 @@ def with_collection(manifest: dict, entry: dict) -> dict:
     return {**manifest, "collections": others + [entry]}
 
 
+def with_cluster(manifest: dict, cluster: dict) -> dict:
+    """The Ray cluster the questions were asked on (Ray version, nodes, resources); absent from local runs."""
+    return {**manifest, "cluster": cluster}
+
+
 def with_judge(manifest: dict, judge: LLMConfig) -> dict:
     return {**manifest, "judge": {**llm_description(judge), "models": _gguf(judge)}}
 
@@ -351,6 +357,10 @@ def markdown(manifest: dict | None) -> str:
     lines.append(f"- prompts: {len(manifest.get('prompts', {}))} templates, combined sha256 {prompts[:16]}")
     if manifest.get("llm_cache"):
         lines.append(f"- LLM replies: {manifest['llm_cache']['mode']} with `{manifest['llm_cache']['dir']}`")
+    if manifest.get("cluster"):
+        cluster = manifest["cluster"]
+        resources = ", ".join(f"{k} {v:g}" for k, v in cluster["resources"].items() if k in ("CPU", "GPU"))
+        lines.append(f"- asked on a Ray cluster: Ray {cluster['ray']}, {cluster['nodes']} node(s), {resources}")
     if manifest.get("judge"):
         judge = manifest["judge"]
         lines.append(f"- faithfulness judge: {judge['backend']} {judge['model']}")

@@ -18,6 +18,7 @@ import json
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
+from typing import Iterator, Protocol
 
 import yaml
 
@@ -36,6 +37,41 @@ from retrievers.ingest import corpus_collection
 from retrievers.pipeline import window_spec
 
 RESULTS = "questions.jsonl"
+
+
+class Asker(Protocol):
+    """Who asks an evaluation's questions: `start` with the pipelines (by config name) once, then `rows` for the
+    (run, question) pairs of one config, yielded as they are answered, and `close` at the end. `cluster`: what
+    the manifest records about where the questions were asked (None: this process)."""
+
+    cluster: dict | None
+
+    def start(self, pipes: dict[str, Pipeline]) -> None: ...
+
+    def rows(self, name: str, items: list[tuple[int, EvalQuestion]]) -> Iterator[EvalRow]: ...
+
+    def close(self) -> None: ...
+
+
+class ThreadedAsker:
+    """`workers` questions at once in this process, through each config's one Pipeline."""
+
+    def __init__(self, workers: int = 1):
+        if workers < 1:
+            raise ValueError("workers must be >= 1")
+        self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="eval")
+        self.pipes: dict[str, Pipeline] = {}
+        self.cluster = None
+
+    def start(self, pipes: dict[str, Pipeline]) -> None:
+        self.pipes = pipes
+
+    def rows(self, name: str, items: list[tuple[int, EvalQuestion]]) -> Iterator[EvalRow]:
+        futures = [self.pool.submit(ask_row, self.pipes[name], name, run, q) for run, q in items]
+        return (future.result() for future in as_completed(futures))
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True, cancel_futures=True)
 
 
 
@@ -96,9 +132,12 @@ class Evaluator:
         """Join `manifest` to the folder's (refused when the setups differ, unless allow_mixed)."""
         self.manifest = run_manifest.resume(self.out_dir, manifest, self.allow_mixed)
 
-    def run(self, progress: bool | None = None, retry_errors: bool = False, workers: int = 1) -> Path:
+    def run(self, progress: bool | None = None, retry_errors: bool = False, workers: int = 1,
+            asker: "Asker | None" = None) -> Path:
         """Ask every (config, run, question) not yet in the results; with `retry_errors`, also those that failed.
-        `workers` questions are asked at once (one pipeline per config, shared by the worker threads)."""
+        `workers` questions are asked at once (one pipeline per config, shared by the worker threads); `asker`
+        asks them elsewhere instead (evaluation/ray_runner.py: on a Ray cluster). Whoever asks, the rows are
+        written here, by this process."""
         from tqdm import tqdm
 
         if workers < 1:
@@ -116,6 +155,9 @@ class Evaluator:
         self.manifest = run_manifest.read(self.out_dir)
         current = run_manifest.build({p.stem: self._config(p) for p in self.config_paths}, self.dataset.source,
                                      self.runs, self.limit, self.out_dir)
+        asker = asker or ThreadedAsker(workers)
+        if asker.cluster:
+            current = run_manifest.with_cluster(current, asker.cluster)
         if todo:  # the setup is checked, and every collection ingested, before the first question
             self._record(current)
         elif self.manifest is not None:  # a report of finished results: nothing is mixed, but say what differs
@@ -123,21 +165,20 @@ class Evaluator:
         pipes = {path: self._pipeline(path) for path in todo}
         total = len(self.config_paths) * self.runs * len(self.questions)
         bar = tqdm(total=total, initial=len(done), desc="eval", unit="q", disable=not progress)
-        pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="eval")
         try:
+            if todo:
+                asker.start({path.stem: pipes[path] for path in todo})
             with results.open("a", encoding="utf-8") as out:
                 for path, todo_here in todo.items():
-                    pipe = pipes[path]
                     started = time.perf_counter()
-                    futures = [pool.submit(self._ask, pipe, path.stem, run, q) for run, q in todo_here]
-                    for future in as_completed(futures):  # one writer: lines never interleave
-                        out.write(json.dumps(future.result().to_json(), ensure_ascii=False) + "\n")
+                    for row in asker.rows(path.stem, todo_here):  # one writer: lines never interleave
+                        out.write(json.dumps(row.to_json(), ensure_ascii=False) + "\n")
                         out.flush()
                         bar.update(1)
                     self.asked += len(todo_here)
                     self.answering_s += time.perf_counter() - started
         finally:
-            pool.shutdown(wait=True, cancel_futures=True)  # on an interrupt, questions not started are dropped
+            asker.close()  # on an interrupt, questions not started are dropped
             bar.close()
         return results
 
@@ -153,27 +194,29 @@ class Evaluator:
             return None
         return {"replayed": sum(b.replayed for b in caches), "recorded": sum(b.recorded for b in caches)}
 
-    def _ask(self, pipe: Pipeline, name: str, run: int, q: EvalQuestion) -> EvalRow:
-        base = {"config": name, "run": run, "id": q.id, "question": q.question, "answers": q.answers,
-                "is_list": q.is_list, "difficulty": q.difficulty, "type": q.type, "gold_doc_ids": q.gold_doc_ids}
-        started = time.perf_counter()
-        try:
-            result = pipe.ask(q.question, seed=pipe.config.llm.seed + run)  # runs differ at temperature > 0
-        except LLMCacheMiss:  # a replay that cannot go on: not a failure of the pipeline
-            raise
-        except Exception as exc:  # one failing question never stops the evaluation; it is counted
-            return EvalRow(**base, prediction="", abstained=False, error=f"{type(exc).__name__}: {exc}",
-                           latency_ms=(time.perf_counter() - started) * 1e3, **ERROR_SCORES, llm_calls=0,
-                           prompt_tokens=0, completion_tokens=0, parse_fallbacks=0, guards={})
-        latency_ms = (time.perf_counter() - started) * 1e3
-        # the open-ended records as JSON, without dumping the whole result (its resolved config) per question
-        data = result.model_dump(mode="json", include={"grounding", "citations", "steps", "trace"})
-        # what the user reads first is scored: the short answer when one is shown, else the answer text
-        row = EvalRow(**base, prediction=result.short_answer or result.answer, answer=result.answer,
-                      evidence=result.evidence, grounding=data["grounding"], abstained=result.abstained, error=None,
-                      latency_ms=latency_ms, llm_calls=result.usage.llm_calls,
-                      prompt_tokens=result.usage.prompt_tokens, completion_tokens=result.usage.completion_tokens,
-                      parse_fallbacks=result.failures.parse_fallbacks, guards=dict(result.failures.guards),
-                      retrieved_doc_ids=result.retrieved_doc_ids, citations=data["citations"], steps=data["steps"],
-                      trace=data["trace"], **({"trace_id": result.trace_id} if result.trace_id else {}))
-        return row.rescored()
+
+def ask_row(pipe: Pipeline, name: str, run: int, q: EvalQuestion) -> EvalRow:
+    """One (config, run, question) row: the question asked through `pipe`, scored; a failure is a row too."""
+    base = {"config": name, "run": run, "id": q.id, "question": q.question, "answers": q.answers,
+            "is_list": q.is_list, "difficulty": q.difficulty, "type": q.type, "gold_doc_ids": q.gold_doc_ids}
+    started = time.perf_counter()
+    try:
+        result = pipe.ask(q.question, seed=pipe.config.llm.seed + run)  # runs differ at temperature > 0
+    except LLMCacheMiss:  # a replay that cannot go on: not a failure of the pipeline
+        raise
+    except Exception as exc:  # one failing question never stops the evaluation; it is counted
+        return EvalRow(**base, prediction="", abstained=False, error=f"{type(exc).__name__}: {exc}",
+                       latency_ms=(time.perf_counter() - started) * 1e3, **ERROR_SCORES, llm_calls=0,
+                       prompt_tokens=0, completion_tokens=0, parse_fallbacks=0, guards={})
+    latency_ms = (time.perf_counter() - started) * 1e3
+    # the open-ended records as JSON, without dumping the whole result (its resolved config) per question
+    data = result.model_dump(mode="json", include={"grounding", "citations", "steps", "trace"})
+    # what the user reads first is scored: the short answer when one is shown, else the answer text
+    row = EvalRow(**base, prediction=result.short_answer or result.answer, answer=result.answer,
+                  evidence=result.evidence, grounding=data["grounding"], abstained=result.abstained, error=None,
+                  latency_ms=latency_ms, llm_calls=result.usage.llm_calls,
+                  prompt_tokens=result.usage.prompt_tokens, completion_tokens=result.usage.completion_tokens,
+                  parse_fallbacks=result.failures.parse_fallbacks, guards=dict(result.failures.guards),
+                  retrieved_doc_ids=result.retrieved_doc_ids, citations=data["citations"], steps=data["steps"],
+                  trace=data["trace"], **({"trace_id": result.trace_id} if result.trace_id else {}))
+    return row.rescored()

@@ -87,7 +87,7 @@ class RayExecutor:
     def load(self, files: list[Path]):
         if not files:
             return iter(())
-        items = [{"path": str(f)} for f in files]
+        items = [{"path": str(f.resolve())} for f in files]  # the workers may run elsewhere
         ds = ray.data.from_items(items, override_num_blocks=len(items)).map(_load_row)
         return (pickle.loads(row["docs"]) for row in ds.iter_rows())
 

@@ -1,0 +1,78 @@
+"""`cli.py eval --ray ADDRESS`: an evaluation's questions asked by Ray actors; the only module of evaluation/ that
+imports Ray.
+
+The driver (evaluation/runner.py's Evaluator) still checks the manifest, ingests the corpora, and writes every row;
+only the asking moves. Each actor builds the pipelines of every compared config once (one SharedModels: one
+embedding model and one LLM per distinct setting, as in a local run), warms them, then answers (config, run,
+question) tasks through the same `ask_row` a local run calls, with the same seed (llm.seed + run). The rows are
+therefore those of a local run; only their order in the file and their latencies differ (reports sort rows and do
+not depend on latency). The actors read and write the LLM reply cache (--llm-cache) as a local run does: entries are
+keyed by the request, so the folder ends up the same.
+"""
+from __future__ import annotations
+
+import os
+from typing import Iterator
+
+import ray
+from ray.util import ActorPool
+
+from configs.schema import SwitchyardConfig
+from evaluation.datasets import EvalQuestion
+from evaluation.rows import EvalRow
+from evaluation.runner import ask_row
+from graphs.app import Pipeline
+from llm.cache import CachingBackend
+from nodes.resources import SharedModels
+from retrievers.ray_ingest import cluster_info, connect
+
+
+@ray.remote(max_restarts=-1, max_task_retries=-1)
+class PipelineActor:
+    """Warmed pipelines of every compared config, by name."""
+
+    def __init__(self, configs: dict[str, SwitchyardConfig], cwd: str):
+        os.chdir(cwd)  # relative paths of the configs (index, reply cache) mean what they mean to the driver
+        self.models = SharedModels()
+        self.pipes = {name: Pipeline(config, self.models) for name, config in configs.items()}
+        for pipe in self.pipes.values():
+            pipe.warm_up()
+
+    def ask(self, name: str, run: int, q: EvalQuestion) -> EvalRow:
+        return ask_row(self.pipes[name], name, run, q)
+
+    def llm_cache_counts(self) -> tuple[int, int] | None:
+        caches = [b for b in (getattr(x, "backend", None) for x in self.models.loaded())
+                  if isinstance(b, CachingBackend)]
+        return (sum(b.replayed for b in caches), sum(b.recorded for b in caches)) if caches else None
+
+
+class RayAsker:
+    """An evaluation's Asker on the cluster at `address`: `ray.actors` actors (of the first config's `ray`
+    section), each reserving its CPUs and GPUs, questions handed to whichever is free."""
+
+    def __init__(self, address: str):
+        connect(address)
+        self.cluster = cluster_info()
+        self.actors: list = []
+        self.size = 0
+        self.cache_counts: dict[str, int] | None = None  # what the actors replayed and recorded, once closed
+
+    def start(self, pipes: dict[str, Pipeline]) -> None:
+        configs = {name: pipe.config for name, pipe in pipes.items()}
+        r = next(iter(configs.values())).ray
+        options = {"num_cpus": r.cpus_per_actor, "num_gpus": r.gpus_per_actor}
+        self.size = r.actors
+        self.actors = [PipelineActor.options(**options).remote(configs, os.getcwd()) for _ in range(r.actors)]
+
+    def rows(self, name: str, items: list[tuple[int, EvalQuestion]]) -> Iterator[EvalRow]:
+        pool = ActorPool(self.actors)
+        return pool.map_unordered(lambda actor, item: actor.ask.remote(name, *item), items)
+
+    def close(self) -> None:
+        counts = [c for c in ray.get([a.llm_cache_counts.remote() for a in self.actors]) if c is not None]
+        if counts:
+            self.cache_counts = {"replayed": sum(c[0] for c in counts), "recorded": sum(c[1] for c in counts)}
+        for actor in self.actors:
+            ray.kill(actor)
+        self.actors = []
