@@ -78,11 +78,11 @@ class RayExecutor:
     def __init__(self, config: SwitchyardConfig, windows: tuple[int, int] | None, progress: bool = False):
         self.config = config
         self.windows = windows
+        logging.getLogger("ray.data").setLevel(logging.ERROR)  # its notes (progress bars off, ...) are not ours
         context = ray.data.DataContext.get_current()
         context.execution_options.preserve_order = True  # results in input order: the commits of a local ingest
         context.enable_progress_bars = progress
         context.print_on_execution_start = False
-        logging.getLogger("ray.data").setLevel(logging.WARNING)
 
     def load(self, files: list[Path]):
         if not files:

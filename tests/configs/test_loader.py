@@ -119,6 +119,16 @@ class TestLLMBackends:
         assert config_hash(load_config("fixed-openai")) == "d5d182250b8e"
         assert config_hash(load_config("agent-tools")) == "4ff3bcfa0eb5"
 
+    def test_the_ray_section_is_dumped_only_when_set(self):
+        assert "ray" not in config_to_dict(load_config())
+        cfg = load_config(None, ["ray.actors=4", "ray.cpus_per_actor=2"])
+        assert config_to_dict(cfg)["ray"] == {"actors": 4, "cpus_per_actor": 2.0, "gpus_per_actor": 0.0}
+
+    def test_gpu_actors_need_the_torch_backend(self):
+        with pytest.raises(ConfigError, match="embedding.backend=torch"):
+            load_config(None, ["ray.gpus_per_actor=1"])
+        assert load_config(None, ["ray.gpus_per_actor=1", "embedding.backend=torch"]).ray.gpus_per_actor == 1
+
     def test_the_cli_reports_a_key_of_another_backend_with_exit_2(self, capsys):
         import cli
 

@@ -82,6 +82,15 @@ class TestCompare:
         later["dataset"]["path"] = "elsewhere/questions.jsonl"
         assert changes(base, later) == []
 
+    def test_the_cluster_is_recorded_and_is_not_a_change(self, base):
+        cluster = {"ray": "2.60.0", "nodes": 2, "resources": {"CPU": 3.0, "memory": 1e9}}
+        on_ray = run_manifest.with_cluster(base, cluster)
+        assert on_ray["cluster"] == cluster and "cluster" not in base
+        assert changes(base, on_ray) == [] and changes(on_ray, base) == []
+        assert changes(on_ray, run_manifest.with_cluster(base, {**cluster, "nodes": 5})) == []
+        assert "- asked on a Ray cluster: Ray 2.60.0, 2 node(s), CPU 3" in run_manifest.markdown(on_ray)
+        assert "Ray" not in run_manifest.markdown(base)
+
     @pytest.mark.parametrize("edit, named", [
         (lambda m: m["configs"]["fixed"]["llm"].update(temperature=0.7), "configs.fixed.llm.temperature: 0.0 -> 0.7"),
         (lambda m: m["prompts"].update(ANSWER_SYSTEM="0" * 64), "prompts.ANSWER_SYSTEM"),
