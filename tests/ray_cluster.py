@@ -2,7 +2,9 @@
 
 Each `ray start --block` runs in its own session; stopping kills the processes it started (GCS, raylet, and the
 workers and actors, which Ray puts in process groups of their own) by their ids, found as its descendants, never
-with `ray stop`, which would stop every cluster of the machine, other people's too.
+with `ray stop`, which would stop every cluster of the machine, other people's too. Every process runs on this
+machine; clients connect to 127.0.0.1:PORT (Ray itself records the node under the machine's own address: it replaces
+a loopback --node-ip-address with it).
 """
 from __future__ import annotations
 
