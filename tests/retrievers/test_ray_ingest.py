@@ -1,4 +1,5 @@
-"""`cli.py ingest --ray`: the same collection as a local ingest, built on a real local Ray cluster (tests/ray_cluster.py).
+"""`cli.py ingest --ray`: the same collection as a local ingest, built on a real local Ray cluster
+(tests/ray_cluster.py).
 
 Local runs go through cli.main in this process; Ray runs are `cli.py` subprocesses, as a user runs them (this test
 process never imports Ray)."""
@@ -199,7 +200,8 @@ class TestRayIngest:
         assert_same_collection(capsys, local, remote)
 
     def test_a_normal_ingest_never_imports_ray(self, tmp_path):
-        code = ("import sys, cli; code = cli.main(['ingest', sys.argv[1], '--no-progress', '--index-dir', sys.argv[2]]);"
+        code = ("import sys, cli; code = cli.main(['ingest', sys.argv[1], '--no-progress', '--index-dir', "
+                "sys.argv[2]]);"
                 "assert code == 0; assert 'ray' not in sys.modules, 'ray imported'; print('no ray')")
         proc = subprocess.run([sys.executable, "-c", code, str(SAMPLES), str(tmp_path / "index")], cwd=ROOT,
                               env=env(), capture_output=True, text=True, timeout=300)
