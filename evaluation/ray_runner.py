@@ -15,9 +15,11 @@ import os
 from typing import Iterator
 
 import ray
+import ray.exceptions
 from ray.util import ActorPool
 
 from configs.schema import SwitchyardConfig
+from errors import SwitchyardError
 from evaluation.datasets import EvalQuestion
 from evaluation.rows import EvalRow
 from evaluation.runner import ask_row
@@ -67,7 +69,12 @@ class RayAsker:
 
     def rows(self, name: str, items: list[tuple[int, EvalQuestion]]) -> Iterator[EvalRow]:
         pool = ActorPool(self.actors)
-        return pool.map_unordered(lambda actor, item: actor.ask.remote(name, *item), items)
+        try:
+            yield from pool.map_unordered(lambda actor, item: actor.ask.remote(name, *item), items)
+        except ray.exceptions.RayTaskError as exc:  # our own error (a reply never recorded): as a local run says it
+            if isinstance(exc.cause, SwitchyardError):
+                raise exc.cause from None
+            raise
 
     def close(self) -> None:
         counts = [c for c in ray.get([a.llm_cache_counts.remote() for a in self.actors]) if c is not None]

@@ -68,6 +68,12 @@ class TestRayEval:
         assert "replayed from and 0 recorded" in done.stdout
         assert tree_digest(RECORDED / "llm-cache") == cache  # the reply cache as a local replay leaves it
 
+    def test_a_request_never_recorded_is_the_same_clear_error(self, tmp_path, ray_cluster):
+        done = replay(tmp_path / "out", tmp_path / "index", "--set", "llm.seed=5", "--ray", ray_cluster.address)
+        assert done.returncode == 1 and "Traceback" not in done.stderr
+        line = done.stderr.strip().splitlines()[-1]
+        assert line.startswith("error: no recorded LLM reply in ") and "seed 5" in line
+
     def test_a_local_eval_never_imports_ray(self, tmp_path, configs):
         code = ("import sys, cli; code = cli.main(sys.argv[1:]); assert code == 0; "
                 "assert 'ray' not in sys.modules, 'ray imported'; print('no ray')")
