@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import pickle
 from pathlib import Path
 
@@ -31,6 +32,9 @@ from retrievers.ingest import PreparedBatch, load_documents, prepare_batch
 def connect(address: str) -> None:
     """Join the cluster at `address` (`auto`: the one started on this machine), once per process."""
     if not ray.is_initialized():
+        # a task that failed after the run stopped on another's error (say, the same missing reply): the error
+        # already reported is enough; Ray would print each such one's traceback
+        os.environ.setdefault("RAY_IGNORE_UNHANDLED_ERRORS", "1")
         ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False,
                  configure_logging=False)
 
