@@ -46,19 +46,6 @@ def rss_mb(pid: int) -> float:
     return 0.0
 
 
-def actor_pids(cluster: LocalCluster | None) -> list[int]:
-    if cluster is None:
-        return []
-    found = []
-    for pid in cluster.pids():
-        try:
-            if b"BatchPreparer" in Path(f"/proc/{pid}/cmdline").read_bytes():
-                found.append(pid)
-        except OSError:
-            pass
-    return found
-
-
 def run_ingest(corpus: Path, index: Path, extra: list[str], cluster: LocalCluster | None) -> dict:
     cmd = [sys.executable, str(ROOT / "cli.py"), "ingest", str(corpus), "--index-dir", str(index), "--no-progress",
            *extra]
@@ -71,7 +58,7 @@ def run_ingest(corpus: Path, index: Path, extra: list[str], cluster: LocalCluste
     def sample():
         while proc.poll() is None:
             driver_peak[0] = max(driver_peak[0], rss_mb(proc.pid))
-            for pid in actor_pids(cluster):
+            for pid in (cluster.actor_pids() if cluster else []):
                 peaks[pid] = max(peaks.get(pid, 0.0), rss_mb(pid))
             time.sleep(0.1)
 

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from errors import StoreError, first_line
 from service.settings import beside_index
+from service.sqlite_store import connect, write_transaction
 
 JOB_STORE_NAME = ".switchyard-jobs.sqlite3"
 KEEP_FINISHED_S = 30 * 86400  # finished jobs are forgotten after 30 days
@@ -100,8 +101,7 @@ class JobStore:
         self._owner_fd = os.open(self._owners / f"{self.owner}.lock", os.O_RDWR | os.O_CREAT, 0o644)
         fcntl.flock(self._owner_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         self._lock = threading.Lock()
-        self._conn = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
-        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn = connect(self.path)
         self._conn.execute("PRAGMA synchronous=FULL")
         with self._tx() as db:
             for statement in filter(str.strip, _SCHEMA.split(";")):  # executescript would commit first
@@ -116,14 +116,8 @@ class JobStore:
     @contextlib.contextmanager
     def _tx(self):
         """One write transaction, serialized with this store's other calls (and with other processes by SQLite)."""
-        with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._conn
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
-            self._conn.execute("COMMIT")
+        with self._lock, write_transaction(self._conn) as db:
+            yield db
 
     def save(self, job: Job) -> None:
         """Record the job and its files as they are now (one transaction)."""

@@ -11,7 +11,6 @@ that died mid-resume: `get` reports that thread `failed` (its checkpoints delete
 """
 from __future__ import annotations
 
-import contextlib
 import sqlite3
 import threading
 import time
@@ -23,6 +22,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from errors import StoreError, first_line
 from graphs.build import checkpoint_serde
 from service.settings import beside_index
+from service.sqlite_store import connect, write_transaction
 
 THREADS_NAME = ".switchyard-threads.sqlite3"
 KEEP_FINISHED_S = 30 * 86400  # rows of finished threads are forgotten after 30 days
@@ -58,11 +58,11 @@ class PausedRuns:
         self.stale_after_s = stale_after_s
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._conn = self._connect()
+            self._conn = connect(self.path)
             # LangGraph's saver gets a connection of its own (it serializes its calls with its own lock)
-            self.checkpointer = SqliteSaver(self._connect(), serde=checkpoint_serde())
+            self.checkpointer = SqliteSaver(connect(self.path), serde=checkpoint_serde())
             self.checkpointer.setup()
-            with self._tx() as db:
+            with write_transaction(self._conn) as db:
                 db.execute(_SCHEMA)
                 db.execute("DELETE FROM threads WHERE state NOT IN ('paused', 'running') AND updated < ?",
                            (time.time() - KEEP_FINISHED_S,))
@@ -70,23 +70,8 @@ class PausedRuns:
             raise StoreError(f"cannot keep paused runs in {self.path}: {first_line(exc)}") from exc
         self._lock = threading.Lock()
 
-    def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
-        conn.execute("PRAGMA journal_mode=WAL")
-        return conn
-
-    @contextlib.contextmanager
-    def _tx(self):
-        self._conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield self._conn
-        except BaseException:
-            self._conn.execute("ROLLBACK")
-            raise
-        self._conn.execute("COMMIT")
-
     def _write(self, sql: str, params: tuple) -> int:
-        with self._lock, self._tx() as db:
+        with self._lock, write_transaction(self._conn) as db:
             return db.execute(sql, params).rowcount
 
     def add(self, thread_id: str, owner: str, pipeline: str, collection: str, expires_at: float) -> None:

@@ -3,29 +3,42 @@ import http.server
 import threading
 
 
-class CannedServer:
-    """A real HTTP server on 127.0.0.1 that answers every POST with HTTP 200 and a fixed body."""
+class QuietHandler(http.server.BaseHTTPRequestHandler):
+    """A request handler that logs nothing and answers with `send_body`."""
 
-    def __init__(self, body: bytes, content_type: str = "application/json"):
-        bodies = self.bodies = []  # every request body received, in order
+    def send_body(self, body: bytes, content_type: str) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
 
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802 - the http.server API
-                bodies.append(self.rfile.read(int(self.headers.get("Content-Length", 0))))
-                self.send_response(200)
-                self.send_header("Content-Type", content_type)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+    def log_message(self, *args):
+        pass
 
-            def log_message(self, *args):
-                pass
 
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+class LoopbackServer:
+    """A real HTTP server on 127.0.0.1 (a thread per request) for `handler`; `url` is its OpenAI-style base URL."""
+
+    def __init__(self, handler: type[QuietHandler]):
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        self.posts = 0
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def close(self):
         self.server.shutdown()
         self.server.server_close()
+
+
+class CannedServer(LoopbackServer):
+    """A real HTTP server on 127.0.0.1 that answers every POST with HTTP 200 and a fixed body."""
+
+    def __init__(self, body: bytes, content_type: str = "application/json"):
+        bodies = self.bodies = []  # every request body received, in order
+
+        class Handler(QuietHandler):
+            def do_POST(self):  # noqa: N802 - the http.server API
+                bodies.append(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+                self.send_body(body, content_type)
+
+        super().__init__(Handler)

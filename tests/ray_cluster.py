@@ -91,6 +91,18 @@ class LocalCluster:
             todo.extend(children.get(pid, []))
         return found
 
+    def actor_pids(self, class_name: str = "BatchPreparer") -> list[int]:
+        """The cluster's actors of one class (Ray names an actor's process after its class): the embedding actors of
+        an ingest by default."""
+        found = []
+        for pid in self.pids():
+            try:
+                if class_name.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+                    found.append(pid)
+            except OSError:
+                pass
+        return found
+
     def stop(self) -> None:
         """Kill every process of the cluster by id (TERM, then KILL what is left), then remove its files."""
         for sig in (signal.SIGTERM, signal.SIGKILL):

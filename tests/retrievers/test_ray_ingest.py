@@ -155,7 +155,7 @@ class TestRayIngest:
         proc = start_ray_ingest(ray_cluster, corpus, remote)
         try:
             wait_for_commits(remote, proc, commits=2)
-            actors = actor_pids(ray_cluster)
+            actors = ray_cluster.actor_pids()
             assert actors and proc.poll() is None
             os.kill(actors[0], signal.SIGKILL)
             out, err = proc.communicate(timeout=600)
@@ -230,18 +230,6 @@ def wait_for_commits(overrides: list[str], proc, commits: int, timeout: float = 
             start = 0
         time.sleep(0.1)
     pytest.fail("the ingest made no commits in time")
-
-
-def actor_pids(cluster) -> list[int]:
-    """The cluster's embedding actors (Ray Data names their processes after the class)."""
-    found = []
-    for pid in cluster.pids():
-        try:
-            if b"BatchPreparer" in Path(f"/proc/{pid}/cmdline").read_bytes():
-                found.append(pid)
-        except OSError:
-            pass
-    return found
 
 
 def test_without_ray_the_flag_is_one_clear_line(capsys, monkeypatch):
