@@ -9,6 +9,11 @@ corpus.jsonl, queries.jsonl, qrels/dev.tsv and qrels/test.tsv (and a SPLITS.md s
 - hotpotqa: HotpotQA dev (distractor) questions -> their supporting paragraphs; the corpus is the union of the
   context paragraphs of all 800 shared questions (doc id = paragraph title); dev300_a.jsonl is `dev`,
   dev500.jsonl is `test`.
+- hotpot-single: natural factoid questions over Wikipedia article intros, one relevant paragraph each: the HotpotQA
+  `bridge` questions above (not `comparison`, no yes/no answer) whose gold answer occurs, as a whole word and in any
+  case, in exactly one of their two supporting paragraphs (title + text); that paragraph is the only relevant doc.
+  The corpus is hotpotqa's, byte for byte (so the two share one cached index); dev300_a.jsonl is `dev`,
+  dev500.jsonl is `test`.
 - phantomwiki: PhantomWiki s11 questions -> the articles of the entities the question names and of those on its
   solution path (`cli.py eval` counts only the latter); questions split in half by a stable hash, within each
   difficulty.
@@ -69,7 +74,8 @@ def scifact(out: Path) -> Path:
                   "BEIR SciFact; dev = the 809-query train split, test = the 300-query test split.")
 
 
-def hotpotqa(out: Path, cache: Path) -> Path:
+def _hotpot_sets(cache: Path) -> tuple[dict, list[dict]]:
+    """The two HotpotQA files (split -> EvalSet) and the union of their context paragraphs, sorted by title."""
     src = SHARED / "hotpotqa_dev_distractor_sample"
     sets = {"dev": load_hotpotqa(src / "dev300_a.jsonl", cache), "test": load_hotpotqa(src / "dev500.jsonl", cache)}
     corpus: dict[str, dict] = {}
@@ -77,15 +83,46 @@ def hotpotqa(out: Path, cache: Path) -> Path:
         for line in s.corpus[0].read_text(encoding="utf-8").splitlines():
             rec = json.loads(line)
             corpus.setdefault(rec["_id"], rec)
+    return sets, [corpus[k] for k in sorted(corpus)]
+
+
+def hotpotqa(out: Path, cache: Path) -> Path:
+    sets, corpus = _hotpot_sets(cache)
     queries, qrels = {}, {}
     for split, s in sets.items():
         qrels[split] = {}
         for q in s.questions:
             queries[q.id] = q.question
             qrels[split][q.id] = {t: 1 for t in q.gold_doc_ids}
-    return _write(out / "hotpotqa", [corpus[k] for k in sorted(corpus)], queries, qrels,
+    return _write(out / "hotpotqa", corpus, queries, qrels,
                   "HotpotQA dev (distractor) sample; corpus = union of the 800 questions' context paragraphs; "
                   "dev = dev300_a.jsonl, test = dev500.jsonl; relevant = the supporting-fact paragraphs.")
+
+
+def _whole_word(answer: str):
+    return re.compile(r"(?<!\w)" + re.escape(re.sub(r"\s+", " ", answer).lower()) + r"(?!\w)")
+
+
+def hotpot_single(out: Path, cache: Path) -> Path:
+    sets, corpus = _hotpot_sets(cache)
+    text = {d["_id"]: re.sub(r"\s+", " ", d["title"] + " " + d["text"]).lower() for d in corpus}
+    queries, qrels = {}, {}
+    for split, s in sets.items():
+        qrels[split] = {}
+        for q in s.questions:
+            answer = q.answers[0]
+            if q.type != "bridge" or answer.strip().lower() in ("yes", "no"):
+                continue
+            pattern = _whole_word(answer)
+            holding = [t for t in q.gold_doc_ids if pattern.search(text[t])]
+            if len(holding) == 1:
+                queries[q.id] = q.question
+                qrels[split][q.id] = {holding[0]: 1}
+    return _write(out / "hotpot-single", corpus, queries, qrels,
+                  "HotpotQA dev (distractor) sample reduced to single-paragraph factoid questions: `bridge` "
+                  "questions (no yes/no answer) whose gold answer occurs as a whole word (any case) in exactly one "
+                  "of their two supporting paragraphs (title + text); relevant = that paragraph only; corpus = "
+                  "hotpotqa's (the same bytes); dev = dev300_a.jsonl, test = dev500.jsonl.")
 
 
 def phantomwiki(out: Path) -> Path:
@@ -147,7 +184,8 @@ def main() -> int:
     out = Path(args.out)
     if not SHARED.is_dir():
         sys.exit(f"benchmark data not found: {SHARED}")
-    folders = [scifact(out), hotpotqa(out, out / "cache"), phantomwiki(out), nq_toy(out)]
+    folders = [scifact(out), hotpotqa(out, out / "cache"), hotpot_single(out, out / "cache"), phantomwiki(out),
+               nq_toy(out)]
     for f in folders:
         print(f, "-", (f / "SPLITS.md").read_text().strip().splitlines()[-1])
     names = " ".join(str(f) for f in folders)

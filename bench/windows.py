@@ -30,7 +30,7 @@ from configs.schema import FusionConfig
 from retrievers.beir_eval import load_beir, prepare_stack
 from retrievers.metrics import METRIC_NAMES, percentile
 
-NAMES = ("scifact", "hotpotqa", "phantomwiki")
+NAMES = ("scifact", "hotpotqa", "hotpot-single", "phantomwiki")
 PREVIOUS = dict(normalization="max", adaptive_power=0, weights={"bm25": 0.5, "dense": 0.5})
 
 
