@@ -12,7 +12,7 @@ corpus.jsonl, queries.jsonl, qrels/dev.tsv and qrels/test.tsv (and a SPLITS.md s
 - hotpot-single: natural factoid questions over Wikipedia article intros, one relevant paragraph each: the HotpotQA
   `bridge` questions above (not `comparison`, no yes/no answer) whose gold answer occurs, as a whole word and in any
   case, in exactly one of their two supporting paragraphs (title + text); that paragraph is the only relevant doc.
-  The corpus is hotpotqa's, byte for byte (so the two share one cached index); dev300_a.jsonl is `dev`,
+  corpus.jsonl is a link to hotpotqa's (so the two share one cached index); dev300_a.jsonl is `dev`,
   dev500.jsonl is `test`.
 - phantomwiki: PhantomWiki s11 questions -> the articles of the entities the question names and of those on its
   solution path (`cli.py eval` counts only the latter); questions split in half by a stable hash, within each
@@ -40,9 +40,14 @@ def _stable_half(key: str) -> int:
 
 
 def _write(folder: Path, corpus: list[dict] | Path, queries: dict[str, str],
-           qrels: dict[str, dict[str, dict[str, int]]], notes: str) -> Path:
+           qrels: dict[str, dict[str, dict[str, int]]], notes: str, link: bool = False) -> Path:
+    """`link`: the corpus is another suite folder's corpus.jsonl; link to it, so that both resolve to one source and
+    share its cached index (the ingestor refuses a document id already indexed from another file)."""
     (folder / "qrels").mkdir(parents=True, exist_ok=True)
-    if isinstance(corpus, Path):
+    if link:
+        (folder / "corpus.jsonl").unlink(missing_ok=True)
+        (folder / "corpus.jsonl").symlink_to(Path("..") / corpus.parent.name / corpus.name)
+    elif isinstance(corpus, Path):
         shutil.copyfile(corpus, folder / "corpus.jsonl")  # byte for byte: the index cache key stays the source's
     else:
         (folder / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in corpus), encoding="utf-8")
@@ -103,7 +108,7 @@ def _whole_word(answer: str):
     return re.compile(r"(?<!\w)" + re.escape(re.sub(r"\s+", " ", answer).lower()) + r"(?!\w)")
 
 
-def hotpot_single(out: Path, cache: Path) -> Path:
+def hotpot_single(out: Path, cache: Path, hotpotqa_folder: Path) -> Path:
     sets, corpus = _hotpot_sets(cache)
     text = {d["_id"]: re.sub(r"\s+", " ", d["title"] + " " + d["text"]).lower() for d in corpus}
     queries, qrels = {}, {}
@@ -118,11 +123,11 @@ def hotpot_single(out: Path, cache: Path) -> Path:
             if len(holding) == 1:
                 queries[q.id] = q.question
                 qrels[split][q.id] = {holding[0]: 1}
-    return _write(out / "hotpot-single", corpus, queries, qrels,
+    return _write(out / "hotpot-single", hotpotqa_folder / "corpus.jsonl", queries, qrels,
                   "HotpotQA dev (distractor) sample reduced to single-paragraph factoid questions: `bridge` "
                   "questions (no yes/no answer) whose gold answer occurs as a whole word (any case) in exactly one "
                   "of their two supporting paragraphs (title + text); relevant = that paragraph only; corpus = "
-                  "hotpotqa's (the same bytes); dev = dev300_a.jsonl, test = dev500.jsonl.")
+                  "hotpotqa's (a link to it); dev = dev300_a.jsonl, test = dev500.jsonl.", link=True)
 
 
 def phantomwiki(out: Path) -> Path:
@@ -184,8 +189,8 @@ def main() -> int:
     out = Path(args.out)
     if not SHARED.is_dir():
         sys.exit(f"benchmark data not found: {SHARED}")
-    folders = [scifact(out), hotpotqa(out, out / "cache"), hotpot_single(out, out / "cache"), phantomwiki(out),
-               nq_toy(out)]
+    hotpot = hotpotqa(out, out / "cache")
+    folders = [scifact(out), hotpot, hotpot_single(out, out / "cache", hotpot), phantomwiki(out), nq_toy(out)]
     for f in folders:
         print(f, "-", (f / "SPLITS.md").read_text().strip().splitlines()[-1])
     names = " ".join(str(f) for f in folders)

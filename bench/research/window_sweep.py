@@ -5,11 +5,15 @@
     .venv/bin/python bench/fusion_tuning.py cache        # the default collections and the BM25 runs
     .venv/bin/python bench/research/window_sweep.py --dataset scifact --spec tok:64:32 --spec sent:2:1 [--split dev]
     .venv/bin/python bench/research/window_sweep.py --dataset scifact --spec tok:64:32 --pool lse:0.01 --pool lse:0.05
+    .venv/bin/python bench/research/window_sweep.py --dataset hotpot-single --spec long:64 --spec long:128 \
+        --only "zscore 0.5/0.5" --metric recall@1              # windows only for chunks longer than N tokens
 
-A spec is `tok:T:O` (the library's SentenceWindows: whole sentences up to T tokens, O tokens of overlap) or
-`sent:K:S` (K consecutive sentences, a new window every S sentences). The chunks come from the default collection
-(same chunking, same titles); each spec's window vectors are embedded once with the configured embedder and cached
-under bench/out/window-sweep/. Dense search is exact (every window scored against the query, a chunk scored by its
+A spec is `tok:T:O` (the library's SentenceWindows: whole sentences up to T tokens, O tokens of overlap),
+`sent:K:S` (K consecutive sentences, a new window every S sentences) or `long:N` (length-aware windows: the default
+collection's stored windows for chunks longer than N tokens, the chunk's own vector for the others; nothing is
+embedded, and `long:64` is the library's default). The chunks come from the default collection
+(same chunking, same titles); each `tok` / `sent` spec's window vectors are embedded once with the configured
+embedder and cached under bench/out/window-sweep/. Dense search is exact (every window scored against the query, a chunk scored by its
 best window), its top 200 chunks are fused with the cached BM25 run under each fusion setting of a small grid, and
 nDCG@10 of dense alone (per spec) and a table of every (windows, fusion) pair by macro nDCG@10 are printed.
 """
@@ -30,11 +34,12 @@ from fusion_tuning import SUITE, dense_run, load, paired_p, per_query  # noqa: E
 from configs.loader import load_config
 from configs.schema import FusionConfig
 from retrievers.beir_eval import load_beir, prepare_stack
-from retrievers.chunking import SentenceWindows
+from retrievers.chunking import SentenceWindows, _token_counter
 from retrievers.documents import search_text
+from retrievers.metrics import METRIC_NAMES
+from retrievers.store import WINDOW_COLUMN
 
 OUT = ROOT / "bench" / "out" / "window-sweep"
-METRIC = "ndcg@10"
 
 
 def splitter(spec: str, tokenizer_file: str):
@@ -59,7 +64,25 @@ def splitter(spec: str, tokenizer_file: str):
     raise SystemExit(f"unknown spec {spec!r}")
 
 
+def stored_windows(spec: str, rows: list[dict], stack, tokenizer_file: str):
+    """`long:N`: the collection's own window vectors for chunks longer than N tokens (as SentenceWindows counts
+    them: the chunk text, no title), the chunk vector for the others."""
+    limit = int(spec.split(":")[1])
+    count = _token_counter(tokenizer_file)
+    table = stack.store.scan(["chunk_id", "vector", WINDOW_COLUMN]).to_pydict()
+    stored = dict(zip(table["chunk_id"], zip(table["vector"], table[WINDOW_COLUMN])))
+    vectors, owner = [], []
+    for i, row in enumerate(rows):
+        own, windows = stored[row["chunk_id"]]
+        chosen = windows if len(count(row["text"])) > limit else [own]
+        vectors.extend(chosen)
+        owner.extend([i] * len(chosen))
+    return np.asarray(vectors, dtype=np.float32), np.asarray(owner)
+
+
 def window_vectors(name: str, spec: str, rows: list[dict], stack, tokenizer_file: str):
+    if spec.startswith("long:"):
+        return stored_windows(spec, rows, stack, tokenizer_file)
     cache = OUT / f"{name}-{spec.replace(':', '_')}.npz"
     if cache.exists():
         z = np.load(cache)
@@ -94,11 +117,13 @@ def main() -> int:
     ap.add_argument("--pool", action="append", default=None,
                     help="how a chunk's window scores combine: max (the library's), lse:TAU (soft maximum)")
     ap.add_argument("--split", default="dev", choices=["dev", "test"])
+    ap.add_argument("--metric", default="ndcg@10", choices=METRIC_NAMES)
     ap.add_argument("--fusion", action="append", default=[], metavar="JSON",
                     help="more fusion settings to score (FusionConfig fields as JSON) beside the grid")
     ap.add_argument("--only", action="append", default=None, metavar="NAME",
                     help="score only these fusion settings (grid names or JSON given with --fusion)")
     args = ap.parse_args()
+    metric = args.metric
     suite = Path(args.suite)
     pools = args.pool or ["max"]
     fusions = fusion_grid(args.fusion)
@@ -116,7 +141,7 @@ def main() -> int:
         run = data[name]
         qids = list(run["qrels"][args.split])
         Q = np.stack([run["runs"]["qvec"][q] for q in qids]).astype(np.float32)
-        singles[name] = {"bm25": per_query(run, args.split, "bm25", METRIC)}
+        singles[name] = {"bm25": per_query(run, args.split, "bm25", metric)}
         print(f"{name} {args.split}: bm25 {singles[name]['bm25'].mean():.4f}", flush=True)
         for spec in args.spec:
             vectors, owner = window_vectors(name, spec, rows, stack, stack.embedder.tokenizer_file)
@@ -125,13 +150,13 @@ def main() -> int:
                 dense = dense_run(([r["chunk_id"] for r in rows], [r["doc_id"] for r in rows]), vectors, owner,
                                   qids, Q, pool)
                 view = {"runs": {"dense": dense, "bm25": run["runs"]["bm25"]}, "qrels": run["qrels"]}
-                singles[name][label] = per_query(view, args.split, "dense", METRIC)
+                singles[name][label] = per_query(view, args.split, "dense", metric)
                 for setting, fc in fusions.items():
-                    results.setdefault((label, setting), {})[name] = per_query(view, args.split, fc, METRIC)
+                    results.setdefault((label, setting), {})[name] = per_query(view, args.split, fc, metric)
                 print(f"  {label}: {len(owner) / len(rows):.2f} windows per chunk, dense "
                       f"{singles[name][label].mean():.4f}", flush=True)
     names = list(args.dataset)
-    print(f"\n{args.split} {METRIC}; margin: worst over datasets of (fused - better single retriever), "
+    print(f"\n{args.split} {metric}; margin: worst over datasets of (fused - better single retriever), "
           "p: paired randomization of that worst difference")
     print("| windows | fusion | " + " | ".join(names) + " | macro | margin (p) |")
     print("|---" * (len(names) + 4) + "|")
