@@ -11,11 +11,11 @@
 A spec is `tok:T:O` (the library's SentenceWindows: whole sentences up to T tokens, O tokens of overlap),
 `sent:K:S` (K consecutive sentences, a new window every S sentences) or `long:N` (length-aware windows: the default
 collection's stored windows for chunks longer than N tokens, the chunk's own vector for the others; nothing is
-embedded, and `long:64` is the library's default). The chunks come from the default collection
-(same chunking, same titles); each `tok` / `sent` spec's window vectors are embedded once with the configured
-embedder and cached under bench/out/window-sweep/. Dense search is exact (every window scored against the query, a chunk scored by its
+embedded, and `long:64` is the library's default). The chunks come from the default collection (same chunking,
+same titles); each `tok` / `sent` spec's window vectors are embedded once with the configured embedder and cached
+under bench/out/window-sweep/. Dense search is exact (every window scored against the query, a chunk scored by its
 best window), its top 200 chunks are fused with the cached BM25 run under each fusion setting of a small grid, and
-nDCG@10 of dense alone (per spec) and a table of every (windows, fusion) pair by macro nDCG@10 are printed.
+--metric (nDCG@10) of dense alone (per spec) and a table of every (windows, fusion) pair by macro are printed.
 """
 from __future__ import annotations
 
