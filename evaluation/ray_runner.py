@@ -22,9 +22,8 @@ from configs.schema import SwitchyardConfig
 from errors import SwitchyardError
 from evaluation.datasets import EvalQuestion
 from evaluation.rows import EvalRow
-from evaluation.runner import ask_row
+from evaluation.runner import ask_row, reply_cache_counts
 from graphs.app import Pipeline
-from llm.cache import CachingBackend
 from nodes.resources import SharedModels
 from retrievers.ray_ingest import cluster_info, connect
 
@@ -43,10 +42,8 @@ class PipelineActor:
     def ask(self, name: str, run: int, q: EvalQuestion) -> EvalRow:
         return ask_row(self.pipes[name], name, run, q)
 
-    def llm_cache_counts(self) -> tuple[int, int] | None:
-        caches = [b for b in (getattr(x, "backend", None) for x in self.models.loaded())
-                  if isinstance(b, CachingBackend)]
-        return (sum(b.replayed for b in caches), sum(b.recorded for b in caches)) if caches else None
+    def llm_cache_counts(self) -> dict[str, int] | None:
+        return reply_cache_counts(self.models)
 
 
 class RayAsker:
@@ -57,7 +54,7 @@ class RayAsker:
         connect(address)
         self.cluster = cluster_info()
         self.actors: list = []
-        self.size = 0
+        self.size = 0  # actors started (cli.py reports it)
         self.cache_counts: dict[str, int] | None = None  # what the actors replayed and recorded, once closed
 
     def start(self, pipes: dict[str, Pipeline]) -> None:
@@ -79,7 +76,7 @@ class RayAsker:
     def close(self) -> None:
         counts = [c for c in ray.get([a.llm_cache_counts.remote() for a in self.actors]) if c is not None]
         if counts:
-            self.cache_counts = {"replayed": sum(c[0] for c in counts), "recorded": sum(c[1] for c in counts)}
+            self.cache_counts = {key: sum(c[key] for c in counts) for key in ("replayed", "recorded")}
         for actor in self.actors:
             ray.kill(actor)
         self.actors = []

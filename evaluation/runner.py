@@ -188,11 +188,15 @@ class Evaluator:
 
     def llm_cache_counts(self) -> dict[str, int] | None:
         """LLM replies replayed from and recorded into the reply cache so far (None: no cache in use)."""
-        caches = [b for b in (getattr(x, "backend", None) for x in self.models.loaded())
-                  if isinstance(b, CachingBackend)]
-        if not caches:
-            return None
-        return {"replayed": sum(b.replayed for b in caches), "recorded": sum(b.recorded for b in caches)}
+        return reply_cache_counts(self.models)
+
+
+def reply_cache_counts(models: SharedModels) -> dict[str, int] | None:
+    """What the reply caches of `models`' LLMs replayed and recorded so far (None: no cache in use)."""
+    caches = [b for b in (getattr(x, "backend", None) for x in models.loaded()) if isinstance(b, CachingBackend)]
+    if not caches:
+        return None
+    return {"replayed": sum(b.replayed for b in caches), "recorded": sum(b.recorded for b in caches)}
 
 
 def ask_row(pipe: Pipeline, name: str, run: int, q: EvalQuestion) -> EvalRow:
