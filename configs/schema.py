@@ -352,6 +352,9 @@ class GradeConfig(_Section):
     thresholds: GradeThresholds = GradeThresholds()
 
 
+FALLBACK_COVERAGE = 0.6  # answer.fallback_coverage's default (PhantomWiki s1/s2 and the HotpotQA near misses)
+
+
 class AnswerConfig(_Section):
     method: Literal["llm", "extractive", "closed_book"] = "llm"
     format: Literal["short", "sentences"] = Field(
@@ -369,6 +372,19 @@ class AnswerConfig(_Section):
                                                                     "cited passage needs for its sentence")
     drop_unsupported: bool = Field(True, description="llm: remove answer sentences no passage supports")
     abstain_message: str = "Not found in the indexed documents."
+    fallback_coverage: float = Field(
+        FALLBACK_COVERAGE, ge=0, le=1.01,
+        description="short + llm: after an `ambiguous` verdict, the model's \"no answer\" gets the `ungrounded` "
+                    "fallback when a kept passage holds this share of the question's content words (1.01: only "
+                    "after `correct`)")
+
+    @model_serializer(mode="wrap")
+    def _omit_new_defaults(self, handler) -> dict:
+        # fallback_coverage came after config hashes were recorded: dumped only when changed (see RouterConfig's)
+        out = handler(self)
+        if out.get("fallback_coverage") == FALLBACK_COVERAGE:
+            del out["fallback_coverage"]
+        return out
 
 
 DEFAULT_REACT_EXAMPLES = [

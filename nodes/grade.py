@@ -39,10 +39,31 @@ class PassageGrade(BaseModel):
     relevant: bool
 
 
+# Auxiliaries that questions use and the stop-word list (scikit-learn's, shared with BM25) lacks.
+QUESTION_AUXILIARIES = frozenset({"does", "did"})
+IRREGULAR_PLURALS = {"children": "child", "people": "person", "men": "man", "women": "woman", "wives": "wife"}
+
+
+def singular(word: str) -> str:
+    """A plural folded onto its singular, by spelling alone: a question asks for "daughters" or "great-uncles" and
+    the passage says "The daughter of ..."; words in -ss / -us / -is are left as they are."""
+    if word in IRREGULAR_PLURALS:
+        return IRREGULAR_PLURALS[word]
+    if len(word) > 4 and word.endswith("ies"):
+        return word[:-3] + "y"
+    if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        return word[:-1]
+    return word
+
+
+def coverage_words(text: str) -> set[str]:
+    return {singular(w) for w in content_words(text) if w not in QUESTION_AUXILIARIES}
+
+
 def word_coverage(question: str, passage_text: str) -> float:
-    """Share of the question's content words that occur in the passage (0 when the question has none)."""
-    asked = content_words(question)
-    return len(asked & content_words(passage_text)) / len(asked) if asked else 0.0
+    """Share of the question's content words (plurals folded) that occur in the passage (0 when it has none)."""
+    asked = coverage_words(question)
+    return len(asked & coverage_words(passage_text)) / len(asked) if asked else 0.0
 
 
 def _cosines(res: Resources, question: str, passages: list[Passage]) -> list[float]:

@@ -1,8 +1,9 @@
 """Step 6: refusals when the answer is indexed. Does word coverage rescue PhantomWiki's answerable questions from an
 `incorrect` verdict without passing HotpotQA's unanswerable near misses?
 
-Sets (all from the tuning data: PhantomWiki s11 and HotpotQA dev300_a / dev500):
-- PW answerable: the 80 PhantomWiki s11 questions against its 203 articles;
+Sets (all from the tuning data: PhantomWiki s11, or the development instances given with --phantomwiki, and HotpotQA
+dev300_a / dev500):
+- PW answerable: the 80 questions of each PhantomWiki instance against its own ~200 articles;
 - HQ answerable: the 300 dev300_a questions against the dev300_a paragraphs;
 - HQ near miss (unanswerable): dev500 questions against the dev300_a paragraphs (a gold title indexed: dropped).
 Per question: the top-5 passages of the default retrieval, the best question-passage cosine and the best word
@@ -10,12 +11,14 @@ coverage (share of the question's content words found in a passage's title + tex
 `incorrect` when best cosine < t AND best coverage < c (coverage 1.01 = today's cosine-only rule).
 
     .venv/bin/python bench/calibration/06_refusals.py
+    .venv/bin/python bench/calibration/06_refusals.py --phantomwiki bench/out/phantomwiki/s1 bench/out/phantomwiki/s2
 
 Prints per set the best-cosine and best-coverage quantiles, then the share graded incorrect for each (t, c) of
 the sweep. Writes CACHE/refusals.json (per question: best cosine, best coverage).
 """
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -28,13 +31,19 @@ from common import gold_titles, load_split, make_stack, paragraphs, torch_thread
 
 
 def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--phantomwiki", type=Path, nargs="+", default=[PW],
+                    help="PhantomWiki folders (default: s11; bench/phantomwiki_instances.py writes others)")
+    args = ap.parse_args()
     torch_threads(2)
     from nodes.grade import word_coverage
     from retrievers.embedder import Embedder
 
     embedder = Embedder("minilm")
-    pw = make_stack("phantomwiki", embedder)
-    pw.ingestor(progress=False).run([PW / "articles.json"])
+    pw_stacks = {}
+    for folder in args.phantomwiki:
+        pw_stacks[folder.name] = make_stack(f"phantomwiki-{folder.name}", embedder)
+        pw_stacks[folder.name].ingestor(progress=False).run([folder / "articles.json"])
     hq = make_stack("hotpot_a", embedder)
     a, b = load_split("a"), load_split("b")
     corpus = CACHE / "corpus_a.jsonl"
@@ -56,20 +65,22 @@ def main() -> None:
         cov = max(word_coverage(question, f"{p.title}. {p.text}") for p in ps)
         return cos, cov
 
-    sets = {"PW answerable": [best(pw, q["question"]) for q in json.loads((PW / "questions.json").read_text())],
-            "HQ answerable": [best(hq, r["question"]) for r in a],
+    sets = {f"PW {folder.name} answerable": [best(pw_stacks[folder.name], q["question"])
+                                             for q in json.loads((folder / "questions.json").read_text())]
+            for folder in args.phantomwiki}
+    sets |= {"HQ answerable": [best(hq, r["question"]) for r in a],
             "HQ near miss": [best(hq, r["question"]) for r in b if not gold_titles(r) & indexed]}
     arr = {k: np.array(v) for k, v in sets.items()}
     (CACHE / "refusals.json").write_text(json.dumps({k: v for k, v in sets.items()}))
     q = lambda x: " ".join(f"{v:.2f}" for v in np.quantile(x, [0.05, 0.25, 0.5, 0.75, 0.95]))
     for k, v in arr.items():
-        print(f"{k:14s} n={len(v):3d}  best cos 5/25/50/75/95%: {q(v[:, 0])} | best coverage: {q(v[:, 1])}")
+        print(f"{k:18s} n={len(v):3d}  best cos 5/25/50/75/95%: {q(v[:, 0])} | best coverage: {q(v[:, 1])}")
     print("rule: incorrect when cos < t and coverage < c  ->  share graded incorrect per set")
-    print("   t     c    " + "  ".join(f"{k:>14s}" for k in arr))
+    print("   t     c    " + "  ".join(f"{k:>18s}" for k in arr))
     for t in (0.35, 0.40, 0.45):
         for c in (0.5, 0.6, 0.67, 0.75, 0.8, 0.9, 1.01):
             rates = [((v[:, 0] < t) & (v[:, 1] < c)).mean() for v in arr.values()]
-            print(f"  {t:.2f}  {c:.2f}  " + "  ".join(f"{r:14.1%}" for r in rates))
+            print(f"  {t:.2f}  {c:.2f}  " + "  ".join(f"{r:18.1%}" for r in rates))
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from configs.loader import load_config
-from nodes.grade import grade, word_coverage
+from nodes.grade import grade, singular, word_coverage
 from langgraph.runtime import Runtime
 
 from llm.context import RunContext
@@ -26,6 +26,18 @@ class TestWordCoverage:
 
     def test_no_content_words(self):
         assert word_coverage("who is it?", "anything") == 0.0
+
+    def test_plural_in_the_question_matches_the_singular_in_the_passage(self):
+        passage = "The daughter of Geri Deluna is Alycia Cormier. The hobby of Geri Deluna is audiophile."
+        question = "How many daughters does the person whose hobby is audiophile have?"
+        # daughter, hobby, audiophile of {daughter, person, hobby, audiophile}; "does" is not a content word
+        assert word_coverage(question, passage) == pytest.approx(3 / 4)
+
+    @pytest.mark.parametrize("plural, single", [("daughters", "daughter"), ("uncles", "uncle"), ("cities", "city"),
+                                                ("children", "child"), ("glass", "glass"), ("bus", "bus"),
+                                                ("analysis", "analysis"), ("is", "is")])
+    def test_singular(self, plural, single):
+        assert singular(plural) == single
 
 
 class TestScoreVerdict:

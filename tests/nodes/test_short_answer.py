@@ -237,10 +237,20 @@ class TestShortAnswerNode:
         g = result.grounding
         assert (g["status"], g["source"], g["model_found_no_answer"]) == ("grounded", "extractive", True)
 
-    @pytest.mark.parametrize("override", ["grade.thresholds.correct=0.99", "answer.ungrounded=abstain"])
-    def test_not_found_abstains_when_the_check_is_unsure_or_so_configured(self, make_pipeline, override):
-        result = self.ask(make_pipeline, '{"answer": "NOT FOUND", "passage": 0}', override)
+    @pytest.mark.parametrize("overrides", [("grade.thresholds.correct=0.99", "answer.fallback_coverage=1.01"),
+                                           ("answer.ungrounded=abstain",)])
+    def test_not_found_abstains_when_the_check_is_unsure_or_so_configured(self, make_pipeline, overrides):
+        result = self.ask(make_pipeline, '{"answer": "NOT FOUND", "passage": 0}', *overrides)
         assert result.abstained and result.grounding["status"] == "abstained"
+
+    def test_not_found_after_an_ambiguous_check_gets_the_extractive_answer_when_a_passage_holds_the_question(
+            self, make_pipeline):
+        # "correct" out of reach, so the verdict is ambiguous; the kept passage holds the question's words
+        result = self.ask(make_pipeline, '{"answer": "NOT FOUND", "passage": 0}', "grade.thresholds.correct=0.99")
+        verdicts = [step.output["verdict"] for step in result.trace if step.node == "grade"]
+        assert verdicts == ["ambiguous"]
+        assert result.short_answer == "Eli Janney" and not result.abstained
+        assert result.grounding["model_found_no_answer"] is True
 
     def test_the_token_stream_carries_the_verified_answer(self, make_pipeline):
         from tests.nodes.scripted import scripted_llm
