@@ -31,7 +31,7 @@ from evaluation.jsonl import drop_error_lines, drop_torn_tail
 from evaluation.rows import ERROR_SCORES, EvalRow, read_rows
 from graphs.app import Pipeline
 from llm.cache import CachingBackend
-from errors import LLMCacheMiss
+from errors import DatasetError, LLMCacheMiss
 from nodes.resources import SharedModels
 from retrievers.ingest import corpus_collection
 from retrievers.pipeline import window_spec
@@ -123,7 +123,9 @@ class Evaluator:
             if config.store.collection not in self._ingested:
                 report = res.stack.ingestor(progress=False).run(self.dataset.corpus)
                 if report.ingested == 0:
-                    raise ValueError(f"nothing could be ingested from {self.dataset.corpus}: {report.errors[:1]}")
+                    first = report.errors[0] if report.errors else "no documents"
+                    raise DatasetError(f"nothing could be ingested from {', '.join(map(str, self.dataset.corpus))} "
+                                       f"into {self.index_dir}: {first}")
                 self._ingested.add(config.store.collection)
             self._record(run_manifest.with_collection(self.manifest, run_manifest.collection_entry(res.stack.store)))
         return pipeline

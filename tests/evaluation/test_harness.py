@@ -1,6 +1,7 @@
 """The evaluation harness end to end: a tiny dataset over the sample corpus, two configs, resume, bad files."""
 import contextlib
 import json
+import shutil
 import socket
 import subprocess
 import sys
@@ -54,6 +55,17 @@ def slow_server(delay_ms: int):
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+
+
+def write_phantomwiki(folder):
+    """A two-article PhantomWiki-style dataset folder."""
+    arts = [{"title": "Ann Lee", "article": "# Ann Lee\nThe friend of Ann Lee is Bo Chen."},
+            {"title": "Bo Chen", "article": "# Bo Chen\nBo Chen likes chess."}]
+    qs = [{"id": "1", "question": "Who is the friend of Ann Lee?", "answer": ["Bo Chen"], "difficulty": 1,
+           "type": 0, "solution_traces": json.dumps([{"Y_1": "Ann Lee", "Y_2": "Bo Chen"}])}]
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "articles.json").write_text(json.dumps(arts))
+    (folder / "questions.json").write_text(json.dumps(qs))
 
 
 @pytest.fixture
@@ -173,6 +185,18 @@ class TestEvalCommand:
         done = cli("eval", bad, "--corpus", SAMPLES, "--configs", configs[0], "--out", tmp_path / "o")
         assert done.returncode != 0 and message in done.stderr and "Traceback" not in done.stderr
 
+    def test_a_copy_of_an_evaluated_dataset_in_the_same_index_dir_is_a_clear_error(self, tmp_path, configs):
+        # a PhantomWiki article's id is its title: the copy's documents are already indexed from the first folder
+        first, copy = tmp_path / "first", tmp_path / "copy"
+        write_phantomwiki(first)
+        shutil.copytree(first, copy)
+        args = ["eval", "--configs", configs[0], "--index-dir", tmp_path / "index"]
+        assert cli(*args, first, "--out", tmp_path / "a").returncode == 0
+        done = cli(*args, copy, "--out", tmp_path / "b")
+        assert done.returncode != 0 and "Traceback" not in done.stderr and "unexpected" not in done.stderr
+        assert f"nothing could be ingested from {copy / 'articles.json'} into {tmp_path / 'index'}" in done.stderr
+        assert "already indexed from" in done.stderr
+
     def test_missing_corpus_and_bad_config(self, tmp_path, configs):
         done = cli("eval", DATASET, "--configs", configs[0], "--out", tmp_path / "o")
         assert done.returncode != 0 and "needs --corpus" in done.stderr
@@ -190,12 +214,7 @@ class TestEvalCommand:
 
 class TestDatasets:
     def test_phantomwiki_style_folder(self, tmp_path):
-        arts = [{"title": "Ann Lee", "article": "# Ann Lee\nThe friend of Ann Lee is Bo Chen."},
-                {"title": "Bo Chen", "article": "# Bo Chen\nBo Chen likes chess."}]
-        qs = [{"id": "1", "question": "Who is the friend of Ann Lee?", "answer": ["Bo Chen"], "difficulty": 1,
-               "type": 0, "solution_traces": json.dumps([{"Y_1": "Ann Lee", "Y_2": "Bo Chen"}])}]
-        (tmp_path / "articles.json").write_text(json.dumps(arts))
-        (tmp_path / "questions.json").write_text(json.dumps(qs))
+        write_phantomwiki(tmp_path)
         ds = load_dataset(tmp_path)
         q = ds.questions[0]
         assert q.is_list and q.answers == ["Bo Chen"] and q.gold_doc_ids == ["Ann Lee", "Bo Chen"]
