@@ -25,7 +25,7 @@ from configs.schema import AnswerConfig
 from llm.context import RunContext, TokenSink
 from llm.prompts import ANSWER_SYSTEM, CLOSED_BOOK_SYSTEM, NOT_FOUND, SHORT_ANSWER_RULES, SHORT_ANSWER_SYSTEM
 from nodes.citations import cite_record, split_sentences, verify_citations
-from nodes.grade import word_coverage
+from nodes.grade import passage_coverage
 from nodes.resources import Resources
 from nodes.short_answer import (QuestionShape, clean_answer, extractive_span, grounded_in, match_option, occurs_in,
                                 question_shape, split_list, sub_spans)
@@ -195,8 +195,7 @@ def _passages_answer(question: str, passages: list[Passage], verdict: str | None
     """Whether the kept passages are trusted to hold the answer although the model found none."""
     if verdict == "correct":
         return True
-    return verdict == "ambiguous" and any(word_coverage(question, f"{p.title}. {p.text}") >= cfg.fallback_coverage
-                                          for p in passages)
+    return verdict == "ambiguous" and any(passage_coverage(question, p) >= cfg.fallback_coverage for p in passages)
 
 
 def _extractive_proposal(question: str, shape: QuestionShape, ranked: Ranked, span_sentences: int) -> str:

@@ -66,6 +66,11 @@ def word_coverage(question: str, passage_text: str) -> float:
     return len(asked & coverage_words(passage_text)) / len(asked) if asked else 0.0
 
 
+def passage_coverage(question: str, passage: Passage) -> float:
+    """`word_coverage` of what a passage shows: its title and its text."""
+    return word_coverage(question, f"{passage.title}. {passage.text}")
+
+
 def _cosines(res: Resources, question: str, passages: list[Passage]) -> list[float]:
     return (res.passage_vectors(passages) @ res.embedder.embed_query(question)).tolist()
 
@@ -89,7 +94,7 @@ def grade(state: dict, runtime: Runtime[RunContext], res: Resources) -> dict:
         verdict = "correct" if share >= 0.5 else "ambiguous" if share > 0 else "incorrect"
     else:
         t = cfg.thresholds
-        covered = [word_coverage(question, f"{p.title}. {p.text}") >= t.coverage for p in passages]
+        covered = [passage_coverage(question, p) >= t.coverage for p in passages]
         flags = [c >= t.relevant or cov for c, cov in zip(cosines, covered)]
         best = max(cosines)
         verdict = ("correct" if best >= t.correct else "incorrect" if best < t.incorrect and not any(covered)

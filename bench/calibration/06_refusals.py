@@ -36,7 +36,7 @@ def main() -> None:
                     help="PhantomWiki folders (default: s11; bench/phantomwiki_instances.py writes others)")
     args = ap.parse_args()
     torch_threads(2)
-    from nodes.grade import word_coverage
+    from nodes.grade import passage_coverage
     from retrievers.embedder import Embedder
 
     embedder = Embedder("minilm")
@@ -62,7 +62,7 @@ def main() -> None:
         vecs = stack.store.vectors([p.chunk_id for p in ps])
         qv = embedder.embed_query(question)
         cos = max(float(vecs[p.chunk_id] @ qv) for p in ps)
-        cov = max(word_coverage(question, f"{p.title}. {p.text}") for p in ps)
+        cov = max(passage_coverage(question, p) for p in ps)
         return cos, cov
 
     sets = {f"PW {folder.name} answerable": [best(pw_stacks[folder.name], q["question"])
