@@ -5,9 +5,10 @@ abstention and answer defaults are tuned on instances other than the one they ar
 
 The generator is the authors' own package, `phantom-wiki` 1.0.3 from PyPI, run with s11's parameters (8 family
 trees of at most 25 people, question depth 6, 10 questions per template: 8 templates, 80 questions, ~200 articles);
-seed 11 reproduces the shared s11 folder (articles, questions and answers; the question ids are random). It needs SWI-Prolog (`apt-get install swi-prolog-nox`) and declares
-Python >= 3.12, although it runs on the project's 3.11: it is installed into its own virtual environment
-(OUT/.venv, made once) with `--ignore-requires-python` and binary-only dependencies, never into the project's.
+seed 11 reproduces the shared s11 folder (articles, questions and answers; the question ids are random). It needs
+SWI-Prolog (`apt-get install swi-prolog-nox`) and declares Python >= 3.12, although it runs on the project's 3.11:
+it is installed into its own virtual environment (OUT/.venv, made once) with `--ignore-requires-python` and
+binary-only dependencies, never into the project's.
 Writes OUT/s<seed>/{articles,questions}.json, a folder `cli.py eval` reads as a PhantomWiki dataset. Seeds 1 and 2
 are the development instances of docs/benchmarks.md, 3 and 4 the held-out ones.
 """

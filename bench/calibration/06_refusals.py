@@ -40,10 +40,9 @@ def main() -> None:
     from retrievers.embedder import Embedder
 
     embedder = Embedder("minilm")
-    pw_stacks = {}
-    for folder in args.phantomwiki:
-        pw_stacks[folder.name] = make_stack(f"phantomwiki-{folder.name}", embedder)
-        pw_stacks[folder.name].ingestor(progress=False).run([folder / "articles.json"])
+    pw_stacks = {folder: make_stack(f"phantomwiki-{folder.name}", embedder) for folder in args.phantomwiki}
+    for folder, stack in pw_stacks.items():
+        stack.ingestor(progress=False).run([folder / "articles.json"])
     hq = make_stack("hotpot_a", embedder)
     a, b = load_split("a"), load_split("b")
     corpus = CACHE / "corpus_a.jsonl"
@@ -65,9 +64,9 @@ def main() -> None:
         cov = max(passage_coverage(question, p) for p in ps)
         return cos, cov
 
-    sets = {f"PW {folder.name} answerable": [best(pw_stacks[folder.name], q["question"])
+    sets = {f"PW {folder.name} answerable": [best(stack, q["question"])
                                              for q in json.loads((folder / "questions.json").read_text())]
-            for folder in args.phantomwiki}
+            for folder, stack in pw_stacks.items()}
     sets |= {"HQ answerable": [best(hq, r["question"]) for r in a],
             "HQ near miss": [best(hq, r["question"]) for r in b if not gold_titles(r) & indexed]}
     arr = {k: np.array(v) for k, v in sets.items()}
