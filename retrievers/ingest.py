@@ -19,6 +19,7 @@ import numpy as np
 
 from retrievers.chunking import Chunker, SentenceWindows
 from retrievers.documents import LoadError, SourceDocument, search_text, sha256_hex
+from retrievers.e5_model import PASSAGE_PREFIX
 from retrievers.embedder import Embedder
 from retrievers.filters import parse_labels
 from retrievers.loaders import iter_files, load_file
@@ -26,7 +27,7 @@ from retrievers.store import IndexStore
 
 
 def corpus_collection(paths: list[Path], chunk_size: int, chunk_overlap: int, embedding_model: str,
-                      prefix: str = "eval", windows: tuple[int, int] | None = None) -> str:
+                      prefix: str = "eval", windows: tuple[int, int] | None = None, e5: bool = False) -> str:
     """A collection name keyed by the corpus content and the settings that shape the index, so benchmark runs
     ingest a corpus once and reuse it."""
     h = hashlib.sha256()
@@ -37,7 +38,8 @@ def corpus_collection(paths: list[Path], chunk_size: int, chunk_overlap: int, em
             with f.open("rb") as fh:
                 for block in iter(lambda: fh.read(1 << 20), b""):
                     h.update(block)
-    h.update(json.dumps([chunk_size, chunk_overlap, embedding_model] + ([list(windows)] if windows else [])).encode())
+    key = [chunk_size, chunk_overlap, embedding_model] + ([list(windows)] if windows else []) + (["e5"] if e5 else [])
+    h.update(json.dumps(key).encode())
     return f"{prefix}-{h.hexdigest()[:12]}"
 
 
@@ -64,14 +66,16 @@ class IngestReport:
 
 class Ingestor:
     def __init__(self, store: IndexStore, embedder: Embedder, chunker: Chunker, batch_docs: int = 64,
-                 progress: bool | None = None, windows: SentenceWindows | None = None):
-        """`windows` must be given exactly when the collection holds window vectors (IndexStore.windows)."""
+                 progress: bool | None = None, windows: SentenceWindows | None = None, e5: Embedder | None = None):
+        """`windows` must be given exactly when the collection holds window vectors (IndexStore.windows), `e5` (the
+        second dense model's embedder) exactly when it holds e5 vectors (IndexStore.has_e5)."""
         if batch_docs < 1:
             raise ValueError("batch_docs must be >= 1")
         self.store = store
         self.embedder = embedder
         self.chunker = chunker
         self.windows = windows
+        self.e5 = e5
         self.batch_docs = batch_docs
         # None: show bars only on a terminal
         self.progress = progress if progress is not None else sys.stderr.isatty()
@@ -80,6 +84,8 @@ class Ingestor:
         settings = f"{self.chunker.chunk_size}/{self.chunker.chunk_overlap}/{self.embedder.model_name}"
         if self.windows:
             settings += f"/windows {self.windows.window_tokens}/{self.windows.window_overlap}"
+        if self.e5:
+            settings += f"/e5 {self.e5.model_name}"
         if doc.acl:  # only when labelled: documents indexed before labels existed keep their hashes
             settings += f"/acl {','.join(doc.acl)}"
         return sha256_hex(doc.title, doc.text, repr(doc.page_starts), settings)
@@ -141,7 +147,7 @@ class Ingestor:
         batches = [pending[start:start + self.batch_docs] for start in range(0, len(pending), self.batch_docs)]
         for batch, prepared in zip(batches, executor.prepare(batches)):  # in order: the commits of a local run
             self.store.write_documents([doc.doc_id for doc, _ in batch], prepared.chunks, prepared.vectors,
-                                       prepared.window_vectors)
+                                       prepared.window_vectors, prepared.e5_vectors)
             for doc, _ in batch:
                 if doc.doc_id in states:
                     report.updated += 1
@@ -161,7 +167,7 @@ class Ingestor:
 
     def prepare(self, batch: list[tuple[SourceDocument, str]]) -> PreparedBatch:
         """Chunk and embed a batch of (document, content hash): what one commit writes."""
-        return prepare_batch(batch, self.chunker, self.embedder, self.windows)
+        return prepare_batch(batch, self.chunker, self.embedder, self.windows, self.e5)
 
 
 @dataclass
@@ -170,19 +176,21 @@ class PreparedBatch:
     chunks: list
     vectors: np.ndarray
     window_vectors: list[np.ndarray] | None
+    e5_vectors: np.ndarray | None = None
 
 
 def prepare_batch(batch: list[tuple[SourceDocument, str]], chunker: Chunker, embedder: Embedder,
-                  windows: SentenceWindows | None) -> PreparedBatch:
-    """Chunk a batch of (document, content hash) and embed its chunks (and their windows): the one way a batch is
-    prepared, in this process or in a Ray actor."""
+                  windows: SentenceWindows | None, e5: Embedder | None = None) -> PreparedBatch:
+    """Chunk a batch of (document, content hash) and embed its chunks (and their windows, and with `e5` their e5
+    vectors): the one way a batch is prepared, in this process or in a Ray actor."""
     chunks = []
     for doc, digest in batch:
         chunks.extend(chunker.run(doc, digest))
     texts = [search_text(c.title, c.text) for c in chunks]
     vectors = embedder.run(texts)
     window_vectors = _window_vectors(embedder, windows, chunks, texts, vectors) if windows else None
-    return PreparedBatch(chunks, vectors, window_vectors)
+    e5_vectors = e5.run([PASSAGE_PREFIX + t for t in texts]) if e5 is not None else None
+    return PreparedBatch(chunks, vectors, window_vectors, e5_vectors)
 
 
 def load_documents(path: Path) -> list[SourceDocument | LoadError]:

@@ -9,14 +9,15 @@ from llm.context import RunContext
 from retrievers.bm25 import LanceBM25Retriever, RankBM25Retriever
 from retrievers.chunking import Chunker, SentenceWindows
 from retrievers.dense import DenseRetriever
+from retrievers import e5_model
 from retrievers.embedder import Embedder
 from retrievers.hybrid import HybridRetriever
-from retrievers.ingest import Ingestor
+from retrievers.ingest import Ingestor, corpus_collection
 from retrievers.lazy import Lazy
 from retrievers.query_adapter import QueryAdapter
 from retrievers.rerankers import CrossEncoderReranker, DenseRescoreReranker, LLMReranker, NoReranker
 from retrievers.search import Retrieval, SearchResult, Where
-from retrievers.store import IndexStore, VectorIndexSpec
+from retrievers.store import E5_COLUMN, IndexStore, VectorIndexSpec
 
 
 class RetrievalStack:
@@ -34,6 +35,7 @@ class RetrievalStack:
         self._get_llm = get_llm
         e = config.embedding
         self._embedder = Lazy(lambda: Embedder(**e.model_dump()), embedder)
+        self._e5_embedder = Lazy(lambda: Embedder(**e5_model.embedder_settings(e.model_dump())))
         self._store = Lazy(self._build_store)
         self._chunker = Lazy(lambda: Chunker(config.ingest.chunk_size, config.ingest.chunk_overlap,
                                              self.embedder.tokenizer_file))
@@ -48,6 +50,11 @@ class RetrievalStack:
     @property
     def embedder(self) -> Embedder:
         return self._embedder.get()
+
+    @property
+    def e5_embedder(self) -> Embedder:
+        """multilingual-e5-small (retrieve.retrievers.e5), loaded on first use."""
+        return self._e5_embedder.get()
 
     @property
     def store(self) -> IndexStore:
@@ -72,6 +79,8 @@ class RetrievalStack:
     def warm_up(self) -> None:
         """Load the models and open the collection now (a service calls this at start)."""
         self.embedder.warm_up()
+        if self.config.retrieve.retrievers.e5.enabled:
+            self.e5_embedder.warm_up()
         if self.store.exists():
             self.store.table()
         self.retriever
@@ -86,15 +95,16 @@ class RetrievalStack:
                           fts_stem=bm25.stem, fts_remove_stop_words=bm25.remove_stop_words,
                           vector_index=VectorIndexSpec(min_rows=self.config.store.vector_index_min_rows,
                                                        **self.config.store.vector_index.model_dump()),
-                          storage_options=self.config.store.storage_options, windows=window_spec(self.config))
+                          storage_options=self.config.store.storage_options, windows=window_spec(self.config),
+                          e5_dim=self.e5_embedder.dim if self.config.retrieve.retrievers.e5.enabled else None)
 
     def ingestor(self, progress: bool | None = None) -> Ingestor:
-        """An ingestor for this collection: with window vectors if the collection has them (or, for a new one, if
-        the config asks for them)."""
+        """An ingestor for this collection: with window vectors and e5 vectors if the collection has them (or, for a
+        new one, if the config asks for them)."""
         spec = self.store.windows
         windows = SentenceWindows(*spec, self.embedder.tokenizer_file) if spec else None
         return Ingestor(self.store, self.embedder, self.chunker, batch_docs=self.config.ingest.batch_docs,
-                        progress=progress, windows=windows)
+                        progress=progress, windows=windows, e5=self.e5_embedder if self.store.has_e5 else None)
 
     def bm25(self):
         c = self.config.retrieve.retrievers.bm25
@@ -108,6 +118,10 @@ class RetrievalStack:
         return DenseRetriever(self.store, self.embedder, top_k=c.top_k,
                               adapter=self._adapter.get() if c.query_adapter else None)
 
+    def e5(self) -> DenseRetriever:
+        return DenseRetriever(self.store, self.e5_embedder, top_k=self.config.retrieve.retrievers.e5.top_k,
+                              name="e5", column=E5_COLUMN, query_prefix=e5_model.QUERY_PREFIX)
+
     def _build_adapter(self) -> QueryAdapter:
         adapter = QueryAdapter(self.config.retrieve.retrievers.dense.query_adapter)
         adapter.check(self.config.embedding.model, self.embedder.dim)
@@ -115,7 +129,10 @@ class RetrievalStack:
 
     def _build_retriever(self) -> HybridRetriever:
         r = self.config.retrieve
-        parts = {"hybrid": [self.bm25(), self.dense()], "bm25": [self.bm25()], "dense": [self.dense()]}[r.mode]
+        if r.mode == "hybrid":
+            parts = [self.bm25(), self.dense()] + ([self.e5()] if r.retrievers.e5.enabled else [])
+        else:
+            parts = [{"bm25": self.bm25, "dense": self.dense, "e5": self.e5}[r.mode]()]
         return HybridRetriever(parts, top_k=r.top_k, **r.fusion.model_dump())
 
     def _build_reranker(self):
@@ -141,4 +158,12 @@ def window_spec(config: SwitchyardConfig) -> tuple[int, int] | None:
     """(window_tokens, window_overlap) a new collection is built with, None when sentence windows are off."""
     i = config.ingest
     return (i.window_tokens, i.window_overlap) if i.window_tokens else None
+
+
+def corpus_collection_for(config: SwitchyardConfig, paths: list, prefix: str = "eval") -> str:
+    """The cached collection of a corpus under the config's index-shaping settings (retrievers/ingest.py
+    corpus_collection): chunking, embedding model, windows, e5 vectors."""
+    i = config.ingest
+    return corpus_collection(paths, i.chunk_size, i.chunk_overlap, config.embedding.model, prefix=prefix,
+                             windows=window_spec(config), e5=config.retrieve.retrievers.e5.enabled)
 

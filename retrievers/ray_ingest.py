@@ -24,6 +24,7 @@ import ray
 import ray.data
 
 from configs.schema import SwitchyardConfig
+from retrievers import e5_model
 from retrievers.chunking import Chunker, SentenceWindows
 from retrievers.embedder import Embedder
 from retrievers.ingest import PreparedBatch, load_documents, prepare_batch
@@ -60,14 +61,16 @@ def embedding_settings(config: SwitchyardConfig) -> dict:
 class BatchPreparer:
     """A Ray Data actor: the embedding model loaded once, then `prepare_batch` on every batch it is given."""
 
-    def __init__(self, embedding: dict, chunk_size: int, chunk_overlap: int, windows: tuple[int, int] | None):
+    def __init__(self, embedding: dict, chunk_size: int, chunk_overlap: int, windows: tuple[int, int] | None,
+                 e5: bool = False):
         self.embedder = Embedder(**embedding)
         self.embedder.warm_up()
+        self.e5 = Embedder(**e5_model.embedder_settings(embedding)) if e5 else None
         self.chunker = Chunker(chunk_size, chunk_overlap, self.embedder.tokenizer_file)
         self.windows = SentenceWindows(*windows, self.embedder.tokenizer_file) if windows else None
 
     def __call__(self, rows: dict) -> dict:
-        prepared = [pickle.dumps(prepare_batch(pickle.loads(b), self.chunker, self.embedder, self.windows))
+        prepared = [pickle.dumps(prepare_batch(pickle.loads(b), self.chunker, self.embedder, self.windows, self.e5))
                     for b in rows["batch"]]
         return {"prepared": np.array(prepared, dtype=object)}
 
@@ -79,9 +82,12 @@ def _load_row(row: dict) -> dict:
 class RayExecutor:
     """Reads and prepares an ingest's files on the cluster (see the module docstring); an IngestExecutor."""
 
-    def __init__(self, config: SwitchyardConfig, windows: tuple[int, int] | None, progress: bool = False):
+    def __init__(self, config: SwitchyardConfig, windows: tuple[int, int] | None, progress: bool = False,
+                 e5: bool = False):
+        """`windows` and `e5`: what the collection holds (IndexStore.windows, IndexStore.has_e5)."""
         self.config = config
         self.windows = windows
+        self.e5 = e5
         logging.getLogger("ray.data").setLevel(logging.ERROR)  # its notes (progress bars off, ...) are not ours
         context = ray.data.DataContext.get_current()
         context.execution_options.preserve_order = True  # results in input order: the commits of a local ingest
@@ -105,7 +111,8 @@ class RayExecutor:
             num_cpus=r.cpus_per_actor,
             num_gpus=r.gpus_per_actor or None, batch_format="numpy",
             fn_constructor_kwargs={"embedding": embedding_settings(self.config), "chunk_size": ingest.chunk_size,
-                                   "chunk_overlap": ingest.chunk_overlap, "windows": self.windows})
+                                   "chunk_overlap": ingest.chunk_overlap, "windows": self.windows,
+                                   "e5": self.e5})
         return (_prepared(row["prepared"]) for row in ds.iter_rows())
 
 

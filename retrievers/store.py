@@ -46,6 +46,8 @@ SEARCH_FIELD = pa.field("search_text", pa.string())
 # A collection built with sentence windows (ingest.window_tokens) holds each chunk's window vectors here, a LanceDB
 # multivector column: a vector search over it scores a row by its best window (MaxSim with one query vector).
 WINDOW_COLUMN = "window_vectors"
+# A collection built with the second dense model (retrieve.retrievers.e5) holds each chunk's e5 vector here.
+E5_COLUMN = "e5_vector"
 # LanceDB's multivector search asks the HNSW graph for this many window hits per chunk asked for, and refuses an `ef`
 # below that (measured: k 7 / 50 / 100 need ef >= 70 / 500 / 1000)
 MULTIVECTOR_HITS_PER_K = 10
@@ -150,14 +152,20 @@ class IndexStore:
     `windows` (window_tokens, window_overlap) makes a new collection hold sentence-window vectors beside each chunk's
     vector, and dense search use them. An existing collection keeps what it was built with: `has_windows` and
     `windows` follow its schema and metadata, so a collection made before windows existed (or with them off) is
-    still searched and extended, by its chunk vectors."""
+    still searched and extended, by its chunk vectors.
+
+    `e5_dim` likewise makes a new collection hold one vector per chunk from the second dense model (`E5_COLUMN`,
+    retrieve.retrievers.e5); `has_e5` follows the collection's schema once it exists."""
 
     def __init__(self, uri: str, collection: str, embedding_model: str = "minilm", dim: int = 384,
                  fts_stem: bool = True, fts_remove_stop_words: bool = True,
                  vector_index: VectorIndexSpec | None = None, storage_options: dict[str, str] | None = None,
-                 embedding_backend: str = "torch", windows: tuple[int, int] | None = None):
+                 embedding_backend: str = "torch", windows: tuple[int, int] | None = None,
+                 e5_dim: int | None = None):
         if dim < 1:
             raise ValueError("dim must be >= 1")
+        if e5_dim is not None and e5_dim < 1:
+            raise ValueError("e5_dim must be >= 1")
         if windows is not None and not (windows[0] >= 1 and 0 <= windows[1] < windows[0]):
             raise ValueError("windows must be (window_tokens >= 1, 0 <= window_overlap < window_tokens)")
         self.uri = uri
@@ -170,6 +178,8 @@ class IndexStore:
         self.fts_remove_stop_words = fts_remove_stop_words
         self.vector_index = vector_index or VectorIndexSpec()
         self._windows = tuple(windows) if windows else None
+        self._e5_dim = e5_dim
+        self._table_e5: bool | None = None
         self._db = Lazy(self._connect)
         self._table = None
         self._table_windows: tuple[int, int] | None | str = "unknown"
@@ -211,6 +221,9 @@ class IndexStore:
         if self._windows:
             meta["windows"] = list(self._windows)
             fields.append(pa.field(WINDOW_COLUMN, pa.list_(pa.list_(pa.float32(), self.dim))))
+        if self._e5_dim:
+            meta["e5_dim"] = self._e5_dim
+            fields.append(pa.field(E5_COLUMN, pa.list_(pa.float32(), self._e5_dim)))
         return pa.schema(fields, metadata={META_KEY: json.dumps(meta).encode()})
 
     @property
@@ -228,6 +241,15 @@ class IndexStore:
     @property
     def has_windows(self) -> bool:
         return self.windows is not None
+
+    @property
+    def has_e5(self) -> bool:
+        """Whether the collection holds e5 vectors; for a collection not created yet, whether it will."""
+        if self._table is None and not self.exists():
+            return bool(self._e5_dim)
+        if self._table_e5 is None:  # read once, like the windows
+            self._table_e5 = E5_COLUMN in self.table().schema.names
+        return self._table_e5
 
     @property
     def vector_column(self) -> str:
@@ -353,9 +375,10 @@ class IndexStore:
 
     # -- writes ---------------------------------------------------------------------------------------------
     def write_documents(self, doc_ids: list[str], chunks: list[Chunk], vectors: np.ndarray,
-                        window_vectors: list[np.ndarray] | None = None) -> None:
+                        window_vectors: list[np.ndarray] | None = None, e5_vectors: np.ndarray | None = None) -> None:
         """Replace the chunks of `doc_ids` with `chunks` in one atomic commit (inserts, updates and deletes).
-        A collection with window vectors needs `window_vectors`: one (windows x dim) array per chunk."""
+        A collection with window vectors needs `window_vectors`: one (windows x dim) array per chunk; one with e5
+        vectors needs `e5_vectors`, one per chunk."""
         if len(chunks) != len(vectors):
             raise ValueError("one vector per chunk")
         if not doc_ids:
@@ -381,6 +404,12 @@ class IndexStore:
             offsets = np.cumsum([0] + [len(w) for w in window_vectors]).astype(np.int32)
             columns[WINDOW_COLUMN] = pa.ListArray.from_arrays(
                 pa.array(offsets), pa.FixedSizeListArray.from_arrays(pa.array(flat.ravel()), self.dim))
+        if E5_COLUMN in tbl.schema.names:
+            e5_dim = tbl.schema.field(E5_COLUMN).type.list_size
+            if e5_vectors is None or len(e5_vectors) != len(chunks):
+                raise ValueError(f"collection {self.collection!r} holds e5 vectors: give one per chunk")
+            flat = np.asarray(e5_vectors, dtype=np.float32).reshape(len(chunks), e5_dim)
+            columns[E5_COLUMN] = pa.FixedSizeListArray.from_arrays(pa.array(flat.ravel()), e5_dim)
         data = pa.table(columns, schema=pa.schema([f for f in tbl.schema]))
         (
             tbl.merge_insert("chunk_id")
@@ -409,7 +438,7 @@ class IndexStore:
           folded into them (first, so a new index is built over compacted files and needs no remapping);
         - the native BM25 full-text index over `search_text` is created once, then updated incrementally;
         - the ANN vector index (`vector_index`) is added once the table reaches `vector_index.min_rows` (below
-          that, exact search is fast enough and loses nothing).
+          that, exact search is fast enough and loses nothing); with e5 vectors, one for them too.
         Rows written after an index was built are still searched (exhaustively) until the next refresh, so a
         crash between a write and this call costs speed, never results.
         """
@@ -436,8 +465,11 @@ class IndexStore:
             lower_case=True, ascii_folding=True), replace=True)
         return True
 
-    def has_vector_index(self) -> bool:
-        return any(t.startswith("IVF") for t in self._index_types())
+    def has_vector_index(self, column: str | None = None) -> bool:
+        """Whether `column` (default: the one dense search scans) has an ANN index."""
+        column = column or self.vector_column
+        return any(ix.index_type.upper().startswith("IVF") and column in ix.columns
+                   for ix in self.table().list_indices())
 
     def searched_vectors(self, sample: int = 1000) -> int:
         """How many vectors a dense search scans: one per chunk, or (with windows) about the chunks times the mean
@@ -452,18 +484,26 @@ class IndexStore:
 
     def ensure_vector_index(self) -> bool:
         """Create the ANN vector index if the searched vectors (chunks, or their windows) have reached
-        `vector_index.min_rows` and there is none yet."""
-        if not self.vector_index.min_rows or self.has_vector_index() \
-                or self.searched_vectors() < self.vector_index.min_rows:
-            return False
-        self.build_vector_index()
-        return True
+        `vector_index.min_rows` and there is none yet; likewise for the e5 vectors (one per chunk)."""
+        built = False
+        if not self.vector_index.min_rows:
+            return built
+        if not self.has_vector_index() and self.searched_vectors() >= self.vector_index.min_rows:
+            self.build_vector_index()
+            built = True
+        if self.has_e5 and not self.has_vector_index(E5_COLUMN) \
+                and self.table().count_rows() >= self.vector_index.min_rows:
+            self.build_vector_index(E5_COLUMN)
+            built = True
+        return built
 
-    def build_vector_index(self) -> None:
-        """(Re)build the ANN vector index as `vector_index` describes, replacing any other."""
+    def build_vector_index(self, column: str | None = None) -> None:
+        """(Re)build the ANN vector index of `column` (default: the one dense search scans) as `vector_index`
+        describes, replacing any other on that column."""
         tbl = self.table()
-        tbl.create_index(self.vector_column, config=self.vector_index.index_config(tbl.count_rows(), self.dim),
-                         replace=True)
+        column = column or self.vector_column
+        dim = tbl.schema.field(E5_COLUMN).type.list_size if column == E5_COLUMN else self.dim
+        tbl.create_index(column, config=self.vector_index.index_config(tbl.count_rows(), dim), replace=True)
 
     def has_text_index(self) -> bool:
         return "FTS" in self._index_types()
@@ -475,10 +515,14 @@ class IndexStore:
         self.table().optimize(cleanup_older_than=timedelta(hours=1))
 
     # -- search ---------------------------------------------------------------------------------------------
-    def vector_search(self, vector: np.ndarray, k: int, where: list[Clause] | None = None) -> list[Passage]:
+    def vector_search(self, vector: np.ndarray, k: int, where: list[Clause] | None = None,
+                      column: str | None = None) -> list[Passage]:
         """The k chunks nearest `vector`, scored by cosine similarity: of the chunk's vector, or, in a collection
-        with window vectors, of its best window."""
-        column = self.vector_column
+        with window vectors, of its best window; `column` E5_COLUMN searches the e5 vectors instead."""
+        if column == E5_COLUMN and not self.has_e5:
+            raise StoreError(f"collection {self.collection!r} holds no e5 vectors (it was built without "
+                             "retrieve.retrievers.e5.enabled): ingest into a new collection with it enabled")
+        column = column or self.vector_column
         query = self.table().search(np.asarray(vector, dtype=np.float32), vector_column_name=column) \
             .distance_type("cosine").select(ROW_COLUMNS + ["_distance"]).limit(k)
         # over the multivector column LanceDB's cosine distance is 1 - the best window's cosine (MaxSim)

@@ -1,0 +1,129 @@
+"""The second dense retriever, e5 (retrieve.retrievers.e5): a column of the store, written at ingest, searched and
+fused with BM25 and MiniLM."""
+import numpy as np
+import pytest
+from configs.loader import load_config
+from errors import ConfigError, StoreError
+from retrievers.documents import Chunk
+from retrievers.e5_model import PASSAGE_PREFIX, QUERY_PREFIX
+from retrievers.ingest import corpus_collection
+from retrievers.store import E5_COLUMN, IndexStore
+from tests.conftest import SAMPLES
+from tests.together import run_together
+
+E5 = ("retrieve.retrievers.e5.enabled=true", "retrieve.fusion.weights.e5=0.4")
+
+
+def _chunk(chunk_id: str, text: str) -> Chunk:
+    return Chunk(chunk_id=chunk_id, doc_id=chunk_id.split("::")[0], source="s", title="T", text=text,
+                 chunk_index=0, start_char=0, end_char=len(text), page=None, page_end=None, content_hash="",
+                 doc_hash="h")
+
+
+def _unit(*values):
+    v = np.asarray(values, dtype=np.float32)
+    return v / np.linalg.norm(v)
+
+
+class TestE5Store:
+    def test_the_e5_column_is_searched_on_its_own(self, tmp_path):
+        store = IndexStore(str(tmp_path / "ix"), "c", dim=3, e5_dim=2)
+        chunks = [_chunk("a::0", "alpha"), _chunk("b::0", "beta")]
+        # MiniLM prefers a, e5 prefers b
+        store.write_documents(["a", "b"], chunks, np.stack([_unit(1, 0, 0), _unit(0, 1, 0)]),
+                              e5_vectors=np.stack([_unit(0, 1), _unit(1, 0)]))
+        assert [h.chunk_id for h in store.vector_search(_unit(1, 0, 0), 2)] == ["a::0", "b::0"]
+        hits = store.vector_search(_unit(1, 0), 2, column=E5_COLUMN)
+        assert [h.chunk_id for h in hits] == ["b::0", "a::0"] and hits[0].score == pytest.approx(1.0, abs=1e-5)
+        assert store.has_e5 and store.metadata()["e5_dim"] == 2
+
+    def test_an_e5_collection_needs_e5_vectors(self, tmp_path):
+        store = IndexStore(str(tmp_path / "ix"), "c", dim=3, e5_dim=2)
+        with pytest.raises(ValueError, match="holds e5 vectors"):
+            store.write_documents(["a"], [_chunk("a::0", "alpha")], np.stack([_unit(1, 0, 0)]))
+        assert not store.exists() or store.count() == 0
+
+    def test_a_collection_without_e5_refuses_an_e5_search(self, tmp_path):
+        IndexStore(str(tmp_path / "ix"), "c", dim=3).write_documents(
+            ["a"], [_chunk("a::0", "alpha")], np.stack([_unit(1, 0, 0)]))
+        reopened = IndexStore(str(tmp_path / "ix"), "c", dim=3, e5_dim=2)  # the config asks for e5
+        assert not reopened.has_e5
+        with pytest.raises(StoreError, match="holds no e5 vectors.*new collection"):
+            reopened.vector_search(_unit(1, 0), 1, column=E5_COLUMN)
+
+
+@pytest.mark.slow
+class TestE5Ingest:
+    def test_ingest_writes_each_chunks_passage_vector(self, make_stack):
+        stack = make_stack(*E5)
+        stack.ingestor(progress=False).run([SAMPLES])
+        rows = stack.store.scan(["search_text", E5_COLUMN]).to_pylist()
+        expected = stack.e5_embedder.run([PASSAGE_PREFIX + r["search_text"] for r in rows])
+        assert np.allclose(np.asarray([r[E5_COLUMN] for r in rows], dtype=np.float32), expected, atol=1e-4)
+
+    def test_the_collection_keeps_its_e5_vectors_when_the_config_turns_e5_off(self, make_stack, tmp_path):
+        make_stack(*E5).ingestor(progress=False).run([SAMPLES])
+        extra = tmp_path / "extra.md"
+        extra.write_text("# Turntables\n\nA turntable turns a locomotive around in a roundhouse.\n")
+        plain = make_stack()
+        report = plain.ingestor(progress=False).run([SAMPLES, extra])
+        assert report.added == 1 and report.chunks_written == 1  # the others unchanged, not re-embedded
+        rows = plain.store.scan(["chunk_id", E5_COLUMN]).to_pylist()
+        assert all(r[E5_COLUMN] is not None for r in rows)
+        assert [p.title for p in plain.search("what turns a locomotive around", top_k=1).passages] == ["Turntables"]
+
+    def test_e5_on_a_collection_built_without_it_is_a_clear_error(self, make_stack):
+        make_stack().ingestor(progress=False).run([SAMPLES])
+        with pytest.raises(StoreError, match="holds no e5 vectors"):
+            make_stack(*E5).search("standard gauge")
+
+
+@pytest.mark.slow
+class TestE5Search:
+    def test_hybrid_fuses_three_lists_and_e5_alone_ranks_by_its_cosine(self, make_stack):
+        stack = make_stack(*E5)
+        stack.ingestor(progress=False).run([SAMPLES])
+        top = stack.search("Who patented the knuckle coupler?", top_k=3, rerank=False).passages
+        assert top[0].title == "Railway couplers" and {"bm25", "dense", "e5"} <= set(top[0].scores)
+        alone = make_stack(*E5, "retrieve.mode=e5").search("Who patented the knuckle coupler?", rerank=False)
+        query = stack.e5_embedder.run([QUERY_PREFIX + "Who patented the knuckle coupler?"])[0]
+        vectors = dict(zip(*[stack.store.scan(["chunk_id", E5_COLUMN])[c].to_pylist()
+                             for c in ("chunk_id", E5_COLUMN)]))
+        cosines = [float(np.asarray(vectors[p.chunk_id], dtype=np.float32) @ query) for p in alone.passages]
+        assert cosines == sorted(cosines, reverse=True)
+        assert [p.score for p in alone.passages] == pytest.approx(cosines, abs=1e-4)
+
+    def test_searches_from_many_threads_match_the_sequential_ones(self, make_stack):
+        """Threads released together on a fresh stack (both models load on first use, and both run queries at
+        once) get the results of the same searches run one by one."""
+        make_stack(*E5).ingestor(progress=False).run([SAMPLES])
+        queries = ["Who patented the knuckle coupler?", "standard gauge", "hump yard retarders", "block signalling",
+                   "blue flag protection", "narrow gauge railways", "automatic couplers", "classification tracks"]
+
+        def ranked(stack, q):
+            return [(p.chunk_id, round(p.score, 4)) for p in stack.search(q, top_k=3, rerank=False).passages]
+
+        fresh = make_stack(*E5)
+        got = run_together(len(queries), lambda i: ranked(fresh, queries[i]))
+        sequential = make_stack(*E5)
+        assert got == [ranked(sequential, q) for q in queries]
+
+
+class TestE5Settings:
+    def test_config_checks(self):
+        with pytest.raises(ConfigError, match="give its list a fusion weight"):
+            load_config(None, ["retrieve.retrievers.e5.enabled=true"])
+        with pytest.raises(ConfigError, match="need retrieve.retrievers.e5.enabled"):
+            load_config(None, ["retrieve.fusion.weights.e5=0.4"])
+        with pytest.raises(ConfigError, match="need retrieve.retrievers.e5.enabled"):
+            load_config(None, ["retrieve.mode=e5"])
+        assert load_config(None, [*E5, "retrieve.mode=e5"]).retrieve.mode == "e5"
+        shipped = load_config("e5")
+        assert shipped.retrieve.retrievers.e5.enabled and shipped.retrieve.fusion.weights["e5"] > 0
+        # the default's resolved config (and so its hash) does not mention e5
+        assert "e5" not in load_config(None).model_dump()["retrieve"]["retrievers"]
+
+    def test_benchmark_collections_are_keyed_by_e5(self, tmp_path):
+        corpus = tmp_path / "c.jsonl"
+        corpus.write_text('{"_id": "1", "text": "x"}\n')
+        assert corpus_collection([corpus], 256, 32, "minilm") != corpus_collection([corpus], 256, 32, "minilm", e5=True)
