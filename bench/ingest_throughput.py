@@ -4,9 +4,12 @@
     .venv/bin/python bench/ingest_throughput.py --docs 500 --rounds 1 --backends torch,openvino --no-ndcg
     .venv/bin/python bench/ingest_throughput.py --docs 500 --rounds 1 --backends torch,openvino --no-ndcg \\
         --set ingest.window_tokens=0                       # one vector per chunk (no sentence windows)
+    .venv/bin/python bench/ingest_throughput.py --docs 500 --backends torch,openvino,openvino+e5 --no-ndcg
 
 Options: [--docs 1000] [--backends torch,onnx,openvino] [--threads 2] [--rounds 2] [--ndcg-limit N | --no-ndcg]
-[--set KEY=VALUE ...] [--out bench/out/ingest]. A backend is `name` or `name:precision` (see embedding.precision).
+[--set KEY=VALUE ...] [--out bench/out/ingest]. A backend is `name` or `name:precision` (see embedding.precision),
+optionally with `+e5`: the same runtime for both models with retrieve.retrievers.e5 on (configs/e5.yaml), so a
+collection also gets e5 vectors; its embed-only figure times both models on the chunk texts.
 Every backend is loaded first (the ONNX export, if missing from the cache, is built then and its time shown as load
 time); then each round ingests the same SciFact abstracts into a fresh index through every backend in turn
 (interleaved, so a load change on a shared machine hits all of them alike), and the best round per backend counts.
@@ -33,14 +36,18 @@ from common import ROOT, SHARED, scifact_docs, write_resolved_config
 
 from configs.loader import load_config
 from retrievers.documents import search_text
+from retrievers.e5_model import PASSAGE_PREFIX
 from retrievers.pipeline import RetrievalStack
 
 SPEEDUP_BAR, NDCG_TOLERANCE = 2.0, 0.005
 
 
 def overrides(backend: str, threads: int) -> list[str]:
-    name, _, precision = backend.partition(":")
-    return [f"embedding.backend={name}", f"embedding.precision={precision or 'auto'}", f"embedding.threads={threads}"]
+    runtime, _, extra = backend.partition("+")
+    name, _, precision = runtime.partition(":")
+    e5 = ["retrieve.retrievers.e5.enabled=true", "retrieve.fusion.weights.e5=0.4"] if extra == "e5" else []
+    return [f"embedding.backend={name}", f"embedding.precision={precision or 'auto'}", f"embedding.threads={threads}",
+            *e5]
 
 
 def load_note() -> str:
@@ -57,11 +64,15 @@ def throughput(args, backends: list[str], out: Path) -> dict[str, dict]:
         configs = {b: load_config(None, [f"store.uri={tmp}/index", *overrides(b, args.threads), *args.overrides])
                    for b in backends}
         write_resolved_config(configs[backends[-1]], out)
-        embedders, stats = {}, {}
+        embedders, e5_embedders, stats = {}, {}, {}
         for b in backends:
             t = time.perf_counter()
-            embedders[b] = RetrievalStack(configs[b]).embedder
+            loaded = RetrievalStack(configs[b])
+            embedders[b] = loaded.embedder
             embedders[b].run(["warm-up"])
+            if configs[b].retrieve.retrievers.e5.enabled:
+                e5_embedders[b] = loaded.e5_embedder
+                e5_embedders[b].run(["warm-up"])
             stats[b] = {"load_s": time.perf_counter() - t, "precision": embedders[b].inference_precision,
                         "ingest": [], "embed": []}
             print(f"loaded {b:14s} in {stats[b]['load_s']:5.1f} s ({stats[b]['precision']})", flush=True)
@@ -71,7 +82,7 @@ def throughput(args, backends: list[str], out: Path) -> dict[str, dict]:
             for b in backends:
                 cfg = configs[b].model_copy(deep=True)
                 cfg.store.uri = f"{tmp}/index-{r}-{b.replace(':', '-')}"
-                stack = RetrievalStack(cfg, embedder=embedders[b])
+                stack = RetrievalStack(cfg, embedder=embedders[b], e5_embedder=e5_embedders.get(b))
                 t = time.perf_counter()
                 report = stack.ingestor(progress=False).run([corpus])
                 seconds = time.perf_counter() - t
@@ -88,6 +99,8 @@ def throughput(args, backends: list[str], out: Path) -> dict[str, dict]:
             for b in backends:
                 t = time.perf_counter()
                 vectors[b] = embedders[b].run(texts)
+                if b in e5_embedders:
+                    e5_embedders[b].run([PASSAGE_PREFIX + text for text in texts])
                 stats[b]["embed"].append(len(texts) / (time.perf_counter() - t))
         for b in backends:
             ref = vectors[backends[0]]

@@ -3,6 +3,7 @@
     nice -n 10 .venv/bin/python bench/scale.py --sizes 100000 1000000 --data DIR   # builds, sweeps, probes
     .venv/bin/python bench/scale.py --sizes 100000 1000000 --data DIR --reuse --candidates   # search only
     nice -n 5 .venv/bin/python bench/scale.py --sizes 100000 --windows 4.4 --data DIR --out bench/out/scale-windows
+    .venv/bin/python bench/scale.py --sizes 100000 --e5 --candidates --data DIR --out bench/out/scale-e5
 
 --data is where the seed and the collections are built, outside the repository (default $TMPDIR/switchyard-scale;
 ~4 GB at 1M chunks, ~1.4 GB for 100k chunks with windows). Steps:
@@ -15,7 +16,10 @@
    leading part of the chunk's words with the tail of another random seed chunk, and its vector is the matching
    mix of the two real vectors (plus a little noise), renormalised -- new points spread over the real data's
    manifold rather than tight clumps of near-duplicates, with real term statistics for BM25. With --windows MEAN,
-   synthetic sentence-window vectors are written too (MEAN per chunk on average).
+   synthetic sentence-window vectors are written too (MEAN per chunk on average). With --e5, the collection also
+   has the e5 column (retrieve.retrievers.e5, weights of configs/e5.yaml) filled with a fixed random rotation of
+   each chunk's MiniLM vector: for timing only (the same geometry as real vectors; no e5 pass over 1M chunks), while
+   the questions are embedded by the real e5 model; the e5 column's ANN index is built and timed too.
 3. Index: FTS (BM25) and the vector index are built and timed separately; each vector-index candidate
    (--candidates) is built in turn and each of its search settings scored by recall@10 (and @100) against exact
    (flat) search on a sample of real query vectors, with its dense-search p50. The store's configured index is
@@ -50,7 +54,7 @@ from configs.loader import load_config
 from retrievers.documents import Chunk
 from retrievers.metrics import percentile
 from retrievers.pipeline import RetrievalStack, window_spec
-from retrievers.store import MULTIVECTOR_HITS_PER_K, IndexStore, VectorIndexSpec
+from retrievers.store import E5_COLUMN, MULTIVECTOR_HITS_PER_K, IndexStore, VectorIndexSpec
 
 DEFAULT_DATA = Path(tempfile.gettempdir()) / "switchyard-scale"  # ~4 GB at 1M chunks
 SEED_COLLECTION = "seed"
@@ -189,7 +193,7 @@ def disk_mb(store: IndexStore) -> float:
 
 
 def build(store: IndexStore, rows: list[dict], vectors: np.ndarray, size: int, batch: int,
-          windows: float = 0.0) -> dict:
+          windows: float = 0.0, e5: bool = False) -> dict:
     """Write the collection through `IndexStore.write_documents` (with `windows` synthetic window vectors per chunk on
     average, if > 0), then compact and build the FTS index."""
     if store.exists():  # before the table is first opened through this store
@@ -197,10 +201,11 @@ def build(store: IndexStore, rows: list[dict], vectors: np.ndarray, size: int, b
     t0 = time.perf_counter()
     write_s = 0.0
     rng = np.random.default_rng(1)
+    rotation = np.linalg.qr(np.random.default_rng(2).normal(size=(vectors.shape[1],) * 2))[0].astype(np.float32)
     for doc_ids, chunks, vecs in variant_batches(rows, vectors, size, batch):
         window_vectors = synthetic_windows(vecs, windows, rng) if windows else None
         t = time.perf_counter()
-        store.write_documents(doc_ids, chunks, vecs, window_vectors)
+        store.write_documents(doc_ids, chunks, vecs, window_vectors, vecs @ rotation if e5 else None)
         write_s += time.perf_counter() - t
     write_total = time.perf_counter() - t0
     t = time.perf_counter()
@@ -338,7 +343,7 @@ def probe_search(uri: str, collection: str, n_queries: int, overrides: list[str]
     for q in warmup:
         stack.search(q, rerank=False)
     stack.embedder.clear_cache()  # every timed query pays for its own embedding
-    total, parts, embed = [], {"bm25": [], "dense": []}, []
+    total, parts, embed = [], {r.name: [] for r in stack.retriever.retrievers}, []
     for q in timed:
         t = time.perf_counter()
         stack.search(q, rerank=False)
@@ -356,6 +361,7 @@ def probe_search(uri: str, collection: str, n_queries: int, overrides: list[str]
     return {"p50_ms": percentile(total, 50), "p95_ms": percentile(total, 95),
             "bm25_p50_ms": percentile(parts["bm25"], 50), "dense_p50_ms": percentile(parts["dense"], 50),
             "embed_p50_ms": percentile(embed, 50),
+            **({"e5_p50_ms": percentile(parts["e5"], 50)} if "e5" in parts else {}),
             "model_rss_mb": model_rss, "peak_rss_mb": peak_rss_mb()}
 
 
@@ -407,11 +413,18 @@ def main() -> None:
     parser.add_argument("--windows", type=float, default=0.0, metavar="MEAN",
                         help="also write sentence-window vectors, MEAN per chunk on average (synthetic: see "
                              "synthetic_windows; 4.4 is SciFact's); 0: one vector per chunk, as goal 3 measured")
+    parser.add_argument("--e5", action="store_true", help="also an e5 column (timing only: see the docstring) and "
+                                                          "search with retrieve.retrievers.e5 on")
     parser.add_argument("--out", default=str(ROOT / "bench" / "out" / "scale"))
     parser.add_argument("--probe", choices=["search", "rank_bm25"], help=argparse.SUPPRESS)
     parser.add_argument("--uri", help=argparse.SUPPRESS)
     parser.add_argument("--collection", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.e5:  # the searches use e5 as configs/e5.yaml does
+        e5_config = load_config("e5").retrieve
+        args.overrides += ["retrieve.retrievers.e5.enabled=true",
+                           *[f"retrieve.fusion.weights.{n}={w}" for n, w in e5_config.fusion.weights.items()],
+                           f"retrieve.fusion.normalization={e5_config.fusion.normalization}"]
 
     if args.probe == "search":
         print(json.dumps(probe_search(args.uri, args.collection, args.queries, args.overrides)))
@@ -434,21 +447,27 @@ def main() -> None:
     report = {}
     for size in args.sizes:
         print(f"== {size:,} chunks", flush=True)
-        name = f"scale-{size}" + (f"-windows{args.windows:g}" if args.windows else "")
+        name = f"scale-{size}" + (f"-windows{args.windows:g}" if args.windows else "") + ("-e5" if args.e5 else "")
         store = IndexStore(str(args.data / "db"), name, dim=vectors.shape[1], vector_index=final,
-                           windows=window_spec(config) if args.windows else None)
+                           windows=window_spec(config) if args.windows else None,
+                           e5_dim=vectors.shape[1] if args.e5 else None)
         meta_path = args.data / f"{name}.json"
         if args.reuse and store.exists() and store.count() == size and meta_path.is_file():
             stats = json.loads(meta_path.read_text())
             print(f"  reusing the collection built in {stats['build_s']:.0f}s", flush=True)
         else:
-            stats = build(store, rows, vectors, size, args.batch, args.windows)
+            stats = build(store, rows, vectors, size, args.batch, args.windows, args.e5)
             meta_path.write_text(json.dumps(stats))
         keep = args.reuse and not candidates and store.has_vector_index() and "vector_index_s" in stats
         index_results = choose_index(store, candidates, final, qvecs, k,
                                      built_s=stats["vector_index_s"] if keep else None)
         stats["vector_index_s"] = next(r["build_s"] for r in reversed(index_results)
                                        if r["index"] == label(final, size))
+        if args.e5 and not store.has_vector_index(E5_COLUMN):
+            t = time.perf_counter()
+            store.build_vector_index(E5_COLUMN)
+            stats["e5_vector_index_s"] = time.perf_counter() - t
+            print(f"  e5 column's vector index built in {stats['e5_vector_index_s']:.0f}s", flush=True)
         meta_path.write_text(json.dumps(stats))
         stats["disk_mb_all_versions"] = disk_mb(store)
         with warnings.catch_warnings():  # "removes every version except the latest": intended, nobody else reads
@@ -460,7 +479,8 @@ def main() -> None:
                             *[f"--set={o}" for o in args.overrides]], timeout=1800)
         print(f"  disk {stats['disk_mb']:.0f} MB; hybrid search p50 {search['p50_ms']:.1f} ms / p95 "
               f"{search['p95_ms']:.1f} ms (bm25 p50 {search['bm25_p50_ms']:.1f}, dense p50 "
-              f"{search['dense_p50_ms']:.1f}, of which embedding the question {search['embed_p50_ms']:.1f}); "
+              f"{search['dense_p50_ms']:.1f}, of which embedding the question {search['embed_p50_ms']:.1f}"
+              + (f"; e5 p50 {search['e5_p50_ms']:.1f}" if "e5_p50_ms" in search else "") + "); "
               f"search process peak RSS {search['peak_rss_mb']:.0f} MB "
               f"(model loaded: {search['model_rss_mb']:.0f} MB)", flush=True)
         if size <= rank_bm25_max:

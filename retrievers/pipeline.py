@@ -23,19 +23,20 @@ from retrievers.store import E5_COLUMN, IndexStore, VectorIndexSpec
 class RetrievalStack:
     """The heavy objects for one config and collection; create once, reuse for every query, share between threads.
 
-    Each part is built on first use, once (under a lock). Pass an already loaded `embedder` to share one model
-    between stacks (another collection, an evaluation's configs), and `get_llm` for the `llm` reranker (called on
-    first use, so a stack whose reranker never runs loads no LLM). Every search goes through `retrieval`
-    (retrievers/search.py), the one retrieval path."""
+    Each part is built on first use, once (under a lock). Pass an already loaded `embedder` (and `e5_embedder`) to
+    share one model between stacks (another collection, an evaluation's configs), and `get_llm` for the `llm`
+    reranker (called on first use, so a stack whose reranker never runs loads no LLM). Every search goes through
+    `retrieval` (retrievers/search.py), the one retrieval path."""
 
     def __init__(self, config: SwitchyardConfig, collection: str | None = None,
-                 get_llm: Callable[[], LLM] | None = None, embedder: Embedder | None = None):
+                 get_llm: Callable[[], LLM] | None = None, embedder: Embedder | None = None,
+                 e5_embedder: Embedder | None = None):
         self.config = config
         self.collection = collection or config.store.collection
         self._get_llm = get_llm
         e = config.embedding
         self._embedder = Lazy(lambda: Embedder(**e.model_dump()), embedder)
-        self._e5_embedder = Lazy(lambda: Embedder(**e5_model.embedder_settings(e.model_dump())))
+        self._e5_embedder = Lazy(lambda: Embedder(**e5_model.embedder_settings(e.model_dump())), e5_embedder)
         self._store = Lazy(self._build_store)
         self._chunker = Lazy(lambda: Chunker(config.ingest.chunk_size, config.ingest.chunk_overlap,
                                              self.embedder.tokenizer_file))

@@ -7,8 +7,8 @@ from errors import ConfigError, StoreError
 from retrievers.documents import Chunk
 from retrievers.e5_model import PASSAGE_PREFIX, QUERY_PREFIX
 from retrievers.ingest import corpus_collection
-from retrievers.store import E5_COLUMN, IndexStore
-from tests.conftest import SAMPLES
+from retrievers.store import E5_COLUMN, WINDOW_COLUMN, IndexStore
+from tests.conftest import FIXTURES, SAMPLES
 from tests.together import run_together
 
 E5 = ("retrieve.retrievers.e5.enabled=true", "retrieve.fusion.weights.e5=0.4")
@@ -71,6 +71,15 @@ class TestE5Ingest:
         rows = plain.store.scan(["chunk_id", E5_COLUMN]).to_pylist()
         assert all(r[E5_COLUMN] is not None for r in rows)
         assert [p.title for p in plain.search("what turns a locomotive around", top_k=1).passages] == ["Turntables"]
+
+    def test_the_e5_column_gets_its_own_ann_index(self, make_stack):
+        stack = make_stack(*E5, "store.vector_index_min_rows=50", "store.vector_index.kind=ivf_pq",
+                           "store.vector_index.num_partitions=2", collection="e5ann")
+        stack.ingestor(progress=False).run([FIXTURES / "phantomwiki_articles.json"])
+        indexed = {tuple(ix.columns): ix.index_type.upper() for ix in stack.store.table().list_indices()}
+        assert indexed.get((E5_COLUMN,)) == "IVFPQ" and indexed.get((WINDOW_COLUMN,)) == "IVFPQ"
+        hits = stack.e5().run("What is the hobby of Abraham Kindred?")
+        assert "Abraham Kindred" in [p.doc_id for p in hits[:3]]
 
     def test_e5_on_a_collection_built_without_it_is_a_clear_error(self, make_stack):
         make_stack().ingestor(progress=False).run([SAMPLES])
