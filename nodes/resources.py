@@ -23,6 +23,7 @@ from pydantic import BaseModel
 from configs.schema import EmbeddingConfig, LLMConfig, SwitchyardConfig
 from llm.client import LLM
 from llm.factory import build_llm
+from retrievers import e5_model
 from retrievers.documents import Passage, search_text
 from retrievers.embedder import Embedder
 from retrievers.lazy import Lazy
@@ -42,8 +43,8 @@ class SharedModels:
     def key(section: BaseModel) -> str:
         return f"{type(section).__name__}:{section.model_dump_json()}"
 
-    def _get(self, section: BaseModel, build: Callable[[], T]) -> T:
-        key = self.key(section)
+    def _get(self, section: BaseModel, build: Callable[[], T], kind: str = "") -> T:
+        key = kind + self.key(section)
         with self._lock:
             if key not in self._models:
                 self._models[key] = build()
@@ -51,6 +52,10 @@ class SharedModels:
 
     def embedder(self, config: EmbeddingConfig) -> Embedder:
         return self._get(config, lambda: Embedder(**config.model_dump()))
+
+    def e5_embedder(self, config: EmbeddingConfig) -> Embedder:
+        """The e5 model (retrieve.retrievers.e5) on `config`'s runtime: one for every pipeline with that runtime."""
+        return self._get(config, lambda: Embedder(**e5_model.embedder_settings(config.model_dump())), kind="e5:")
 
     def llm(self, config: LLMConfig) -> LLM:
         return self._get(config, lambda: build_llm(config))
@@ -72,8 +77,9 @@ class Resources:
         self.config = config
         self.models = models or SharedModels()
         self._llm = Lazy(lambda: self.models.llm(config.llm))
-        self._stack = Lazy(lambda: RetrievalStack(config, get_llm=lambda: self.llm,
-                                                  embedder=self.models.embedder(config.embedding)))
+        self._stack = Lazy(lambda: RetrievalStack(
+            config, get_llm=lambda: self.llm, embedder=self.models.embedder(config.embedding),
+            e5_embedder=self.models.e5_embedder(config.embedding) if config.retrieve.retrievers.e5.enabled else None))
 
     @property
     def llm(self) -> LLM:

@@ -136,3 +136,19 @@ class TestE5Settings:
         corpus = tmp_path / "c.jsonl"
         corpus.write_text('{"_id": "1", "text": "x"}\n')
         assert corpus_collection([corpus], 256, 32, "minilm") != corpus_collection([corpus], 256, 32, "minilm", e5=True)
+
+
+@pytest.mark.slow
+class TestE5Sharing:
+    def test_pipelines_with_the_same_runtime_share_one_e5_model(self, sample_index, embedder):
+        """Two pipelines of one process (as the service and an evaluation hold them), both with e5: one e5 model."""
+        from graphs.app import Pipeline
+        from nodes.resources import SharedModels
+
+        models = SharedModels()
+        configs = [load_config("e5", [f"store.uri={sample_index}", f"store.collection=e5-{i}",
+                                      "answer.method=extractive"]) for i in range(2)]
+        models.provide(configs[0].embedding, embedder)
+        first, second = (Pipeline(c, models) for c in configs)
+        assert first.resources.stack.e5_embedder is second.resources.stack.e5_embedder
+        assert first.resources.stack.e5_embedder is not first.resources.stack.embedder
