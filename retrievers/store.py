@@ -133,6 +133,11 @@ def redact_storage_options(options: dict[str, str]) -> dict[str, str]:
             for k, v in options.items()}
 
 
+def _e5_dim(table) -> int:
+    """The dimension of a collection's e5 vectors, as its schema records it."""
+    return table.schema.field(E5_COLUMN).type.list_size
+
+
 def _recorded_meta(table) -> dict:
     """What a collection's schema metadata records (embedding model, dim, backend); {} if nothing."""
     raw = (table.schema.metadata or {}).get(META_KEY)
@@ -405,7 +410,7 @@ class IndexStore:
             columns[WINDOW_COLUMN] = pa.ListArray.from_arrays(
                 pa.array(offsets), pa.FixedSizeListArray.from_arrays(pa.array(flat.ravel()), self.dim))
         if E5_COLUMN in tbl.schema.names:
-            e5_dim = tbl.schema.field(E5_COLUMN).type.list_size
+            e5_dim = _e5_dim(tbl)
             if e5_vectors is None or len(e5_vectors) != len(chunks):
                 raise ValueError(f"collection {self.collection!r} holds e5 vectors: give one per chunk")
             flat = np.asarray(e5_vectors, dtype=np.float32).reshape(len(chunks), e5_dim)
@@ -502,7 +507,7 @@ class IndexStore:
         describes, replacing any other on that column."""
         tbl = self.table()
         column = column or self.vector_column
-        dim = tbl.schema.field(E5_COLUMN).type.list_size if column == E5_COLUMN else self.dim
+        dim = _e5_dim(tbl) if column == E5_COLUMN else self.dim
         tbl.create_index(column, config=self.vector_index.index_config(tbl.count_rows(), dim), replace=True)
 
     def has_text_index(self) -> bool:
