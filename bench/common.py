@@ -109,6 +109,16 @@ def make_stack(index_name: str, embedder=None):
     return RetrievalStack(cfg, embedder=embedder)
 
 
+def e5_overrides() -> list[str]:
+    """`--set` overrides that turn on the e5 retriever as configs/e5.yaml does (its fusion settings included), for
+    benchmarks that add e5 to another config."""
+    from configs.loader import load_config
+
+    fusion = load_config("e5").retrieve.fusion
+    return ["retrieve.retrievers.e5.enabled=true", f"retrieve.fusion.normalization={fusion.normalization}",
+            *[f"retrieve.fusion.weights.{name}={weight}" for name, weight in fusion.weights.items()]]
+
+
 # -- output -------------------------------------------------------------------------------------------------------
 def write_resolved_config(config, out_dir: Path) -> Path:
     """Every benchmark run records the fully resolved config beside its output."""

@@ -32,7 +32,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import ROOT, SHARED, scifact_docs, write_resolved_config
+from common import ROOT, SHARED, e5_overrides, scifact_docs, write_resolved_config
 
 from configs.loader import load_config
 from retrievers.documents import search_text
@@ -45,9 +45,8 @@ SPEEDUP_BAR, NDCG_TOLERANCE = 2.0, 0.005
 def overrides(backend: str, threads: int) -> list[str]:
     runtime, _, extra = backend.partition("+")
     name, _, precision = runtime.partition(":")
-    e5 = ["retrieve.retrievers.e5.enabled=true", "retrieve.fusion.weights.e5=0.4"] if extra == "e5" else []
     return [f"embedding.backend={name}", f"embedding.precision={precision or 'auto'}", f"embedding.threads={threads}",
-            *e5]
+            *(e5_overrides() if extra == "e5" else [])]
 
 
 def load_note() -> str:

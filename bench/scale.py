@@ -48,7 +48,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import numpy as np
-from common import ROOT, SHARED, write_resolved_config
+from common import ROOT, SHARED, e5_overrides, write_resolved_config
 
 from configs.loader import load_config
 from retrievers.documents import Chunk
@@ -420,11 +420,8 @@ def main() -> None:
     parser.add_argument("--uri", help=argparse.SUPPRESS)
     parser.add_argument("--collection", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.e5:  # the searches use e5 as configs/e5.yaml does
-        e5_config = load_config("e5").retrieve
-        args.overrides += ["retrieve.retrievers.e5.enabled=true",
-                           *[f"retrieve.fusion.weights.{n}={w}" for n, w in e5_config.fusion.weights.items()],
-                           f"retrieve.fusion.normalization={e5_config.fusion.normalization}"]
+    if args.e5:
+        args.overrides += e5_overrides()
 
     if args.probe == "search":
         print(json.dumps(probe_search(args.uri, args.collection, args.queries, args.overrides)))
