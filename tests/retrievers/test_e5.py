@@ -118,6 +118,24 @@ class TestE5Search:
         assert got == [ranked(sequential, q) for q in queries]
 
 
+@pytest.mark.slow
+class TestE5Access:
+    def test_the_e5_list_never_returns_a_document_the_caller_may_not_read(self, make_stack):
+        """The access clause goes into the e5 column's vector query too (not only BM25's and MiniLM's)."""
+        stack = make_stack(*E5)
+        stack.ingestor(progress=False).run([SAMPLES])
+        assert stack.ingestor(progress=False).run([SAMPLES / "couplers.html"], acl="staff").updated == 1
+        question = "Who patented the knuckle coupler?"
+        for mode in ("e5", "hybrid"):
+            searcher = make_stack(*E5, f"retrieve.mode={mode}")
+            assert "couplers" in searcher.search(question, rerank=False).passages[0].doc_id
+            for groups in [(), ("other",)]:
+                passages = searcher.search(question, rerank=False, groups=groups).passages
+                assert passages and not any("couplers" in p.doc_id for p in passages)
+            allowed = searcher.search(question, rerank=False, groups=("staff",)).passages
+            assert "couplers" in allowed[0].doc_id
+
+
 class TestE5Settings:
     def test_config_checks(self):
         with pytest.raises(ConfigError, match="give its list a fusion weight"):
