@@ -27,6 +27,16 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
+def _without_new_defaults(out: dict, **defaults) -> dict:
+    """A section's dump without the keys that hold the default they were added with. Keys added after config hashes
+    were recorded are dumped only when set to another value, so the hashes, recorded outputs and eval manifests of
+    every config made before stay identical (and load back unchanged)."""
+    for key, default in defaults.items():
+        if key in out and out[key] == default:
+            del out[key]
+    return out
+
+
 class VectorIndexConfig(_Section):
     """The ANN vector index built past `store.vector_index_min_rows` chunks (bench/scale.py measures the choices);
     0 = automatic."""
@@ -179,11 +189,7 @@ class RetrieversConfig(_Section):
 
     @model_serializer(mode="wrap")
     def _omit_new_defaults(self, handler) -> dict:
-        # e5 came after config hashes were recorded: dumped only when changed (see RouterConfig's)
-        out = handler(self)
-        if out.get("e5") == E5Config().model_dump():
-            del out["e5"]
-        return out
+        return _without_new_defaults(handler(self), e5=E5Config().model_dump())
 
 
 class FusionConfig(_Section):
@@ -414,11 +420,7 @@ class AnswerConfig(_Section):
 
     @model_serializer(mode="wrap")
     def _omit_new_defaults(self, handler) -> dict:
-        # fallback_coverage came after config hashes were recorded: dumped only when changed (see RouterConfig's)
-        out = handler(self)
-        if out.get("fallback_coverage") == FALLBACK_COVERAGE:
-            del out["fallback_coverage"]
-        return out
+        return _without_new_defaults(handler(self), fallback_coverage=FALLBACK_COVERAGE)
 
 
 DEFAULT_REACT_EXAMPLES = [
@@ -473,18 +475,8 @@ class RouterConfig(_Section):
 
     @model_serializer(mode="wrap")
     def _omit_new_defaults(self, handler) -> dict:
-        # memory_tokens came after config hashes were recorded: dumped only when set to another value, so the hashes,
-        # recorded outputs and eval manifests of every config made before stay identical (and load back unchanged)
-        out = handler(self)
-        if out.get("memory_tokens") == MEMORY_TOKENS:
-            del out["memory_tokens"]
-        if out.get("direct_reply") is False:
-            del out["direct_reply"]
-        if out.get("approve") is False:
-            del out["approve"]
-        if out.get("approve_timeout_s") == APPROVE_TIMEOUT_S:
-            del out["approve_timeout_s"]
-        return out
+        return _without_new_defaults(handler(self), memory_tokens=MEMORY_TOKENS, direct_reply=False, approve=False,
+                                     approve_timeout_s=APPROVE_TIMEOUT_S)
 
     @model_validator(mode="after")
     def _tools_need_a_step_strategy(self) -> "RouterConfig":
@@ -518,11 +510,7 @@ class GraphConfig(_Section):
 
     @model_serializer(mode="wrap")
     def _omit_new_defaults(self, handler) -> dict:
-        # no_documents came after config hashes were recorded: dumped only when changed (see RouterConfig's)
-        out = handler(self)
-        if out.get("no_documents") == NoDocumentsConfig().model_dump():
-            del out["no_documents"]
-        return out
+        return _without_new_defaults(handler(self), no_documents=NoDocumentsConfig().model_dump())
 
     @model_validator(mode="after")
     def _limit_covers_budget(self) -> "GraphConfig":
@@ -561,11 +549,7 @@ class SwitchyardConfig(_Section):
 
     @model_serializer(mode="wrap")
     def _omit_new_defaults(self, handler) -> dict:
-        # ray came after config hashes were recorded: dumped only when changed (see RouterConfig's)
-        out = handler(self)
-        if out.get("ray") == RayConfig().model_dump():
-            del out["ray"]
-        return out
+        return _without_new_defaults(handler(self), ray=RayConfig().model_dump())
 
     @model_validator(mode="after")
     def _gpu_actors_run_torch(self) -> "SwitchyardConfig":
