@@ -10,7 +10,7 @@ from retrievers.bm25 import LanceBM25Retriever, RankBM25Retriever
 from retrievers.chunking import Chunker, SentenceWindows
 from retrievers.dense import DenseRetriever
 from retrievers import e5_model
-from retrievers.embedder import Embedder
+from retrievers.embedder import Embedder, SentenceModelSpec
 from retrievers.hybrid import HybridRetriever
 from retrievers.ingest import Ingestor, corpus_collection
 from retrievers.lazy import Lazy
@@ -97,7 +97,11 @@ class RetrievalStack:
                           vector_index=VectorIndexSpec(min_rows=self.config.store.vector_index_min_rows,
                                                        **self.config.store.vector_index.model_dump()),
                           storage_options=self.config.store.storage_options, windows=window_spec(self.config),
-                          e5_dim=self.e5_embedder.dim if self.config.retrieve.retrievers.e5.enabled else None)
+                          e5_dim=self._e5_dim() if self.config.retrieve.retrievers.e5.enabled else None)
+
+    def _e5_dim(self) -> int:
+        # read from the model folder, without loading the model: listing or deleting documents needs no e5 weights
+        return SentenceModelSpec(self.e5_embedder.model_dir).dim
 
     def ingestor(self, progress: bool | None = None) -> Ingestor:
         """An ingestor for this collection: with window vectors and e5 vectors if the collection has them (or, for a
