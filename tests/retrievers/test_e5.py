@@ -4,52 +4,41 @@ import numpy as np
 import pytest
 from configs.loader import load_config
 from errors import ConfigError, StoreError
-from retrievers.documents import Chunk
 from retrievers.e5_model import PASSAGE_PREFIX, QUERY_PREFIX
 from retrievers.ingest import corpus_collection
 from retrievers.store import E5_COLUMN, WINDOW_COLUMN, IndexStore
 from tests.conftest import FIXTURES, SAMPLES
+from tests.retrievers.helpers import make_chunk, unit
 from tests.together import run_together
 
 E5 = ("retrieve.retrievers.e5.enabled=true", "retrieve.fusion.weights.e5=0.4")
 
 
-def _chunk(chunk_id: str, text: str) -> Chunk:
-    return Chunk(chunk_id=chunk_id, doc_id=chunk_id.split("::")[0], source="s", title="T", text=text,
-                 chunk_index=0, start_char=0, end_char=len(text), page=None, page_end=None, content_hash="",
-                 doc_hash="h")
-
-
-def _unit(*values):
-    v = np.asarray(values, dtype=np.float32)
-    return v / np.linalg.norm(v)
-
-
 class TestE5Store:
     def test_the_e5_column_is_searched_on_its_own(self, tmp_path):
         store = IndexStore(str(tmp_path / "ix"), "c", dim=3, e5_dim=2)
-        chunks = [_chunk("a::0", "alpha"), _chunk("b::0", "beta")]
+        chunks = [make_chunk("a::0", "alpha", title="T"), make_chunk("b::0", "beta", title="T")]
         # MiniLM prefers a, e5 prefers b
-        store.write_documents(["a", "b"], chunks, np.stack([_unit(1, 0, 0), _unit(0, 1, 0)]),
-                              e5_vectors=np.stack([_unit(0, 1), _unit(1, 0)]))
-        assert [h.chunk_id for h in store.vector_search(_unit(1, 0, 0), 2)] == ["a::0", "b::0"]
-        hits = store.vector_search(_unit(1, 0), 2, column=E5_COLUMN)
+        store.write_documents(["a", "b"], chunks, np.stack([unit(1, 0, 0), unit(0, 1, 0)]),
+                              e5_vectors=np.stack([unit(0, 1), unit(1, 0)]))
+        assert [h.chunk_id for h in store.vector_search(unit(1, 0, 0), 2)] == ["a::0", "b::0"]
+        hits = store.vector_search(unit(1, 0), 2, column=E5_COLUMN)
         assert [h.chunk_id for h in hits] == ["b::0", "a::0"] and hits[0].score == pytest.approx(1.0, abs=1e-5)
         assert store.has_e5 and store.metadata()["e5_dim"] == 2
 
     def test_an_e5_collection_needs_e5_vectors(self, tmp_path):
         store = IndexStore(str(tmp_path / "ix"), "c", dim=3, e5_dim=2)
         with pytest.raises(ValueError, match="holds e5 vectors"):
-            store.write_documents(["a"], [_chunk("a::0", "alpha")], np.stack([_unit(1, 0, 0)]))
+            store.write_documents(["a"], [make_chunk("a::0", "alpha", title="T")], np.stack([unit(1, 0, 0)]))
         assert not store.exists() or store.count() == 0
 
     def test_a_collection_without_e5_refuses_an_e5_search(self, tmp_path):
         IndexStore(str(tmp_path / "ix"), "c", dim=3).write_documents(
-            ["a"], [_chunk("a::0", "alpha")], np.stack([_unit(1, 0, 0)]))
+            ["a"], [make_chunk("a::0", "alpha", title="T")], np.stack([unit(1, 0, 0)]))
         reopened = IndexStore(str(tmp_path / "ix"), "c", dim=3, e5_dim=2)  # the config asks for e5
         assert not reopened.has_e5
         with pytest.raises(StoreError, match="holds no e5 vectors.*new collection"):
-            reopened.vector_search(_unit(1, 0), 1, column=E5_COLUMN)
+            reopened.vector_search(unit(1, 0), 1, column=E5_COLUMN)
 
 
 @pytest.mark.slow

@@ -7,26 +7,15 @@ import pytest
 from configs.loader import load_config
 from errors import ConfigError
 from retrievers.dense import DenseRetriever
-from retrievers.documents import Chunk
 from retrievers.query_adapter import AdapterExample, QueryAdapter, apply_adapter, collect_examples, fit
 from errors import AdapterError
 from retrievers.store import IndexStore
-
-
-def _unit(*values):
-    v = np.asarray(values, dtype=np.float32)
-    return v / np.linalg.norm(v)
-
-
-def _chunk(chunk_id: str) -> Chunk:
-    return Chunk(chunk_id=chunk_id, doc_id=chunk_id.split("::")[0], source="s", title="", text=chunk_id,
-                 chunk_index=int(chunk_id.split("::")[1]), start_char=0, end_char=1, page=None, page_end=None,
-                 content_hash="", doc_hash="h")
+from tests.retrievers.helpers import make_chunk, unit
 
 
 class TestApplyAdapter:
     def test_zero_matrix_is_the_identity(self):
-        q = _unit(3, 4, 0)
+        q = unit(3, 4, 0)
         assert np.allclose(apply_adapter(np.zeros((3, 3), np.float32), q), q)
 
     def test_hand_computed_correction(self):
@@ -44,7 +33,7 @@ class TestQueryAdapterFile:
         adapter = QueryAdapter(path)
         assert np.array_equal(adapter.matrix, m)
         assert adapter.meta["model"] == "minilm" and adapter.meta["queries"] == 5 and adapter.meta["format"] == 1
-        assert np.allclose(adapter.run(_unit(1, 0, 0)), apply_adapter(m, _unit(1, 0, 0)))
+        assert np.allclose(adapter.run(unit(1, 0, 0)), apply_adapter(m, unit(1, 0, 0)))
         assert not list(tmp_path.glob("*.tmp.npz"))
 
     def test_refuses_another_model_or_dimension(self, tmp_path):
@@ -81,28 +70,28 @@ class TestFit:
     def test_learns_to_rank_the_labelled_document_first(self):
         # queries near x; their relevant document sits near y, a distractor near x: unadapted, the distractor wins
         rng = np.random.default_rng(0)
-        positive, distractor = _unit(0.1, 1, 0, 0), _unit(1, 0.1, 0, 0)
+        positive, distractor = unit(0.1, 1, 0, 0), unit(1, 0.1, 0, 0)
         examples = []
         for _ in range(20):
-            q = _unit(*(np.array([1, 0, 0.2, 0]) + rng.normal(0, 0.05, 4)))
-            examples.append(AdapterExample(q, positive[None, :], [distractor[None, :], _unit(0, 0, 0, 1)[None, :]]))
+            q = unit(*(np.array([1, 0, 0.2, 0]) + rng.normal(0, 0.05, 4)))
+            examples.append(AdapterExample(q, positive[None, :], [distractor[None, :], unit(0, 0, 0, 1)[None, :]]))
         before = [float(e.query @ positive) > float(e.query @ distractor) for e in examples]
         matrix = fit(examples, epochs=20, learning_rate=0.05)
         adapted = apply_adapter(matrix, np.stack([e.query for e in examples]))
         after = [float(q @ positive) > float(q @ distractor) for q in adapted]
         assert not any(before) and all(after)
         # a new query from the same region goes the same way
-        new = apply_adapter(matrix, _unit(1, 0.02, 0.18, 0.01))
+        new = apply_adapter(matrix, unit(1, 0.02, 0.18, 0.01))
         assert float(new @ positive) > float(new @ distractor)
 
     def test_same_examples_same_matrix(self):
-        e = [AdapterExample(_unit(1, 0, 0), _unit(0, 1, 0)[None, :], [_unit(1, 0.1, 0)[None, :]])]
+        e = [AdapterExample(unit(1, 0, 0), unit(0, 1, 0)[None, :], [unit(1, 0.1, 0)[None, :]])]
         assert np.array_equal(fit(e, epochs=2, learning_rate=0.01), fit(e, epochs=2, learning_rate=0.01))
 
     def test_rejects_nothing_to_learn_and_bad_settings(self):
         with pytest.raises(AdapterError, match="no usable labelled queries"):
             fit([])
-        e = [AdapterExample(_unit(1, 0), _unit(0, 1)[None, :], [_unit(1, 0)[None, :]])]
+        e = [AdapterExample(unit(1, 0), unit(0, 1)[None, :], [unit(1, 0)[None, :]])]
         with pytest.raises(AdapterError, match="epochs >= 1"):
             fit(e, epochs=0)
         with pytest.raises(AdapterError, match="negatives >= 1"):
@@ -113,9 +102,9 @@ class TestFit:
 def windowed_store(tmp_path):
     """a::0 (two windows), b::0, b::1, c::0 in a windowed collection of 3-dim vectors."""
     store = IndexStore(str(tmp_path / "ix"), "c", dim=3, windows=(64, 32))
-    chunks = [_chunk("a::0"), _chunk("b::0"), _chunk("b::1"), _chunk("c::0")]
-    vectors = np.stack([_unit(1, 0, 0), _unit(0, 1, 0), _unit(0, 1, 0.2), _unit(0.7, 0.7, 0)])
-    windows = [np.stack([_unit(1, 0, 0), _unit(1, 0.3, 0)]), vectors[1:2], vectors[2:3], vectors[3:4]]
+    chunks = [make_chunk("a::0"), make_chunk("b::0"), make_chunk("b::1"), make_chunk("c::0")]
+    vectors = np.stack([unit(1, 0, 0), unit(0, 1, 0), unit(0, 1, 0.2), unit(0.7, 0.7, 0)])
+    windows = [np.stack([unit(1, 0, 0), unit(1, 0.3, 0)]), vectors[1:2], vectors[2:3], vectors[3:4]]
     store.write_documents(["a", "b", "c"], chunks, vectors, windows)
     return store, windows
 
@@ -123,7 +112,7 @@ def windowed_store(tmp_path):
 class TestCollectExamples:
     def test_positives_are_every_searched_vector_of_the_relevant_documents(self, windowed_store):
         store, windows = windowed_store
-        examples, skipped = collect_examples(store, {"q1": _unit(1, 0, 0), "q2": _unit(1, 0, 0)},
+        examples, skipped = collect_examples(store, {"q1": unit(1, 0, 0), "q2": unit(1, 0, 0)},
                                              {"q1": {"b": 1}, "q2": {"missing-doc": 1}}, negatives=2)
         assert skipped == 1 and len(examples) == 1
         (e,) = examples
@@ -145,7 +134,7 @@ class _FixedEmbedder:
     dim = 3
 
     def embed_query(self, text):
-        return {"x": _unit(1, 0, 0), "y": _unit(0, 1, 0), "z": _unit(0, 0, 1)}[text]
+        return {"x": unit(1, 0, 0), "y": unit(0, 1, 0), "z": unit(0, 0, 1)}[text]
 
 
 class TestDenseRetrieverWithAdapter:

@@ -5,24 +5,18 @@ import pytest
 from configs.loader import load_config
 from errors import ConfigError
 from retrievers.chunking import SentenceWindows, tokenizer_file_for
-from retrievers.documents import Chunk
 from retrievers.embedder import resolve_model_dir
 from retrievers.ingest import corpus_collection
 from retrievers.documents import search_text
 from retrievers.store import WINDOW_COLUMN, IndexStore
 from tests.conftest import FIXTURES, SAMPLES
+from tests.retrievers.helpers import make_chunk, unit
 
 LONG_TEXT = ("The Janney coupler was patented by Eli Janney in 1873. It couples cars automatically when they are "
              "pushed together. Link-and-pin couplers needed a worker between the cars. Many workers were injured "
              "that way every year. The Safety Appliance Act of 1893 made automatic couplers mandatory on US "
              "railroads. Buffers and chain couplers remain common in Europe. Their screw links are tightened by "
              "hand before a train departs. ")
-
-
-def _chunk(text: str, title: str = "Couplers", chunk_id: str = "d::0") -> Chunk:
-    return Chunk(chunk_id=chunk_id, doc_id=chunk_id.split("::")[0], source="s", title=title, text=text,
-                 chunk_index=0, start_char=0, end_char=len(text), page=None, page_end=None, content_hash="",
-                 doc_hash="h")
 
 
 @pytest.fixture(scope="module")
@@ -32,11 +26,11 @@ def windows():
 
 class TestSentenceWindows:
     def test_a_short_chunk_is_its_own_single_window(self, windows):
-        chunk = _chunk("Standard gauge is 1,435 mm.", title="Track gauge")
+        chunk = make_chunk("d::0", "Standard gauge is 1,435 mm.", title="Track gauge")
         assert windows.run(chunk) == [search_text("Track gauge", "Standard gauge is 1,435 mm.")]
 
     def test_a_long_chunk_becomes_titled_windows_of_whole_sentences(self, windows):
-        out = windows.run(_chunk(LONG_TEXT))
+        out = windows.run(make_chunk("d::0", LONG_TEXT, title="Couplers"))
         assert len(out) >= 4
         for text in out:
             title, body = text.split("\n", 1)
@@ -51,20 +45,15 @@ class TestSentenceWindows:
             SentenceWindows(32, 32, tokenizer_file_for(resolve_model_dir("minilm")))
 
 
-def _unit(*values):
-    v = np.asarray(values, dtype=np.float32)
-    return v / np.linalg.norm(v)
-
-
 class TestWindowStore:
     def test_a_chunk_is_scored_by_its_best_window_not_its_own_vector(self, tmp_path):
         store = IndexStore(str(tmp_path / "ix"), "c", dim=3, windows=(64, 32))
-        a, b = _chunk("alpha", chunk_id="a::0"), _chunk("beta", chunk_id="b::0")
-        q = _unit(1, 0, 0)
+        a, b = make_chunk("a::0", "alpha"), make_chunk("b::0", "beta")
+        q = unit(1, 0, 0)
         # a's chunk vector is closer to q, but one of b's windows is closer still
-        vectors = np.stack([_unit(0.9, 0.1, 0), _unit(0, 1, 0)])
-        a_windows = np.stack([_unit(0.9, 0.1, 0), _unit(0, 0, 1)])
-        b_windows = np.stack([_unit(0, 1, 0), _unit(0.99, 0.01, 0), _unit(0, 0.5, 0.5)])
+        vectors = np.stack([unit(0.9, 0.1, 0), unit(0, 1, 0)])
+        a_windows = np.stack([unit(0.9, 0.1, 0), unit(0, 0, 1)])
+        b_windows = np.stack([unit(0, 1, 0), unit(0.99, 0.01, 0), unit(0, 0.5, 0.5)])
         store.write_documents(["a", "b"], [a, b], vectors, [a_windows, b_windows])
         hits = store.vector_search(q, 2)
         assert [h.chunk_id for h in hits] == ["b::0", "a::0"]
@@ -77,17 +66,17 @@ class TestWindowStore:
     def test_a_windowed_collection_needs_window_vectors(self, tmp_path):
         store = IndexStore(str(tmp_path / "ix"), "c", dim=3, windows=(64, 32))
         with pytest.raises(ValueError, match="holds window vectors"):
-            store.write_documents(["a"], [_chunk("alpha", chunk_id="a::0")], np.stack([_unit(1, 0, 0)]))
+            store.write_documents(["a"], [make_chunk("a::0", "alpha")], np.stack([unit(1, 0, 0)]))
         assert not store.exists() or store.count() == 0
 
     def test_a_collection_without_windows_is_searched_by_chunk_vectors(self, tmp_path):
         IndexStore(str(tmp_path / "ix"), "c", dim=3).write_documents(
-            ["a"], [_chunk("alpha", chunk_id="a::0")], np.stack([_unit(1, 1, 0)]))
+            ["a"], [make_chunk("a::0", "alpha")], np.stack([unit(1, 1, 0)]))
         reopened = IndexStore(str(tmp_path / "ix"), "c", dim=3, windows=(64, 32))  # config asks for windows
         assert reopened.windows is None and not reopened.has_windows
         assert WINDOW_COLUMN not in reopened.table().schema.names
-        hit, = reopened.vector_search(_unit(1, 0, 0), 1)
-        assert hit.score == pytest.approx(float(_unit(1, 1, 0) @ _unit(1, 0, 0)), abs=1e-5)
+        hit, = reopened.vector_search(unit(1, 0, 0), 1)
+        assert hit.score == pytest.approx(float(unit(1, 1, 0) @ unit(1, 0, 0)), abs=1e-5)
 
 
 class TestWindowIngest:
@@ -100,7 +89,7 @@ class TestWindowIngest:
                                                              WINDOW_COLUMN]).to_pylist()}
         splitter = SentenceWindows(32, 12, embedder.tokenizer_file)
         for row in rows.values():
-            chunk = _chunk(row["text"], title=row["title"], chunk_id=row["chunk_id"])
+            chunk = make_chunk(row["chunk_id"], row["text"], title=row["title"])
             expected = embedder.run(splitter.run(chunk))
             assert np.allclose(np.asarray(row[WINDOW_COLUMN], dtype=np.float32), expected, atol=1e-5)
         assert any(len(r[WINDOW_COLUMN]) > 1 for r in rows.values())
