@@ -37,7 +37,7 @@ from retrievers.fusion import fuse
 from retrievers.metrics import METRIC_NAMES, dedupe, score_query
 
 SUITE = ROOT / "bench" / "out" / "retrieval-suite"
-DATASETS = ("scifact", "hotpotqa", "hotpot-single", "phantomwiki", "nq-toy")
+DATASETS = ("scifact", "hotpotqa", "hotpot-single", "phantomwiki", "nq-toy", "squad-intros")
 SPLITS = ("dev", "test")
 DEPTH = 200  # chunks per retriever in the cached runs (prepare_stack asks 2 x EVAL_DEPTH)
 

