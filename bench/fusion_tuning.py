@@ -3,7 +3,7 @@
     .venv/bin/python bench/retrieval_suite.py                 # the BEIR folders (seconds)
     nice -n 10 .venv/bin/python bench/fusion_tuning.py cache  # ingest (cached index) + BM25/dense top-200 runs
     .venv/bin/python bench/fusion_tuning.py tune              # grids on dev (--family to pick some)
-    .venv/bin/python bench/fusion_tuning.py test              # the chosen settings on test, with paired p-values
+    .venv/bin/python bench/fusion_tuning.py test              # the chosen settings on test (--split dev), paired p
     # options: cache [--dataset NAME ...] [--borrow-vectors URI] [--set KEY=VALUE ...] [--runs FOLDER];
     #          tune [--family NAME ...] [--runs FOLDER]; all: [--suite DIR] [--metric ndcg@10]
 
@@ -239,22 +239,22 @@ def paired_p(diff: np.ndarray, flips: int = 10_000, seed: int = 0) -> float:
 
 
 CHOSEN = {  # the default and the settings it is compared with
-    "default (max 0.5/0.5)": dict(normalization="max", adaptive_power=0, weights=_w(0.5)),
-    "previous default (minmax 0.55/0.45)": dict(normalization="minmax", adaptive_power=0, weights=_w(0.55)),
+    "default (zscore 0.5/0.5)": dict(normalization="zscore", adaptive_power=0, weights=_w(0.5)),
+    "previous default (max 0.5/0.5)": dict(normalization="max", adaptive_power=0, weights=_w(0.5)),
     "adaptive (max, power 2, 0.55/0.45)": dict(normalization="max", adaptive_power=2, weights=_w(0.55)),
 }
 
 
-def report_test(suite: Path, metric: str) -> None:
-    data = load(suite)
-    print(f"test {metric}: config - better single retriever (chosen on test, the stricter comparison), "
+def report_chosen(suite: Path, metric: str, split: str, runs: str) -> None:
+    data = load(suite, runs)
+    print(f"{split} {metric}: config - better single retriever (chosen on {split}, the stricter comparison), "
           "paired randomization p (10,000 sign flips)")
     for name in [n for n in DATASETS if n in data]:
-        singles = {r: per_query(data[name], "test", r, metric) for r in ("bm25", "dense")}
+        singles = {r: per_query(data[name], split, r, metric) for r in ("bm25", "dense")}
         best = max(singles, key=lambda r: singles[r].mean())
         print(f"{name} ({len(singles[best])} q): bm25 {singles['bm25'].mean():.4f}, dense {singles['dense'].mean():.4f}")
         for label, params in CHOSEN.items():
-            values = per_query(data[name], "test", params, metric)
+            values = per_query(data[name], split, params, metric)
             diff = values - singles[best]
             print(f"  {label}: {values.mean():.4f} ({diff.mean():+.4f} vs {best}, p {paired_p(diff):.3f})")
 
@@ -270,7 +270,8 @@ def main() -> int:
     ap.add_argument("--family", action="append", choices=list(CANDIDATES), help="default: all")
     ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                     help="cache: config overrides for the collections and searches (e.g. ingest.window_tokens=0)")
-    ap.add_argument("--runs", default="runs", help="cache / tune: the runs folder under the suite")
+    ap.add_argument("--runs", default="runs", help="the runs folder under the suite")
+    ap.add_argument("--split", default="test", choices=SPLITS, help="test: the split to report (default test)")
     args = ap.parse_args()
     suite = Path(args.suite)
     if args.step == "cache":
@@ -278,7 +279,7 @@ def main() -> int:
     elif args.step == "tune":
         tune(suite, args.metric, args.family or list(CANDIDATES), args.runs)
     else:
-        report_test(suite, args.metric)
+        report_chosen(suite, args.metric, args.split, args.runs)
     return 0
 
 
