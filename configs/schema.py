@@ -281,7 +281,8 @@ class LocalLLMConfig(_LLMShared):
 
     backend: Literal["local"] = "local"
     model_path: str | None = Field(None, description="a GGUF file; empty = the packaged SmolLM2-135M")
-    n_ctx: int = Field(2048, ge=256)
+    n_ctx: int = Field(2048, ge=256, description="the context in tokens; a longer prompt has its longest message "
+                       "shortened (counted by the model's tokenizer, tool schemas included) so the reply's max_tokens fit")
     n_threads: int = Field(2, ge=1)
     instances: int = Field(1, ge=1, le=16, description="model instances serving runs in flight (each holds its own "
                            "context and memory); 1 = concurrent runs take turns on one model")

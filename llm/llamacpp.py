@@ -5,11 +5,13 @@ its reply does not depend on the calls before it (see `LlamaCppBackend.fresh_con
 from __future__ import annotations
 
 import importlib.util
+import json
 import queue
+import re
 import threading
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import numpy as np
 
@@ -19,6 +21,8 @@ from llm.context import TokenSink
 from errors import RunCancelled
 
 PACKAGED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+MESSAGE_OVERHEAD_TOKENS = 6  # a chat template's role markers around each message
+_OVERFLOW = re.compile(r"Requested tokens \((\d+)\) exceed context window")
 
 
 def packaged_gguf() -> Path:
@@ -140,12 +144,8 @@ class LlamaCppBackend:
             elif on_token is not None or cancelled is not None:
                 watch = _TokenWatch(model, on_token, cancelled)
                 kwargs["logits_processor"] = LogitsProcessorList([watch])
-            if self.fresh_context:
-                model.reset()  # no tokens kept: the next call evaluates its prompt from position 0
-            out = model.create_chat_completion(messages=_fit(messages, self.n_ctx - max_tokens),
-                                               max_tokens=max_tokens, temperature=temperature,
-                                               seed=self.seed if seed is None else seed,
-                                               repeat_penalty=self.repeat_penalty, **kwargs)
+            out = self._complete(model, messages, max_tokens=max_tokens, temperature=temperature,
+                                 seed=self.seed if seed is None else seed, **kwargs)
         usage = out.get("usage") or {}
         message = out["choices"][0]["message"]
         text = message.get("content") or ""
@@ -154,17 +154,47 @@ class LlamaCppBackend:
         return Reply(text, usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0),
                      openai_tool_calls(message.get("tool_calls")))
 
+    def _complete(self, model, messages: Messages, *, max_tokens: int, **kwargs) -> dict:
+        """One chat completion whose prompt fits the context with room for `max_tokens`: messages are counted with
+        the model's tokenizer (plus the tools' schemas, which the chat format adds to the prompt) and the longest is
+        shortened; if the chat template still overflows, the budget shrinks by the overflow and the call is retried
+        once."""
+        def count(text: str) -> int:
+            return len(model.tokenize(text.encode("utf-8"), add_bos=False, special=False))
 
-def _fit(messages: Messages, budget_tokens: int) -> Messages:
-    """Trim the longest message so the prompt fits the context window (~4 characters a token, with margin)."""
-    budget_chars = max(budget_tokens, 64) * 3
-    total = sum(len(m["content"]) for m in messages)
-    if total <= budget_chars:
+        tools = kwargs.get("tools")
+        budget = self.n_ctx - max_tokens - (count(json.dumps(tools)) if tools else 0)
+        for attempt in range(2):
+            if self.fresh_context:
+                model.reset()  # no tokens kept: the next call evaluates its prompt from position 0
+            try:
+                return model.create_chat_completion(messages=_fit(messages, budget, count), max_tokens=max_tokens,
+                                                    repeat_penalty=self.repeat_penalty, **kwargs)
+            except ValueError as exc:
+                overflow = _OVERFLOW.search(str(exc))
+                if overflow is None:
+                    raise
+                if attempt:
+                    raise LLMError(f"the prompt does not fit the model's context ({self.n_ctx} tokens, llm.n_ctx) "
+                                   f"with {max_tokens} tokens left for the reply: {exc}") from None
+                budget -= int(overflow.group(1)) - self.n_ctx + max_tokens + 16
+
+
+def _fit(messages: Messages, budget_tokens: int, count_tokens: Callable[[str], int]) -> Messages:
+    """Shorten the longest message until the prompt's counted tokens fit `budget_tokens`; its first 200 characters
+    are always kept."""
+    def size(ms: Messages) -> int:
+        return sum(count_tokens(m["content"]) + MESSAGE_OVERHEAD_TOKENS for m in ms)
+
+    total = size(messages)
+    if total <= budget_tokens:
         return messages
-    longest = max(range(len(messages)), key=lambda i: len(messages[i]["content"]))
     trimmed = [dict(m) for m in messages]
-    keep = max(len(trimmed[longest]["content"]) - (total - budget_chars), 200)
-    trimmed[longest]["content"] = trimmed[longest]["content"][:keep]
+    longest = max(range(len(trimmed)), key=lambda i: len(trimmed[i]["content"]))
+    while total > budget_tokens and len(trimmed[longest]["content"]) > 200:
+        content = trimmed[longest]["content"]
+        chars_per_token = len(content) / max(count_tokens(content), 1)
+        cut = int((total - budget_tokens) * chars_per_token) + 16
+        trimmed[longest]["content"] = content[:max(len(content) - cut, 200)]
+        total = size(trimmed)
     return trimmed
-
-

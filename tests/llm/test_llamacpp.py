@@ -1,0 +1,58 @@
+import pytest
+
+from errors import LLMError
+from llm.llamacpp import MESSAGE_OVERHEAD_TOKENS, _fit
+
+
+def words(text: str) -> int:
+    return len(text.split())
+
+
+class TestFit:
+    def test_a_prompt_that_fits_is_left_alone(self):
+        messages = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "a b c"}]
+        assert _fit(messages, 100, words) is messages
+
+    def test_the_longest_message_is_shortened_until_the_counted_prompt_fits(self):
+        long = " ".join(f"w{i}" for i in range(2000))
+        messages = [{"role": "system", "content": "be brief"}, {"role": "user", "content": long},
+                    {"role": "assistant", "content": "ok then"}]
+        fitted = _fit(messages, 300, words)
+        assert sum(words(m["content"]) + MESSAGE_OVERHEAD_TOKENS for m in fitted) <= 300
+        assert fitted[0] == messages[0] and fitted[2] == messages[2]
+        assert long.startswith(fitted[1]["content"]) and len(fitted[1]["content"]) > 200
+        assert messages[1]["content"] == long  # the caller's messages are not modified
+
+    def test_the_first_200_characters_are_kept(self):
+        messages = [{"role": "user", "content": "x " * 1000}]
+        assert len(_fit(messages, 10, words)[0]["content"]) == 200
+
+
+@pytest.fixture(scope="module")
+def backend():
+    from llm.llamacpp import LlamaCppBackend
+
+    return LlamaCppBackend(n_ctx=1024, chat_format="chatml-function-calling")
+
+
+@pytest.mark.slow
+class TestLocalBackendContext:
+    """Prompts longer than the context, counted by the real model's tokenizer (numbers take ~1 token per 2 chars,
+    so the old 3-characters-a-token estimate overflowed)."""
+    DENSE = " ".join(str(i * 7919 % 100003) for i in range(3000))
+    TOOLS = [{"type": "function", "function": {
+        "name": f"search_{i}", "description": "Search the indexed documents for passages about a query.",
+        "parameters": {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}}}
+        for i in range(4)]
+
+    @pytest.mark.parametrize("with_tools", [False, True])
+    def test_an_overlong_prompt_is_fitted_with_room_for_the_reply(self, backend, with_tools):
+        extra = {"tools": self.TOOLS, "tool_choice": "auto"} if with_tools else {}
+        reply = backend.chat([{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": self.DENSE}],
+                             max_tokens=32, temperature=0.0, **extra)
+        assert 0 < reply.prompt_tokens <= 1024 - 32
+
+    def test_a_prompt_that_cannot_fit_is_one_clear_error(self, backend):
+        messages = [{"role": "user" if i % 2 else "assistant", "content": self.DENSE[:600]} for i in range(8)]
+        with pytest.raises(LLMError, match="does not fit the model's context"):
+            backend.chat(messages, max_tokens=512, temperature=0.0)
