@@ -9,7 +9,7 @@ import json
 import queue
 import re
 import threading
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -22,6 +22,9 @@ from errors import RunCancelled
 
 PACKAGED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 MESSAGE_OVERHEAD_TOKENS = 6  # a chat template's role markers around each message
+# the function-calling format asks for more tool calls after each one until the model stops; only the first is used
+# (nodes/strategies/common.py), and a stop at the next call's prefix ends that loop
+ANOTHER_TOOL_CALL = "functions."
 _OVERFLOW = re.compile(r"Requested tokens \((\d+)\) exceed context window")
 
 
@@ -164,12 +167,16 @@ class LlamaCppBackend:
 
         tools = kwargs.get("tools")
         budget = self.n_ctx - max_tokens - (count(json.dumps(tools)) if tools else 0)
+        if tools:
+            kwargs["stop"] = [ANOTHER_TOOL_CALL]
         for attempt in range(2):
             if self.fresh_context:
                 model.reset()  # no tokens kept: the next call evaluates its prompt from position 0
             try:
-                return model.create_chat_completion(messages=_fit(messages, budget, count), max_tokens=max_tokens,
-                                                    repeat_penalty=self.repeat_penalty, **kwargs)
+                with _completions_capped(model, max_tokens) if tools else nullcontext():
+                    return model.create_chat_completion(messages=_fit(messages, budget, count),
+                                                        max_tokens=max_tokens, repeat_penalty=self.repeat_penalty,
+                                                        **kwargs)
             except ValueError as exc:
                 overflow = _OVERFLOW.search(str(exc))
                 if overflow is None:
@@ -178,6 +185,26 @@ class LlamaCppBackend:
                     raise LLMError(f"the prompt does not fit the model's context ({self.n_ctx} tokens, llm.n_ctx) "
                                    f"with {max_tokens} tokens left for the reply: {exc}") from None
                 budget -= int(overflow.group(1)) - self.n_ctx + max_tokens + 16
+
+
+@contextmanager
+def _completions_capped(model, max_tokens: int) -> Iterator[None]:
+    """llama-cpp-python's function-calling chat format generates a tool call's arguments and what follows them with
+    max_tokens=None (until the context is full), ignoring the caller's max_tokens: a small model writing an endless
+    argument took minutes a call and overflowed the context. For one call, every completion of `model` (held by this
+    call alone) is capped at `max_tokens`."""
+    original = model.create_completion
+
+    def capped(*args, **kwargs):
+        limit = kwargs.get("max_tokens")
+        kwargs["max_tokens"] = max_tokens if limit is None or limit <= 0 else min(limit, max_tokens)
+        return original(*args, **kwargs)
+
+    model.create_completion = capped
+    try:
+        yield
+    finally:
+        del model.create_completion
 
 
 def _fit(messages: Messages, budget_tokens: int, count_tokens: Callable[[str], int]) -> Messages:

@@ -1,7 +1,12 @@
+import json
+from pathlib import Path
+
 import pytest
 
 from errors import LLMError
 from llm.llamacpp import MESSAGE_OVERHEAD_TOKENS, _fit
+
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "llm"
 
 
 def words(text: str) -> int:
@@ -56,3 +61,21 @@ class TestLocalBackendContext:
         messages = [{"role": "user" if i % 2 else "assistant", "content": self.DENSE[:600]} for i in range(8)]
         with pytest.raises(LLMError, match="does not fit the model's context"):
             backend.chat(messages, max_tokens=512, temperature=0.0)
+
+
+@pytest.mark.slow
+class TestLocalBackendToolCalls:
+    """A recorded plan-react-tools request (PhantomWiki s11) on which SmolLM2 writes a search query that never
+    ends: llama-cpp-python's function-calling format generated the arguments with no token limit until the 4,096-token
+    context overflowed. The call is now capped at the caller's max_tokens (the cut-off arguments are malformed
+    output, which the router repairs or reports)."""
+
+    def test_an_endless_tool_argument_is_cut_at_max_tokens(self):
+        from llm.llamacpp import LlamaCppBackend
+
+        request = json.loads((FIXTURES / "endless-tool-call-request.json").read_text())
+        backend = LlamaCppBackend(n_ctx=4096, chat_format="chatml-function-calling")
+        reply = backend.chat(request["messages"], max_tokens=96, temperature=0.0, tools=request["tools"],
+                             tool_choice=request["tool_choice"])
+        assert len(reply.tool_calls) == 1 and reply.tool_calls[0]["name"] == "rewrite"
+        assert 0 < reply.completion_tokens <= 96
