@@ -210,18 +210,17 @@ def _completions_capped(model, max_tokens: int) -> Iterator[None]:
 def _fit(messages: Messages, budget_tokens: int, count_tokens: Callable[[str], int]) -> Messages:
     """Shorten the longest message until the prompt's counted tokens fit `budget_tokens`; its first 200 characters
     are always kept."""
-    def size(ms: Messages) -> int:
-        return sum(count_tokens(m["content"]) + MESSAGE_OVERHEAD_TOKENS for m in ms)
-
-    total = size(messages)
+    total = sum(count_tokens(m["content"]) + MESSAGE_OVERHEAD_TOKENS for m in messages)
     if total <= budget_tokens:
         return messages
     trimmed = [dict(m) for m in messages]
     longest = max(range(len(trimmed)), key=lambda i: len(trimmed[i]["content"]))
-    while total > budget_tokens and len(trimmed[longest]["content"]) > 200:
-        content = trimmed[longest]["content"]
-        chars_per_token = len(content) / max(count_tokens(content), 1)
-        cut = int((total - budget_tokens) * chars_per_token) + 16
-        trimmed[longest]["content"] = content[:max(len(content) - cut, 200)]
-        total = size(trimmed)
+    content = trimmed[longest]["content"]
+    tokens = count_tokens(content)
+    while total > budget_tokens and len(content) > 200:
+        cut = int((total - budget_tokens) * len(content) / max(tokens, 1)) + 16  # at this message's chars a token
+        content = content[:max(len(content) - cut, 200)]
+        shorter = count_tokens(content)
+        total, tokens = total - tokens + shorter, shorter
+    trimmed[longest]["content"] = content
     return trimmed

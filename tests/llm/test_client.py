@@ -6,6 +6,7 @@ from errors import LLMError, TransientLLMError
 from tests.scripted_backend import ScriptedBackend
 from tests.canned_server import CannedServer
 from llm.context import RunContext
+from tests.together import run_together
 
 
 class Pick(BaseModel):
@@ -148,29 +149,17 @@ class TestLocalBackendConcurrency:
     MESSAGES = [{"role": "user", "content": "Name three colours of a railway signal."}]
 
     def test_instances_serve_barrier_started_threads(self):
-        import threading
-
         from llm.llamacpp import LlamaCppBackend
 
         backend = LlamaCppBackend(instances=2)
         llm = LLM(backend, max_tokens=16)
         alone = llm.generate(self.MESSAGES)
-        barrier, replies, errors = threading.Barrier(4), [], []
 
-        def worker():
-            barrier.wait()
-            try:
-                with (run := RunContext()).metered() as usage:
-                    replies.append((llm.generate(self.MESSAGES, run=run), usage.llm_calls))
-            except BaseException as exc:  # noqa: BLE001
-                errors.append(repr(exc))
+        def ask(_):
+            with (run := RunContext()).metered() as usage:
+                return llm.generate(self.MESSAGES, run=run), usage.llm_calls
 
-        threads = [threading.Thread(target=worker) for _ in range(4)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(timeout=300)
-        assert not errors and replies == [(alone, 1)] * 4
+        assert run_together(4, ask, timeout=300) == [(alone, 1)] * 4
         assert backend._loaded == 2  # never more instances than configured
 
     def test_streamed_tokens_and_usage_equal_the_plain_call(self, local_llm):

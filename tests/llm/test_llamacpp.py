@@ -5,6 +5,7 @@ import pytest
 
 from errors import LLMError
 from llm.llamacpp import MESSAGE_OVERHEAD_TOKENS, _fit
+from tests.together import run_together
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "llm"
 
@@ -70,43 +71,24 @@ class TestLocalBackendToolCalls:
     context overflowed. The call is now capped at the caller's max_tokens (the cut-off arguments are malformed
     output, which the router repairs or reports)."""
 
+    @staticmethod
+    def ask(backend):
+        request = json.loads((FIXTURES / "endless-tool-call-request.json").read_text())
+        return backend.chat(request["messages"], max_tokens=96, temperature=0.0, tools=request["tools"],
+                            tool_choice=request["tool_choice"])
+
     def test_an_endless_tool_argument_is_cut_at_max_tokens(self):
         from llm.llamacpp import LlamaCppBackend
 
-        request = json.loads((FIXTURES / "endless-tool-call-request.json").read_text())
-        backend = LlamaCppBackend(n_ctx=4096, chat_format="chatml-function-calling")
-        reply = backend.chat(request["messages"], max_tokens=96, temperature=0.0, tools=request["tools"],
-                             tool_choice=request["tool_choice"])
+        reply = self.ask(LlamaCppBackend(n_ctx=4096, chat_format="chatml-function-calling"))
         assert len(reply.tool_calls) == 1 and reply.tool_calls[0]["name"] == "rewrite"
         assert 0 < reply.completion_tokens <= 96
 
     def test_capped_tool_calls_from_barrier_started_threads(self):
-        import threading
-
         from llm.llamacpp import LlamaCppBackend
 
-        request = json.loads((FIXTURES / "endless-tool-call-request.json").read_text())
         backend = LlamaCppBackend(n_ctx=4096, chat_format="chatml-function-calling", instances=2)
-
-        def ask():
-            return backend.chat(request["messages"], max_tokens=96, temperature=0.0, tools=request["tools"],
-                                tool_choice=request["tool_choice"])
-
-        alone = ask()
-        barrier, replies, errors = threading.Barrier(3), [], []
-
-        def worker():
-            barrier.wait()
-            try:
-                replies.append(ask())
-            except BaseException as exc:  # noqa: BLE001
-                errors.append(repr(exc))
-
-        threads = [threading.Thread(target=worker) for _ in range(3)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(timeout=600)
-        assert not errors and replies == [alone] * 3
+        alone = self.ask(backend)
+        assert run_together(3, lambda i: self.ask(backend), timeout=600) == [alone] * 3
         models = [backend._idle.get_nowait() for _ in range(backend._loaded)]
         assert all("create_completion" not in vars(m) for m in models)  # the cap ends with its call
