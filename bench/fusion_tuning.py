@@ -4,6 +4,7 @@
     nice -n 10 .venv/bin/python bench/fusion_tuning.py cache  # ingest (cached index) + BM25/dense top-200 runs
     .venv/bin/python bench/fusion_tuning.py tune              # grids on dev (--family to pick some)
     .venv/bin/python bench/fusion_tuning.py test              # the chosen settings on test (--split dev), paired p
+    .venv/bin/python bench/fusion_tuning.py oracle --split dev  # the bound of per-query weights
     # options: cache [--dataset NAME ...] [--borrow-vectors URI] [--set KEY=VALUE ...] [--runs FOLDER];
     #          tune [--family NAME ...] [--runs FOLDER]; all: [--suite DIR] [--metric ndcg@10]
 
@@ -37,7 +38,7 @@ from retrievers.fusion import fuse
 from retrievers.metrics import METRIC_NAMES, dedupe, score_query
 
 SUITE = ROOT / "bench" / "out" / "retrieval-suite"
-DATASETS = ("scifact", "hotpotqa", "hotpot-single", "phantomwiki", "nq-toy", "squad-intros")
+DATASETS = ("scifact", "hotpotqa", "hotpot-single", "phantomwiki", "nq-toy", "squad-intros", "squad-low-overlap")
 SPLITS = ("dev", "test")
 DEPTH = 200  # chunks per retriever in the cached runs (prepare_stack asks 2 x EVAL_DEPTH)
 
@@ -158,14 +159,42 @@ def dense_run(stack_rows, vectors, owner, qids, Q, pool: str) -> dict[str, list]
     return dense
 
 
+def blended_dense(data: dict, qid: str, share: float) -> list[tuple]:
+    """The dense list re-scored as share * best window + (1 - share) * the chunk's own cosine, best first."""
+    q = data["runs"]["qvec"][qid]
+    rows = [(c, d, share * s + (1 - share) * float(data["vectors"][c] @ q)) for c, d, s in data["runs"]["dense"][qid]]
+    return sorted(rows, key=lambda r: -r[2])
+
+
+def winner_margin(scores: list[float], k: int) -> float:
+    """How far a list's first score stands above its next k, in sd of the list: (s1 - mean(s2..s_k+1)) / sd."""
+    s = np.asarray(scores, dtype=float)
+    if len(s) <= k or s.std() == 0:
+        return 0.0
+    return max(float((s[0] - s[1:k + 1].mean()) / s.std()), 0.0)
+
+
+def margin_weights(lists: dict[str, list[Passage]], weights: dict[str, float], power: float, k: int) -> dict:
+    """Per-query weights w_r * (0.1 + winner_margin_r) ** power over each list's first 100 scores, rescaled to the
+    static weights' sum."""
+    raw = {r: weights[r] * (0.1 + winner_margin([p.score for p in lists[r][:100]], k)) ** power for r in lists}
+    return {r: raw[r] * sum(weights.values()) / sum(raw.values()) for r in lists}
+
+
 def ranking(data: dict, qid: str, fusion: dict | str) -> list[str]:
+    """Doc ids, best first, of 'bm25', 'dense', 'dense@SHARE' (blended_dense) or a fusion: FusionConfig fields plus
+    the bench-only keys prf=(docs, weight), blend=SHARE (blended_dense) and margin=(power, k) (margin_weights)."""
     runs = data["runs"]
     if isinstance(fusion, str):
-        return [d for _, d, _ in runs[fusion][qid]]
+        name, _, share = fusion.partition("@")
+        return [d for _, d, _ in (blended_dense(data, qid, float(share)) if share else runs[name][qid])]
     fusion = dict(fusion)
-    prf = fusion.pop("prf", None)
+    prf, blend, margin = fusion.pop("prf", None), fusion.pop("blend", None), fusion.pop("margin", None)
     fc = FusionConfig(**fusion).model_dump()
-    lists = {"bm25": _passages(runs["bm25"][qid]), "dense": _passages(runs["dense"][qid])}
+    dense = runs["dense"][qid] if blend is None else blended_dense(data, qid, blend)
+    lists = {"bm25": _passages(runs["bm25"][qid]), "dense": _passages(dense)}
+    if margin:
+        fc["weights"] = margin_weights(lists, fc["weights"], *margin)
     fused = fuse(lists, **fc)
     if prf:
         lists["dense"] = dense_feedback(data, qid, fused, *prf)
@@ -199,6 +228,10 @@ CANDIDATES = {
                       for depth in (20, 100) for a in (1, 1.5, 2, 3) for b in (0.5, 0.55, 0.6, 0.65)],
     "adaptive": [dict(normalization=n, adaptive_power=a, weights=_w(b))
                  for n in ("minmax", "max", "zscore", "dbsf") for a in (0.5, 1, 2) for b in (0.4, 0.5, 0.6)],
+    "zscore margin": [dict(normalization="zscore", margin=(a, k), weights=_w(b))
+                      for k in (1, 3, 5) for a in (0.5, 1, 2) for b in (0.45, 0.5, 0.55)],
+    "zscore blend": [dict(normalization="zscore", blend=share, weights=_w(b))
+                     for share in (0.5, 0.6, 0.7, 0.8, 0.9) for b in (0.45, 0.5, 0.55)],
 }
 
 
@@ -259,9 +292,29 @@ def report_chosen(suite: Path, metric: str, split: str, runs: str) -> None:
             print(f"  {label}: {values.mean():.4f} ({diff.mean():+.4f} vs {best}, p {paired_p(diff):.3f})")
 
 
+ORACLE_WEIGHTS = (0.2, 0.35, 0.5, 0.65, 0.8)
+
+
+def oracle(suite: Path, metric: str, split: str, runs: str) -> None:
+    """The bound of per-query weighting: each query fused with whichever BM25 weight of ORACLE_WEIGHTS (z-score)
+    scores best for it, against the shipped 0.5 and the better single retriever."""
+    data = load(suite, runs)
+    print(f"{split} {metric}: per-query best z-score weight of {ORACLE_WEIGHTS} (an upper bound, not a method)")
+    print("| dataset | bm25 | dense | z-score 0.5 / 0.5 | per-query oracle | oracle - better single |")
+    print("|---|---|---|---|---|---|")
+    for name in [n for n in DATASETS if n in data]:
+        singles = {r: per_query(data[name], split, r, metric).mean() for r in ("bm25", "dense")}
+        each = np.stack([per_query(data[name], split, dict(normalization="zscore", weights=_w(b)), metric)
+                         for b in ORACLE_WEIGHTS])
+        shipped = each[ORACLE_WEIGHTS.index(0.5)].mean()
+        best = each.max(axis=0).mean()
+        print(f"| {name} | {singles['bm25']:.4f} | {singles['dense']:.4f} | {shipped:.4f} | {best:.4f} | "
+              f"{best - max(singles.values()):+.4f} |", flush=True)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("step", choices=["cache", "tune", "test"])
+    ap.add_argument("step", choices=["cache", "tune", "test", "oracle"])
     ap.add_argument("--suite", default=str(SUITE))
     ap.add_argument("--metric", default="ndcg@10", choices=METRIC_NAMES)
     ap.add_argument("--borrow-vectors", metavar="URI", help="cache: take chunk vectors from the LanceDB "
@@ -271,13 +324,15 @@ def main() -> int:
     ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                     help="cache: config overrides for the collections and searches (e.g. ingest.window_tokens=0)")
     ap.add_argument("--runs", default="runs", help="the runs folder under the suite")
-    ap.add_argument("--split", default="test", choices=SPLITS, help="test: the split to report (default test)")
+    ap.add_argument("--split", default="test", choices=SPLITS, help="test, oracle: the split to report (default test)")
     args = ap.parse_args()
     suite = Path(args.suite)
     if args.step == "cache":
         cache(suite, args.borrow_vectors, args.dataset, args.overrides, args.runs)
     elif args.step == "tune":
         tune(suite, args.metric, args.family or list(CANDIDATES), args.runs)
+    elif args.step == "oracle":
+        oracle(suite, args.metric, args.split, args.runs)
     else:
         report_chosen(suite, args.metric, args.split, args.runs)
     return 0

@@ -19,6 +19,10 @@ corpus.jsonl, queries.jsonl, qrels/dev.tsv and qrels/test.tsv (and a SPLITS.md s
   among hotpotqa's 7,861 article intros (those of the same articles dropped); dev = up to 2 questions of each of
   SQuAD train's 442 articles, test = every question on the first paragraph of SQuAD dev's 48 articles (never in
   all-MiniLM-L6-v2's training data, which includes SQuAD train's pairs).
+- squad-low-overlap: the questions of squad-intros' paragraphs (every one, not 2 an article) that share at most half
+  of their content words with their paragraph (nodes.grade.word_coverage, the corrective check's measure): natural
+  questions worded unlike the passage, where BM25 is weak and dense retrieval strong. Same corpus (a link), dev from
+  SQuAD train's articles, test from SQuAD dev's.
 - phantomwiki: PhantomWiki s11 questions -> the articles of the entities the question names and of those on its
   solution path (`cli.py eval` counts only the latter); questions split in half by a stable hash, within each
   difficulty.
@@ -40,6 +44,7 @@ from pathlib import Path
 from common import ROOT, SHARED
 
 from evaluation.datasets import load_hotpotqa, load_phantomwiki
+from nodes.grade import word_coverage
 
 
 def _stable_half(key: str) -> int:
@@ -184,6 +189,29 @@ def squad_intros(out: Path, cache: Path, hotpot_corpus: list[dict]) -> Path | No
                   "question on the first paragraph of each SQuAD dev article.")
 
 
+LOW_OVERLAP = 0.5  # at most this share of a question's content words in its paragraph (title + text)
+
+
+def squad_low_overlap(out: Path, cache: Path, squad_folder: Path | None) -> Path | None:
+    files = squad_files(cache)
+    if files is None or squad_folder is None:
+        return None
+    queries, qrels = {}, {"dev": {}, "test": {}}
+    for split, source in (("dev", "train"), ("test", "dev")):
+        for article in json.loads(files[source].read_text(encoding="utf-8"))["data"]:
+            title = article["title"].replace("_", " ")
+            first = article["paragraphs"][0]
+            for q in sorted(first["qas"], key=lambda q: q["id"]):
+                if word_coverage(q["question"], f"{title} {first['context']}") <= LOW_OVERLAP:
+                    queries[q["id"]] = q["question"]
+                    qrels[split][q["id"]] = {f"squad:{title}": 1}
+    return _write(out / "squad-low-overlap", squad_folder / "corpus.jsonl", queries, qrels,
+                  "SQuAD v1.1 first-paragraph questions (every one) sharing at most "
+                  f"{LOW_OVERLAP} of their content words with their paragraph (title + text; nodes.grade."
+                  "word_coverage); corpus = squad-intros' (a link to it); relevant = the question's paragraph; dev = "
+                  "SQuAD train's articles, test = SQuAD dev's.", link=True)
+
+
 def phantomwiki(out: Path) -> Path:
     src = SHARED / "phantomwiki-s11"
     data = load_phantomwiki(src)
@@ -244,8 +272,9 @@ def main() -> int:
     if not SHARED.is_dir():
         sys.exit(f"benchmark data not found: {SHARED}")
     hotpot = hotpotqa(out, out / "cache")
+    squad = squad_intros(out, out / "cache", _hotpot_sets(out / "cache")[1])
     folders = [scifact(out), hotpot, hotpot_single(out, out / "cache", hotpot), phantomwiki(out), nq_toy(out),
-               squad_intros(out, out / "cache", _hotpot_sets(out / "cache")[1])]
+               squad, squad_low_overlap(out, out / "cache", squad)]
     folders = [f for f in folders if f is not None]
     for f in folders:
         print(f, "-", (f / "SPLITS.md").read_text().strip().splitlines()[-1])
