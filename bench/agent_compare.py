@@ -20,7 +20,8 @@ F1 / contains by difficulty (also written to OUT/table.md). Everything `cli.py e
 questions.jsonl, manifest.json, plots, resolved configs) is in OUT; an interrupted run resumes where it stopped.
 
 Datasets: `phantomwiki` (../shared/datasets/phantomwiki-s11; `--per-difficulty N` keeps the first N questions of
-each difficulty, written round-robin over the difficulties into OUT/dataset/ so that `--limit` keeps the balance),
+each difficulty, written round-robin over the difficulties into OUT/dataset/ so that `--limit` keeps the balance
+while each difficulty lasts: s11 has 27 / 38 / 11 / 4 questions of difficulty 1-4, `--per-difficulty 38` all 80),
 `hotpotqa` (dev500 questions 301-400 first, every dev500 paragraph indexed, as the issue-13 comparison; written
 under bench/out/), or the path of any dataset `cli.py eval` reads.
 """
