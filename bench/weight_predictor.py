@@ -30,7 +30,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 CHOICES = (0.0, 0.2, 0.35, 0.5, 0.65, 0.8, 1.0)  # BM25 weight; 0.0 = dense alone, 1.0 = BM25 alone
-DEFAULT = CHOICES.index(0.5)
+DEFAULT, DENSE, BM25 = CHOICES.index(0.5), CHOICES.index(0.0), CHOICES.index(1.0)
 METRICS = ("ndcg@10", "recall@1")
 TOP = 100
 
@@ -44,7 +44,7 @@ def list_features(scores: list[float]) -> list[float]:
     if not len(s):  # BM25 finds nothing when no query term is in the corpus
         return [0.0] * 5
     sd = s.std() or 1.0
-    return [winner_margin(list(s), 1), winner_margin(list(s), 3), winner_margin(list(s), 5),
+    return [winner_margin(s, 1), winner_margin(s, 3), winner_margin(s, 5),
             (s[0] - s.mean()) / sd, (s[0] - s[min(9, len(s) - 1)]) / sd]
 
 
@@ -65,13 +65,17 @@ def features(data: dict, qid: str) -> list[float]:
 def table(data: dict, split: str) -> dict:
     """Features and per-candidate metrics of every query of one dataset's split."""
     qids = list(data["qrels"][split])
-    return {"X": np.array([features(data, q) for q in qids]),
+    return {"qids": qids, "X": np.array([features(data, q) for q in qids]),
             **{m: np.stack([per_query(data, split, candidate(b), m) for b in CHOICES], axis=1) for m in METRICS}}
 
 
 def fit(tables: list[dict], model: str) -> list:
-    X = np.concatenate([t["X"] for t in tables])
-    target = np.concatenate([sum(t[m] for m in METRICS) for t in tables])
+    """One regressor per candidate, on every query of `tables` once (squad-intros and squad-low-overlap share 205 dev
+    questions: the first table's rows count)."""
+    seen: dict[str, int] = {}
+    first = np.array([seen.setdefault(q, i) == i for i, q in enumerate(q for t in tables for q in t["qids"])])
+    X = np.concatenate([t["X"] for t in tables])[first]
+    target = np.concatenate([sum(t[m] for m in METRICS) for t in tables])[first]
     make = {"ridge": lambda: make_pipeline(StandardScaler(), Ridge(alpha=10.0)),
             "gbm": lambda: HistGradientBoostingRegressor(max_depth=3, max_iter=200, learning_rate=0.05,
                                                          min_samples_leaf=40, random_state=0)}[model]
@@ -95,14 +99,14 @@ def report(title: str, tables: dict[str, dict], picks: dict[str, np.ndarray]) ->
     macro = {m: {"default": [], "predicted": []} for m in METRICS}
     for name, t in tables.items():
         counts = np.bincount(picks[name], minlength=len(CHOICES))
+        rows = np.arange(len(picks[name]))
         for m in METRICS:
-            rows = np.arange(len(picks[name]))
             got = t[m][rows, picks[name]]
-            default, best_single = t[m][:, DEFAULT], max(t[m][:, 0].mean(), t[m][:, -1].mean())
+            default, best_single = t[m][:, DEFAULT], max(t[m][:, DENSE].mean(), t[m][:, BM25].mean())
             for key, value in (("default", default.mean()), ("predicted", got.mean())):
                 margins[m][key].append(value - best_single)
                 macro[m][key].append(value)
-            print(f"| {name} | {m} | {t[m][:, -1].mean():.4f} | {t[m][:, 0].mean():.4f} | {default.mean():.4f} | "
+            print(f"| {name} | {m} | {t[m][:, BM25].mean():.4f} | {t[m][:, DENSE].mean():.4f} | {default.mean():.4f} | "
                   f"{got.mean():.4f} | {got.mean() - default.mean():+.4f} ({paired_p(got - default):.2f}) | "
                   f"{got.mean() - best_single:+.4f} | {' / '.join(str(c) for c in counts)} |")
     for m in METRICS:
