@@ -184,3 +184,29 @@ def test_doc_lines_fit():
             continue
         long = [i for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if len(line) > 120]
         assert not long, f"{path.relative_to(ROOT)}: lines longer than 120 characters: {long}"
+
+
+def _lists_glued_to_a_paragraph(text: str) -> list[int]:
+    """Line numbers of list items that directly follow a paragraph line, outside code fences: Python-Markdown (the
+    site's renderer) needs a blank line there, or the items print as text beginning with '- '."""
+    lines, glued, fenced = text.splitlines(), [], False
+    for i, line in enumerate(lines):
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        elif not fenced and i and re.match(r"(- |\* |\d+\. )", line):
+            previous = lines[i - 1]
+            if previous.strip() and not re.match(r"(\s*- |\s*\* |\s*\d+\. |\s+\S)", previous):
+                glued.append(i + 1)
+    return glued
+
+
+def test_lists_glued_to_a_paragraph_are_found():
+    text = "Reading:\n- one\n- two\n\nText.\n\n- three\n  more of three\n- four\n```\nx\n- in a fence\n```\n"
+    assert _lists_glued_to_a_paragraph(text) == [2]
+
+
+def test_every_list_in_the_docs_renders_as_a_list():
+    for path in [README, *sorted(DOCS.glob("*.md"))]:
+        glued = _lists_glued_to_a_paragraph(path.read_text(encoding="utf-8"))
+        where = path.relative_to(ROOT)
+        assert not glued, f"{where}: list items right after a paragraph line (add a blank line before): {glued}"
