@@ -186,6 +186,9 @@ def test_doc_lines_fit():
         assert not long, f"{path.relative_to(ROOT)}: lines longer than 120 characters: {long}"
 
 
+_LIST_MARKER = r"(?:- |\* |\d+\. )"
+
+
 def _lists_glued_to_a_paragraph(text: str) -> list[int]:
     """Line numbers of list items that directly follow a paragraph line, outside code fences: Python-Markdown (the
     site's renderer) needs a blank line there, or the items print as text beginning with '- '."""
@@ -193,9 +196,9 @@ def _lists_glued_to_a_paragraph(text: str) -> list[int]:
     for i, line in enumerate(lines):
         if line.lstrip().startswith("```"):
             fenced = not fenced
-        elif not fenced and i and re.match(r"(- |\* |\d+\. )", line):
+        elif not fenced and i and re.match(_LIST_MARKER, line):
             previous = lines[i - 1]
-            if previous.strip() and not re.match(r"(\s*- |\s*\* |\s*\d+\. |\s+\S)", previous):
+            if previous.strip() and not re.match(rf"\s*{_LIST_MARKER}|\s+\S", previous):
                 glued.append(i + 1)
     return glued
 
