@@ -3,12 +3,18 @@ never mixes setups unnoticed.
 
 A manifest records the code (git commit, dirty flag and a hash of the uncommitted diff), the versions of the
 packages that shape results, the sha256 of every model file used (GGUF, embedding and reranker weights), each
-config's LLM (backend, base_url, model), every collection asked ({name, rows, version}: LanceDB's table version),
-a hash of every prompt template (llm/prompts.py), the dataset's hash, seeds and the resolved configs. It is kept
+config's LLM (backend, base_url, model), every collection asked ({name, rows, version}: LanceDB's table version,
+and the embedding runtime that embedded its queries and any passages this run added: backend and the precision it
+computes in), a hash of every prompt template (llm/prompts.py), the dataset's hash, seeds and the resolved configs.
+
+The precision is the one the runtime resolved, not the config's setting: OpenVINO's `precision: auto` computes in
+bf16 on a CPU with native bf16 and in f32 elsewhere. The two agree to cosine >= 0.9999, but that is enough to swap
+near-tied passages, and a different passage order is a different prompt, which a reply cache has not recorded. So a
+resume on a machine that embeds in another precision is a change. The CPU itself is recorded under `host`. It is kept
 as `manifest.json` in the evaluation's folder and copied into report.json and report.md.
 
-`created`/`updated` (timing), `scope` (runs, limit), `llm_cache` (recording or replaying), `judge`, `mixed` and the
-dataset's path describe a run without changing what its rows mean and are never compared. A resumed evaluation
+`created`/`updated` (timing), `scope` (runs, limit), `llm_cache` (recording or replaying), `judge`, `mixed`, `host`
+and the dataset's path describe a run without changing what its rows mean and are never compared. A resumed evaluation
 compares everything else (`changes`): a value present in both manifests that differs is a change; configs,
 collections and models present in only one are not (adding a config to an evaluation is a resume too).
 
@@ -20,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import platform
 import subprocess
 import tempfile
 import threading
@@ -39,7 +46,8 @@ from errors import ManifestMismatch
 MANIFEST = "manifest.json"
 PACKAGES = ("langgraph", "lancedb", "llama-cpp-python", "sentence-transformers", "openai")
 # `cluster`: where the questions were asked (eval --ray) changes no row, so a run may resume elsewhere
-NOT_COMPARED = ("created", "updated", "scope", "llm_cache", "judge", "mixed", "dataset.path", "cluster")
+# `host`: the CPU is provenance; what it changes in the rows (the embedding precision) is compared per collection
+NOT_COMPARED = ("created", "updated", "scope", "llm_cache", "judge", "mixed", "dataset.path", "cluster", "host")
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".onnx", ".gguf", ".pt", ".pth")
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -199,9 +207,24 @@ def llm_description(llm: LLMConfig) -> dict:
             "model": llm_identity(llm)["model"]}
 
 
-def collection_entry(store) -> dict:
-    """{name, rows, version} of an `IndexStore`'s collection as it is now."""
-    return {"name": store.collection, "rows": store.count(), "version": store.version()}
+def collection_entry(store, embedder) -> dict:
+    """{name, rows, version} of an `IndexStore`'s collection as it is now, and {backend, precision} of the
+    `Embedder` that embeds its queries (loading it, if it is not loaded yet)."""
+    return {"name": store.collection, "rows": store.count(), "version": store.version(),
+            "embedding": {"backend": embedder.backend, "precision": embedder.inference_precision}}
+
+
+def host_description() -> dict:
+    """The machine's CPU model and core count (Linux's /proc/cpuinfo; the platform's processor name elsewhere)."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {"cpu": cpu, "cores": os.cpu_count()}
 
 
 def _now() -> str:
@@ -230,6 +253,7 @@ def build(configs: dict[str, SwitchyardConfig], dataset_path: str | Path | None,
     return {
         "created": now, "updated": now,
         "code": code_state(own),
+        "host": host_description(),
         "packages": package_versions(),
         "models": list(models.values()),
         "llm": {name: llm_description(c.llm) for name, c in configs.items() if c.uses_llm()},
@@ -350,11 +374,15 @@ def markdown(manifest: dict | None) -> str:
     for m in manifest.get("models", []):
         lines.append(f"- model ({m.get('role', '-')}): `{m['path']}` sha256 {(m['sha256'] or 'not found')[:16]}")
     for c in manifest.get("collections", []):
-        lines.append(f"- collection {c['name']}: {c['rows']} rows, version {c['version']}")
+        embedding = c.get("embedding")  # absent from manifests written before it was recorded
+        runtime = f"; embedded with {embedding['backend']} in {embedding['precision']}" if embedding else ""
+        lines.append(f"- collection {c['name']}: {c['rows']} rows, version {c['version']}{runtime}")
     dataset = manifest.get("dataset", {})
     lines.append(f"- dataset: `{dataset.get('path')}` sha256 {(dataset.get('sha256') or '-')[:16]}")
     prompts = hashlib.sha256(json.dumps(manifest.get("prompts", {}), sort_keys=True).encode()).hexdigest()
     lines.append(f"- prompts: {len(manifest.get('prompts', {}))} templates, combined sha256 {prompts[:16]}")
+    if manifest.get("host"):
+        lines.append(f"- host: {manifest['host']['cpu']}, {manifest['host']['cores']} cores")
     if manifest.get("llm_cache"):
         lines.append(f"- LLM replies: {manifest['llm_cache']['mode']} with `{manifest['llm_cache']['dir']}`")
     if manifest.get("cluster"):

@@ -1,6 +1,7 @@
 """Run manifests: what they record, how two are compared, and resuming an evaluation under a different setup."""
 import copy
 import json
+import os
 import subprocess
 import sys
 
@@ -11,7 +12,10 @@ from evaluation import manifest as run_manifest
 from evaluation.manifest import changes, file_sha256, resume
 from errors import ManifestMismatch
 from llm import prompts
+from retrievers.embedder import Embedder
+from retrievers.store import IndexStore
 from tests.conftest import FIXTURES, ROOT, SAMPLES
+from tests.retrievers.helpers import make_chunk
 
 DATASET = FIXTURES / "tiny_qa" / "questions.jsonl"
 
@@ -44,6 +48,18 @@ class TestBuild:
         assert base["configs"]["fixed"]["graph"]["mode"] == "fixed"
         assert "cache_dir" not in base["configs"]["fixed"]["llm"]  # how replies were obtained: under llm_cache
         assert base["code"]["commit"] is None or len(base["code"]["commit"]) == 40
+        assert base["host"]["cores"] == os.cpu_count() and base["host"]["cpu"]
+        assert f"- host: {base['host']['cpu']}, {os.cpu_count()} cores" in run_manifest.markdown(base)
+
+    def test_a_collection_records_the_precision_its_embedder_computes_in(self, tmp_path):
+        store = IndexStore(str(tmp_path / "ix"), "c", dim=384)
+        embedder = Embedder("minilm", backend="torch")
+        store.write_documents(["a"], [make_chunk("a::0", "alpha")], embedder.run(["alpha"]))
+        entry = run_manifest.collection_entry(store, embedder)
+        assert entry == {"name": "c", "rows": 1, "version": store.version(),
+                         "embedding": {"backend": "torch", "precision": "f32"}}
+        shown = run_manifest.markdown(run_manifest.with_collection({"collections": []}, entry))
+        assert f"- collection c: 1 rows, version {store.version()}; embedded with torch in f32" in shown
 
     def test_file_hashes_are_remembered_until_the_file_changes(self, tmp_path):
         model = tmp_path / "weights.bin"
@@ -80,6 +96,7 @@ class TestCompare:
         later = {**copy.deepcopy(base), "created": "2030-01-01", "updated": "2030-01-02",
                  "scope": {"runs": 5, "limit": 10}, "llm_cache": {"dir": "x", "mode": "replay"}}
         later["dataset"]["path"] = "elsewhere/questions.jsonl"
+        later["host"] = {"cpu": "another CPU", "cores": 64}
         assert changes(base, later) == []
 
     def test_the_cluster_is_recorded_and_is_not_a_change(self, base):
@@ -98,11 +115,18 @@ class TestCompare:
         (lambda m: m["code"].update(commit="abc"), "code.commit"),
         (lambda m: m["packages"].update(lancedb="0.1"), "packages.lancedb"),
         (lambda m: m["dataset"].update(sha256="0" * 64), "dataset.sha256"),
-        (lambda m: m["collections"].append({"name": "c", "rows": 9, "version": 4}), "collections.c.version: 3 -> 4"),
+        (lambda m: m["collections"].append({"name": "c", "rows": 9, "version": 4,
+                                            "embedding": {"backend": "openvino", "precision": "bf16"}}),
+         "collections.c.version: 3 -> 4"),
+        # another machine's OpenVINO `auto` (bf16 where the CPU has it) can reorder near-tied passages
+        (lambda m: m["collections"].append({"name": "c", "rows": 9, "version": 3,
+                                            "embedding": {"backend": "openvino", "precision": "f32"}}),
+         "collections.c.embedding.precision: bf16 -> f32"),
     ])
     def test_a_change_is_named(self, base, edit, named):
         old = copy.deepcopy(base)
-        old["collections"] = [{"name": "c", "rows": 9, "version": 3}]
+        old["collections"] = [{"name": "c", "rows": 9, "version": 3,
+                               "embedding": {"backend": "openvino", "precision": "bf16"}}]
         new = copy.deepcopy(old)
         new["collections"] = []
         edit(new)
@@ -114,6 +138,11 @@ class TestCompare:
         del fewer["configs"]["no-llm"]
         more = run_manifest.with_collection(base, {"name": "new", "rows": 1, "version": 1})
         assert changes(base, fewer) == [] and changes(fewer, more) == []
+        # a folder recorded before collections named their embedding runtime resumes: the runtime is new, not changed
+        before = run_manifest.with_collection(base, {"name": "c", "rows": 1, "version": 1})
+        after = run_manifest.with_collection(base, {"name": "c", "rows": 1, "version": 1,
+                                                    "embedding": {"backend": "openvino", "precision": "bf16"}})
+        assert changes(before, after) == []
 
 
 class TestResume:
@@ -159,6 +188,7 @@ def test_eval_records_the_manifest_and_refuses_a_mixed_resume(tmp_path):
     manifest = report["manifest"]
     assert manifest == json.loads((out / "manifest.json").read_text())
     [collection] = manifest["collections"]
+    assert collection["embedding"]["backend"] == "openvino" and collection["embedding"]["precision"] in ("f32", "bf16")
     assert collection["rows"] > 0 and isinstance(collection["version"], int) and collection["name"].startswith("eval-")
     assert all(set(m) >= {"path", "sha256"} for m in manifest["models"])
     md = (out / "report.md").read_text()
