@@ -3,15 +3,16 @@ never mixes setups unnoticed.
 
 A manifest records the code (git commit, dirty flag and a hash of the uncommitted diff), the versions of the
 packages that shape results, the sha256 of every model file used (GGUF, embedding and reranker weights), each
-config's LLM (backend, base_url, model), every collection asked ({name, rows, version}: LanceDB's table version,
-and the embedding runtime that embedded its queries and any passages this run added: backend and the precision it
-computes in), a hash of every prompt template (llm/prompts.py), the dataset's hash, seeds and the resolved configs.
+config's LLM (backend, base_url, model), every collection asked ({name, rows, version}: LanceDB's table version),
+each retrieving config's embedding runtime (`embedding`: backend and the precision it computes in), a hash of every
+prompt template (llm/prompts.py), the dataset's hash, seeds and the resolved configs. It is kept as `manifest.json`
+in the evaluation's folder and copied into report.json and report.md.
 
-The precision is the one the runtime resolved, not the config's setting: OpenVINO's `precision: auto` computes in
-bf16 on a CPU with native bf16 and in f32 elsewhere. The two agree to cosine >= 0.9999, but that is enough to swap
-near-tied passages, and a different passage order is a different prompt, which a reply cache has not recorded. So a
-resume on a machine that embeds in another precision is a change. The CPU itself is recorded under `host`. It is kept
-as `manifest.json` in the evaluation's folder and copied into report.json and report.md.
+The embedding precision is the one the runtime resolved, not the config's setting: OpenVINO's `precision: auto`
+computes in bf16 on a CPU with native bf16 and in f32 elsewhere. The two agree to cosine >= 0.9999, but that is
+enough to swap near-tied passages, and a different passage order is a different prompt, which a reply cache has not
+recorded. So a resume on a machine that embeds in another precision is a change. It is recorded per config, not per
+collection: configs with different embedding backends share a collection. The CPU itself is recorded under `host`.
 
 `created`/`updated` (timing), `scope` (runs, limit), `llm_cache` (recording or replaying), `judge`, `mixed`, `host`
 and the dataset's path describe a run without changing what its rows mean and are never compared. A resumed evaluation
@@ -46,7 +47,7 @@ from errors import ManifestMismatch
 MANIFEST = "manifest.json"
 PACKAGES = ("langgraph", "lancedb", "llama-cpp-python", "sentence-transformers", "openai")
 # `cluster`: where the questions were asked (eval --ray) changes no row, so a run may resume elsewhere
-# `host`: the CPU is provenance; what it changes in the rows (the embedding precision) is compared per collection
+# `host`: the CPU is provenance; what it changes in the rows (the embedding precision) is compared per config
 NOT_COMPARED = ("created", "updated", "scope", "llm_cache", "judge", "mixed", "dataset.path", "cluster", "host")
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".onnx", ".gguf", ".pt", ".pth")
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -207,11 +208,14 @@ def llm_description(llm: LLMConfig) -> dict:
             "model": llm_identity(llm)["model"]}
 
 
-def collection_entry(store, embedder) -> dict:
-    """{name, rows, version} of an `IndexStore`'s collection as it is now, and {backend, precision} of the
-    `Embedder` that embeds its queries (loading it, if it is not loaded yet)."""
-    return {"name": store.collection, "rows": store.count(), "version": store.version(),
-            "embedding": {"backend": embedder.backend, "precision": embedder.inference_precision}}
+def collection_entry(store) -> dict:
+    """{name, rows, version} of an `IndexStore`'s collection as it is now."""
+    return {"name": store.collection, "rows": store.count(), "version": store.version()}
+
+
+def embedding_runtime(embedder) -> dict:
+    """{backend, precision} of an `Embedder` (loading it, if it is not loaded yet)."""
+    return {"backend": embedder.backend, "precision": embedder.inference_precision}
 
 
 def host_description() -> dict:
@@ -271,6 +275,11 @@ def build(configs: dict[str, SwitchyardConfig], dataset_path: str | Path | None,
 def with_collection(manifest: dict, entry: dict) -> dict:
     others = [c for c in manifest.get("collections", []) if c["name"] != entry["name"]]
     return {**manifest, "collections": others + [entry]}
+
+
+def with_embedding(manifest: dict, config_name: str, runtime: dict) -> dict:
+    """The embedding runtime (`embedding_runtime`) a config retrieved with."""
+    return {**manifest, "embedding": {**manifest.get("embedding", {}), config_name: runtime}}
 
 
 def with_cluster(manifest: dict, cluster: dict) -> dict:
@@ -374,9 +383,12 @@ def markdown(manifest: dict | None) -> str:
     for m in manifest.get("models", []):
         lines.append(f"- model ({m.get('role', '-')}): `{m['path']}` sha256 {(m['sha256'] or 'not found')[:16]}")
     for c in manifest.get("collections", []):
-        embedding = c.get("embedding")  # absent from manifests written before it was recorded
-        runtime = f"; embedded with {embedding['backend']} in {embedding['precision']}" if embedding else ""
-        lines.append(f"- collection {c['name']}: {c['rows']} rows, version {c['version']}{runtime}")
+        lines.append(f"- collection {c['name']}: {c['rows']} rows, version {c['version']}")
+    runtimes: dict[str, list[str]] = {}  # absent from manifests written before it was recorded
+    for name, runtime in manifest.get("embedding", {}).items():
+        runtimes.setdefault(f"{runtime['backend']} in {runtime['precision']}", []).append(name)
+    for runtime, names in runtimes.items():
+        lines.append(f"- embedding: {runtime} ({', '.join(names)})")
     dataset = manifest.get("dataset", {})
     lines.append(f"- dataset: `{dataset.get('path')}` sha256 {(dataset.get('sha256') or '-')[:16]}")
     prompts = hashlib.sha256(json.dumps(manifest.get("prompts", {}), sort_keys=True).encode()).hexdigest()

@@ -125,8 +125,9 @@ class Evaluator:
                     raise DatasetError(f"nothing could be ingested from {', '.join(map(str, self.dataset.corpus))} "
                                        f"into {self.index_dir}: {first}")
                 self._ingested.add(config.store.collection)
-            entry = run_manifest.collection_entry(res.stack.store, res.stack.embedder)
-            self._record(run_manifest.with_collection(self.manifest, entry))
+            recorded = run_manifest.with_collection(self.manifest, run_manifest.collection_entry(res.stack.store))
+            self._record(run_manifest.with_embedding(recorded, path.stem,
+                                                     run_manifest.embedding_runtime(res.stack.embedder)))
         return pipeline
 
     def _record(self, manifest: dict) -> None:

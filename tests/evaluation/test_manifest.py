@@ -13,9 +13,7 @@ from evaluation.manifest import changes, file_sha256, resume
 from errors import ManifestMismatch
 from llm import prompts
 from retrievers.embedder import Embedder
-from retrievers.store import IndexStore
 from tests.conftest import FIXTURES, ROOT, SAMPLES
-from tests.retrievers.helpers import make_chunk
 
 DATASET = FIXTURES / "tiny_qa" / "questions.jsonl"
 
@@ -51,15 +49,14 @@ class TestBuild:
         assert base["host"]["cores"] == os.cpu_count() and base["host"]["cpu"]
         assert f"- host: {base['host']['cpu']}, {os.cpu_count()} cores" in run_manifest.markdown(base)
 
-    def test_a_collection_records_the_precision_its_embedder_computes_in(self, tmp_path):
-        store = IndexStore(str(tmp_path / "ix"), "c", dim=384)
-        embedder = Embedder("minilm", backend="torch")
-        store.write_documents(["a"], [make_chunk("a::0", "alpha")], embedder.run(["alpha"]))
-        entry = run_manifest.collection_entry(store, embedder)
-        assert entry == {"name": "c", "rows": 1, "version": store.version(),
-                         "embedding": {"backend": "torch", "precision": "f32"}}
-        shown = run_manifest.markdown(run_manifest.with_collection({"collections": []}, entry))
-        assert f"- collection c: 1 rows, version {store.version()}; embedded with torch in f32" in shown
+    def test_a_config_records_the_precision_its_embedder_computes_in(self, base):
+        runtime = run_manifest.embedding_runtime(Embedder("minilm", backend="torch"))
+        assert runtime == {"backend": "torch", "precision": "f32"}
+        bf16 = {"backend": "openvino", "precision": "bf16"}
+        recorded = run_manifest.with_embedding(run_manifest.with_embedding(base, "fixed", bf16), "no-llm", runtime)
+        assert recorded["embedding"] == {"fixed": bf16, "no-llm": runtime} and "embedding" not in base
+        shown = run_manifest.markdown(recorded)
+        assert "- embedding: openvino in bf16 (fixed)" in shown and "- embedding: torch in f32 (no-llm)" in shown
 
     def test_file_hashes_are_remembered_until_the_file_changes(self, tmp_path):
         model = tmp_path / "weights.bin"
@@ -115,18 +112,14 @@ class TestCompare:
         (lambda m: m["code"].update(commit="abc"), "code.commit"),
         (lambda m: m["packages"].update(lancedb="0.1"), "packages.lancedb"),
         (lambda m: m["dataset"].update(sha256="0" * 64), "dataset.sha256"),
-        (lambda m: m["collections"].append({"name": "c", "rows": 9, "version": 4,
-                                            "embedding": {"backend": "openvino", "precision": "bf16"}}),
-         "collections.c.version: 3 -> 4"),
+        (lambda m: m["collections"].append({"name": "c", "rows": 9, "version": 4}), "collections.c.version: 3 -> 4"),
         # another machine's OpenVINO `auto` (bf16 where the CPU has it) can reorder near-tied passages
-        (lambda m: m["collections"].append({"name": "c", "rows": 9, "version": 3,
-                                            "embedding": {"backend": "openvino", "precision": "f32"}}),
-         "collections.c.embedding.precision: bf16 -> f32"),
+        (lambda m: m["embedding"]["fixed"].update(precision="f32"), "embedding.fixed.precision: bf16 -> f32"),
     ])
     def test_a_change_is_named(self, base, edit, named):
         old = copy.deepcopy(base)
-        old["collections"] = [{"name": "c", "rows": 9, "version": 3,
-                               "embedding": {"backend": "openvino", "precision": "bf16"}}]
+        old["collections"] = [{"name": "c", "rows": 9, "version": 3}]
+        old["embedding"] = {"fixed": {"backend": "openvino", "precision": "bf16"}}
         new = copy.deepcopy(old)
         new["collections"] = []
         edit(new)
@@ -138,11 +131,13 @@ class TestCompare:
         del fewer["configs"]["no-llm"]
         more = run_manifest.with_collection(base, {"name": "new", "rows": 1, "version": 1})
         assert changes(base, fewer) == [] and changes(fewer, more) == []
-        # a folder recorded before collections named their embedding runtime resumes: the runtime is new, not changed
-        before = run_manifest.with_collection(base, {"name": "c", "rows": 1, "version": 1})
-        after = run_manifest.with_collection(base, {"name": "c", "rows": 1, "version": 1,
-                                                    "embedding": {"backend": "openvino", "precision": "bf16"}})
-        assert changes(before, after) == []
+        # a folder recorded before configs named their embedding runtime resumes: the runtime is new, not changed
+        runtime = {"backend": "openvino", "precision": "bf16"}
+        assert changes(base, run_manifest.with_embedding(base, "fixed", runtime)) == []
+        # and two configs embedding differently (torch and openvino on one collection) are not a change either
+        both = run_manifest.with_embedding(run_manifest.with_embedding(base, "fixed", runtime), "no-llm",
+                                           {"backend": "torch", "precision": "f32"})
+        assert changes(run_manifest.with_embedding(base, "fixed", runtime), both) == []
 
 
 class TestResume:
@@ -188,7 +183,8 @@ def test_eval_records_the_manifest_and_refuses_a_mixed_resume(tmp_path):
     manifest = report["manifest"]
     assert manifest == json.loads((out / "manifest.json").read_text())
     [collection] = manifest["collections"]
-    assert collection["embedding"]["backend"] == "openvino" and collection["embedding"]["precision"] in ("f32", "bf16")
+    [(name, runtime)] = manifest["embedding"].items()
+    assert name == "no-llm" and runtime["backend"] == "openvino" and runtime["precision"] in ("f32", "bf16")
     assert collection["rows"] > 0 and isinstance(collection["version"], int) and collection["name"].startswith("eval-")
     assert all(set(m) >= {"path", "sha256"} for m in manifest["models"])
     md = (out / "report.md").read_text()
@@ -205,3 +201,17 @@ def test_eval_records_the_manifest_and_refuses_a_mixed_resume(tmp_path):
     assert manifest["configs"]["no-llm"]["retrieve"]["top_k"] == 7
     assert manifest["mixed"][0]["changes"] == ["configs.no-llm.retrieve.top_k: 20 -> 7"]
     assert len((out / "questions.jsonl").read_text().splitlines()) == 8
+
+
+@pytest.mark.slow
+def test_configs_embedding_differently_share_a_collection_in_one_evaluation(tmp_path):
+    torch_config = tmp_path / "no-llm-torch.yaml"
+    torch_config.write_text((ROOT / "configs" / "no-llm.yaml").read_text() + "embedding:\n  backend: torch\n")
+    out = tmp_path / "out"
+    done = cli("eval", DATASET, "--corpus", SAMPLES, "--configs", ROOT / "configs" / "no-llm.yaml", torch_config,
+               "--out", out, "--index-dir", tmp_path / "index", "--no-progress")
+    assert done.returncode == 0, done.stderr
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert len(manifest["collections"]) == 1  # the backend does not shape the index
+    assert manifest["embedding"]["no-llm-torch"] == {"backend": "torch", "precision": "f32"}
+    assert manifest["embedding"]["no-llm"]["backend"] == "openvino" and "mixed" not in manifest
