@@ -132,8 +132,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="accuracy metric of the plots (default: f1)")
     p.add_argument("--llm-cache", metavar="DIR", help="record every LLM request and reply in DIR; requests "
                    "recorded before are answered from it (sets llm.cache_dir)")
+    p.add_argument("--vector-cache", metavar="DIR", help="record every embedding vector computed in DIR; texts "
+                   "recorded before are answered from it (sets embedding.vector_cache)")
     p.add_argument("--replay", action="store_true", help="answer every LLM request from --llm-cache DIR, with no "
-                   "model; a request never recorded is an error")
+                   "model, and every embedding from --vector-cache DIR; what was never recorded is an error")
     p.add_argument("--allow-mixed", action="store_true", help="resume into --out even though its manifest differs "
                    "(code, models, prompts, configs, collections...); the differences are recorded")
     p.add_argument("--ray", metavar="ADDRESS", help="ask the questions on the Ray cluster at ADDRESS (`auto`: the "
@@ -541,14 +543,18 @@ def cmd_eval(args) -> int:
 
     if args.runs < 1 or args.workers < 1 or (args.limit is not None and args.limit < 1):
         raise CliError("--runs, --workers and --limit must be >= 1", EXIT_USAGE)
-    if args.replay and not args.llm_cache:
-        raise CliError("--replay needs --llm-cache DIR (the recorded replies)", EXIT_USAGE)
+    if args.replay and not (args.llm_cache or args.vector_cache):
+        raise CliError("--replay needs --llm-cache DIR (the recorded replies) or --vector-cache DIR", EXIT_USAGE)
     ray_runner = _ray_module("evaluation.ray_runner") if args.ray else None
-    if args.replay and not Path(args.llm_cache).is_dir():
+    if args.replay and args.llm_cache and not Path(args.llm_cache).is_dir():
         raise CliError(f"--llm-cache {args.llm_cache}: no such folder of recorded replies")
+    if args.replay and args.vector_cache and not Path(args.vector_cache).is_dir():
+        raise CliError(f"--vector-cache {args.vector_cache}: no such folder of recorded vectors")
     cache = [f"llm.cache_dir={args.llm_cache}"] + (["llm.replay=true"] if args.replay else []) \
         if args.llm_cache else []
-    args.overrides = [*args.overrides, *cache]
+    vectors = [f"embedding.vector_cache={args.vector_cache}"] + (["embedding.replay=true"] if args.replay else []) \
+        if args.vector_cache else []
+    args.overrides = [*args.overrides, *cache, *vectors]
     for path in args.configs:
         _load_config_file(path)  # every config is checked before any work starts
     judge_llm = _load_config_file(args.judge, cache).llm if args.judge else None
@@ -596,6 +602,10 @@ def cmd_eval(args) -> int:
     if counts:
         print(f"LLM replies: {counts['replayed']} replayed from and {counts['recorded']} recorded into "
               f"{args.llm_cache}")
+    counts = asker.vector_counts if asker else evaluator.vector_cache_counts()
+    if counts:
+        print(f"embedding vectors: {counts['replayed']} replayed from and {counts['recorded']} recorded into "
+              f"{args.vector_cache}")
     print(f"wrote {out / 'report.md'}, report.json, {results.name}, configs/ and "
           f"{len(report.get('plots', {}).get('files', []))} plots")
     return 0 if report["configs"] else EXIT_FAIL

@@ -71,6 +71,10 @@ class EmbedderError(SwitchyardError, RuntimeError):
     """The embedding model cannot be loaded or run."""
 
 
+class VectorCacheMiss(EmbedderError):
+    """A replay asked for a vector its recording does not hold (retrievers/vector_recording.py)."""
+
+
 class ModelNotFoundError(SwitchyardError, RuntimeError):
     """A configured model that is not on disk (nothing is ever downloaded)."""
 

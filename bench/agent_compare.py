@@ -162,7 +162,10 @@ def main() -> int:
     p.add_argument("--model", help="the model name the server expects (default smollm2)")
     p.add_argument("--api-key-env", help="NAME of the env var holding the server's key")
     p.add_argument("--llm-cache", metavar="DIR", help="record every LLM reply in DIR (replayed when recorded)")
-    p.add_argument("--replay", action="store_true", help="answer only from --llm-cache DIR, with no model")
+    p.add_argument("--vector-cache", metavar="DIR", help="record every embedding vector in DIR (replayed when "
+                   "recorded): replays then need neither this machine's embedding runtime nor its index")
+    p.add_argument("--replay", action="store_true", help="answer only from --llm-cache DIR (and --vector-cache DIR), "
+                   "with no model")
     p.add_argument("--index-dir", metavar="DIR", help="where the collection lives (default: one folder per --out under "
                    "bench/out/agent-compare-index: the same documents read from another path cannot share one)")
     p.add_argument("--workers", type=int, default=1)
@@ -193,6 +196,7 @@ def main() -> int:
     command += ["--baseline", "fixed"] if "fixed" in names else []
     command += ["--limit", str(args.limit)] if args.limit else []
     command += ["--llm-cache", args.llm_cache] if args.llm_cache else []
+    command += ["--vector-cache", args.vector_cache] if args.vector_cache else []
     command += ["--replay"] if args.replay else []
     print("$", " ".join(command), flush=True)
     done = subprocess.run(command, cwd=ROOT, stdout=subprocess.DEVNULL)

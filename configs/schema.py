@@ -132,12 +132,23 @@ class EmbeddingConfig(_Section):
     cache_dir: str | None = Field(
         None, description="where onnx/openvino keep the exported model (onnx/<model-hash>/model.onnx); default "
                           "$SWITCHYARD_CACHE_DIR, else ~/.cache/switchyard")
+    vector_cache: str | None = Field(
+        None, description="record every vector computed in this folder and answer texts recorded before from it "
+                          "(eval --vector-cache): a replay then needs neither this machine's runtime nor its index")
+    replay: bool = Field(False, description="answer only from vector_cache, never from the model; a text never "
+                                            "recorded is an error")
 
     @model_validator(mode="after")
     def _compiled_on_cpu(self) -> "EmbeddingConfig":
         if self.backend != "torch" and self.device != "cpu":
             raise ValueError(f"embedding.backend={self.backend} runs on the CPU only (device {self.device!r})")
+        if self.replay and not self.vector_cache:
+            raise ValueError("embedding.replay needs embedding.vector_cache (the folder of recorded vectors)")
         return self
+
+    @model_serializer(mode="wrap")
+    def _omit_new_defaults(self, handler) -> dict:
+        return _without_new_defaults(handler(self), vector_cache=None, replay=False)
 
 
 # bench/scale.py at 100k chunks: rank_bm25 holds 5.3 MB per 1k chunks in memory and takes 436 ms per query (every

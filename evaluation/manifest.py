@@ -13,10 +13,12 @@ computes in bf16 on a CPU with native bf16 and in f32 elsewhere. The two agree t
 enough to swap near-tied passages, and a different passage order is a different prompt, which a reply cache has not
 recorded. So a resume on a machine that embeds in another precision is a change. It is recorded per config, not per
 collection: configs with different embedding backends share a collection. The CPU itself is recorded under `host`.
+A run replaying recorded vectors (eval --vector-cache DIR --replay) records the runtime that recorded them, since
+those are the vectors it uses, so it resumes on any machine.
 
-`created`/`updated` (timing), `scope` (runs, limit), `llm_cache` (recording or replaying), `judge`, `mixed`, `host`
-and the dataset's path describe a run without changing what its rows mean and are never compared. A resumed evaluation
-compares everything else (`changes`): a value present in both manifests that differs is a change; configs,
+`created`/`updated` (timing), `scope` (runs, limit), `llm_cache` and `vector_cache` (recording or replaying),
+`judge`, `mixed`, `host` and the dataset's path describe a run without changing what its rows mean and are never
+compared. A resumed evaluation compares everything else (`changes`): a value present in both manifests that differs is a change; configs,
 collections and models present in only one are not (adding a config to an evaluation is a resume too).
 
 File hashes are cached by path, size and modification time (in $XDG_CACHE_HOME/switchyard), so re-runs do not
@@ -48,7 +50,8 @@ MANIFEST = "manifest.json"
 PACKAGES = ("langgraph", "lancedb", "llama-cpp-python", "sentence-transformers", "openai")
 # `cluster`: where the questions were asked (eval --ray) changes no row, so a run may resume elsewhere
 # `host`: the CPU is provenance; what it changes in the rows (the embedding precision) is compared per config
-NOT_COMPARED = ("created", "updated", "scope", "llm_cache", "judge", "mixed", "dataset.path", "cluster", "host")
+NOT_COMPARED = ("created", "updated", "scope", "llm_cache", "vector_cache", "judge", "mixed", "dataset.path", "cluster",
+                "host")
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".onnx", ".gguf", ".pt", ".pth")
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -214,8 +217,9 @@ def collection_entry(store) -> dict:
 
 
 def embedding_runtime(embedder) -> dict:
-    """{backend, precision} of an `Embedder` (loading it, if it is not loaded yet)."""
-    return {"backend": embedder.backend, "precision": embedder.inference_precision}
+    """{backend, precision} of an `Embedder`'s vectors: its runtime (loading it, if it is not loaded yet), or when it
+    replays recorded vectors, the runtime that recorded them."""
+    return embedder.runtime
 
 
 def host_description() -> dict:
@@ -246,12 +250,16 @@ def build(configs: dict[str, SwitchyardConfig], dataset_path: str | Path | None,
             models.setdefault(entry["path"], entry)
     first = next(iter(configs.values()), None)
     cache = first.llm if first is not None and first.llm.cache_dir else None
-    own = tuple(Path(p) for p in (out_dir, cache.cache_dir if cache else None) if p)
+    vectors = first.embedding if first is not None and first.embedding.vector_cache else None
+    own = tuple(Path(p) for p in (out_dir, cache.cache_dir if cache else None,
+                                  vectors.vector_cache if vectors else None) if p)
     resolved = {}
     for name, config in configs.items():
         data = config.model_dump(mode="json")
         data["llm"].pop("cache_dir", None)  # how replies were obtained, recorded under llm_cache
         data["llm"].pop("replay", None)
+        data["embedding"].pop("vector_cache", None)  # recorded under vector_cache
+        data["embedding"].pop("replay", None)
         resolved[name] = data
     now = _now()
     return {
@@ -269,6 +277,8 @@ def build(configs: dict[str, SwitchyardConfig], dataset_path: str | Path | None,
         "configs": resolved,
         "scope": {"runs": runs, "limit": limit},
         "llm_cache": {"dir": cache.cache_dir, "mode": "replay" if cache.replay else "record"} if cache else None,
+        "vector_cache": {"dir": vectors.vector_cache, "mode": "replay" if vectors.replay else "record"}
+        if vectors else None,
     }
 
 

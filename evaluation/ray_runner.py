@@ -22,7 +22,7 @@ from configs.schema import SwitchyardConfig
 from errors import SwitchyardError
 from evaluation.datasets import EvalQuestion
 from evaluation.rows import EvalRow
-from evaluation.runner import ask_row, reply_cache_counts
+from evaluation.runner import ask_row, flush_vector_recordings, reply_cache_counts, vector_cache_counts
 from graphs.app import Pipeline
 from nodes.resources import SharedModels
 from retrievers.ray_ingest import cluster_info, connect
@@ -45,6 +45,11 @@ class PipelineActor:
     def llm_cache_counts(self) -> dict[str, int] | None:
         return reply_cache_counts(self.models)
 
+    def flush_vectors(self) -> dict[str, int] | None:
+        """Write the vectors this actor recorded; what it replayed and recorded."""
+        flush_vector_recordings(self.models)
+        return vector_cache_counts(self.models)
+
 
 class RayAsker:
     """An evaluation's Asker on the cluster at `address`: `ray.actors` actors (of the first config's `ray`
@@ -56,6 +61,7 @@ class RayAsker:
         self.actors: list = []
         self.size = 0  # actors started (cli.py reports it)
         self.cache_counts: dict[str, int] | None = None  # what the actors replayed and recorded, once closed
+        self.vector_counts: dict[str, int] | None = None  # the same for embedding vectors
 
     def start(self, pipes: dict[str, Pipeline]) -> None:
         configs = {name: pipe.config for name, pipe in pipes.items()}
@@ -74,9 +80,13 @@ class RayAsker:
             raise
 
     def close(self) -> None:
-        counts = [c for c in ray.get([a.llm_cache_counts.remote() for a in self.actors]) if c is not None]
-        if counts:
-            self.cache_counts = {key: sum(c[key] for c in counts) for key in ("replayed", "recorded")}
+        self.cache_counts = _summed(ray.get([a.llm_cache_counts.remote() for a in self.actors]))
+        self.vector_counts = _summed(ray.get([a.flush_vectors.remote() for a in self.actors]))
         for actor in self.actors:
             ray.kill(actor)
         self.actors = []
+
+
+def _summed(counts: list[dict[str, int] | None]) -> dict[str, int] | None:
+    present = [c for c in counts if c is not None]
+    return {key: sum(c[key] for c in present) for key in ("replayed", "recorded")} if present else None

@@ -10,7 +10,9 @@ sort them).
 Before the first question is asked, the run's manifest (evaluation/manifest.py) is compared with the folder's: a
 resume under a different setup (code, models, prompts, configs, collections, ...) is refused unless `allow_mixed`.
 With `llm.cache_dir` (eval --llm-cache), LLM replies are recorded or, under `llm.replay`, replayed; a request that
-was never recorded stops the evaluation (it is not counted as a failed question).
+was never recorded stops the evaluation (it is not counted as a failed question). `embedding.vector_cache` (eval
+--vector-cache) does the same for embedding vectors (retrievers/vector_recording.py); the vectors recorded are
+written when the evaluation ends, however it ends.
 """
 from __future__ import annotations
 
@@ -31,8 +33,9 @@ from evaluation.jsonl import drop_error_lines, drop_torn_tail
 from evaluation.rows import ERROR_SCORES, EvalRow, read_rows
 from graphs.app import Pipeline
 from llm.cache import CachingBackend
-from errors import DatasetError, LLMCacheMiss
+from errors import DatasetError, LLMCacheMiss, VectorCacheMiss
 from nodes.resources import SharedModels
+from retrievers.embedder import Embedder
 from retrievers.pipeline import corpus_collection_for
 
 RESULTS = "questions.jsonl"
@@ -182,6 +185,7 @@ class Evaluator:
         finally:
             asker.close()  # on an interrupt, questions not started are dropped
             bar.close()
+            flush_vector_recordings(self.models)
         return results
 
     def faithfulness_judge(self, llm_config) -> FaithfulnessJudge:
@@ -191,6 +195,28 @@ class Evaluator:
     def llm_cache_counts(self) -> dict[str, int] | None:
         """LLM replies replayed from and recorded into the reply cache so far (None: no cache in use)."""
         return reply_cache_counts(self.models)
+
+    def vector_cache_counts(self) -> dict[str, int] | None:
+        """Vectors replayed from and recorded into the vector recording so far (None: no recording in use)."""
+        return vector_cache_counts(self.models)
+
+
+def _recordings(models: SharedModels) -> list:
+    return [m.recording for m in models.loaded() if isinstance(m, Embedder) and m.recording is not None]
+
+
+def flush_vector_recordings(models: SharedModels) -> None:
+    """Write the vectors `models`' embedders recorded and have not written yet."""
+    for recording in _recordings(models):
+        recording.flush()
+
+
+def vector_cache_counts(models: SharedModels) -> dict[str, int] | None:
+    """What the vector recordings of `models`' embedders replayed and recorded so far (None: none in use)."""
+    recordings = _recordings(models)
+    if not recordings:
+        return None
+    return {"replayed": sum(r.replayed for r in recordings), "recorded": sum(r.recorded for r in recordings)}
 
 
 def reply_cache_counts(models: SharedModels) -> dict[str, int] | None:
@@ -208,7 +234,7 @@ def ask_row(pipe: Pipeline, name: str, run: int, q: EvalQuestion) -> EvalRow:
     started = time.perf_counter()
     try:
         result = pipe.ask(q.question, seed=pipe.config.llm.seed + run)  # runs differ at temperature > 0
-    except LLMCacheMiss:  # a replay that cannot go on: not a failure of the pipeline
+    except (LLMCacheMiss, VectorCacheMiss):  # a replay that cannot go on: not a failure of the pipeline
         raise
     except Exception as exc:  # one failing question never stops the evaluation; it is counted
         return EvalRow(**base, prediction="", abstained=False, error=f"{type(exc).__name__}: {exc}",

