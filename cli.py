@@ -601,11 +601,11 @@ def cmd_eval(args) -> int:
     counts = asker.cache_counts if asker else evaluator.llm_cache_counts()
     if counts:
         print(f"LLM replies: {counts['replayed']} replayed from and {counts['recorded']} recorded into "
-              f"{args.llm_cache}")
+              f"{args.llm_cache or 'llm.cache_dir'}")
     counts = asker.vector_counts if asker else evaluator.vector_cache_counts()
     if counts:
         print(f"embedding vectors: {counts['replayed']} replayed from and {counts['recorded']} recorded into "
-              f"{args.vector_cache}")
+              f"{args.vector_cache or 'embedding.vector_cache'}")
     print(f"wrote {out / 'report.md'}, report.json, {results.name}, configs/ and "
           f"{len(report.get('plots', {}).get('files', []))} plots")
     return 0 if report["configs"] else EXIT_FAIL

@@ -27,9 +27,11 @@ from retrievers.store import IndexStore
 
 
 def corpus_collection(paths: list[Path], chunk_size: int, chunk_overlap: int, embedding_model: str,
-                      prefix: str = "eval", windows: tuple[int, int] | None = None, e5: bool = False) -> str:
+                      prefix: str = "eval", windows: tuple[int, int] | None = None, e5: bool = False,
+                      vectors: str | Path | None = None) -> str:
     """A collection name keyed by the corpus content and the settings that shape the index, so benchmark runs
-    ingest a corpus once and reuse it."""
+    ingest a corpus once and reuse it. `vectors`: the vector recording the index is built from (its folder), so a
+    replay never reuses an index embedded by this machine's runtime."""
     h = hashlib.sha256()
     for path in sorted(Path(p) for p in paths):
         files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
@@ -39,6 +41,7 @@ def corpus_collection(paths: list[Path], chunk_size: int, chunk_overlap: int, em
                 for block in iter(lambda: fh.read(1 << 20), b""):
                     h.update(block)
     key = [chunk_size, chunk_overlap, embedding_model] + ([list(windows)] if windows else []) + (["e5"] if e5 else [])
+    key += [f"vectors:{Path(vectors).expanduser().resolve()}"] if vectors else []
     h.update(json.dumps(key).encode())
     return f"{prefix}-{h.hexdigest()[:12]}"
 

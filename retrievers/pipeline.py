@@ -167,8 +167,9 @@ def window_spec(config: SwitchyardConfig) -> tuple[int, int] | None:
 
 def corpus_collection_for(config: SwitchyardConfig, paths: list, prefix: str = "eval") -> str:
     """The cached collection of a corpus under the config's index-shaping settings (retrievers/ingest.py
-    corpus_collection): chunking, embedding model, windows, e5 vectors."""
+    corpus_collection): chunking, embedding model, windows, e5 vectors, the vector recording it is built from."""
     i = config.ingest
     return corpus_collection(paths, i.chunk_size, i.chunk_overlap, config.embedding.model, prefix=prefix,
-                             windows=window_spec(config), e5=config.retrieve.retrievers.e5.enabled)
+                             windows=window_spec(config), e5=config.retrieve.retrievers.e5.enabled,
+                             vectors=config.embedding.vector_cache)
 

@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 
 from errors import EmbedderError, VectorCacheMiss
+from configs.loader import load_config
 from retrievers.embedder import Embedder
+from retrievers.pipeline import corpus_collection_for
 from retrievers.vector_recording import VectorRecording
 
 TORCH_F32 = {"backend": "torch", "precision": "f32"}
@@ -162,3 +164,15 @@ class TestEmbedderRecording:
     def test_replay_needs_a_folder(self):
         with pytest.raises(ValueError, match="replay needs vector_cache"):
             Embedder("minilm", replay=True)
+
+
+class TestCollectionsOfARecording:
+    def test_an_index_built_from_a_recording_is_never_one_embedded_here(self, tmp_path):
+        (tmp_path / "doc.txt").write_text("Eli Janney patented the knuckle coupler.")
+        corpus = [tmp_path / "doc.txt"]
+        plain = corpus_collection_for(load_config(), corpus)
+        record = corpus_collection_for(load_config(None, [f"embedding.vector_cache={tmp_path}/v"]), corpus)
+        replay = corpus_collection_for(load_config(None, [f"embedding.vector_cache={tmp_path}/v",
+                                                          "embedding.replay=true"]), corpus)
+        other = corpus_collection_for(load_config(None, [f"embedding.vector_cache={tmp_path}/w"]), corpus)
+        assert record == replay and len({plain, record, other}) == 3
