@@ -454,6 +454,7 @@ class Embedder:
         if self.recording is not None and self.recording.replay:
             recorded = self._replayed_runtime()
         else:
+            self._recording_checked.get()  # refused here, before any question, when it differs from the recording
             recorded = self._live_runtime()
         return {"backend": recorded["backend"], "precision": recorded["precision"]}
 

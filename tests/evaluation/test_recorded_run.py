@@ -2,6 +2,7 @@
 local model, fixed pipeline vs agent over the sample corpus, replayed here with no model at all: no LLM, no embedding
 runtime, and an index built again from the recorded vectors."""
 import json
+import shutil
 import subprocess
 import sys
 
@@ -63,6 +64,18 @@ def test_a_request_never_recorded_is_a_clear_error(tmp_path, index):
     assert line.startswith("error: no recorded LLM reply in ") and "seed 5" in line
     assert "user: 'Who patented the knuckle coupler?'" in line
     assert not (tmp_path / "out" / "questions.jsonl").read_text().strip()  # no question counted as failed
+
+
+def test_recording_vectors_of_another_runtime_into_the_folder_is_refused(tmp_path):
+    shutil.copytree(RECORDED / "vectors", tmp_path / "vectors")
+    before = sorted(p.name for p in (tmp_path / "vectors").iterdir())
+    args = eval_args(tmp_path / "out", "--set", "embedding.backend=onnx", "--set", "llm.replay=true")
+    args[args.index("--vector-cache") + 1] = str(tmp_path / "vectors")
+    done = subprocess.run([sys.executable, str(ROOT / "cli.py"), *args], capture_output=True, text=True, timeout=900)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert "holds minilm vectors computed by torch in f32" in done.stderr
+    assert "this machine computes them by onnx in f32" in done.stderr
+    assert sorted(p.name for p in (tmp_path / "vectors").iterdir()) == before
 
 
 def test_replay_needs_a_cache_folder(tmp_path):
