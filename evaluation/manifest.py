@@ -18,8 +18,9 @@ those are the vectors it uses, so it resumes on any machine.
 
 `created`/`updated` (timing), `scope` (runs, limit), `llm_cache` and `vector_cache` (recording or replaying),
 `judge`, `mixed`, `host` and the dataset's path describe a run without changing what its rows mean and are never
-compared. A resumed evaluation compares everything else (`changes`): a value present in both manifests that differs is a change; configs,
-collections and models present in only one are not (adding a config to an evaluation is a resume too).
+compared. A resumed evaluation compares everything else (`changes`): a value present in both manifests that differs
+is a change; configs, collections and models present in only one are not (adding a config to an evaluation is a
+resume too).
 
 File hashes are cached by path, size and modification time (in $XDG_CACHE_HOME/switchyard), so re-runs do not
 read the model files again.
@@ -216,12 +217,6 @@ def collection_entry(store) -> dict:
     return {"name": store.collection, "rows": store.count(), "version": store.version()}
 
 
-def embedding_runtime(embedder) -> dict:
-    """{backend, precision} of an `Embedder`'s vectors: its runtime (loading it, if it is not loaded yet), or when it
-    replays recorded vectors, the runtime that recorded them."""
-    return embedder.runtime
-
-
 def host_description() -> dict:
     """The machine's CPU model and core count (Linux's /proc/cpuinfo; the platform's processor name elsewhere)."""
     cpu = platform.processor() or platform.machine()
@@ -288,7 +283,7 @@ def with_collection(manifest: dict, entry: dict) -> dict:
 
 
 def with_embedding(manifest: dict, config_name: str, runtime: dict) -> dict:
-    """The embedding runtime (`embedding_runtime`) a config retrieved with."""
+    """The embedding runtime (`Embedder.runtime`: {backend, precision}) a config retrieved with."""
     return {**manifest, "embedding": {**manifest.get("embedding", {}), config_name: runtime}}
 
 

@@ -129,8 +129,7 @@ class Evaluator:
                                        f"into {self.index_dir}: {first}")
                 self._ingested.add(config.store.collection)
             recorded = run_manifest.with_collection(self.manifest, run_manifest.collection_entry(res.stack.store))
-            self._record(run_manifest.with_embedding(recorded, path.stem,
-                                                     run_manifest.embedding_runtime(res.stack.embedder)))
+            self._record(run_manifest.with_embedding(recorded, path.stem, res.stack.embedder.runtime))
         return pipeline
 
     def _record(self, manifest: dict) -> None:
@@ -213,18 +212,19 @@ def flush_vector_recordings(models: SharedModels) -> None:
 
 def vector_cache_counts(models: SharedModels) -> dict[str, int] | None:
     """What the vector recordings of `models`' embedders replayed and recorded so far (None: none in use)."""
-    recordings = _recordings(models)
-    if not recordings:
+    return _tally(_recordings(models))
+
+
+def _tally(caches: list) -> dict[str, int] | None:
+    """The `replayed` and `recorded` counters of reply caches or vector recordings, summed (None: none)."""
+    if not caches:
         return None
-    return {"replayed": sum(r.replayed for r in recordings), "recorded": sum(r.recorded for r in recordings)}
+    return {"replayed": sum(c.replayed for c in caches), "recorded": sum(c.recorded for c in caches)}
 
 
 def reply_cache_counts(models: SharedModels) -> dict[str, int] | None:
     """What the reply caches of `models`' LLMs replayed and recorded so far (None: no cache in use)."""
-    caches = [b for b in (getattr(x, "backend", None) for x in models.loaded()) if isinstance(b, CachingBackend)]
-    if not caches:
-        return None
-    return {"replayed": sum(b.replayed for b in caches), "recorded": sum(b.recorded for b in caches)}
+    return _tally([b for b in (getattr(x, "backend", None) for x in models.loaded()) if isinstance(b, CachingBackend)])
 
 
 def ask_row(pipe: Pipeline, name: str, run: int, q: EvalQuestion) -> EvalRow:

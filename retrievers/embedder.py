@@ -483,11 +483,6 @@ class Embedder:
             vectors = self._backend.encode(model, texts, self.batch_size)
         return np.asarray(vectors, dtype=np.float32)
 
-    def flush_recording(self) -> None:
-        """Write the vectors recorded so far (a no-op without `vector_cache`)."""
-        if self.recording is not None:
-            self.recording.flush()
-
     def embed_query(self, text: str) -> np.ndarray:
         """One text's vector, cached (least recently used out): the same question is embedded by retrieval and by
         the graph's checks."""

@@ -50,7 +50,7 @@ class TestBuild:
         assert f"- host: {base['host']['cpu']}, {os.cpu_count()} cores" in run_manifest.markdown(base)
 
     def test_a_config_records_the_precision_its_embedder_computes_in(self, base):
-        runtime = run_manifest.embedding_runtime(Embedder("minilm", backend="torch"))
+        runtime = Embedder("minilm", backend="torch").runtime
         assert runtime == {"backend": "torch", "precision": "f32"}
         bf16 = {"backend": "openvino", "precision": "bf16"}
         recorded = run_manifest.with_embedding(run_manifest.with_embedding(base, "fixed", bf16), "no-llm", runtime)
@@ -69,9 +69,9 @@ class TestBuild:
     def test_a_replayed_recording_reports_the_runtime_that_recorded_it(self, tmp_path):
         recording = Embedder("minilm", backend="torch", vector_cache=str(tmp_path))
         recording.run(["a text"])
-        recording.flush_recording()
+        recording.recording.flush()
         replaying = Embedder("minilm", backend="openvino", precision="auto", vector_cache=str(tmp_path), replay=True)
-        assert run_manifest.embedding_runtime(replaying) == {"backend": "torch", "precision": "f32"}
+        assert replaying.runtime == {"backend": "torch", "precision": "f32"}
 
     def test_file_hashes_are_remembered_until_the_file_changes(self, tmp_path):
         model = tmp_path / "weights.bin"

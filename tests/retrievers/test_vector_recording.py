@@ -133,7 +133,7 @@ class TestEmbedderRecording:
     def test_a_replay_returns_the_recorded_vectors_without_loading_any_runtime(self, tmp_path, embedder):
         recording = Embedder("minilm", backend="torch", vector_cache=str(tmp_path))
         recorded = recording.run(self.TEXTS)
-        recording.flush_recording()
+        recording.recording.flush()
         assert np.allclose(recorded, embedder.run(self.TEXTS), atol=1e-5)
         replaying = Embedder("minilm", backend="openvino", vector_cache=str(tmp_path), replay=True)
         assert np.array_equal(replaying.run(self.TEXTS[::-1]), recorded[::-1])
@@ -147,7 +147,7 @@ class TestEmbedderRecording:
     def test_recording_answers_known_texts_and_computes_the_rest(self, tmp_path):
         first = Embedder("minilm", backend="torch", vector_cache=str(tmp_path))
         known = first.run(self.TEXTS[:1])
-        first.flush_recording()
+        first.recording.flush()
         second = Embedder("minilm", backend="torch", vector_cache=str(tmp_path))
         both = second.run(self.TEXTS)
         assert np.array_equal(both[0], known[0])
@@ -156,7 +156,7 @@ class TestEmbedderRecording:
     def test_recording_with_another_runtime_is_refused(self, tmp_path):
         first = Embedder("minilm", backend="torch", vector_cache=str(tmp_path))
         first.run(self.TEXTS)
-        first.flush_recording()
+        first.recording.flush()
         onnx = Embedder("minilm", backend="onnx", vector_cache=str(tmp_path))
         with pytest.raises(EmbedderError, match="computed by torch in f32 .*this machine computes them by onnx"):
             onnx.run(self.TEXTS)
