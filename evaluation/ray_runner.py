@@ -22,7 +22,8 @@ from configs.schema import SwitchyardConfig
 from errors import SwitchyardError
 from evaluation.datasets import EvalQuestion
 from evaluation.rows import EvalRow
-from evaluation.runner import ask_row, flush_vector_recordings, reply_cache_counts, vector_cache_counts
+from evaluation.runner import (ask_row, flush_vector_recordings, reply_cache_counts, summed_counts,
+                               vector_cache_counts)
 from graphs.app import Pipeline
 from nodes.resources import SharedModels
 from retrievers.ray_ingest import cluster_info, connect
@@ -80,13 +81,8 @@ class RayAsker:
             raise
 
     def close(self) -> None:
-        self.cache_counts = _summed(ray.get([a.llm_cache_counts.remote() for a in self.actors]))
-        self.vector_counts = _summed(ray.get([a.flush_vectors.remote() for a in self.actors]))
+        self.cache_counts = summed_counts(ray.get([a.llm_cache_counts.remote() for a in self.actors]))
+        self.vector_counts = summed_counts(ray.get([a.flush_vectors.remote() for a in self.actors]))
         for actor in self.actors:
             ray.kill(actor)
         self.actors = []
-
-
-def _summed(counts: list[dict[str, int] | None]) -> dict[str, int] | None:
-    present = [c for c in counts if c is not None]
-    return {key: sum(c[key] for c in present) for key in ("replayed", "recorded")} if present else None

@@ -217,9 +217,13 @@ def vector_cache_counts(models: SharedModels) -> dict[str, int] | None:
 
 def _tally(caches: list) -> dict[str, int] | None:
     """The `replayed` and `recorded` counters of reply caches or vector recordings, summed (None: none)."""
-    if not caches:
-        return None
-    return {"replayed": sum(c.replayed for c in caches), "recorded": sum(c.recorded for c in caches)}
+    return summed_counts([{"replayed": c.replayed, "recorded": c.recorded} for c in caches])
+
+
+def summed_counts(counts: list[dict[str, int] | None]) -> dict[str, int] | None:
+    """`replayed`/`recorded` counts from several processes added up; None entries had no cache (None: none had)."""
+    present = [c for c in counts if c is not None]
+    return {key: sum(c[key] for c in present) for key in ("replayed", "recorded")} if present else None
 
 
 def reply_cache_counts(models: SharedModels) -> dict[str, int] | None:

@@ -11,7 +11,9 @@ model name and the text, 32 bytes a row), `vectors` (float32) and `runtime` ({mo
 JSON). A segment is written whole (a temporary file renamed into place) and never changed, so concurrent writers
 (threads, eval --workers, several processes) never tear one, and a recording kept in git grows by new files only.
 Vectors are buffered in memory and written when `flush_every` are pending and on `flush()`; a process that dies
-before flushing loses only those, which the next run computes and records again.
+before flushing loses only those, which the next run computes and records again. Two processes recording into one
+folder at once may both record a text neither found there; both vectors come from the folder's one runtime, and
+loading keeps the one in the later segment (segments load in name order, which starts with the time).
 
 One recording holds one runtime per model: recording into a folder whose vectors of that model came from another
 backend or precision is refused, since the folder would then replay a mix.
