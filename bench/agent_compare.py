@@ -14,10 +14,11 @@ A thin driver over `cli.py eval`: it writes one config per grid cell into OUT/gr
 `<strategy>-<protocol>` for every strategy of nodes/strategies/ under `json` and `tools`, `plan` under json only),
 each the committed configs/*.yaml of that strategy with the protocol and the `llm:` section the options ask for,
 then runs `cli.py eval` over them (paired against `fixed`), and prints the grid's table from report.json: quality
-with 95% intervals, cost (LLM calls, prompt tokens, p50 latency), the paired F1 difference against fixed with its
-Holm-adjusted p and minimum detectable difference, the failure modes of each config (evaluation/failures.py), and
-F1 / contains by difficulty (also written to OUT/table.md). Everything `cli.py eval` writes (report.md/json,
-questions.jsonl, manifest.json, plots, resolved configs) is in OUT; an interrupted run resumes where it stopped.
+with 95% intervals, cost (LLM calls, prompt tokens, p50 latency of the rows the model answered, "–" where every
+reply came from the reply cache), the paired F1 difference against fixed with its Holm-adjusted p and minimum
+detectable difference, the failure modes of each config (evaluation/failures.py), and F1 / contains by difficulty
+(also written to OUT/table.md). Everything `cli.py eval` writes (report.md/json, questions.jsonl, manifest.json,
+plots, resolved configs) is in OUT; an interrupted run resumes where it stopped.
 
 Datasets: `phantomwiki` (../shared/datasets/phantomwiki-s11; `--per-difficulty N` keeps the first N questions of
 each difficulty, written round-robin over the difficulties into OUT/dataset/ so that `--limit` keeps the balance
@@ -101,6 +102,10 @@ def _fmt(x, digits: int = 3) -> str:
     return "–" if x is None else f"{x:.{digits}f}"
 
 
+def _seconds(ms: float | None) -> str:
+    return "–" if ms is None else f"{ms / 1e3:.1f}"
+
+
 def table(report: dict, names: list[str]) -> str:
     """The grid's tables (markdown) from a report.json: quality, cost, paired against fixed, failure modes, and F1
     by difficulty."""
@@ -115,7 +120,7 @@ def table(report: dict, names: list[str]) -> str:
                      f"| {_fmt(c['exact_match']['mean'])} | {_fmt(c['contains']['mean'])} "
                      f"| {_fmt(c['gold_recall']['mean'])} | {_fmt(c['abstention_rate']['mean'], 2)} "
                      f"| {c['llm_calls']['mean']:.1f} | {c['prompt_tokens']['mean']:,.0f} "
-                     f"| {c['latency_p50_ms']['mean'] / 1e3:.1f} |")
+                     f"| {_seconds(c['latency_p50_ms']['mean'])} |")
     if paired:
         lines += ["", f"| config | F1 − {report['baseline']} [95% CI] | p (Holm) | MDE | W/L/T | "
                   "contains − fixed [95% CI] | p (Holm) |", "|---|---|---|---|---|---|---|"]

@@ -16,9 +16,12 @@ from evaluation.plots import Estimate, bars, frontier
 from evaluation.rows import EvalRow
 from retrievers.metrics import percentile
 
+# latency percentiles are over the rows the model answered; `replayed_rows` counts those answered (at least in part)
+# from the LLM reply cache, whose latency is a file read's
 METRICS = ["exact_match", "f1", "contains", "gold_recall", "citation_precision", "faithfulness", "abstention_rate",
-           "correct_abstention_rate", "latency_p50_ms", "latency_p95_ms", "llm_calls", "prompt_tokens",
-           "completion_tokens", "parse_fallbacks", "guard_activations", "errors", "timeouts", "judge_fallbacks"]
+           "correct_abstention_rate", "latency_p50_ms", "latency_p95_ms", "replayed_rows", "llm_calls",
+           "prompt_tokens", "completion_tokens", "parse_fallbacks", "guard_activations", "errors", "timeouts",
+           "judge_fallbacks"]
 OPTIONAL = {"faithfulness", "judge_fallbacks"}  # only when an LLM judge ran (cli.py eval --judge)
 ACCURACY = ("f1", "contains", "exact_match")  # per-question scores with a bootstrap interval per config
 
@@ -30,7 +33,7 @@ def _mean(values: list) -> float | None:
 
 def run_metrics(rows: list[EvalRow]) -> dict[str, float | None]:
     abstained = [r for r in rows if r.abstained]
-    lat = [r.latency_ms for r in rows]
+    lat = [r.latency_ms for r in rows if not r.cached_calls]
     return {
         "exact_match": _mean([r.exact_match for r in rows]),
         "f1": _mean([r.f1 for r in rows]),
@@ -43,8 +46,9 @@ def run_metrics(rows: list[EvalRow]) -> dict[str, float | None]:
         # from); giving up without searching is not, however unanswerable the question then looked
         "correct_abstention_rate": _mean([float(r.gold_recall == 0 and bool(r.retrieved_doc_ids))
                                           for r in abstained if r.gold_recall is not None]),
-        "latency_p50_ms": percentile(lat, 50),
-        "latency_p95_ms": percentile(lat, 95),
+        "latency_p50_ms": percentile(lat, 50) if lat else None,
+        "latency_p95_ms": percentile(lat, 95) if lat else None,
+        "replayed_rows": sum(1 for r in rows if r.cached_calls),
         "llm_calls": _mean([r.llm_calls for r in rows]),
         "prompt_tokens": _mean([r.prompt_tokens for r in rows]),
         "completion_tokens": _mean([r.completion_tokens for r in rows]),
@@ -364,6 +368,8 @@ def _plots(report: dict, rows: list[EvalRow], out_dir: Path, metric: str) -> dic
     accuracy = {n: _estimate(report["configs"][n]["ci95"][metric]) or Estimate(0.0) for n in names}
     front = {}
     for key, (stem, axis, scale) in COSTS.items():
+        if all(report["configs"][n][key]["mean"] is None for n in names):  # no latency: every reply was replayed
+            continue
         points = {n: (_cost(report["configs"][n][key], scale), accuracy[n]) for n in names}
         front[key] = stats.pareto_front({n: (c.value, a.value) for n, (c, a) in points.items()})
         files.append({"file": f"accuracy_vs_{stem}.png", "caption": f"{label} vs {axis.split(' (')[0]}"})

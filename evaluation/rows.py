@@ -39,6 +39,7 @@ class EvalRow(BaseModel):
     error: str | None = None
     latency_ms: float = 0.0
     llm_calls: int = 0
+    cached_calls: int = 0  # of llm_calls, those answered from the reply cache: latency_ms is then not the model's
     prompt_tokens: int = 0
     completion_tokens: int = 0
     parse_fallbacks: int = 0

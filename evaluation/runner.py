@@ -254,5 +254,6 @@ def ask_row(pipe: Pipeline, name: str, run: int, q: EvalQuestion) -> EvalRow:
                   prompt_tokens=result.usage.prompt_tokens, completion_tokens=result.usage.completion_tokens,
                   parse_fallbacks=result.failures.parse_fallbacks, guards=dict(result.failures.guards),
                   retrieved_doc_ids=result.retrieved_doc_ids, citations=data["citations"], steps=data["steps"],
-                  trace=data["trace"], **({"trace_id": result.trace_id} if result.trace_id else {}))
+                  trace=data["trace"], **({"trace_id": result.trace_id} if result.trace_id else {}),
+                  **({"cached_calls": result.usage.cached_calls} if result.usage.cached_calls else {}))
     return row.rescored()

@@ -82,7 +82,8 @@ def traced(name: str, fn: Node, res: Resources) -> Callable[..., dict]:
         with telemetry.span(name, {telemetry.SPAN_KIND: "CHAIN", "switchyard.node": name},
                             parent=runtime.context.trace_context) as span, runtime.context.metered() as meter:
             update = fn(state, runtime, res)
-            spent = meter.as_dict()
+            # a replayed call is counted only when there is one, so that records of model-made runs stay as before
+            spent = {**meter.as_dict(), **({"cached_calls": meter.cached_calls} if meter.cached_calls else {})}
             if span.is_recording():
                 span.set_attributes({f"switchyard.{k}": v for k, v in spent.items()})
         ms = (time.perf_counter() - t) * 1e3

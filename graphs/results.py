@@ -35,6 +35,8 @@ class TraceEntry(Record):
     completion_tokens: int = 0
     llm_ms: float = 0.0
     parse_fallbacks: int = 0
+    # calls answered from the LLM reply cache (their llm_ms is a file read); shown only when there are some
+    cached_calls: int = Field(0, exclude_if=lambda v: v == 0)
     input: dict[str, Any] = Field(default_factory=dict)
     output: dict[str, Any] = Field(default_factory=dict)
 
@@ -47,6 +49,7 @@ class Usage(Record):
     completion_tokens: int = 0
     llm_ms: float = 0.0
     total_ms: float = 0.0
+    cached_calls: int = 0   # of llm_calls, those answered from the LLM reply cache: total_ms is not the model's time
 
 
 class Failures(Record):

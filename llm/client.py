@@ -100,7 +100,7 @@ class LLM:
                 continue
             ms = (time.perf_counter() - started) * 1e3
             if run is not None:
-                run.record_call(reply.prompt_tokens, reply.completion_tokens, ms)
+                run.record_call(reply.prompt_tokens, reply.completion_tokens, ms, cached=reply.cached)
             if cancelled is not None and cancelled.is_set():
                 raise RunCancelled("the run was cancelled")
             return reply, ms

@@ -29,6 +29,7 @@ class Usage:
     llm_ms: float = 0.0          # wall time inside the backend, to separate generation from pipeline overhead
     parse_fallbacks: int = 0     # structured replies that stayed invalid after the repair round
     repairs: int = 0             # replies that did not validate but did after the repair round (not in as_dict)
+    cached_calls: int = 0        # calls answered from the reply cache (llm/cache.py; not in as_dict)
 
     def as_dict(self) -> dict:
         return {"llm_calls": self.llm_calls, "prompt_tokens": self.prompt_tokens,
@@ -60,9 +61,10 @@ class RunContext:
         finally:
             self.meters.remove(meter)
 
-    def record_call(self, prompt_tokens: int, completion_tokens: int, ms: float) -> None:
+    def record_call(self, prompt_tokens: int, completion_tokens: int, ms: float, cached: bool = False) -> None:
         for meter in self.meters:
             meter.llm_calls += 1
+            meter.cached_calls += cached
             meter.prompt_tokens += prompt_tokens
             meter.completion_tokens += completion_tokens
             meter.llm_ms += ms

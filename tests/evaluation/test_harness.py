@@ -24,12 +24,12 @@ def cli(*args):
 
 
 def _timeless(value):
-    """A result line or report without what depends on timing (latency, the manifest's dates), for comparing
-    runs."""
+    """A result line or report without what depends on timing (latency, the manifest's dates) or on whether the
+    replies were replayed from the reply cache, for comparing runs."""
     if isinstance(value, dict):
         return {k: _timeless(v) for k, v in value.items()
                 if "latency" not in k and k not in ("ms", "llm_ms", "total_ms", "router_ms", "action_ms", "run_id",
-                                                    "created", "updated")}
+                                                    "created", "updated", "cached_calls", "replayed_rows")}
     if isinstance(value, list):
         return [_timeless(v) for v in value]
     return value
@@ -267,6 +267,30 @@ class TestReport:
         assert (tmp_path / "accuracy_by_difficulty.png").read_bytes()[:4] == b"\x89PNG"
         with pytest.raises(ValueError, match="plot_metric"):
             write_report(rows, tmp_path, "t", plot_metric="latency")
+
+    def test_latency_is_over_the_questions_the_model_answered(self):
+        from evaluation.report import aggregate
+
+        rows = [self._row("a", 0, "q1", 1.0).model_copy(update={"latency_ms": 4000.0}),
+                self._row("a", 0, "q2", 1.0).model_copy(update={"latency_ms": 6000.0}),
+                # replies from the reply cache (one of two calls is enough): a file read's latency, left out
+                self._row("a", 0, "q3", 1.0).model_copy(update={"latency_ms": 3.0, "cached_calls": 1}),
+                self._row("a", 0, "q4", 1.0).model_copy(update={"latency_ms": 2.0, "cached_calls": 2})]
+        rep = aggregate(rows)["configs"]["a"]
+        assert rep["latency_p50_ms"]["mean"] == 5000.0 and rep["latency_p95_ms"]["mean"] == pytest.approx(5900.0)
+        assert rep["replayed_rows"]["mean"] == 2 and rep["llm_calls"]["mean"] == 2  # still counted as calls
+
+    def test_a_config_replayed_in_full_has_no_latency_and_no_latency_plot(self, tmp_path):
+        from evaluation.report import write_report
+
+        rows = [self._row(name, 0, q, 1.0).model_copy(update={"latency_ms": 2.0, "cached_calls": 2})
+                for name in ("a", "b") for q in ("q1", "q2")]
+        report = write_report(rows, tmp_path, "t")
+        assert report["configs"]["a"]["latency_p50_ms"] == {"mean": None, "sd": None}
+        assert "| latency_p50_ms | – | – |" in (tmp_path / "report.md").read_text()
+        assert "accuracy_vs_latency.png" not in [f["file"] for f in report["plots"]["files"]]
+        assert set(report["plots"]["frontier"]) == {"llm_calls", "tokens"}
+        assert not (tmp_path / "accuracy_vs_latency.png").exists()
 
     def test_paired_differences_against_the_baseline(self):
         from evaluation.report import aggregate, markdown

@@ -38,7 +38,15 @@ def test_the_replayed_run_equals_the_recorded_one(tmp_path, index):
     replayed = comparable_rows(tmp_path / "out" / "questions.jsonl")
     assert {r["config"] for r in recorded} == {"fixed", "agent"} and all(r["llm_calls"] > 0 for r in recorded)
     assert replayed == recorded
-    manifest = json.loads((tmp_path / "out" / "report.json").read_text())["manifest"]
+    # every reply came from the cache, and the rows and the report say so: no latency is the model's
+    rows = [json.loads(line) for line in (tmp_path / "out" / "questions.jsonl").read_text().splitlines()]
+    assert all(r["cached_calls"] == r["llm_calls"] > 0 for r in rows)
+    assert all(e.get("cached_calls", 0) == e["llm_calls"] for r in rows for e in r["trace"])
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    per_config = {name: (c["replayed_rows"]["mean"], c["latency_p50_ms"]["mean"])
+                  for name, c in report["configs"].items()}
+    assert per_config == {name: (len(rows) // 2, None) for name in ("fixed", "agent")}
+    manifest = report["manifest"]
     assert manifest["llm_cache"] == {"dir": str(RECORDED / "llm-cache"), "mode": "replay"}
     assert manifest["vector_cache"] == {"dir": str(RECORDED / "vectors"), "mode": "replay"}
     assert manifest["embedding"] == json.loads((RECORDED / "manifest.json").read_text())["embedding"]

@@ -45,6 +45,7 @@ class TestRecordReplay:
         assert "".join(tokens) == recorded and len(tokens) > 1  # streamed piece by piece
         assert (replayed_usage.llm_calls, replayed_usage.prompt_tokens, replayed_usage.completion_tokens) == \
             (recorded_usage.llm_calls, recorded_usage.prompt_tokens, recorded_usage.completion_tokens) == (1, 12, 5)
+        assert (recorded_usage.cached_calls, replayed_usage.cached_calls) == (0, 1)  # latency is not the model's
 
     def test_structured_replies_replay_with_their_repair_round(self, tmp_path):
         from pydantic import BaseModel

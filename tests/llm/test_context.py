@@ -18,6 +18,14 @@ class TestMetered:
                                    "parse_fallbacks": 1}
         assert (outer.llm_calls, outer.prompt_tokens, outer.parse_fallbacks) == (2, 13, 1)
 
+    def test_replayed_calls_are_counted_apart_and_left_out_of_the_records(self):
+        run = RunContext()
+        with run.metered() as usage:
+            run.record_call(5, 1, 0.2, cached=True)
+            run.record_call(7, 2, 900.0)
+        assert (usage.llm_calls, usage.cached_calls) == (2, 1)
+        assert "cached_calls" not in usage.as_dict()  # step records stay as they were
+
     def test_outside_any_scope_nothing_is_counted_and_nothing_fails(self):
         run = RunContext()
         run.record_call(1, 1, 1.0)
