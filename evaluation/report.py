@@ -368,9 +368,11 @@ def _plots(report: dict, rows: list[EvalRow], out_dir: Path, metric: str) -> dic
     accuracy = {n: _estimate(report["configs"][n]["ci95"][metric]) or Estimate(0.0) for n in names}
     front = {}
     for key, (stem, axis, scale) in COSTS.items():
-        if all(report["configs"][n][key]["mean"] is None for n in names):  # no latency: every reply was replayed
+        # a config replayed in full has no latency: it is left off that plot rather than drawn at zero cost
+        measured = [n for n in names if report["configs"][n][key]["mean"] is not None]
+        if not measured:
             continue
-        points = {n: (_cost(report["configs"][n][key], scale), accuracy[n]) for n in names}
+        points = {n: (_cost(report["configs"][n][key], scale), accuracy[n]) for n in measured}
         front[key] = stats.pareto_front({n: (c.value, a.value) for n, (c, a) in points.items()})
         files.append({"file": f"accuracy_vs_{stem}.png", "caption": f"{label} vs {axis.split(' (')[0]}"})
         frontier(out_dir / files[-1]["file"], files[-1]["caption"], axis, label, points, front[key], PLOT_NOTE)

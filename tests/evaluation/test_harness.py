@@ -292,6 +292,16 @@ class TestReport:
         assert set(report["plots"]["frontier"]) == {"llm_calls", "tokens"}
         assert not (tmp_path / "accuracy_vs_latency.png").exists()
 
+    def test_a_replayed_config_is_left_off_the_latency_plot_not_drawn_at_zero(self, tmp_path):
+        from evaluation.report import write_report
+
+        rows = [self._row("replayed", 0, q, 1.0).model_copy(update={"latency_ms": 2.0, "cached_calls": 2})
+                for q in ("q1", "q2")] + [self._row("model", 0, q, 0.5) for q in ("q1", "q2")]
+        report = write_report(rows, tmp_path, "t")
+        assert report["plots"]["frontier"]["latency_p50_ms"] == ["model"]
+        assert report["plots"]["frontier"]["llm_calls"] == ["replayed"]  # the other plots keep every config
+        assert (tmp_path / "accuracy_vs_latency.png").read_bytes()[:4] == b"\x89PNG"
+
     def test_paired_differences_against_the_baseline(self):
         from evaluation.report import aggregate, markdown
 
