@@ -171,6 +171,8 @@ def main() -> int:
                    "recorded): replays then need neither this machine's embedding runtime nor its index")
     p.add_argument("--replay", action="store_true", help="answer only from --llm-cache DIR (and --vector-cache DIR), "
                    "with no model")
+    p.add_argument("--retry-errors", action="store_true", help="ask again the rows of --out that failed (cli.py eval "
+                   "keeps a failed row as it is on resume otherwise)")
     p.add_argument("--index-dir", metavar="DIR", help="where the collection lives (default: one folder per --out under "
                    "bench/out/agent-compare-index: the same documents read from another path cannot share one)")
     p.add_argument("--workers", type=int, default=1)
@@ -203,6 +205,7 @@ def main() -> int:
     command += ["--llm-cache", args.llm_cache] if args.llm_cache else []
     command += ["--vector-cache", args.vector_cache] if args.vector_cache else []
     command += ["--replay"] if args.replay else []
+    command += ["--retry-errors"] if args.retry_errors else []
     print("$", " ".join(command), flush=True)
     done = subprocess.run(command, cwd=ROOT, stdout=subprocess.DEVNULL)
     if done.returncode != 0:
