@@ -6,12 +6,13 @@ from __future__ import annotations
 import re
 import threading
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Callable, Protocol
 
 from llm.context import TokenSink
 from errors import LLMError, TransientLLMError
 
 Messages = list[dict[str, str]]
+MESSAGE_OVERHEAD_TOKENS = 6  # a chat template's role markers around each message
 
 
 @dataclass
@@ -77,3 +78,22 @@ def openai_client_error(exc: Exception, where: str, timeout_s: float | None) -> 
         return LLMError(f"LLM server at {where} refused the request (HTTP {exc.status_code}): "
                         f"{first_line(exc.message)}")
     return None
+
+
+def fit_messages(messages: Messages, budget_tokens: int, count_tokens: Callable[[str], int]) -> Messages:
+    """Shorten the longest message until the prompt's counted tokens fit `budget_tokens`; its first 200 characters
+    are always kept."""
+    total = sum(count_tokens(m["content"]) + MESSAGE_OVERHEAD_TOKENS for m in messages)
+    if total <= budget_tokens:
+        return messages
+    trimmed = [dict(m) for m in messages]
+    longest = max(range(len(trimmed)), key=lambda i: len(trimmed[i]["content"]))
+    content = trimmed[longest]["content"]
+    tokens = count_tokens(content)
+    while total > budget_tokens and len(content) > 200:
+        cut = int((total - budget_tokens) * len(content) / max(tokens, 1)) + 16  # at this message's chars a token
+        content = content[:max(len(content) - cut, 200)]
+        shorter = count_tokens(content)
+        total, tokens = total - tokens + shorter, shorter
+    trimmed[longest]["content"] = content
+    return trimmed

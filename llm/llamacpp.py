@@ -11,17 +11,16 @@ import re
 import threading
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Iterator
 
 import numpy as np
 
-from llm.backend import Messages, Reply, openai_tool_calls
+from llm.backend import Messages, Reply, fit_messages, openai_tool_calls
 from errors import LLMError
 from llm.context import TokenSink
 from errors import RunCancelled
 
 PACKAGED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
-MESSAGE_OVERHEAD_TOKENS = 6  # a chat template's role markers around each message
 # the function-calling format asks for more tool calls after each one until the model stops; only the first is used
 # (nodes/strategies/common.py), and a stop at the next call's prefix ends that loop
 ANOTHER_TOOL_CALL = "functions."
@@ -174,7 +173,7 @@ class LlamaCppBackend:
                 model.reset()  # no tokens kept: the next call evaluates its prompt from position 0
             try:
                 with _completions_capped(model, max_tokens) if tools else nullcontext():
-                    return model.create_chat_completion(messages=_fit(messages, budget, count),
+                    return model.create_chat_completion(messages=fit_messages(messages, budget, count),
                                                         max_tokens=max_tokens, repeat_penalty=self.repeat_penalty,
                                                         **kwargs)
             except ValueError as exc:
@@ -205,22 +204,3 @@ def _completions_capped(model, max_tokens: int) -> Iterator[None]:
         yield
     finally:
         del model.create_completion
-
-
-def _fit(messages: Messages, budget_tokens: int, count_tokens: Callable[[str], int]) -> Messages:
-    """Shorten the longest message until the prompt's counted tokens fit `budget_tokens`; its first 200 characters
-    are always kept."""
-    total = sum(count_tokens(m["content"]) + MESSAGE_OVERHEAD_TOKENS for m in messages)
-    if total <= budget_tokens:
-        return messages
-    trimmed = [dict(m) for m in messages]
-    longest = max(range(len(trimmed)), key=lambda i: len(trimmed[i]["content"]))
-    content = trimmed[longest]["content"]
-    tokens = count_tokens(content)
-    while total > budget_tokens and len(content) > 200:
-        cut = int((total - budget_tokens) * len(content) / max(tokens, 1)) + 16  # at this message's chars a token
-        content = content[:max(len(content) - cut, 200)]
-        shorter = count_tokens(content)
-        total, tokens = total - tokens + shorter, shorter
-    trimmed[longest]["content"] = content
-    return trimmed

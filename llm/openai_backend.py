@@ -1,15 +1,35 @@
 """`OpenAIBackend`: the `openai` client against any OpenAI-compatible server (structured output via
-`response_format=json_schema`; a reply that is not a chat completion is a misbehaving server, retried)."""
+`response_format=json_schema`; a reply that is not a chat completion is a misbehaving server, retried; a prompt the
+server refuses as longer than its context is shortened the way the embedded backend shortens it, and sent again)."""
 from __future__ import annotations
 
 import json
+import math
 import os
+import re
 import threading
 
-from llm.backend import Messages, Reply, openai_client_error, openai_tool_calls
+from llm.backend import MESSAGE_OVERHEAD_TOKENS, Messages, Reply, fit_messages, openai_client_error, openai_tool_calls
 from errors import LLMError, TransientLLMError
 from llm.context import TokenSink
 from errors import RunCancelled
+
+FIT_ATTEMPTS = 3  # requests a call may send: the prompt as given, then shortened by what each refusal said
+_MARGIN_TOKENS = 16  # shortened past the reported overflow, as token estimates from characters are rough
+# how servers say a prompt overflows their context, with the token counts they report: (context, prompt) groups
+_OVERFLOWS = (
+    # OpenAI, vLLM and llama-cpp-python's server
+    re.compile(r"maximum context length is (?P<context>\d+) tokens.*?(?:(?P<prompt>\d+) in the messages|"
+               r"messages resulted in (?P<prompt2>\d+) tokens)", re.S),
+    # llama.cpp's llama-server
+    re.compile(r"request \((?P<prompt>\d+) tokens\) exceeds the available context size \((?P<context>\d+) tokens\)"),
+)
+
+
+class _PromptTooLong(Exception):
+    def __init__(self, context_tokens: int, prompt_tokens: int, refusal: Exception):
+        super().__init__(str(refusal))
+        self.context_tokens, self.prompt_tokens, self.refusal = context_tokens, prompt_tokens, refusal
 
 
 class OpenAIBackend:
@@ -43,12 +63,35 @@ class OpenAIBackend:
             kwargs["response_format"] = self._response_format(json_schema)
         if tools is not None:
             kwargs.update(tools=tools, tool_choice=tool_choice or "auto")
-        if on_token is None or tools is not None:
-            return self._reply(self._create(kwargs, json_schema))
-        kwargs["stream"] = True
-        if self.stream_usage:
-            kwargs["stream_options"] = {"include_usage": True}
-        return self._streamed(self._create(kwargs, json_schema), on_token, cancelled)
+        streamed = on_token is not None and tools is None
+        if streamed:
+            kwargs["stream"] = True
+            if self.stream_usage:
+                kwargs["stream_options"] = {"include_usage": True}
+        out = self._create_fitted(kwargs, json_schema)
+        return self._streamed(out, on_token, cancelled) if streamed else self._reply(out)
+
+    def _create_fitted(self, kwargs: dict, json_schema: dict | None):
+        """`_create`, and after a refusal of the prompt as longer than the server's context, again with the longest
+        message shortened by the reported overflow (tokens estimated at the prompt's characters a token)."""
+        for attempt in range(FIT_ATTEMPTS):
+            try:
+                return self._create(kwargs, json_schema)
+            except _PromptTooLong as exc:
+                messages, max_tokens = kwargs["messages"], kwargs["max_tokens"]
+                chars_a_token = sum(len(m.get("content") or "") for m in messages) / max(exc.prompt_tokens, 1)
+
+                def count(text: str) -> int:
+                    return math.ceil(len(text) / max(chars_a_token, 1e-9))
+
+                counted = sum(count(m.get("content") or "") + MESSAGE_OVERHEAD_TOKENS for m in messages)
+                overflow = exc.prompt_tokens + max_tokens - exc.context_tokens + _MARGIN_TOKENS
+                fitted = fit_messages(messages, counted - overflow, count)
+                if attempt == FIT_ATTEMPTS - 1 or fitted == messages:
+                    raise LLMError(f"the prompt does not fit the context of the LLM server at {self.where} "
+                                   f"({exc.context_tokens} tokens) with {max_tokens} tokens left for the reply: "
+                                   f"{exc.refusal}") from None
+                kwargs = {**kwargs, "messages": fitted}
 
     def _create(self, kwargs: dict, json_schema: dict | None):
         import openai
@@ -66,7 +109,11 @@ class OpenAIBackend:
             if "stream_options" in kwargs and "stream_options" in str(exc):
                 self.stream_usage = False
                 return self._create({k: v for k, v in kwargs.items() if k != "stream_options"}, json_schema)
-            raise openai_client_error(exc, self.where, self.client.timeout) from None
+            refusal = openai_client_error(exc, self.where, self.client.timeout)
+            overflow = _context_overflow(exc)
+            if overflow is not None:
+                raise _PromptTooLong(*overflow, refusal) from None
+            raise refusal from None
 
     def _reply(self, out) -> Reply:
         choices = _choices(out, self.where)
@@ -121,3 +168,16 @@ def _choices(out, where: str) -> list:
     if not isinstance(choices, list) or not choices:
         raise TransientLLMError(f"misbehaving server at {where}: the reply has no 'choices'")
     return choices
+
+
+def _context_overflow(exc: Exception) -> tuple[int, int] | None:
+    """(context tokens, prompt tokens) when `exc` is an HTTP 400 refusing a prompt longer than the server's context,
+    with the counts the server reported; None for any other error."""
+    if getattr(exc, "status_code", None) != 400:
+        return None
+    for pattern in _OVERFLOWS:
+        match = pattern.search(str(getattr(exc, "message", "")))  # the client's message holds the body it got
+        if match is not None:
+            found = match.groupdict()
+            return int(found["context"]), int(found["prompt"] or found.get("prompt2") or 0)
+    return None

@@ -143,3 +143,15 @@ def test_openai_backend_forced_tool_call_against_local_server(llama_server):
                            tool_choice=forced)
     assert [c["name"] for c in reply.tool_calls] == ["abstain"]
     assert isinstance(json.loads(reply.tool_calls[0]["arguments"]), dict)
+
+
+@pytest.mark.slow
+def test_openai_backend_fits_an_overlong_prompt_to_the_local_servers_context(llama_server):
+    """The real server (n_ctx 2048) refuses a ~6,000-token prompt with HTTP 400; it is shortened and answered."""
+    from llm.openai_backend import OpenAIBackend
+
+    dense = " ".join(str(i * 7919 % 100003) for i in range(3000))
+    reply = OpenAIBackend(llama_server, "smollm2", timeout_s=300).chat(
+        [{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": dense}],
+        max_tokens=32, temperature=0.0)
+    assert 1024 < reply.prompt_tokens <= 2048 - 32

@@ -1,10 +1,12 @@
+import json
+
 import pytest
 from pydantic import BaseModel
 
 from llm.client import LLM, _parse
 from errors import LLMError, TransientLLMError
 from tests.scripted_backend import ScriptedBackend
-from tests.canned_server import CannedServer
+from tests.canned_server import CannedServer, LoopbackServer, QuietHandler
 from llm.context import RunContext
 from tests.together import run_together
 
@@ -188,3 +190,101 @@ class TestLocalBackendConcurrency:
             local_llm.generate([{"role": "user", "content": "Write a long story about trains."}], max_tokens=120,
                                on_token=sink, run=context)
         assert usage.completion_tokens <= 3 and len(pieces) <= 2
+
+
+class ContextLimitedServer(LoopbackServer):
+    """A real HTTP server on 127.0.0.1 with a context of `context_tokens` (a token = 4 characters of content, plus
+    10 a message): a longer request is refused with HTTP 400 and `refusal`'s wording, as a real server words it."""
+    REFUSALS = {
+        "llama-cpp-python": lambda ctx, prompt, completion: {"error": {
+            "message": f"This model's maximum context length is {ctx} tokens. However, you requested "
+                       f"{prompt + completion} tokens ({prompt} in the messages, {completion} in the completion). "
+                       "Please reduce the length of the messages or completion.", "type": "invalid_request_error"}},
+        "llama-server": lambda ctx, prompt, completion: {"error": {
+            "code": 400, "message": f"request ({prompt} tokens) exceeds the available context size ({ctx} tokens)",
+            "type": "exceed_context_size_error", "n_prompt_tokens": prompt, "n_ctx": ctx}},
+    }
+
+    def __init__(self, context_tokens: int, refusal: str):
+        requests = self.requests = []  # every request's messages, in order
+        words = self.REFUSALS[refusal]
+
+        class Handler(QuietHandler):
+            def do_POST(self):  # noqa: N802 - the http.server API
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+                requests.append(body["messages"])
+                prompt = sum(len(m["content"]) // 4 + 10 for m in body["messages"])
+                if prompt + body["max_tokens"] > context_tokens:
+                    out = json.dumps(words(context_tokens, prompt, body["max_tokens"])).encode()
+                    self.send_response(400)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(out)))
+                    self.end_headers()
+                    self.wfile.write(out)
+                    return
+                text, usage = f"read {prompt} tokens", {"prompt_tokens": prompt, "completion_tokens": 3,
+                                                        "total_tokens": prompt + 3}
+                if body.get("stream"):  # one server-sent event with the whole text, then the usage
+                    events = [{"id": "x", "object": "chat.completion.chunk", "model": "m", "choices": [
+                        {"index": 0, "delta": {"role": "assistant", "content": text}, "finish_reason": "stop"}]},
+                        {"id": "x", "object": "chat.completion.chunk", "model": "m", "choices": [], "usage": usage}]
+                    self.send_body("".join(f"data: {json.dumps(e)}\n\n" for e in events).encode()
+                                   + b"data: [DONE]\n\n", "text/event-stream")
+                    return
+                self.send_body(json.dumps({
+                    "id": "x", "object": "chat.completion", "model": "m", "usage": usage,
+                    "choices": [{"index": 0, "finish_reason": "stop",
+                                 "message": {"role": "assistant", "content": text}}]}).encode(), "application/json")
+
+        super().__init__(Handler)
+
+
+class TestOpenAIBackendContextOverflow:
+    LONG = "".join(f"fact {i} says the bridge is {i * 7} metres long. " for i in range(400))  # ~4,000 tokens
+
+    @pytest.mark.parametrize("refusal", sorted(ContextLimitedServer.REFUSALS))
+    @pytest.mark.parametrize("streamed", [False, True])
+    def test_a_refused_prompt_is_shortened_and_sent_again(self, refusal, streamed):
+        from llm.openai_backend import FIT_ATTEMPTS, OpenAIBackend
+
+        server = ContextLimitedServer(1024, refusal)
+        messages = [{"role": "system", "content": "Answer from the passages."},
+                    {"role": "user", "content": self.LONG}, {"role": "assistant", "content": "Noted."}]
+        try:
+            reply = OpenAIBackend(server.url, "m").chat(messages, max_tokens=100, temperature=0.0,
+                                                        on_token=(lambda t: None) if streamed else None)
+        finally:
+            server.close()
+        assert reply.text.startswith("read ") and int(reply.text.split()[1]) + 100 <= 1024
+        assert 2 <= len(server.requests) <= FIT_ATTEMPTS
+        sent = server.requests[-1]
+        assert sent[0] == messages[0] and sent[2] == messages[2]  # only the longest message is shortened
+        assert self.LONG.startswith(sent[1]["content"]) and len(sent[1]["content"]) < len(self.LONG)
+        assert messages[1]["content"] == self.LONG  # the caller's messages are not modified
+
+    def test_a_prompt_that_cannot_be_shortened_is_one_clear_error(self):
+        from llm.openai_backend import OpenAIBackend
+
+        server = ContextLimitedServer(64, "llama-cpp-python")
+        try:
+            with pytest.raises(LLMError) as info:
+                OpenAIBackend(server.url, "m").chat([{"role": "user", "content": "What is the bridge's length?"}],
+                                                    max_tokens=100, temperature=0.0)
+        finally:
+            server.close()
+        assert len(server.requests) == 1  # nothing to shorten: not sent again
+        assert str(info.value).startswith(f"the prompt does not fit the context of the LLM server at {server.url} "
+                                          "(64 tokens) with 100 tokens left for the reply: LLM server at ")
+
+    def test_other_refusals_are_not_retried(self):
+        from llm.openai_backend import OpenAIBackend
+
+        server = CannedServer(b"{}")
+        server.server.RequestHandlerClass.do_POST = lambda handler: (
+            handler.send_response(400), handler.send_header("Content-Length", "0"), handler.end_headers())
+        try:
+            with pytest.raises(LLMError, match=r"refused the request \(HTTP 400\)"):
+                OpenAIBackend(server.url, "m").chat([{"role": "user", "content": "x" * 5000}], max_tokens=8,
+                                                    temperature=0.0)
+        finally:
+            server.close()
