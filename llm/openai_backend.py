@@ -73,12 +73,21 @@ class OpenAIBackend:
 
     def _create_fitted(self, kwargs: dict, json_schema: dict | None):
         """`_create`, and after a refusal of the prompt as longer than the server's context, again with the longest
-        message shortened by the reported overflow (tokens estimated at the prompt's characters a token)."""
+        message shortened by the reported overflow (tokens estimated at the prompt's characters a token). A count
+        that does not fall after shortening means the server's own generation overflows (llama-cpp-python's
+        function-calling format writes a tool call's arguments past max_tokens, then counts them as prompt)."""
+        reported = None
         for attempt in range(FIT_ATTEMPTS):
             try:
                 return self._create(kwargs, json_schema)
             except _PromptTooLong as exc:
                 messages, max_tokens = kwargs["messages"], kwargs["max_tokens"]
+                if reported is not None and exc.prompt_tokens >= reported:
+                    raise LLMError(f"the LLM server at {self.where} overflows its context ({exc.context_tokens} "
+                                   f"tokens) with the prompt shortened too ({reported}, then {exc.prompt_tokens} "
+                                   "tokens counted): the overflow is in what it generates, not in the prompt: "
+                                   f"{exc.refusal}") from None
+                reported = exc.prompt_tokens
                 chars_a_token = sum(len(m.get("content") or "") for m in messages) / max(exc.prompt_tokens, 1)
 
                 def count(text: str) -> int:

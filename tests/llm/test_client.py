@@ -205,7 +205,9 @@ class ContextLimitedServer(LoopbackServer):
             "type": "exceed_context_size_error", "n_prompt_tokens": prompt, "n_ctx": ctx}},
     }
 
-    def __init__(self, context_tokens: int, refusal: str):
+    def __init__(self, context_tokens: int, refusal: str, generates_into_context: bool = False):
+        """`generates_into_context`: every request overflows, counted at the context plus one token, as
+        llama-cpp-python's server counts a tool call it generated past max_tokens."""
         requests = self.requests = []  # every request's messages, in order
         words = self.REFUSALS[refusal]
 
@@ -214,6 +216,8 @@ class ContextLimitedServer(LoopbackServer):
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
                 requests.append(body["messages"])
                 prompt = sum(len(m["content"]) // 4 + 10 for m in body["messages"])
+                if generates_into_context:
+                    prompt = context_tokens + 1
                 if prompt + body["max_tokens"] > context_tokens:
                     out = json.dumps(words(context_tokens, prompt, body["max_tokens"])).encode()
                     self.send_response(400)
@@ -275,6 +279,21 @@ class TestOpenAIBackendContextOverflow:
         assert len(server.requests) == 1  # nothing to shorten: not sent again
         assert str(info.value).startswith(f"the prompt does not fit the context of the LLM server at {server.url} "
                                           "(64 tokens) with 100 tokens left for the reply: LLM server at ")
+
+    def test_an_overflow_of_the_servers_own_generation_is_one_clear_error(self):
+        from llm.openai_backend import OpenAIBackend
+
+        server = ContextLimitedServer(1024, "llama-cpp-python", generates_into_context=True)
+        try:
+            with pytest.raises(LLMError) as info:
+                OpenAIBackend(server.url, "m").chat([{"role": "user", "content": self.LONG}], max_tokens=96,
+                                                    temperature=0.0)
+        finally:
+            server.close()
+        assert len(server.requests) == 2  # shortened once; the count did not fall, so not sent a third time
+        assert str(info.value).startswith(f"the LLM server at {server.url} overflows its context (1024 tokens) with "
+                                          "the prompt shortened too (1025, then 1025 tokens counted): the overflow is "
+                                          "in what it generates, not in the prompt: LLM server at ")
 
     def test_other_refusals_are_not_retried(self):
         from llm.openai_backend import OpenAIBackend
