@@ -93,6 +93,15 @@ class LLMCacheMiss(LLMError):
     """A replay asked for a reply that was never recorded."""
 
 
+class ContextOverflowError(LLMError):
+    """A server refused the prompt as longer than its context, and reported its counts (the OpenAI backend shortens
+    the prompt and asks again; llm/openai_backend.py)."""
+
+    def __init__(self, message: str, context_tokens: int, prompt_tokens: int):
+        super().__init__(message)
+        self.context_tokens, self.prompt_tokens = context_tokens, prompt_tokens
+
+
 class TransientLLMError(SwitchyardError, RuntimeError):
     """Worth retrying: a timeout, a dropped connection, a 429 or a 5xx, a malformed reply (the LLM client retries it
     and reports an `LLMError` when the retries run out)."""

@@ -10,7 +10,7 @@ import re
 import threading
 
 from llm.backend import MESSAGE_OVERHEAD_TOKENS, Messages, Reply, fit_messages, openai_client_error, openai_tool_calls
-from errors import LLMError, TransientLLMError
+from errors import ContextOverflowError, LLMError, TransientLLMError
 from llm.context import TokenSink
 from errors import RunCancelled
 
@@ -24,12 +24,6 @@ _OVERFLOWS = (
     # llama.cpp's llama-server
     re.compile(r"request \((?P<prompt>\d+) tokens\) exceeds the available context size \((?P<context>\d+) tokens\)"),
 )
-
-
-class _PromptTooLong(Exception):
-    def __init__(self, context_tokens: int, prompt_tokens: int, refusal: Exception):
-        super().__init__(str(refusal))
-        self.context_tokens, self.prompt_tokens, self.refusal = context_tokens, prompt_tokens, refusal
 
 
 class OpenAIBackend:
@@ -80,13 +74,13 @@ class OpenAIBackend:
         for attempt in range(FIT_ATTEMPTS):
             try:
                 return self._create(kwargs, json_schema)
-            except _PromptTooLong as exc:
+            except ContextOverflowError as exc:
                 messages, max_tokens = kwargs["messages"], kwargs["max_tokens"]
                 if reported is not None and exc.prompt_tokens >= reported:
                     raise LLMError(f"the LLM server at {self.where} overflows its context ({exc.context_tokens} "
                                    f"tokens) with the prompt shortened too ({reported}, then {exc.prompt_tokens} "
                                    "tokens counted): the overflow is in what it generates, not in the prompt: "
-                                   f"{exc.refusal}") from None
+                                   f"{exc}") from None
                 reported = exc.prompt_tokens
                 chars_a_token = sum(len(m.get("content") or "") for m in messages) / max(exc.prompt_tokens, 1)
 
@@ -99,7 +93,7 @@ class OpenAIBackend:
                 if attempt == FIT_ATTEMPTS - 1 or fitted == messages:
                     raise LLMError(f"the prompt does not fit the context of the LLM server at {self.where} "
                                    f"({exc.context_tokens} tokens) with {max_tokens} tokens left for the reply: "
-                                   f"{exc.refusal}") from None
+                                   f"{exc}") from None
                 kwargs = {**kwargs, "messages": fitted}
 
     def _create(self, kwargs: dict, json_schema: dict | None):
@@ -121,7 +115,7 @@ class OpenAIBackend:
             refusal = openai_client_error(exc, self.where, self.client.timeout)
             overflow = _context_overflow(exc)
             if overflow is not None:
-                raise _PromptTooLong(*overflow, refusal) from None
+                raise ContextOverflowError(str(refusal), *overflow) from None
             raise refusal from None
 
     def _reply(self, out) -> Reply:
