@@ -94,8 +94,8 @@ class LLMCacheMiss(LLMError):
 
 
 class ContextOverflowError(LLMError):
-    """A server refused the prompt as longer than its context, and reported its counts (the OpenAI backend shortens
-    the prompt and asks again; llm/openai_backend.py)."""
+    """A server refused the prompt as longer than its context, and reported its counts (llm/backend.py reads them
+    from the `openai` client's error; the OpenAI backend then shortens the prompt and asks again)."""
 
     def __init__(self, message: str, context_tokens: int, prompt_tokens: int):
         super().__init__(message)

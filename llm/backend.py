@@ -9,10 +9,18 @@ from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
 from llm.context import TokenSink
-from errors import LLMError, TransientLLMError
+from errors import ContextOverflowError, LLMError, TransientLLMError
 
 Messages = list[dict[str, str]]
 MESSAGE_OVERHEAD_TOKENS = 6  # a chat template's role markers around each message
+# how servers say a prompt overflows their context, with the token counts they report
+_OVERFLOWS = (
+    # OpenAI, vLLM and llama-cpp-python's server
+    re.compile(r"maximum context length is (?P<context>\d+) tokens.*?(?:(?P<prompt>\d+) in the messages|"
+               r"messages resulted in (?P<prompt2>\d+) tokens)", re.S),
+    # llama.cpp's llama-server
+    re.compile(r"request \((?P<prompt>\d+) tokens\) exceeds the available context size \((?P<context>\d+) tokens\)"),
+)
 
 
 @dataclass
@@ -75,15 +83,32 @@ def openai_client_error(exc: Exception, where: str, timeout_s: float | None) -> 
     if isinstance(exc, (openai.RateLimitError, openai.InternalServerError)):
         return TransientLLMError(f"HTTP {exc.status_code}: {first_line(exc.message)}")
     if isinstance(exc, openai.APIStatusError):
-        return LLMError(f"LLM server at {where} refused the request (HTTP {exc.status_code}): "
-                        f"{first_line(exc.message)}")
+        refused = f"LLM server at {where} refused the request (HTTP {exc.status_code}): {first_line(exc.message)}"
+        overflow = _context_overflow(exc) if exc.status_code == 400 else None
+        return LLMError(refused) if overflow is None else ContextOverflowError(refused, *overflow)
     return None
+
+
+def _context_overflow(exc: Exception) -> tuple[int, int] | None:
+    """(context tokens, prompt tokens) when the client's error refuses a prompt longer than the server's context,
+    with the counts the server reported (the client's message holds the body it got); None otherwise."""
+    for pattern in _OVERFLOWS:
+        match = pattern.search(str(exc.message))
+        if match is not None:
+            found = match.groupdict()
+            return int(found["context"]), int(found["prompt"] or found.get("prompt2"))
+    return None
+
+
+def counted_tokens(messages: Messages, count_tokens: Callable[[str], int]) -> int:
+    """A prompt's tokens by `count_tokens`, with each message's chat-template markers."""
+    return sum(count_tokens(m["content"]) + MESSAGE_OVERHEAD_TOKENS for m in messages)
 
 
 def fit_messages(messages: Messages, budget_tokens: int, count_tokens: Callable[[str], int]) -> Messages:
     """Shorten the longest message until the prompt's counted tokens fit `budget_tokens`; its first 200 characters
     are always kept."""
-    total = sum(count_tokens(m["content"]) + MESSAGE_OVERHEAD_TOKENS for m in messages)
+    total = counted_tokens(messages, count_tokens)
     if total <= budget_tokens:
         return messages
     trimmed = [dict(m) for m in messages]

@@ -6,24 +6,15 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 import threading
 
-from llm.backend import MESSAGE_OVERHEAD_TOKENS, Messages, Reply, fit_messages, openai_client_error, openai_tool_calls
+from llm.backend import Messages, Reply, counted_tokens, fit_messages, openai_client_error, openai_tool_calls
 from errors import ContextOverflowError, LLMError, TransientLLMError
 from llm.context import TokenSink
 from errors import RunCancelled
 
 FIT_ATTEMPTS = 3  # requests a call may send: the prompt as given, then shortened by what each refusal said
 _MARGIN_TOKENS = 16  # shortened past the reported overflow, as token estimates from characters are rough
-# how servers say a prompt overflows their context, with the token counts they report: (context, prompt) groups
-_OVERFLOWS = (
-    # OpenAI, vLLM and llama-cpp-python's server
-    re.compile(r"maximum context length is (?P<context>\d+) tokens.*?(?:(?P<prompt>\d+) in the messages|"
-               r"messages resulted in (?P<prompt2>\d+) tokens)", re.S),
-    # llama.cpp's llama-server
-    re.compile(r"request \((?P<prompt>\d+) tokens\) exceeds the available context size \((?P<context>\d+) tokens\)"),
-)
 
 
 class OpenAIBackend:
@@ -82,14 +73,13 @@ class OpenAIBackend:
                                    "tokens counted): the overflow is in what it generates, not in the prompt: "
                                    f"{exc}") from None
                 reported = exc.prompt_tokens
-                chars_a_token = sum(len(m.get("content") or "") for m in messages) / max(exc.prompt_tokens, 1)
+                chars_a_token = sum(len(m["content"]) for m in messages) / max(exc.prompt_tokens, 1)
 
                 def count(text: str) -> int:
                     return math.ceil(len(text) / max(chars_a_token, 1e-9))
 
-                counted = sum(count(m.get("content") or "") + MESSAGE_OVERHEAD_TOKENS for m in messages)
                 overflow = exc.prompt_tokens + max_tokens - exc.context_tokens + _MARGIN_TOKENS
-                fitted = fit_messages(messages, counted - overflow, count)
+                fitted = fit_messages(messages, counted_tokens(messages, count) - overflow, count)
                 if attempt == FIT_ATTEMPTS - 1 or fitted == messages:
                     raise LLMError(f"the prompt does not fit the context of the LLM server at {self.where} "
                                    f"({exc.context_tokens} tokens) with {max_tokens} tokens left for the reply: "
@@ -112,11 +102,7 @@ class OpenAIBackend:
             if "stream_options" in kwargs and "stream_options" in str(exc):
                 self.stream_usage = False
                 return self._create({k: v for k, v in kwargs.items() if k != "stream_options"}, json_schema)
-            refusal = openai_client_error(exc, self.where, self.client.timeout)
-            overflow = _context_overflow(exc)
-            if overflow is not None:
-                raise ContextOverflowError(str(refusal), *overflow) from None
-            raise refusal from None
+            raise openai_client_error(exc, self.where, self.client.timeout) from None
 
     def _reply(self, out) -> Reply:
         choices = _choices(out, self.where)
@@ -171,16 +157,3 @@ def _choices(out, where: str) -> list:
     if not isinstance(choices, list) or not choices:
         raise TransientLLMError(f"misbehaving server at {where}: the reply has no 'choices'")
     return choices
-
-
-def _context_overflow(exc: Exception) -> tuple[int, int] | None:
-    """(context tokens, prompt tokens) when `exc` is an HTTP 400 refusing a prompt longer than the server's context,
-    with the counts the server reported; None for any other error."""
-    if getattr(exc, "status_code", None) != 400:
-        return None
-    for pattern in _OVERFLOWS:
-        match = pattern.search(str(getattr(exc, "message", "")))  # the client's message holds the body it got
-        if match is not None:
-            found = match.groupdict()
-            return int(found["context"]), int(found["prompt"] or found.get("prompt2") or 0)
-    return None
