@@ -6,8 +6,8 @@ import threading
 class QuietHandler(http.server.BaseHTTPRequestHandler):
     """A request handler that logs nothing and answers with `send_body`."""
 
-    def send_body(self, body: bytes, content_type: str) -> None:
-        self.send_response(200)
+    def send_body(self, body: bytes, content_type: str, status: int = 200) -> None:
+        self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()

@@ -219,12 +219,8 @@ class ContextLimitedServer(LoopbackServer):
                 if generates_into_context:
                     prompt = context_tokens + 1
                 if prompt + body["max_tokens"] > context_tokens:
-                    out = json.dumps(words(context_tokens, prompt, body["max_tokens"])).encode()
-                    self.send_response(400)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(out)))
-                    self.end_headers()
-                    self.wfile.write(out)
+                    self.send_body(json.dumps(words(context_tokens, prompt, body["max_tokens"])).encode(),
+                                   "application/json", status=400)
                     return
                 text, usage = f"read {prompt} tokens", {"prompt_tokens": prompt, "completion_tokens": 3,
                                                         "total_tokens": prompt + 3}
