@@ -31,14 +31,14 @@ class LoopbackServer:
 
 
 class CannedServer(LoopbackServer):
-    """A real HTTP server on 127.0.0.1 that answers every POST with HTTP 200 and a fixed body."""
+    """A real HTTP server on 127.0.0.1 that answers every POST with a fixed body (HTTP `status`)."""
 
-    def __init__(self, body: bytes, content_type: str = "application/json"):
+    def __init__(self, body: bytes, content_type: str = "application/json", status: int = 200):
         bodies = self.bodies = []  # every request body received, in order
 
         class Handler(QuietHandler):
             def do_POST(self):  # noqa: N802 - the http.server API
                 bodies.append(self.rfile.read(int(self.headers.get("Content-Length", 0))))
-                self.send_body(body, content_type)
+                self.send_body(body, content_type, status)
 
         super().__init__(Handler)

@@ -294,12 +294,11 @@ class TestOpenAIBackendContextOverflow:
     def test_other_refusals_are_not_retried(self):
         from llm.openai_backend import OpenAIBackend
 
-        server = CannedServer(b"{}")
-        server.server.RequestHandlerClass.do_POST = lambda handler: (
-            handler.send_response(400), handler.send_header("Content-Length", "0"), handler.end_headers())
+        server = CannedServer(b"", status=400)
         try:
             with pytest.raises(LLMError, match=r"refused the request \(HTTP 400\)"):
                 OpenAIBackend(server.url, "m").chat([{"role": "user", "content": "x" * 5000}], max_tokens=8,
                                                     temperature=0.0)
+            assert len(server.bodies) == 1
         finally:
             server.close()
