@@ -4,7 +4,10 @@ import threading
 
 
 class QuietHandler(http.server.BaseHTTPRequestHandler):
-    """A request handler that logs nothing and answers with `send_body`."""
+    """A request handler that logs nothing, reads a request with `read_body` and answers with `send_body`."""
+
+    def read_body(self) -> bytes:
+        return self.rfile.read(int(self.headers.get("Content-Length", 0)))
 
     def send_body(self, body: bytes, content_type: str, status: int = 200) -> None:
         self.send_response(status)
@@ -38,7 +41,7 @@ class CannedServer(LoopbackServer):
 
         class Handler(QuietHandler):
             def do_POST(self):  # noqa: N802 - the http.server API
-                bodies.append(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+                bodies.append(self.read_body())
                 self.send_body(body, content_type, status)
 
         super().__init__(Handler)

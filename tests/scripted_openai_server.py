@@ -18,7 +18,7 @@ class ScriptedOpenAIServer(LoopbackServer):
 
         class Handler(QuietHandler):
             def do_POST(self):  # noqa: N802 - the http.server API
-                request = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+                request = json.loads(self.read_body())
                 outer.calls += 1
                 text = reply(request["messages"])
                 usage = {"prompt_tokens": 1, "completion_tokens": len(text.split()), "total_tokens": 1}

@@ -213,7 +213,7 @@ class ContextLimitedServer(LoopbackServer):
 
         class Handler(QuietHandler):
             def do_POST(self):  # noqa: N802 - the http.server API
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+                body = json.loads(self.read_body())
                 requests.append(body["messages"])
                 prompt = sum(len(m["content"]) // 4 + 10 for m in body["messages"])
                 if generates_into_context:
