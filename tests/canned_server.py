@@ -1,10 +1,12 @@
 """A stand-in OpenAI-compatible server that misbehaves the same way on every request."""
 import http.server
+import json
 import threading
 
 
 class QuietHandler(http.server.BaseHTTPRequestHandler):
-    """A request handler that logs nothing, reads a request with `read_body` and answers with `send_body`."""
+    """A request handler that logs nothing, reads a request with `read_body` and answers with `send_body` (or
+    `send_chat_completion`)."""
 
     def read_body(self) -> bytes:
         return self.rfile.read(int(self.headers.get("Content-Length", 0)))
@@ -15,6 +17,23 @@ class QuietHandler(http.server.BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
+
+    def send_chat_completion(self, text: str, usage: dict, stream: bool, model: str = "m") -> None:
+        """Answers `text` as an OpenAI chat completion, or, for a `stream` request, as server-sent chunks the way
+        OpenAI sends them with `include_usage`: the text, the finish reason, then the usage with no choices."""
+        head = {"id": "x", "created": 0, "model": model}
+        if not stream:
+            self.send_body(json.dumps({**head, "object": "chat.completion", "usage": usage, "choices": [
+                {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}]}).encode(),
+                "application/json")
+            return
+        chunk = {**head, "object": "chat.completion.chunk"}
+        events = [{**chunk, "choices": [{"index": 0, "delta": {"role": "assistant", "content": text},
+                                         "finish_reason": None}]},
+                  {**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+                  {**chunk, "choices": [], "usage": usage}]
+        body = "".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n"
+        self.send_body(body.encode(), "text/event-stream")
 
     def log_message(self, *args):
         pass

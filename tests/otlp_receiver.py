@@ -15,11 +15,13 @@ from __future__ import annotations
 import argparse
 import threading
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (ExportTraceServiceRequest,
                                                                       ExportTraceServiceResponse)
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+
+from tests.canned_server import QuietHandler
 
 KINDS = {0: "UNSPECIFIED", 1: "INTERNAL", 2: "SERVER", 3: "CLIENT", 4: "PRODUCER", 5: "CONSUMER"}
 
@@ -74,22 +76,14 @@ class OtlpReceiver:
         self.requests = 0
         self.on_span = on_span
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             def do_POST(self):  # noqa: N802 - the http.server API
-                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                body = self.read_body()
                 if self.path != "/v1/traces" or self.headers.get("Content-Type") != "application/x-protobuf":
                     self.send_error(404 if self.path != "/v1/traces" else 415)
                     return
                 receiver._add(decode(body))
-                reply = ExportTraceServiceResponse().SerializeToString()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/x-protobuf")
-                self.send_header("Content-Length", str(len(reply)))
-                self.end_headers()
-                self.wfile.write(reply)
-
-            def log_message(self, *args):
-                pass
+                self.send_body(ExportTraceServiceResponse().SerializeToString(), "application/x-protobuf")
 
         self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"

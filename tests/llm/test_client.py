@@ -224,17 +224,7 @@ class ContextLimitedServer(LoopbackServer):
                     return
                 text, usage = f"read {prompt} tokens", {"prompt_tokens": prompt, "completion_tokens": 3,
                                                         "total_tokens": prompt + 3}
-                if body.get("stream"):  # one server-sent event with the whole text, then the usage
-                    events = [{"id": "x", "object": "chat.completion.chunk", "model": "m", "choices": [
-                        {"index": 0, "delta": {"role": "assistant", "content": text}, "finish_reason": "stop"}]},
-                        {"id": "x", "object": "chat.completion.chunk", "model": "m", "choices": [], "usage": usage}]
-                    self.send_body("".join(f"data: {json.dumps(e)}\n\n" for e in events).encode()
-                                   + b"data: [DONE]\n\n", "text/event-stream")
-                    return
-                self.send_body(json.dumps({
-                    "id": "x", "object": "chat.completion", "model": "m", "usage": usage,
-                    "choices": [{"index": 0, "finish_reason": "stop",
-                                 "message": {"role": "assistant", "content": text}}]}).encode(), "application/json")
+                self.send_chat_completion(text, usage, bool(body.get("stream")))
 
         super().__init__(Handler)
 
