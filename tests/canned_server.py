@@ -1,4 +1,6 @@
-"""A stand-in OpenAI-compatible server that misbehaves the same way on every request."""
+"""Real HTTP servers on 127.0.0.1 for tests: `QuietHandler` (the request handler every test server shares),
+`LoopbackServer` (one on a free port) and `CannedServer` (an OpenAI-compatible stand-in that misbehaves the same way
+on every request)."""
 import http.server
 import json
 import threading
