@@ -12,14 +12,9 @@ class ScriptedOpenAIServer(LoopbackServer):
     """POST /v1/chat/completions answers `reply(messages)` as a chat completion (or a stream)."""
 
     def __init__(self, reply: Callable[[list[dict]], str]):
-        self.calls = 0
-
-        outer = self
-
         class Handler(QuietHandler):
             def do_POST(self):  # noqa: N802 - the http.server API
                 request = json.loads(self.read_body())
-                outer.calls += 1
                 text = reply(request["messages"])
                 usage = {"prompt_tokens": 1, "completion_tokens": len(text.split()), "total_tokens": 1}
                 self.send_chat_completion(text, usage, bool(request.get("stream")), model="scripted")
