@@ -378,7 +378,7 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="serve_load-"))
     index_dir = tmp / "index"
     cells: list[Cell] = []
-    receiver = OtlpReceiver().start() if "on" in args.tracing else None
+    receiver = OtlpReceiver() if "on" in args.tracing else None
     try:
         ingest(index_dir)
         for tracing in args.tracing:
@@ -386,7 +386,7 @@ def main() -> None:
             cells += serve_cells(args, url, index_dir, tmp / "uploads", log_path, tracing, endpoint)
     finally:
         if receiver is not None:
-            receiver.stop()
+            receiver.close()
         if args.keep_index:
             print(f"index kept: {index_dir}")
         else:

@@ -42,16 +42,24 @@ class QuietHandler(http.server.BaseHTTPRequestHandler):
 
 
 class LoopbackServer:
-    """A real HTTP server on 127.0.0.1 (a thread per request) for `handler`; `url` is its OpenAI-style base URL."""
+    """A real HTTP server on 127.0.0.1 (a thread per request) for `handler`, serving from construction until
+    `close()` (or the end of a `with` block); `origin` is http://127.0.0.1:PORT, `url` its OpenAI-style base URL."""
 
-    def __init__(self, handler: type[QuietHandler]):
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+    def __init__(self, handler: type[QuietHandler], port: int = 0):
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
+        self.origin = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.url = f"{self.origin}/v1"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def close(self):
         self.server.shutdown()
         self.server.server_close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
 class CannedServer(LoopbackServer):

@@ -15,13 +15,12 @@ from __future__ import annotations
 import argparse
 import threading
 from dataclasses import dataclass, field
-from http.server import ThreadingHTTPServer
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (ExportTraceServiceRequest,
                                                                       ExportTraceServiceResponse)
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
-from tests.canned_server import QuietHandler
+from tests.canned_server import LoopbackServer, QuietHandler
 
 KINDS = {0: "UNSPECIFIED", 1: "INTERNAL", 2: "SERVER", 3: "CLIENT", 4: "PRODUCER", 5: "CONSUMER"}
 
@@ -66,8 +65,9 @@ def decode(body: bytes) -> list[ReceivedSpan]:
     return spans
 
 
-class OtlpReceiver:
-    """Collects the spans posted to it; safe to read while exports arrive (`spans()` returns a copy)."""
+class OtlpReceiver(LoopbackServer):
+    """Collects the spans posted to it from construction until `close()`; safe to read while exports arrive
+    (`spans()` returns a copy)."""
 
     def __init__(self, port: int = 0, on_span=None):
         receiver = self
@@ -85,9 +85,8 @@ class OtlpReceiver:
                 receiver._add(decode(body))
                 self.send_body(ExportTraceServiceResponse().SerializeToString(), "application/x-protobuf")
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-        self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        super().__init__(Handler, port)
+        self.endpoint = self.origin
 
     def _add(self, spans: list[ReceivedSpan]) -> None:
         with self._lock:
@@ -105,20 +104,6 @@ class OtlpReceiver:
         with self._lock:
             self._spans.clear()
 
-    def start(self) -> "OtlpReceiver":
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-    def __enter__(self) -> "OtlpReceiver":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
-
 
 def main() -> None:
     parser = argparse.ArgumentParser(description="print the spans posted to an OTLP/HTTP receiver on 127.0.0.1")
@@ -133,9 +118,11 @@ def main() -> None:
     receiver = OtlpReceiver(args.port, on_span=show)
     print(f"OTLP/HTTP receiver on {receiver.endpoint} (Ctrl-C stops it)", flush=True)
     try:
-        receiver.server.serve_forever()
+        threading.Event().wait()
     except KeyboardInterrupt:
         pass
+    finally:
+        receiver.close()
 
 
 if __name__ == "__main__":
