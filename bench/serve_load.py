@@ -382,7 +382,7 @@ def main() -> None:
     try:
         ingest(index_dir)
         for tracing in args.tracing:
-            endpoint = receiver.endpoint if tracing == "on" else None
+            endpoint = receiver.origin if tracing == "on" else None
             cells += serve_cells(args, url, index_dir, tmp / "uploads", log_path, tracing, endpoint)
     finally:
         if receiver is not None:

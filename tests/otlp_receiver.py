@@ -2,7 +2,7 @@
 Phoenix, not part of the library). It accepts `POST /v1/traces` with an `application/x-protobuf` body, decodes it
 with `opentelemetry-proto` (`ExportTraceServiceRequest`) and keeps every span as a plain `ReceivedSpan`.
 
-    with OtlpReceiver() as receiver:      # receiver.endpoint: http://127.0.0.1:PORT (OTEL_EXPORTER_OTLP_ENDPOINT)
+    with OtlpReceiver() as receiver:      # receiver.origin: http://127.0.0.1:PORT (OTEL_EXPORTER_OTLP_ENDPOINT)
         ...
         spans = receiver.spans()
 
@@ -86,7 +86,6 @@ class OtlpReceiver(LoopbackServer):
                 self.send_body(ExportTraceServiceResponse().SerializeToString(), "application/x-protobuf")
 
         super().__init__(Handler, port)
-        self.endpoint = self.origin
 
     def _add(self, spans: list[ReceivedSpan]) -> None:
         with self._lock:
@@ -116,7 +115,7 @@ def main() -> None:
               f"{(s.end_ns - s.start_ns) / 1e6:.1f} ms {interesting}", flush=True)
 
     receiver = OtlpReceiver(args.port, on_span=show)
-    print(f"OTLP/HTTP receiver on {receiver.endpoint} (Ctrl-C stops it)", flush=True)
+    print(f"OTLP/HTTP receiver on {receiver.origin} (Ctrl-C stops it)", flush=True)
     try:
         threading.Event().wait()
     except KeyboardInterrupt:

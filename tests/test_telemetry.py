@@ -28,7 +28,7 @@ ANSWER = "Eli Janney patented the knuckle coupler [1]."
 def receiver(monkeypatch):
     """Tracing on for this process, exporting to a fresh receiver; off again afterwards."""
     with OtlpReceiver() as rec:
-        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", rec.endpoint)
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", rec.origin)
         monkeypatch.setenv("OTEL_SERVICE_NAME", "switchyard-test")
         telemetry.reset()
         try:
@@ -178,7 +178,7 @@ def cli(*args, env: dict):
 class TestEntryPoints:
     def test_ask_json_and_eval_rows_carry_the_trace_id(self, sample_index, tmp_path):
         with OtlpReceiver() as rec:
-            env = {"OTEL_EXPORTER_OTLP_ENDPOINT": rec.endpoint}
+            env = {"OTEL_EXPORTER_OTLP_ENDPOINT": rec.origin}
             done = cli("ask", "Who patented the knuckle coupler?", "--config", "no-llm", "--index-dir", sample_index,
                        "--json", env=env)
             assert done.returncode == 0, done.stderr
@@ -200,7 +200,7 @@ class TestEntryPoints:
         index = tmp_path / "index"
         shutil.copytree(sample_index, index)  # the server may write to its index
         with OtlpReceiver() as rec, running_server(tmp_path, index, "--config", "no-llm",
-                                                    env={"OTEL_EXPORTER_OTLP_ENDPOINT": rec.endpoint}) as server:
+                                                    env={"OTEL_EXPORTER_OTLP_ENDPOINT": rec.origin}) as server:
             with server.client() as http:
                 reply = http.post("/v1/ask", json={"question": "What is standard gauge?"})
                 assert reply.status_code == 200, reply.text
