@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import traceback
 from pathlib import Path
@@ -568,6 +569,7 @@ def cmd_eval(args) -> int:
                           index_dir=Path(args.index_dir) if args.index_dir else None, overrides=args.overrides,
                           allow_mixed=args.allow_mixed)
     asker = ray_runner.RayAsker(args.ray) if ray_runner else None
+    signal.signal(signal.SIGTERM, _raise_terminated)  # a killed evaluation still writes the vectors it recorded
     results = evaluator.run(progress=False if args.no_progress else None, retry_errors=args.retry_errors,
                             workers=args.workers, asker=asker)
     if evaluator.unasked_changes:
@@ -697,6 +699,14 @@ COMMANDS = {"ingest": cmd_ingest, "ask": cmd_ask, "trace": cmd_trace, "graph": c
             "config": cmd_config}
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread like Ctrl-C so that `finally` blocks run."""
+
+
+def _raise_terminated(signum, frame):
+    raise Terminated
+
+
 def _log_unexpected(exc: BaseException) -> Path | None:
     """Append the traceback of an unexpected error to the error log; its path (None if it cannot be written)."""
     cache = Path(os.environ.get("SWITCHYARD_CACHE_DIR") or Path.home() / ".cache" / "switchyard")
@@ -719,6 +729,9 @@ def main(argv: list[str] | None = None) -> int:
         # does not fail again
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_BROKEN_PIPE
+    except Terminated:
+        print("terminated", file=sys.stderr)
+        return 128 + signal.SIGTERM
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

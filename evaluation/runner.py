@@ -12,7 +12,7 @@ resume under a different setup (code, models, prompts, configs, collections, ...
 With `llm.cache_dir` (eval --llm-cache), LLM replies are recorded or, under `llm.replay`, replayed; a request that
 was never recorded stops the evaluation (it is not counted as a failed question). `embedding.vector_cache` (eval
 --vector-cache) does the same for embedding vectors (retrievers/vector_recording.py); the vectors recorded are
-written when the evaluation ends, however it ends.
+written when the evaluation ends, however it ends (an error, Ctrl-C, or a SIGTERM to `cli.py eval`).
 """
 from __future__ import annotations
 
@@ -128,6 +128,7 @@ class Evaluator:
                     raise DatasetError(f"nothing could be ingested from {', '.join(map(str, self.dataset.corpus))} "
                                        f"into {self.index_dir}: {first}")
                 self._ingested.add(config.store.collection)
+                flush_vector_recordings(self.models)  # an index on disk has its vectors on disk, however this ends
             recorded = run_manifest.with_collection(self.manifest, run_manifest.collection_entry(res.stack.store))
             self._record(run_manifest.with_embedding(recorded, path.stem, res.stack.embedder.runtime))
         return pipeline
@@ -182,9 +183,11 @@ class Evaluator:
                     self.asked += len(todo_here)
                     self.answering_s += time.perf_counter() - started
         finally:
+            # the vectors first: every row written keeps its vectors even when waiting for the questions in flight
+            # is cut short (their rows are not written; a resume asks them again)
+            flush_vector_recordings(self.models)
             asker.close()  # on an interrupt, questions not started are dropped
             bar.close()
-            flush_vector_recordings(self.models)
         return results
 
     def faithfulness_judge(self, llm_config) -> FaithfulnessJudge:

@@ -2,6 +2,7 @@
 import contextlib
 import json
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -141,6 +142,37 @@ class TestEvalCommand:
                 outs.append(sorted((r["id"], r["prediction"], r["llm_calls"], r["prompt_tokens"], r["error"])
                                    for r in map(json.loads, (out / "questions.jsonl").read_text().splitlines())))
         assert outs[0] == outs[1] and all(row[2] == 2 and row[4] is None for row in outs[0])
+
+    def test_a_terminated_evaluation_keeps_the_vectors_of_the_rows_it_wrote(self, tmp_path):
+        """SIGTERM mid-run (a deployment or `pkill` stopping it): the rows written replay without any model."""
+        out, cache, vectors = tmp_path / "out", tmp_path / "llm-cache", tmp_path / "vectors"
+        fixed = ROOT / "configs" / "fixed.yaml"
+        with slow_server(delay_ms=1500) as url:
+            proc = subprocess.Popen(
+                [sys.executable, str(ROOT / "cli.py"), "eval", DATASET, "--corpus", SAMPLES, "--configs", fixed,
+                 "--out", out, "--index-dir", tmp_path / "index", "--no-progress", "--llm-cache", cache,
+                 "--vector-cache", vectors, "--set", "llm.backend=openai", "--set", f"llm.base_url={url}",
+                 "--set", "llm.model=slow-model"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            results = out / "questions.jsonl"
+            deadline = time.time() + 600
+            while proc.poll() is None and time.time() < deadline and not (
+                    results.exists() and results.read_text().count("\n") >= 1):
+                time.sleep(0.1)
+            assert proc.poll() is None, "the evaluation ended before it could be stopped"
+            proc.send_signal(signal.SIGTERM)
+            _, stderr = proc.communicate(timeout=120)
+        assert proc.returncode == 128 + signal.SIGTERM and stderr.strip().splitlines()[-1] == "terminated"
+        assert "Traceback" not in stderr
+        written = [json.loads(line) for line in results.read_text().splitlines()]
+        assert 1 <= len(written) < 4 and [r["id"] for r in written] == [f"q{i + 1}" for i in range(len(written))]
+        # no model and a fresh index: the passages and the questions come from the recorded vectors
+        done = cli("eval", DATASET, "--corpus", SAMPLES, "--configs", fixed, "--limit", len(written), "--out",
+                   tmp_path / "replayed", "--index-dir", tmp_path / "index2", "--no-progress", "--replay",
+                   "--llm-cache", cache, "--vector-cache", vectors, "--set", "llm.backend=openai",
+                   "--set", "llm.base_url=http://127.0.0.1:9/v1", "--set", "llm.model=slow-model")
+        assert done.returncode == 0, done.stderr
+        replayed = [json.loads(line) for line in (tmp_path / "replayed" / "questions.jsonl").read_text().splitlines()]
+        assert sorted((r["id"], r["prediction"]) for r in replayed) == [(r["id"], r["prediction"]) for r in written]
 
     def test_faithfulness_judged_by_the_real_local_model(self, tmp_path, configs):
         out = tmp_path / "out"
