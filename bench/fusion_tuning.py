@@ -29,13 +29,13 @@ from pathlib import Path
 import numpy as np
 from common import ROOT
 
-from configs.loader import load_config
-from configs.schema import FusionConfig
-from retrievers.beir_eval import EVAL_DEPTH, load_beir, prepare_stack
-from retrievers.documents import Passage
-from retrievers.embedder import Embedder
-from retrievers.fusion import fuse
-from retrievers.metrics import METRIC_NAMES, dedupe, score_query
+from switchyard.configs.loader import load_config
+from switchyard.configs.schema import FusionConfig
+from switchyard.retrievers.beir_eval import EVAL_DEPTH, load_beir, prepare_stack
+from switchyard.retrievers.documents import Passage
+from switchyard.retrievers.embedder import Embedder
+from switchyard.retrievers.fusion import fuse
+from switchyard.retrievers.metrics import METRIC_NAMES, dedupe, score_query
 
 SUITE = ROOT / "bench" / "out" / "retrieval-suite"
 DATASETS = ("scifact", "hotpotqa", "hotpot-single", "phantomwiki", "nq-toy", "squad-intros", "squad-low-overlap")

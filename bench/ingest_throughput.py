@@ -34,10 +34,10 @@ from pathlib import Path
 
 from common import ROOT, SHARED, e5_overrides, scifact_docs, write_resolved_config
 
-from configs.loader import load_config
-from retrievers.documents import search_text
-from retrievers.e5_model import PASSAGE_PREFIX
-from retrievers.pipeline import RetrievalStack
+from switchyard.configs.loader import load_config
+from switchyard.retrievers.documents import search_text
+from switchyard.retrievers.e5_model import PASSAGE_PREFIX
+from switchyard.retrievers.pipeline import RetrievalStack
 
 SPEEDUP_BAR, NDCG_TOLERANCE = 2.0, 0.005
 
@@ -110,7 +110,7 @@ def throughput(args, backends: list[str], out: Path) -> dict[str, dict]:
 
 
 def ndcg(args, backends: list[str]) -> dict[str, dict]:
-    from retrievers.beir_eval import evaluate
+    from switchyard.retrievers.beir_eval import evaluate
 
     folder = SHARED / "scifact"
     scores = {}

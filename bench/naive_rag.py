@@ -22,11 +22,11 @@ from pathlib import Path
 
 import common  # noqa: F401  (the repository root on sys.path, offline environment)
 
-from configs.loader import load_config  # noqa: E402
-from evaluation.datasets import load_dataset  # noqa: E402
-from evaluation.metrics import answer_scores, gold_recall  # noqa: E402
-from llm.factory import build_llm
-from retrievers.bm25 import Tokenizer  # noqa: E402
+from switchyard.configs.loader import load_config  # noqa: E402
+from switchyard.evaluation.datasets import load_dataset  # noqa: E402
+from switchyard.evaluation.metrics import answer_scores, gold_recall  # noqa: E402
+from switchyard.llm.factory import build_llm
+from switchyard.retrievers.bm25 import Tokenizer  # noqa: E402
 
 PROMPT = "Answer the question briefly, using the passages."
 

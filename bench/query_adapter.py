@@ -25,10 +25,10 @@ from pathlib import Path
 import numpy as np
 from fusion_tuning import SUITE, dense_run, load, paired_p, per_query
 
-from configs.loader import load_config
-from configs.schema import FusionConfig
-from retrievers.beir_eval import load_beir, prepare_stack
-from retrievers.query_adapter import apply_adapter, collect_examples, fit
+from switchyard.configs.loader import load_config
+from switchyard.configs.schema import FusionConfig
+from switchyard.retrievers.beir_eval import load_beir, prepare_stack
+from switchyard.retrievers.query_adapter import apply_adapter, collect_examples, fit
 
 NAMES = ("scifact", "hotpotqa", "phantomwiki")
 METRIC = "ndcg@10"

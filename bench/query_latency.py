@@ -21,10 +21,10 @@ from pathlib import Path
 import numpy as np
 from common import ROOT, scifact_docs, scifact_queries, write_resolved_config
 
-from configs.loader import load_config
-from retrievers.documents import Chunk
-from retrievers.metrics import percentile
-from retrievers.pipeline import RetrievalStack
+from switchyard.configs.loader import load_config
+from switchyard.retrievers.documents import Chunk
+from switchyard.retrievers.metrics import percentile
+from switchyard.retrievers.pipeline import RetrievalStack
 
 
 def build(stack: RetrievalStack, base: list[dict], base_vecs: np.ndarray, size: int, rng) -> float:

@@ -43,8 +43,8 @@ from pathlib import Path
 
 from common import ROOT, SHARED
 
-from evaluation.datasets import load_hotpotqa, load_phantomwiki
-from nodes.grade import word_coverage
+from switchyard.evaluation.datasets import load_hotpotqa, load_phantomwiki
+from switchyard.nodes.grade import word_coverage
 
 
 def _stable_half(key: str) -> int:

@@ -50,11 +50,11 @@ from pathlib import Path
 import numpy as np
 from common import ROOT, SHARED, e5_overrides, write_resolved_config
 
-from configs.loader import load_config
-from retrievers.documents import Chunk
-from retrievers.metrics import percentile
-from retrievers.pipeline import RetrievalStack, window_spec
-from retrievers.store import E5_COLUMN, MULTIVECTOR_HITS_PER_K, IndexStore, VectorIndexSpec
+from switchyard.configs.loader import load_config
+from switchyard.retrievers.documents import Chunk
+from switchyard.retrievers.metrics import percentile
+from switchyard.retrievers.pipeline import RetrievalStack, window_spec
+from switchyard.retrievers.store import E5_COLUMN, MULTIVECTOR_HITS_PER_K, IndexStore, VectorIndexSpec
 
 DEFAULT_DATA = Path(tempfile.gettempdir()) / "switchyard-scale"  # ~4 GB at 1M chunks
 SEED_COLLECTION = "seed"
@@ -367,7 +367,7 @@ def probe_search(uri: str, collection: str, n_queries: int, overrides: list[str]
 
 def probe_rank_bm25(uri: str, collection: str, n_queries: int) -> dict:
     """The rank_bm25 backend over the whole collection: build time, memory, query time."""
-    from retrievers.bm25 import RankBM25Retriever
+    from switchyard.retrievers.bm25 import RankBM25Retriever
 
     store = IndexStore(uri, collection)
     rows = store.count()

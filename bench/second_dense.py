@@ -42,11 +42,11 @@ from common import ROOT
 import fusion_tuning
 from fusion_tuning import DATASETS, DEPTH, SUITE, _passages, load, paired_p
 
-from configs.schema import FusionConfig, SwitchyardConfig
-from retrievers.beir_eval import EVAL_DEPTH, load_beir, prepare_stack
-from retrievers.embedder import Embedder
-from retrievers.fusion import NORMALISATIONS, fuse
-from retrievers.metrics import METRIC_NAMES, dedupe, score_query
+from switchyard.configs.schema import FusionConfig, SwitchyardConfig
+from switchyard.retrievers.beir_eval import EVAL_DEPTH, load_beir, prepare_stack
+from switchyard.retrievers.embedder import Embedder
+from switchyard.retrievers.fusion import NORMALISATIONS, fuse
+from switchyard.retrievers.metrics import METRIC_NAMES, dedupe, score_query
 
 E5_DIR = ROOT / "bench" / "out" / "e5-small"
 BLOCK = 256  # chunks embedded between two saves

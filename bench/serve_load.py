@@ -51,7 +51,7 @@ from pathlib import Path
 import httpx
 from common import ROOT, free_port, wait_until_healthy
 
-from retrievers.metrics import percentile
+from switchyard.retrievers.metrics import percentile
 from tests.otlp_receiver import OtlpReceiver
 
 HOST = "127.0.0.1"

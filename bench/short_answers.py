@@ -18,7 +18,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import common  # noqa: F401  (the repository root on sys.path)
-from nodes.short_answer import occurs_in, split_list  # noqa: E402
+from switchyard.nodes.short_answer import occurs_in, split_list  # noqa: E402
 
 
 def grounded(row: dict) -> bool:

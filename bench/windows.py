@@ -25,10 +25,10 @@ from pathlib import Path
 import numpy as np
 from fusion_tuning import SUITE, paired_p, per_query
 
-from configs.loader import load_config
-from configs.schema import FusionConfig
-from retrievers.beir_eval import load_beir, prepare_stack
-from retrievers.metrics import METRIC_NAMES, percentile
+from switchyard.configs.loader import load_config
+from switchyard.configs.schema import FusionConfig
+from switchyard.retrievers.beir_eval import load_beir, prepare_stack
+from switchyard.retrievers.metrics import METRIC_NAMES, percentile
 
 NAMES = ("scifact", "hotpotqa", "hotpot-single", "phantomwiki")
 PREVIOUS = dict(normalization="max", adaptive_power=0, weights={"bm25": 0.5, "dense": 0.5})

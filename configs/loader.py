@@ -9,8 +9,8 @@ from typing import Any, Iterable
 import yaml
 from pydantic import ValidationError
 
-from configs.schema import LLM_SECTIONS, SwitchyardConfig
-from errors import ConfigError
+from switchyard.configs.schema import LLM_SECTIONS, SwitchyardConfig
+from switchyard.errors import ConfigError
 
 CONFIG_DIR = Path(__file__).resolve().parent
 

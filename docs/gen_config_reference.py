@@ -332,7 +332,7 @@ def render(root: type[BaseModel] | None = None, header: str = HEADER) -> str:
     """The whole page for `root` (default: SwitchyardConfig)."""
     if root is None:
         sys.path.insert(0, str(ROOT))
-        from configs.schema import SwitchyardConfig as root  # noqa: N813
+        from switchyard.configs.schema import SwitchyardConfig as root  # noqa: N813
     walker = Walker()
     top = walker.model(root, "", "Top level", 1)
     out = [header.rstrip("\n"), ""]

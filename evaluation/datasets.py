@@ -9,8 +9,8 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from errors import DatasetError
-from evaluation.metrics import NO_DOCUMENTS_TYPES
+from switchyard.errors import DatasetError
+from switchyard.evaluation.metrics import NO_DOCUMENTS_TYPES
 
 
 @dataclass

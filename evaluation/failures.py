@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from evaluation.rows import EvalRow
+from switchyard.evaluation.rows import EvalRow
 
 ENDING_ACTIONS = ("answer", "abstain", "reply")
 NEEDS_PASSAGES = ("rerank", "grade")  # actions that work on passages a retrieve step found

@@ -18,13 +18,13 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from evaluation.jsonl import drop_torn_tail, read_results
-from evaluation.rows import EvalRow
-from nodes.citations import cited_numbers, split_sentences, strip_citations
-from llm.client import LLM
-from llm.factory import llm_identity
-from llm.prompts import JUDGE_FAITHFULNESS
-from llm.context import RunContext
+from switchyard.evaluation.jsonl import drop_torn_tail, read_results
+from switchyard.evaluation.rows import EvalRow
+from switchyard.nodes.citations import cited_numbers, split_sentences, strip_citations
+from switchyard.llm.client import LLM
+from switchyard.llm.factory import llm_identity
+from switchyard.llm.prompts import JUDGE_FAITHFULNESS
+from switchyard.llm.context import RunContext
 
 JUDGEMENTS = "judgements.jsonl"
 

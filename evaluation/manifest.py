@@ -38,14 +38,14 @@ from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 
-from configs.schema import LangChainLLMConfig, LLMConfig, LocalLLMConfig, OpenAILLMConfig, SwitchyardConfig
-from errors import LLMError
-from llm.factory import llm_identity
-from llm.llamacpp import packaged_gguf
-from llm.prompts import templates
-from retrievers.embedder import resolve_model_dir
-from errors import ModelNotFoundError
-from errors import ManifestMismatch
+from switchyard.configs.schema import LangChainLLMConfig, LLMConfig, LocalLLMConfig, OpenAILLMConfig, SwitchyardConfig
+from switchyard.errors import LLMError
+from switchyard.llm.factory import llm_identity
+from switchyard.llm.llamacpp import packaged_gguf
+from switchyard.llm.prompts import templates
+from switchyard.retrievers.embedder import resolve_model_dir
+from switchyard.errors import ModelNotFoundError
+from switchyard.errors import ManifestMismatch
 
 MANIFEST = "manifest.json"
 PACKAGES = ("langgraph", "lancedb", "llama-cpp-python", "sentence-transformers", "openai")

@@ -11,7 +11,7 @@ import re
 import string
 from collections import Counter
 
-from nodes.citations import CITATION_MARK
+from switchyard.nodes.citations import CITATION_MARK
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCT = set(string.punctuation)

@@ -18,15 +18,15 @@ import ray
 import ray.exceptions
 from ray.util import ActorPool
 
-from configs.schema import SwitchyardConfig
-from errors import SwitchyardError
-from evaluation.datasets import EvalQuestion
-from evaluation.rows import EvalRow
-from evaluation.runner import (ask_row, flush_vector_recordings, reply_cache_counts, summed_counts,
+from switchyard.configs.schema import SwitchyardConfig
+from switchyard.errors import SwitchyardError
+from switchyard.evaluation.datasets import EvalQuestion
+from switchyard.evaluation.rows import EvalRow
+from switchyard.evaluation.runner import (ask_row, flush_vector_recordings, reply_cache_counts, summed_counts,
                                vector_cache_counts)
-from graphs.app import Pipeline
-from nodes.resources import SharedModels
-from retrievers.ray_ingest import cluster_info, connect
+from switchyard.graphs.app import Pipeline
+from switchyard.nodes.resources import SharedModels
+from switchyard.retrievers.ray_ingest import cluster_info, connect
 
 
 @ray.remote(max_restarts=-1, max_task_retries=-1)

@@ -9,12 +9,12 @@ import json
 import statistics
 from pathlib import Path
 
-from evaluation import manifest as run_manifest
-from evaluation import stats
-from evaluation.failures import DETECTORS, count_failures
-from evaluation.plots import Estimate, bars, frontier
-from evaluation.rows import EvalRow
-from retrievers.metrics import percentile
+from switchyard.evaluation import manifest as run_manifest
+from switchyard.evaluation import stats
+from switchyard.evaluation.failures import DETECTORS, count_failures
+from switchyard.evaluation.plots import Estimate, bars, frontier
+from switchyard.evaluation.rows import EvalRow
+from switchyard.retrievers.metrics import percentile
 
 # latency percentiles are over the rows the model answered; `replayed_rows` counts those answered (at least in part)
 # from the LLM reply cache, whose latency is a file read's

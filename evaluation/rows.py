@@ -8,8 +8,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from evaluation.jsonl import read_results
-from evaluation.metrics import (NO_DOCUMENTS_TYPES, answer_scores, citation_precision, gold_recall,
+from switchyard.evaluation.jsonl import read_results
+from switchyard.evaluation.metrics import (NO_DOCUMENTS_TYPES, answer_scores, citation_precision, gold_recall,
                                 no_documents_scores)
 
 ERROR_SCORES = {"exact_match": 0.0, "f1": 0.0, "contains": 0.0, "gold_recall": None, "citation_precision": None}

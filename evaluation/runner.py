@@ -24,19 +24,19 @@ from typing import Iterator, Protocol
 
 import yaml
 
-from configs.loader import load_config
-from configs.schema import SwitchyardConfig
-from evaluation import manifest as run_manifest
-from evaluation.datasets import EvalQuestion, EvalSet
-from evaluation.faithfulness import FaithfulnessJudge, judge_name
-from evaluation.jsonl import drop_error_lines, drop_torn_tail
-from evaluation.rows import ERROR_SCORES, EvalRow, read_rows
-from graphs.app import Pipeline
-from llm.cache import CachingBackend
-from errors import DatasetError, LLMCacheMiss, VectorCacheMiss
-from nodes.resources import SharedModels
-from retrievers.embedder import Embedder
-from retrievers.pipeline import corpus_collection_for
+from switchyard.configs.loader import load_config
+from switchyard.configs.schema import SwitchyardConfig
+from switchyard.evaluation import manifest as run_manifest
+from switchyard.evaluation.datasets import EvalQuestion, EvalSet
+from switchyard.evaluation.faithfulness import FaithfulnessJudge, judge_name
+from switchyard.evaluation.jsonl import drop_error_lines, drop_torn_tail
+from switchyard.evaluation.rows import ERROR_SCORES, EvalRow, read_rows
+from switchyard.graphs.app import Pipeline
+from switchyard.llm.cache import CachingBackend
+from switchyard.errors import DatasetError, LLMCacheMiss, VectorCacheMiss
+from switchyard.nodes.resources import SharedModels
+from switchyard.retrievers.embedder import Embedder
+from switchyard.retrievers.pipeline import corpus_collection_for
 
 RESULTS = "questions.jsonl"
 

@@ -16,18 +16,19 @@ from typing import AsyncIterator, Iterator
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.types import Command
 
-from configs.loader import config_hash, config_to_dict, load_config
-from configs.schema import SwitchyardConfig
-from errors import ConfigError, PauseExpired, QuestionError, SwitchyardError, UnknownThread, first_line
-from graphs.build import build_graph
-from graphs.results import (STREAM_EVENT, Answer, AskResult, ConfigInfo, Decision, ErrorEvent, Failures, NodeEnd,
+from switchyard.extras import check_config
+from switchyard.configs.loader import config_hash, config_to_dict, load_config
+from switchyard.configs.schema import SwitchyardConfig
+from switchyard.errors import ConfigError, PauseExpired, QuestionError, SwitchyardError, UnknownThread, first_line
+from switchyard.graphs.build import build_graph
+from switchyard.graphs.results import (STREAM_EVENT, Answer, AskResult, ConfigInfo, Decision, ErrorEvent, Failures, NodeEnd,
                             PassageRef, Passages, Paused, PendingAction, RunStart, StreamEvent, Usage)
-from llm import telemetry
-from llm.context import RunContext
-from nodes.approve import Approval, checked_arguments
-from nodes.resources import Resources, SharedModels
-from nodes.rewrite import round_queries
-from retrievers.search import SearchResult
+from switchyard.llm import telemetry
+from switchyard.llm.context import RunContext
+from switchyard.nodes.approve import Approval, checked_arguments
+from switchyard.nodes.resources import Resources, SharedModels
+from switchyard.nodes.rewrite import round_queries
+from switchyard.retrievers.search import SearchResult
 
 STREAM_MODES = ["custom", "updates", "values"]
 _PASSAGE_KEYS = ("candidates", "reranked", "graded")
@@ -40,9 +41,21 @@ class Pipeline:
     def __init__(self, config: SwitchyardConfig | None = None, models: SharedModels | None = None,
                  checkpointer: BaseCheckpointSaver | None = None):
         self.config = config or load_config()
+        check_config(self.config)  # a missing extra is one clear error now, not an ImportError mid-run
         self.resources = Resources(self.config, models)
         self.graph = build_graph(self.config, self.resources, checkpointer)
         self.config_hash = config_hash(self.config)
+
+    def close(self) -> None:
+        """Stop the threads this pipeline started for its queries; it stays usable (a later query starts them
+        again). `with Pipeline(...) as pipe:` closes it at the end of the block."""
+        self.resources.close()
+
+    def __enter__(self) -> "Pipeline":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
     @property
     def pauses(self) -> bool:

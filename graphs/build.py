@@ -23,22 +23,22 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 
-from configs.schema import SwitchyardConfig
-from graphs.state import RAGState
-from llm import telemetry
-from llm.context import RunContext
-from nodes.abstain import abstain
-from nodes.answer import abstention, answer
-from nodes.approve import approve, route_after_approval
-from nodes.citations import Citation
-from nodes.grade import GRADE_ROUTES, grade, route_after_grade
-from nodes.no_documents import no_documents, reply, route_question
-from nodes.rerank import rerank
-from nodes.resources import Resources
-from nodes.retrieve import retrieve
-from nodes.rewrite import rewrite
-from nodes.router import ACTIONS, FIXED_SEQUENCE, choose_edge, route
-from retrievers.documents import Passage
+from switchyard.configs.schema import SwitchyardConfig
+from switchyard.graphs.state import RAGState
+from switchyard.llm import telemetry
+from switchyard.llm.context import RunContext
+from switchyard.nodes.abstain import abstain
+from switchyard.nodes.answer import abstention, answer
+from switchyard.nodes.approve import approve, route_after_approval
+from switchyard.nodes.citations import Citation
+from switchyard.nodes.grade import GRADE_ROUTES, grade, route_after_grade
+from switchyard.nodes.no_documents import no_documents, reply, route_question
+from switchyard.nodes.rerank import rerank
+from switchyard.nodes.resources import Resources
+from switchyard.nodes.retrieve import retrieve
+from switchyard.nodes.rewrite import rewrite
+from switchyard.nodes.router import ACTIONS, FIXED_SEQUENCE, choose_edge, route
+from switchyard.retrievers.documents import Passage
 
 Node = Callable[[dict, Runtime[RunContext], Resources], dict]
 NODES: dict[str, Node] = {

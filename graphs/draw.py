@@ -10,6 +10,8 @@ import html
 from dataclasses import dataclass
 from pathlib import Path
 
+from switchyard.extras import needs_extra
+
 FORMATS = ("mermaid", "ascii", "svg", "png")
 _W, _H, _GAP_X, _GAP_Y, _MARGIN = 150, 40, 50, 70, 40
 
@@ -133,7 +135,8 @@ def to_svg(compiled) -> str:
 def to_png(compiled) -> bytes:
     import io
 
-    from PIL import Image, ImageDraw, ImageFont
+    with needs_extra("draw", "a PNG of the graph"):
+        from PIL import Image, ImageDraw, ImageFont
 
     nodes, edges = edges_of(compiled)
     pos, width, height = _layout(nodes, edges)

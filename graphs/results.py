@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from nodes.citations import Citation
+from switchyard.nodes.citations import Citation
 
 Verdict = Literal["correct", "ambiguous", "incorrect"]
 

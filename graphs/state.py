@@ -4,7 +4,7 @@ from __future__ import annotations
 import operator
 from typing import Annotated, Literal, TypedDict
 
-from retrievers.documents import Passage
+from switchyard.retrievers.documents import Passage
 
 Verdict = Literal["correct", "ambiguous", "incorrect"]
 

@@ -8,8 +8,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
-from llm.context import TokenSink
-from errors import ContextOverflowError, LLMError, TransientLLMError
+from switchyard.llm.context import TokenSink
+from switchyard.errors import ContextOverflowError, LLMError, TransientLLMError
 
 Messages = list[dict[str, str]]
 MESSAGE_OVERHEAD_TOKENS = 6  # a chat template's role markers around each message

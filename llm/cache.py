@@ -22,10 +22,10 @@ import threading
 from dataclasses import asdict
 from pathlib import Path
 
-from llm.backend import ChatBackend, Messages, Reply, send_words
-from errors import LLMError
-from llm.context import TokenSink
-from errors import LLMCacheMiss
+from switchyard.llm.backend import ChatBackend, Messages, Reply, send_words
+from switchyard.errors import LLMError
+from switchyard.llm.context import TokenSink
+from switchyard.errors import LLMCacheMiss
 
 
 def request_key(request: dict) -> str:

@@ -18,11 +18,11 @@ from pydantic import BaseModel, ValidationError
 
 from opentelemetry.trace import SpanKind
 
-from errors import LLMError, RunCancelled, TransientLLMError
-from llm import telemetry
-from llm.backend import ChatBackend, Messages, Reply
-from llm.context import RunContext, TokenSink
-from llm.prompts import STRUCTURED_REPAIR
+from switchyard.errors import LLMError, RunCancelled, TransientLLMError
+from switchyard.llm import telemetry
+from switchyard.llm.backend import ChatBackend, Messages, Reply
+from switchyard.llm.context import RunContext, TokenSink
+from switchyard.llm.prompts import STRUCTURED_REPAIR
 
 T = TypeVar("T", bound=BaseModel)
 

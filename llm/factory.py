@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from configs.schema import LangChainLLMConfig, LLMConfig, OpenAILLMConfig
-from llm.backend import ChatBackend
-from llm.cache import CachingBackend, ReplyStore
-from llm.client import LLM
-from llm.langchain_backend import LangChainBackend, chat_model_identity
-from llm.llamacpp import PACKAGED_GGUF, LlamaCppBackend
-from llm.openai_backend import OpenAIBackend
+from switchyard.configs.schema import LangChainLLMConfig, LLMConfig, OpenAILLMConfig
+from switchyard.llm.backend import ChatBackend
+from switchyard.llm.cache import CachingBackend, ReplyStore
+from switchyard.llm.client import LLM
+from switchyard.llm.langchain_backend import LangChainBackend, chat_model_identity
+from switchyard.llm.llamacpp import PACKAGED_GGUF, LlamaCppBackend
+from switchyard.llm.openai_backend import OpenAIBackend
 
 
 def llm_identity(config: LLMConfig) -> dict:

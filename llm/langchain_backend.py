@@ -17,11 +17,12 @@ import json
 import re
 import threading
 
-from configs.schema import StructuredMethod
-from llm.backend import Messages, Reply, openai_client_error
-from errors import LLMError, TransientLLMError
-from llm.context import TokenSink
-from errors import RunCancelled
+from switchyard.configs.schema import StructuredMethod
+from switchyard.llm.backend import Messages, Reply, openai_client_error
+from switchyard.errors import LLMError, TransientLLMError
+from switchyard.llm.context import TokenSink
+from switchyard.errors import RunCancelled
+from switchyard.extras import needs_extra
 
 SECRET_OR_PLACE = re.compile(r"key|token|secret|password|url|endpoint|host|port|timeout|retries|client", re.I)
 
@@ -53,7 +54,8 @@ def build_chat_model(spec: str, kwargs: dict):
     """The chat model for `llm.chat_model` (a `provider:model` string or an import path) and its keyword arguments;
     a clear `LLMError` when it cannot be built."""
     if is_provider_model(spec):
-        from langchain.chat_models import init_chat_model
+        with needs_extra("langchain", f"llm.chat_model {spec!r}"):
+            from langchain.chat_models import init_chat_model
 
         make = functools.partial(init_chat_model, spec)
     else:

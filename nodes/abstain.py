@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from langgraph.runtime import Runtime
 
-from llm.context import RunContext
-from nodes.answer import abstention
-from nodes.resources import Resources
+from switchyard.llm.context import RunContext
+from switchyard.nodes.answer import abstention
+from switchyard.nodes.resources import Resources
 
 
 def abstain(state: dict, runtime: Runtime[RunContext], res: Resources) -> dict:

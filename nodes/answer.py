@@ -21,15 +21,15 @@ from pydantic import BaseModel, create_model
 
 from langgraph.runtime import Runtime
 
-from configs.schema import AnswerConfig
-from llm.context import RunContext, TokenSink
-from llm.prompts import ANSWER_SYSTEM, CLOSED_BOOK_SYSTEM, NOT_FOUND, SHORT_ANSWER_RULES, SHORT_ANSWER_SYSTEM
-from nodes.citations import cite_record, split_sentences, verify_citations
-from nodes.grade import passage_coverage
-from nodes.resources import Resources
-from nodes.short_answer import (QuestionShape, clean_answer, extractive_span, grounded_in, match_option, occurs_in,
+from switchyard.configs.schema import AnswerConfig
+from switchyard.llm.context import RunContext, TokenSink
+from switchyard.llm.prompts import ANSWER_SYSTEM, CLOSED_BOOK_SYSTEM, NOT_FOUND, SHORT_ANSWER_RULES, SHORT_ANSWER_SYSTEM
+from switchyard.nodes.citations import cite_record, split_sentences, verify_citations
+from switchyard.nodes.grade import passage_coverage
+from switchyard.nodes.resources import Resources
+from switchyard.nodes.short_answer import (QuestionShape, clean_answer, extractive_span, grounded_in, match_option, occurs_in,
                                 question_shape, split_list, sub_spans)
-from retrievers.documents import Passage
+from switchyard.retrievers.documents import Passage
 
 
 def _prompt(question: str, passages: list[Passage]) -> list[dict]:

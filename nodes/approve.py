@@ -22,10 +22,10 @@ from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from errors import ApprovalError
-from llm.context import RunContext
-from nodes.resources import Resources
-from nodes.strategies.common import Decision, ReplyDecision, validation_error
+from switchyard.errors import ApprovalError
+from switchyard.llm.context import RunContext
+from switchyard.nodes.resources import Resources
+from switchyard.nodes.strategies.common import Decision, ReplyDecision, validation_error
 
 ARGUMENTS: dict[str, tuple[str, ...]] = {"rewrite": ("query",), "retrieve": ("query",), "abstain": ("reason",)}
 

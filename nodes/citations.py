@@ -14,8 +14,8 @@ import re
 
 from pydantic import BaseModel, ConfigDict
 
-from retrievers.documents import Passage
-from retrievers.stop_words import ENGLISH_STOP_WORDS
+from switchyard.retrievers.documents import Passage
+from switchyard.retrievers.stop_words import ENGLISH_STOP_WORDS
 
 CITATION_MARK = re.compile(r"\s*\[(\d+(?:\s*,\s*\d+)*)\]")  # "[2]" or "[1, 3]", with the space before it
 _SENT = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")

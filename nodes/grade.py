@@ -14,12 +14,12 @@ from typing import Literal
 from langgraph.runtime import Runtime
 from pydantic import BaseModel
 
-from llm.client import judge_passages
-from llm.context import RunContext
-from llm.prompts import GRADE_RELEVANCE
-from nodes.citations import content_words
-from nodes.resources import Resources
-from retrievers.documents import Passage
+from switchyard.llm.client import judge_passages
+from switchyard.llm.context import RunContext
+from switchyard.llm.prompts import GRADE_RELEVANCE
+from switchyard.nodes.citations import content_words
+from switchyard.nodes.resources import Resources
+from switchyard.retrievers.documents import Passage
 
 GradeRoute = Literal["relevant", "retry", "exhausted"]
 GRADE_ROUTES: dict[str, str] = {"relevant": "answer", "retry": "rewrite", "exhausted": "abstain"}

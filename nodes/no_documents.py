@@ -26,9 +26,9 @@ from dataclasses import dataclass
 
 from langgraph.runtime import Runtime
 
-from llm.context import RunContext
-from nodes.answer import abstention
-from nodes.resources import Resources
+from switchyard.llm.context import RunContext
+from switchyard.nodes.answer import abstention
+from switchyard.nodes.resources import Resources
 
 _TRIGGERS = {"hi", "hello", "hey", "hiya", "howdy", "greetings", "yo", "thanks", "thank", "thx", "cheers", "bye",
              "goodbye", "morning", "afternoon", "evening"}

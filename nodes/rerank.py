@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from langgraph.runtime import Runtime
 
-from llm.context import RunContext
-from nodes.resources import Resources
+from switchyard.llm.context import RunContext
+from switchyard.nodes.resources import Resources
 
 
 def rerank(state: dict, runtime: Runtime[RunContext], res: Resources) -> dict:

@@ -20,14 +20,14 @@ from typing import Callable, TypeVar
 import numpy as np
 from pydantic import BaseModel
 
-from configs.schema import EmbeddingConfig, LLMConfig, SwitchyardConfig
-from llm.client import LLM
-from llm.factory import build_llm
-from retrievers import e5_model
-from retrievers.documents import Passage, search_text
-from retrievers.embedder import Embedder
-from retrievers.lazy import Lazy
-from retrievers.pipeline import RetrievalStack
+from switchyard.configs.schema import EmbeddingConfig, LLMConfig, SwitchyardConfig
+from switchyard.llm.client import LLM
+from switchyard.llm.factory import build_llm
+from switchyard.retrievers import e5_model
+from switchyard.retrievers.documents import Passage, search_text
+from switchyard.retrievers.embedder import Embedder
+from switchyard.retrievers.lazy import Lazy
+from switchyard.retrievers.pipeline import RetrievalStack
 
 T = TypeVar("T")
 
@@ -92,6 +92,11 @@ class Resources:
     @property
     def embedder(self) -> Embedder:
         return self.stack.embedder
+
+    def close(self) -> None:
+        """Stop the threads the retrieval stack started (the models stay loaded, the pipeline usable)."""
+        if self._stack.built:
+            self.stack.close()
 
     def warm_up(self) -> None:
         """Load every model and open the index now, instead of on the first question."""

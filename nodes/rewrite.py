@@ -12,11 +12,11 @@ from typing import Annotated
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field, StringConstraints
 
-from llm.context import RunContext
-from llm.prompts import REWRITE_FEEDBACK, REWRITE_MANY, REWRITE_ONE
-from nodes.resources import Resources
-from retrievers.bm25 import Tokenizer
-from retrievers.stop_words import ENGLISH_STOP_WORDS
+from switchyard.llm.context import RunContext
+from switchyard.llm.prompts import REWRITE_FEEDBACK, REWRITE_MANY, REWRITE_ONE
+from switchyard.nodes.resources import Resources
+from switchyard.retrievers.bm25 import Tokenizer
+from switchyard.retrievers.stop_words import ENGLISH_STOP_WORDS
 
 
 Query = Annotated[str, StringConstraints(min_length=2, max_length=160)]

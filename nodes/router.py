@@ -33,14 +33,14 @@ import time
 
 from langgraph.runtime import Runtime
 
-from llm import telemetry
-from llm.context import RunContext
-from nodes.citations import content_words
-from nodes.grade import GRADE_ROUTES, route_after_grade
-from nodes.no_documents import classify
-from nodes.resources import Resources
-from nodes.strategies import STRATEGIES
-from nodes.strategies.common import (ACTIONS, ROUTER_TOOLS, Action, Decision, Plan, decision_from_tool_call,
+from switchyard.llm import telemetry
+from switchyard.llm.context import RunContext
+from switchyard.nodes.citations import content_words
+from switchyard.nodes.grade import GRADE_ROUTES, route_after_grade
+from switchyard.nodes.no_documents import classify
+from switchyard.nodes.resources import Resources
+from switchyard.nodes.strategies import STRATEGIES
+from switchyard.nodes.strategies.common import (ACTIONS, ROUTER_TOOLS, Action, Decision, Plan, decision_from_tool_call,
                                      summarize_state)
 
 __all__ = ["ACTIONS", "ROUTER_TOOLS", "Action", "Decision", "Plan", "decision_from_tool_call", "summarize_state",

@@ -14,8 +14,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
-from nodes.citations import content_words, strip_citations
-from retrievers.documents import Passage
+from switchyard.nodes.citations import content_words, strip_citations
+from switchyard.retrievers.documents import Passage
 
 Kind = Literal["yes_no", "choice", "open"]
 Expects = Literal["number", "date", "name", "phrase"]

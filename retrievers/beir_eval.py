@@ -13,13 +13,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from configs.schema import FusionConfig, SwitchyardConfig
-from retrievers.embedder import Embedder
-from retrievers.fusion import fuse
-from retrievers.metrics import METRIC_NAMES, dedupe, percentile, score_query
-from retrievers.pipeline import RetrievalStack, corpus_collection_for
-from retrievers.query_adapter import QueryAdapter, check_adapter_path, check_fit_settings, collect_examples, fit
-from errors import DatasetError
+from switchyard.configs.schema import FusionConfig, SwitchyardConfig
+from switchyard.retrievers.embedder import Embedder
+from switchyard.retrievers.fusion import fuse
+from switchyard.retrievers.metrics import METRIC_NAMES, dedupe, percentile, score_query
+from switchyard.retrievers.pipeline import RetrievalStack, corpus_collection_for
+from switchyard.retrievers.query_adapter import QueryAdapter, check_adapter_path, check_fit_settings, collect_examples, fit
+from switchyard.errors import DatasetError
 
 EVAL_DEPTH = 100  # documents scored per query (recall@100 needs 100)
 

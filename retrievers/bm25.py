@@ -13,12 +13,13 @@ from functools import lru_cache
 
 import numpy as np
 
-from configs.schema import RANK_BM25_MAX_CHUNKS
-from retrievers.documents import Passage, search_text
-from retrievers.filters import ACL_FIELD, Clause, to_predicate
-from retrievers.stop_words import ENGLISH_STOP_WORDS
-from retrievers.store import IndexStore
-from errors import CollectionTooLargeError
+from switchyard.configs.schema import RANK_BM25_MAX_CHUNKS
+from switchyard.retrievers.documents import Passage, search_text
+from switchyard.retrievers.filters import ACL_FIELD, Clause, to_predicate
+from switchyard.retrievers.stop_words import ENGLISH_STOP_WORDS
+from switchyard.retrievers.store import IndexStore
+from switchyard.retrievers.third_party import import_keeping_environment
+from switchyard.errors import CollectionTooLargeError
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 
@@ -30,9 +31,7 @@ class Tokenizer:
         self.stem = stem
         self.remove_stop_words = remove_stop_words
         if stem:
-            from nltk.stem import PorterStemmer
-
-            self._stemmer = PorterStemmer()
+            self._stemmer = import_keeping_environment("nltk.stem").PorterStemmer()
             self._stem = lru_cache(maxsize=200_000)(self._stemmer.stem)
 
     def __call__(self, text: str) -> list[str]:

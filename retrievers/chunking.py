@@ -8,8 +8,9 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from retrievers.documents import Chunk, SourceDocument, search_text, sha256_hex
-from retrievers.filters import encode_labels
+from switchyard.retrievers.documents import Chunk, SourceDocument, search_text, sha256_hex
+from switchyard.retrievers.filters import encode_labels
+from switchyard.retrievers.third_party import import_keeping_environment
 
 
 @lru_cache(maxsize=4)
@@ -39,13 +40,9 @@ class Chunker:
     def __init__(self, chunk_size: int, chunk_overlap: int, tokenizer_file: str):
         if chunk_overlap >= chunk_size:
             raise ValueError("chunk_overlap must be smaller than chunk_size")
-        from llama_index.core.node_parser import SentenceSplitter
-
         self.chunk_size = chunk_size
         self.chunk_overlap = chunk_overlap
-        self._splitter = SentenceSplitter(
-            chunk_size=chunk_size, chunk_overlap=chunk_overlap, tokenizer=_token_counter(tokenizer_file)
-        )
+        self._splitter = _sentence_splitter(chunk_size, chunk_overlap, _token_counter(tokenizer_file))
 
     def run(self, doc: SourceDocument, doc_hash: str) -> list[Chunk]:
         chunks: list[Chunk] = []
@@ -86,19 +83,23 @@ class SentenceWindows:
     def __init__(self, window_tokens: int, window_overlap: int, tokenizer_file: str):
         if window_tokens < 1 or not 0 <= window_overlap < window_tokens:
             raise ValueError("need window_tokens >= 1 and 0 <= window_overlap < window_tokens")
-        from llama_index.core.node_parser import SentenceSplitter
-
         self.window_tokens = window_tokens
         self.window_overlap = window_overlap
         self._count = _token_counter(tokenizer_file)
-        self._splitter = SentenceSplitter(chunk_size=window_tokens, chunk_overlap=window_overlap,
-                                          tokenizer=self._count)
+        self._splitter = _sentence_splitter(window_tokens, window_overlap, self._count)
 
     def run(self, chunk: Chunk) -> list[str]:
         if len(self._count(chunk.text)) <= self.window_tokens:
             return [search_text(chunk.title, chunk.text)]
         return [search_text(chunk.title, piece) for piece in self._splitter.split_text(chunk.text)] \
             or [search_text(chunk.title, chunk.text)]
+
+
+def _sentence_splitter(size: int, overlap: int, tokenizer):
+    from llama_index.core.node_parser import SentenceSplitter
+
+    import_keeping_environment("nltk")  # its sentence tokenizer, imported before the splitter asks for it
+    return SentenceSplitter(chunk_size=size, chunk_overlap=overlap, tokenizer=tokenizer)
 
 
 def _locate(text: str, piece: str, cursor: int) -> int:

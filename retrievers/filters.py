@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
-from errors import AccessError, FilterError
+from switchyard.errors import AccessError, FilterError
 
 FIELDS = {"doc_id": str, "source": str, "title": str, "page": int}
 ACL_FIELD = "acl"

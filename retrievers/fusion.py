@@ -9,8 +9,8 @@ from __future__ import annotations
 import math
 from copy import copy
 
-from configs.schema import FusionMethod, Normalization
-from retrievers.documents import Passage
+from switchyard.configs.schema import FusionMethod, Normalization
+from switchyard.retrievers.documents import Passage
 
 
 def _collect(ranked: dict[str, list[Passage]]) -> dict[str, Passage]:

@@ -2,23 +2,25 @@
 from __future__ import annotations
 
 import contextvars
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
-from configs.schema import FusionMethod, Normalization
-from retrievers.documents import Passage
-from retrievers.filters import Clause
-from retrievers.fusion import fuse
-
-
-# The retrievers of one query run at once: LanceDB's full-text and vector searches and the ONNX/OpenVINO query
-# encoder release the GIL, so a hybrid query costs about its slowest retriever, not their sum (bench/scale.py).
-# One pool for the process; the calling thread runs the first retriever itself, so a full pool only delays.
-_POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="hybrid")
+from switchyard.configs.schema import FusionMethod, Normalization
+from switchyard.retrievers.documents import Passage
+from switchyard.retrievers.filters import Clause
+from switchyard.retrievers.fusion import fuse
 
 
 class HybridRetriever:
     """Runs each configured retriever with its own top_k, at the same time, and fuses the lists; `top_k` fused
-    passages come out."""
+    passages come out.
+
+    The retrievers of one query run at once: LanceDB's full-text and vector searches and the ONNX/OpenVINO query
+    encoder release the GIL, so a hybrid query costs about its slowest retriever, not their sum (bench/scale.py).
+    The calling thread runs the first retriever itself; the others run on this object's own pool, started on the
+    first query (never at import) and stopped by `close()` (or when the object is collected)."""
+
+    POOL_THREADS = 8  # a full pool only delays: runs in flight share it
 
     name = "hybrid"
 
@@ -37,10 +39,26 @@ class HybridRetriever:
         self.normalization = normalization
         self.adaptive_power = adaptive_power
         self.adaptive_depth = adaptive_depth
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_lock = threading.Lock()
+
+    def _executor(self) -> ThreadPoolExecutor:
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=self.POOL_THREADS, thread_name_prefix="hybrid")
+            return self._pool
+
+    def close(self) -> None:
+        """Stop the pool's threads (a later query starts a new pool)."""
+        with self._pool_lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
 
     def run_each(self, query: str, where: list[Clause] | None = None) -> dict[str, list[Passage]]:
         first, *others = self.retrievers
-        futures = [_POOL.submit(contextvars.copy_context().run, r.run, query, where=where) for r in others]
+        pool = self._executor() if others else None
+        futures = [pool.submit(contextvars.copy_context().run, r.run, query, where=where) for r in others]
         ranked = {first.name: first.run(query, where=where)}
         for r, future in zip(others, futures):
             ranked[r.name] = future.result()

@@ -17,13 +17,13 @@ from typing import Iterable, Protocol
 
 import numpy as np
 
-from retrievers.chunking import Chunker, SentenceWindows
-from retrievers.documents import LoadError, SourceDocument, search_text, sha256_hex
-from retrievers.e5_model import PASSAGE_PREFIX
-from retrievers.embedder import Embedder
-from retrievers.filters import parse_labels
-from retrievers.loaders import iter_files, load_file
-from retrievers.store import IndexStore
+from switchyard.retrievers.chunking import Chunker, SentenceWindows
+from switchyard.retrievers.documents import LoadError, SourceDocument, search_text, sha256_hex
+from switchyard.retrievers.e5_model import PASSAGE_PREFIX
+from switchyard.retrievers.embedder import Embedder
+from switchyard.retrievers.filters import parse_labels
+from switchyard.retrievers.loaders import iter_files, load_file
+from switchyard.retrievers.store import IndexStore
 
 
 def corpus_collection(paths: list[Path], chunk_size: int, chunk_overlap: int, embedding_model: str,

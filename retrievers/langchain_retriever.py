@@ -18,9 +18,9 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from pydantic import Field, field_validator
 
-from retrievers.documents import Passage
-from retrievers.filters import parse_filter
-from retrievers.pipeline import RetrievalStack
+from switchyard.retrievers.documents import Passage
+from switchyard.retrievers.filters import parse_filter
+from switchyard.retrievers.pipeline import RetrievalStack
 
 
 def passage_document(passage: Passage) -> Document:
@@ -49,7 +49,7 @@ class SwitchyardRetriever(BaseRetriever):
                    config_file: str | Path | None = None, **fields) -> "SwitchyardRetriever":
         """A retriever over collection `collection` of the index at `uri`, configured like the CLI (`config_file`,
         then `overrides` as `a.b=c`)."""
-        from configs.loader import load_config
+        from switchyard.configs.loader import load_config
 
         config = load_config(config_file, [f"store.uri={uri}", *overrides])
         return cls(stack=RetrievalStack(config, collection=collection), **fields)

@@ -11,10 +11,10 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Iterator
 
-from errors import AccessError, PdfError
-from retrievers.documents import LoadError, SourceDocument
-from retrievers.filters import parse_labels
-from retrievers.pdf import load_pdf
+from switchyard.errors import AccessError, PdfError
+from switchyard.retrievers.documents import LoadError, SourceDocument
+from switchyard.retrievers.filters import parse_labels
+from switchyard.retrievers.pdf import load_pdf
 
 TEXT_SUFFIXES = {".txt", ".md", ".markdown"}
 HTML_SUFFIXES = {".html", ".htm"}

@@ -8,17 +8,15 @@ the end of the document so that their content stays searchable without splitting
 """
 from __future__ import annotations
 
-import logging
 import math
 import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from retrievers.documents import SourceDocument
-from errors import PdfError
+from switchyard.retrievers.documents import SourceDocument
+from switchyard.errors import PdfError
 
-logging.getLogger("pypdf").setLevel(logging.ERROR)
 
 _MARKER = re.compile(r"^[\d*†‡§¶]{1,3}$")
 _PAGE_NUMBER = re.compile(r"^(page\s*)?[-–—(\[]?\s*(\d{1,4}|[ivxlcdm]{1,7})\s*[-–—)\]]?(\s*(of|/)\s*\d{1,4})?$", re.I)

@@ -3,21 +3,21 @@ from __future__ import annotations
 
 from typing import Callable
 
-from configs.schema import SwitchyardConfig
-from llm.client import LLM
-from llm.context import RunContext
-from retrievers.bm25 import LanceBM25Retriever, RankBM25Retriever
-from retrievers.chunking import Chunker, SentenceWindows
-from retrievers.dense import DenseRetriever
-from retrievers import e5_model
-from retrievers.embedder import Embedder, SentenceModelSpec
-from retrievers.hybrid import HybridRetriever
-from retrievers.ingest import Ingestor, corpus_collection
-from retrievers.lazy import Lazy
-from retrievers.query_adapter import QueryAdapter
-from retrievers.rerankers import CrossEncoderReranker, DenseRescoreReranker, LLMReranker, NoReranker
-from retrievers.search import Retrieval, SearchResult, Where
-from retrievers.store import E5_COLUMN, IndexStore, VectorIndexSpec
+from switchyard.configs.schema import SwitchyardConfig
+from switchyard.llm.client import LLM
+from switchyard.llm.context import RunContext
+from switchyard.retrievers.bm25 import LanceBM25Retriever, RankBM25Retriever
+from switchyard.retrievers.chunking import Chunker, SentenceWindows
+from switchyard.retrievers.dense import DenseRetriever
+from switchyard.retrievers import e5_model
+from switchyard.retrievers.embedder import Embedder, SentenceModelSpec
+from switchyard.retrievers.hybrid import HybridRetriever
+from switchyard.retrievers.ingest import Ingestor, corpus_collection
+from switchyard.retrievers.lazy import Lazy
+from switchyard.retrievers.query_adapter import QueryAdapter
+from switchyard.retrievers.rerankers import CrossEncoderReranker, DenseRescoreReranker, LLMReranker, NoReranker
+from switchyard.retrievers.search import Retrieval, SearchResult, Where
+from switchyard.retrievers.store import E5_COLUMN, IndexStore, VectorIndexSpec
 
 
 class RetrievalStack:
@@ -150,6 +150,11 @@ class RetrievalStack:
         if c.method == "llm":
             return LLMReranker(self._get_llm, top_k=c.top_k)
         return NoReranker(top_k=c.top_k)
+
+    def close(self) -> None:
+        """Stop the threads this stack started (the hybrid retriever's pool); it stays usable."""
+        if self._retriever.built:
+            self._retriever.get().close()
 
     def search(self, query: str, top_k: int | None = None, where: Where = None, rerank: bool = True,
                groups: tuple[str, ...] | None = None) -> SearchResult:

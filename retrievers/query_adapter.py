@@ -18,9 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
-from retrievers.lazy import Lazy
-from retrievers.store import IndexStore
-from errors import AdapterError
+from switchyard.retrievers.lazy import Lazy
+from switchyard.retrievers.store import IndexStore
+from switchyard.errors import AdapterError
 
 ADAPTER_FORMAT = 1
 

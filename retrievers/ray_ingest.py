@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import pickle
 from pathlib import Path
 
@@ -23,19 +22,16 @@ import numpy as np
 import ray
 import ray.data
 
-from configs.schema import SwitchyardConfig
-from retrievers import e5_model
-from retrievers.chunking import Chunker, SentenceWindows
-from retrievers.embedder import Embedder
-from retrievers.ingest import PreparedBatch, load_documents, prepare_batch
+from switchyard.configs.schema import SwitchyardConfig
+from switchyard.retrievers import e5_model
+from switchyard.retrievers.chunking import Chunker, SentenceWindows
+from switchyard.retrievers.embedder import Embedder
+from switchyard.retrievers.ingest import PreparedBatch, load_documents, prepare_batch
 
 
 def connect(address: str) -> None:
     """Join the cluster at `address` (`auto`: the one started on this machine), once per process."""
     if not ray.is_initialized():
-        # a task that failed after the run stopped on another's error (say, the same missing reply): the error
-        # already reported is enough; Ray would print each such one's traceback
-        os.environ.setdefault("RAY_IGNORE_UNHANDLED_ERRORS", "1")
         ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False,
                  configure_logging=False)
 

@@ -16,13 +16,13 @@ from typing import Callable
 import numpy as np
 from pydantic import BaseModel, Field
 
-from llm.client import LLM, judge_passages
-from llm.context import RunContext
-from llm.prompts import RERANK_RELEVANCE
-from retrievers.documents import Passage, search_text
-from retrievers.fusion import min_max
-from retrievers.lazy import Lazy
-from errors import RerankerError
+from switchyard.llm.client import LLM, judge_passages
+from switchyard.llm.context import RunContext
+from switchyard.llm.prompts import RERANK_RELEVANCE
+from switchyard.retrievers.documents import Passage, search_text
+from switchyard.retrievers.fusion import min_max
+from switchyard.retrievers.lazy import Lazy
+from switchyard.errors import RerankerError
 
 
 def _ordered(passages: list[Passage], scores: list[float], name: str, top_k: int) -> list[Passage]:

@@ -14,12 +14,12 @@ import time
 from copy import copy
 from dataclasses import dataclass, field
 
-from llm import telemetry
-from llm.context import RunContext
-from retrievers.documents import Passage
-from retrievers.filters import Clause, parse_filter, readable_by
-from retrievers.fusion import reciprocal_rank_fusion
-from retrievers.hybrid import HybridRetriever
+from switchyard.llm import telemetry
+from switchyard.llm.context import RunContext
+from switchyard.retrievers.documents import Passage
+from switchyard.retrievers.filters import Clause, parse_filter, readable_by
+from switchyard.retrievers.fusion import reciprocal_rank_fusion
+from switchyard.retrievers.hybrid import HybridRetriever
 
 Where = str | list[Clause] | None
 

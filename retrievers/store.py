@@ -16,11 +16,11 @@ from typing import Iterable
 import numpy as np
 import pyarrow as pa
 
-from configs.schema import VectorIndexKind
-from retrievers.documents import Chunk, Passage, search_text
-from retrievers.filters import ACL_FIELD, READABLE, Clause, readable_by, to_sql
-from retrievers.lazy import Lazy
-from errors import CollectionNotFound, StoreError
+from switchyard.configs.schema import VectorIndexKind
+from switchyard.retrievers.documents import Chunk, Passage, search_text
+from switchyard.retrievers.filters import ACL_FIELD, READABLE, Clause, readable_by, to_sql
+from switchyard.retrievers.lazy import Lazy
+from switchyard.errors import CollectionNotFound, StoreError
 
 META_KEY = b"switchyard"
 _CHUNK_FIELDS = [

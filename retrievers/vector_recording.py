@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from errors import EmbedderError, VectorCacheMiss
+from switchyard.errors import EmbedderError, VectorCacheMiss
 
 
 def vector_key(model: str, text: str) -> bytes:

@@ -42,27 +42,29 @@ from pydantic import BaseModel, Field
 from sse_starlette.sse import EventSourceResponse
 from starlette.background import BackgroundTask
 
-from configs.schema import StoreConfig
-from errors import AccessError, ApprovalError, ServiceError, SwitchyardError, UnknownPipeline, first_line
-from graphs.app import Pipeline
-from graphs.results import Answer, AskResult, ErrorEvent, Paused
-from llm import telemetry
-from llm.context import RunContext
-from retrievers.filters import parse_labels
-from service.audit import AuditLog, AuditMiddleware, note
-from service.auth import BearerAuth, principal_of
-from service.job_store import job_store_path
-from service.keys import LOCAL, KeyRuns, KeyStore, Principal, keys_path
-from service.jobs import IngestJobs, safe_name
-from nodes.approve import Approval, checked_arguments
-from service.mcp_server import create_mcp_server, http_endpoint
-from service.metrics import CONTENT_TYPE, MetricsMiddleware, ServiceMetrics
-from service.openai_compat import ChatRequest, chat_completion, chat_stream, openai_error, question_of
-from service.registry import PipelineRegistry
-from service.schemas import (CollectionInfo, Deleted, DocumentInfo, Health, JobStatus, PipelineInfo, ThreadDone,
+from switchyard.configs.schema import StoreConfig
+from switchyard.errors import AccessError, ApprovalError, ServiceError, SwitchyardError, UnknownPipeline, first_line
+from switchyard.graphs.app import Pipeline
+from switchyard.graphs.results import Answer, AskResult, ErrorEvent, Paused
+from switchyard import otel_sdk
+from switchyard.extras import needs_extra
+from switchyard.llm import telemetry
+from switchyard.llm.context import RunContext
+from switchyard.retrievers.filters import parse_labels
+from switchyard.service.audit import AuditLog, AuditMiddleware, note
+from switchyard.service.auth import BearerAuth, principal_of
+from switchyard.service.job_store import job_store_path
+from switchyard.service.keys import LOCAL, KeyRuns, KeyStore, Principal, keys_path
+from switchyard.service.jobs import IngestJobs, safe_name
+from switchyard.nodes.approve import Approval, checked_arguments
+from switchyard.service.mcp_server import create_mcp_server, http_endpoint
+from switchyard.service.metrics import CONTENT_TYPE, MetricsMiddleware, ServiceMetrics
+from switchyard.service.openai_compat import ChatRequest, chat_completion, chat_stream, openai_error, question_of
+from switchyard.service.registry import PipelineRegistry
+from switchyard.service.schemas import (CollectionInfo, Deleted, DocumentInfo, Health, JobStatus, PipelineInfo, ThreadDone,
                              ThreadStatus, UploadAccepted)
-from service.settings import ServiceSettings
-from service.threads import PausedRuns, Thread, threads_path
+from switchyard.service.settings import ServiceSettings
+from switchyard.service.threads import PausedRuns, Thread, threads_path
 
 STATIC = Path(__file__).resolve().parent / "static"
 log = logging.getLogger("switchyard.service")
@@ -356,7 +358,7 @@ def create_app(settings: ServiceSettings | None = None) -> FastAPI:
             await asyncio.to_thread(service.jobs.shutdown)
             if service.threads is not None:
                 service.threads.close()
-            await asyncio.to_thread(telemetry.flush)
+            await asyncio.to_thread(otel_sdk.flush)
 
     app = FastAPI(title="Switchyard", version="0.1.0", lifespan=lifespan,
                   description="Retrieval-augmented question answering: fixed pipeline and agent variants.")
@@ -538,7 +540,7 @@ def create_app(settings: ServiceSettings | None = None) -> FastAPI:
     app.add_middleware(BearerAuth, token=settings.api_token, keys=service.keys)
     app.add_middleware(AuditMiddleware, audit=AuditLog(settings.audit_log, settings.audit_questions))
     app.add_middleware(MetricsMiddleware, metrics=service.metrics)  # outermost: counts 401s too
-    if telemetry.provider() is not None:
+    if otel_sdk.install() is not None:  # the server's own process: the SDK from OTEL_*, as the CLI does
         _instrument(app)
     return app
 
@@ -551,11 +553,12 @@ def _admin(principal: Principal, what: str) -> None:
 def _instrument(app: FastAPI) -> None:
     """A server span per request (FastAPI instrumentation, outside every middleware above) and its trace id in
     the `X-Trace-Id` response header. Imported only when tracing is on."""
-    from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
+    with needs_extra("otel", "traces of HTTP requests"):
+        from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 
     app.add_middleware(TraceIdHeader)
     # one span per request, not one per body chunk of a stream
-    FastAPIInstrumentor.instrument_app(app, tracer_provider=telemetry.provider(), exclude_spans=["send", "receive"])
+    FastAPIInstrumentor.instrument_app(app, tracer_provider=otel_sdk.provider(), exclude_spans=["send", "receive"])
 
 
 class TraceIdHeader:

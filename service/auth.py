@@ -15,7 +15,7 @@ import hmac
 import json
 import math
 
-from service.keys import LOCAL, TOKEN, KeyStore, Principal, RateLimiter
+from switchyard.service.keys import LOCAL, TOKEN, KeyStore, Principal, RateLimiter
 
 PUBLIC_PATHS = ("/healthz", "/", "/favicon.ico")
 PUBLIC_PREFIXES = ("/static/",)

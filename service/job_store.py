@@ -22,9 +22,9 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from errors import StoreError, first_line
-from service.settings import beside_index
-from service.sqlite_store import connect, write_transaction
+from switchyard.errors import StoreError, first_line
+from switchyard.service.settings import beside_index
+from switchyard.service.sqlite_store import connect, write_transaction
 
 JOB_STORE_NAME = ".switchyard-jobs.sqlite3"
 KEEP_FINISHED_S = 30 * 86400  # finished jobs are forgotten after 30 days

@@ -28,8 +28,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable
 
-from retrievers.pipeline import RetrievalStack
-from service.job_store import MAX_ATTEMPTS, FileStatus, Job, JobStore
+from switchyard.retrievers.pipeline import RetrievalStack
+from switchyard.service.job_store import MAX_ATTEMPTS, FileStatus, Job, JobStore
 
 log = logging.getLogger("switchyard.service")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")

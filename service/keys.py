@@ -23,10 +23,10 @@ from collections import deque
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from configs.schema import StoreConfig
-from errors import AccessError
-from retrievers.filters import parse_labels
-from service.settings import beside_index
+from switchyard.configs.schema import StoreConfig
+from switchyard.errors import AccessError
+from switchyard.retrievers.filters import parse_labels
+from switchyard.service.settings import beside_index
 
 KEYS_NAME = ".switchyard-keys.json"
 KEY_PREFIX = "sy_"

@@ -41,13 +41,13 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, ListResourcesResult, PaginatedRequestParams, Resource, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
-from errors import CollectionNotFound, SwitchyardError, UnknownPipeline, first_line
-from graphs.app import Pipeline
-from graphs.results import AskResult
-from nodes.citations import Citation
-from service.auth import principal_of
-from service.keys import LOCAL, Principal
-from service.registry import PipelineRegistry
+from switchyard.errors import CollectionNotFound, SwitchyardError, UnknownPipeline, first_line
+from switchyard.graphs.app import Pipeline
+from switchyard.graphs.results import AskResult
+from switchyard.nodes.citations import Citation
+from switchyard.service.auth import principal_of
+from switchyard.service.keys import LOCAL, Principal
+from switchyard.service.registry import PipelineRegistry
 
 log = logging.getLogger("switchyard.mcp")
 

@@ -16,7 +16,7 @@ from typing import AsyncIterator
 
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict
-from graphs.results import Answer, AskResult, ErrorEvent, RunStart, StreamEvent, Token
+from switchyard.graphs.results import Answer, AskResult, ErrorEvent, RunStart, StreamEvent, Token
 
 
 class ChatMessage(BaseModel):

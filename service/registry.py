@@ -10,13 +10,14 @@ from pathlib import Path
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from configs.loader import load_config, resolve_config_path
-from configs.schema import SwitchyardConfig
-from graphs.app import Pipeline
-from graphs.draw import render
-from nodes.resources import SharedModels
-from retrievers.pipeline import RetrievalStack
-from errors import UnknownPipeline
+from switchyard.configs.loader import load_config, resolve_config_path
+from switchyard.configs.schema import SwitchyardConfig
+from switchyard.graphs.app import Pipeline
+from switchyard.graphs.draw import render
+from switchyard.nodes.resources import SharedModels
+from switchyard.retrievers.pipeline import RetrievalStack
+from switchyard.errors import UnknownPipeline
+from switchyard.extras import check_config
 
 
 class PipelineRegistry:
@@ -32,6 +33,8 @@ class PipelineRegistry:
             resolved = resolve_config_path(path)
             self.paths[resolved.stem] = resolved
         self.configs: dict[str, SwitchyardConfig] = {n: load_config(p, self.overrides) for n, p in self.paths.items()}
+        for config in self.configs.values():
+            check_config(config)  # a config whose extra is missing: the server refuses to start, with that line
         self.default = next(iter(self.configs))
         self._pipelines: dict[tuple[str, str], Pipeline] = {}
         self._lock = threading.Lock()

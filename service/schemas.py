@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from graphs.results import AskResult, PendingAction
+from switchyard.graphs.results import AskResult, PendingAction
 
 
 class Health(BaseModel):

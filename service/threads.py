@@ -19,10 +19,10 @@ from pathlib import Path
 
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-from errors import StoreError, first_line
-from graphs.build import checkpoint_serde
-from service.settings import beside_index
-from service.sqlite_store import connect, write_transaction
+from switchyard.errors import StoreError, first_line
+from switchyard.graphs.build import checkpoint_serde
+from switchyard.service.settings import beside_index
+from switchyard.service.sqlite_store import connect, write_transaction
 
 THREADS_NAME = ".switchyard-threads.sqlite3"
 KEEP_FINISHED_S = 30 * 86400  # rows of finished threads are forgotten after 30 days

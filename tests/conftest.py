@@ -7,7 +7,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from configs import runtime_env  # noqa: E402
+from switchyard.configs import runtime_env  # noqa: E402
 
 runtime_env.apply()
 
@@ -19,7 +19,7 @@ SAMPLES = ROOT / "samples" / "corpus"
 
 @pytest.fixture(scope="session")
 def embedder():
-    from retrievers.embedder import Embedder
+    from switchyard.retrievers.embedder import Embedder
 
     return Embedder("minilm")
 
@@ -27,8 +27,8 @@ def embedder():
 @pytest.fixture
 def make_stack(tmp_path, embedder):
     """RetrievalStack over a fresh index in tmp_path, sharing the session's embedding model."""
-    from configs.loader import load_config
-    from retrievers.pipeline import RetrievalStack
+    from switchyard.configs.loader import load_config
+    from switchyard.retrievers.pipeline import RetrievalStack
 
     def make(*overrides: str, collection: str | None = None, uri: Path | None = None):
         cfg = load_config(None, [f"store.uri={uri or tmp_path / 'index'}", *overrides])
@@ -47,8 +47,8 @@ def handbook_pdf(tmp_path):
 @pytest.fixture(scope="session")
 def sample_index(tmp_path_factory, embedder):
     """The bundled sample corpus ingested once per session (read-only for tests)."""
-    from configs.loader import load_config
-    from retrievers.pipeline import RetrievalStack
+    from switchyard.configs.loader import load_config
+    from switchyard.retrievers.pipeline import RetrievalStack
 
     uri = tmp_path_factory.mktemp("sample") / "index"
     stack = RetrievalStack(load_config(None, [f"store.uri={uri}"]), embedder=embedder)
@@ -61,9 +61,9 @@ def make_pipeline(sample_index, embedder):
     """A Pipeline over the sample index; pass `llm=` (e.g. a scripted one) to replace the configured backend.
     The graph tests script whole-sentence answers, so the answer format is `sentences` unless a test names one
     (`answer_format="short"`: the scripted answer is then the JSON short answer)."""
-    from configs.loader import load_config
-    from graphs.app import Pipeline
-    from nodes.resources import SharedModels
+    from switchyard.configs.loader import load_config
+    from switchyard.graphs.app import Pipeline
+    from switchyard.nodes.resources import SharedModels
 
     def make(*overrides: str, llm=None, config_file=None, answer_format: str = "sentences"):
         cfg = load_config(config_file, [f"store.uri={sample_index}", f"answer.format={answer_format}", *overrides])
@@ -79,8 +79,8 @@ def make_pipeline(sample_index, embedder):
 @pytest.fixture(scope="session")
 def local_llm():
     """The real packaged SmolLM2 GGUF through llama-cpp-python, loaded once."""
-    from llm.client import LLM
-    from llm.llamacpp import LlamaCppBackend
+    from switchyard.llm.client import LLM
+    from switchyard.llm.llamacpp import LlamaCppBackend
 
     return LLM(LlamaCppBackend(), max_tokens=128)
 
@@ -91,7 +91,7 @@ def llama_server():
     127.0.0.1; yields its base URL."""
     import subprocess
 
-    from llm.llamacpp import packaged_gguf
+    from switchyard.llm.llamacpp import packaged_gguf
 
     port = free_port()
     proc = subprocess.Popen(

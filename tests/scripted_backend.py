@@ -5,8 +5,8 @@ from __future__ import annotations
 import threading
 from typing import Callable
 
-from llm.backend import Messages, Reply, send_words
-from llm.context import TokenSink
+from switchyard.llm.backend import Messages, Reply, send_words
+from switchyard.llm.context import TokenSink
 
 
 class ScriptedBackend:

@@ -58,8 +58,7 @@ def _commands(block: str) -> list[list[str]]:
 def _parse_cli(argv: list[str]) -> None:
     """Parse `cli.py ...` arguments with the real parser (no command runs); fails on an unknown command/option."""
     sys.path.insert(0, str(ROOT))
-    import cli
-
+    from switchyard import cli
     try:
         cli.build_parser().parse_args(argv)
     except SystemExit as exc:

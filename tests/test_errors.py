@@ -6,8 +6,8 @@ import inspect
 
 import pytest
 
-import errors
-from errors import (EXIT_FAIL, EXIT_USAGE, CollectionNotFound, ConfigError, FilterError, LLMError, QuestionError,
+from switchyard import errors
+from switchyard.errors import (EXIT_FAIL, EXIT_USAGE, CollectionNotFound, ConfigError, FilterError, LLMError, QuestionError,
                     StoreError, SwitchyardError, UnknownPipeline)
 
 FAMILY = [c for _, c in inspect.getmembers(errors, inspect.isclass) if issubclass(c, SwitchyardError)]
@@ -30,8 +30,8 @@ class TestFamily:
         assert issubclass(UnknownPipeline, KeyError) and str(UnknownPipeline("x", ["a"])).startswith("unknown pipeline")
 
     def test_one_dataset_error(self):
-        from evaluation.datasets import DatasetError as A
-        from retrievers.beir_eval import DatasetError as B
+        from switchyard.evaluation.datasets import DatasetError as A
+        from switchyard.retrievers.beir_eval import DatasetError as B
 
         assert A is B is errors.DatasetError
 
@@ -51,7 +51,7 @@ class TestFamily:
 
 class TestEdgesMapByType:
     def test_the_service_status(self):
-        from service.app import status_of
+        from switchyard.service.app import status_of
 
         assert status_of(CollectionNotFound("collection 'x' does not exist")) == 404
         assert status_of(StoreError("something else does not exist")) == 409  # the type decides, not the text
@@ -60,8 +60,7 @@ class TestEdgesMapByType:
         assert status_of(KeyError("x")) == 500
 
     def test_the_cli_exit_code(self, capsys, monkeypatch):
-        import cli
-
+        from switchyard import cli
         def fail(exc):
             def command(args):
                 raise exc
@@ -73,7 +72,7 @@ class TestEdgesMapByType:
             assert capsys.readouterr().err == f"error: {exc}\n"
 
     def test_a_run_error_event_names_our_errors_plainly(self):
-        from graphs.app import error_message
+        from switchyard.graphs.app import error_message
 
         assert error_message(LLMError("server down\ndetails")) == "server down"
         assert error_message(ZeroDivisionError("division by zero")) == "ZeroDivisionError: division by zero"

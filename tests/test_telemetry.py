@@ -1,4 +1,4 @@
-"""OpenTelemetry traces (llm/telemetry.py), checked against a real OTLP/HTTP receiver on 127.0.0.1 that decodes the
+"""OpenTelemetry traces (llm/telemetry.py; the SDK set-up of the CLI and server in package/otel_sdk.py), checked against a real OTLP/HTTP receiver on 127.0.0.1 that decodes the
 protobuf exports (tests/otlp_receiver.py): off by default with no SDK loaded; on with OTEL_EXPORTER_OTLP_ENDPOINT,
 one complete trace per run (run, nodes, retrieval, LLM calls) even for runs in flight together; the trace id in
 `ask --json`, the HTTP response header and evaluation rows."""
@@ -16,7 +16,8 @@ from collections import defaultdict
 import httpx
 import pytest
 
-from llm import telemetry
+from switchyard import otel_sdk
+from switchyard.llm import telemetry
 from tests.conftest import FIXTURES, ROOT, SAMPLES
 from tests.nodes.scripted import scripted_llm
 from tests.otlp_receiver import OtlpReceiver
@@ -24,18 +25,30 @@ from tests.otlp_receiver import OtlpReceiver
 ANSWER = "Eli Janney patented the knuckle coupler [1]."
 
 
+def forget_global_provider() -> None:
+    """OpenTelemetry lets a process install its global provider once; tests start afresh (as its own tests do)."""
+    from opentelemetry import trace
+    from opentelemetry.util._once import Once
+
+    trace._TRACER_PROVIDER_SET_ONCE = Once()
+    trace._TRACER_PROVIDER = None
+
+
 @pytest.fixture
 def receiver(monkeypatch):
-    """Tracing on for this process, exporting to a fresh receiver; off again afterwards."""
+    """Tracing on for this process as the CLI and server set it up, exporting to a fresh receiver; off again
+    afterwards."""
     with OtlpReceiver() as rec:
         monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", rec.origin)
         monkeypatch.setenv("OTEL_SERVICE_NAME", "switchyard-test")
-        telemetry.reset()
+        forget_global_provider()
+        otel_sdk.install()
         try:
             yield rec
         finally:
             monkeypatch.delenv("OTEL_EXPORTER_OTLP_ENDPOINT")
-            telemetry.reset()
+            otel_sdk.shutdown()
+            forget_global_provider()
 
 
 def by_trace(spans) -> dict[str, list]:
@@ -72,9 +85,10 @@ class TestOff:
     def test_nothing_is_set_up(self):
         """No exporter, no instrumentation, no tracer provider (langsmith, which LangChain imports, imports the
         SDK's trace module on its own when it is installed; it sets nothing up either)."""
-        code = ("import sys; import graphs.app, service.app, evaluation.runner, cli; from llm import telemetry; "
-                "from opentelemetry import trace; "
-                "assert telemetry.provider() is None and telemetry.current_trace_id() is None; "
+        code = ("import sys; import switchyard.graphs.app, switchyard.service.app, switchyard.evaluation.runner; "
+                "from switchyard import cli, otel_sdk; from switchyard.llm import telemetry; "
+                "from opentelemetry import trace; cli.set_process_defaults(); "
+                "assert otel_sdk.provider() is None and telemetry.current_trace_id() is None; "
                 "assert type(trace.get_tracer_provider()).__name__ == 'ProxyTracerProvider'; "
                 "print([m for m in sys.modules if m.startswith(('opentelemetry.exporter', "
                 "'opentelemetry.instrumentation'))])")
@@ -92,8 +106,8 @@ class TestOff:
 
 class TestOn:
     def test_llm_span_model_tokens_latency_and_cache_hit(self, receiver, tmp_path):
-        from llm.cache import CachingBackend, ReplyStore
-        from llm.client import LLM
+        from switchyard.llm.cache import CachingBackend, ReplyStore
+        from switchyard.llm.client import LLM
         from tests.scripted_backend import ScriptedBackend
 
         backend = CachingBackend(ScriptedBackend(["four words of reply"]), ReplyStore(tmp_path),
@@ -101,7 +115,7 @@ class TestOn:
         llm = LLM(backend, model="tiny-model")
         messages = [{"role": "user", "content": "say four words"}]
         assert llm.generate(messages) == llm.generate(messages) == "four words of reply"
-        telemetry.flush()
+        otel_sdk.flush()
         first, second = sorted(receiver.spans(), key=lambda s: s.start_ns)
         for s in (first, second):
             assert s.name == "chat tiny-model" and s.kind == "CLIENT" and s.service == "switchyard-test"
@@ -134,7 +148,7 @@ class TestOn:
         for t in threads:
             t.join(timeout=300)
         assert all(results), "a run failed"
-        telemetry.flush()
+        otel_sdk.flush()
         traces = by_trace(receiver.spans())
         assert set(traces) == {r.trace_id for r in results} and len(traces) == 2
         for result in results:
@@ -148,7 +162,7 @@ class TestOn:
             assert "input.value" not in run.attributes  # no text unless content capture is asked for
 
     def test_stream_and_agent_decisions(self, receiver, make_pipeline, monkeypatch):
-        from configs.loader import CONFIG_DIR
+        from switchyard.configs.loader import CONFIG_DIR
 
         monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true")
         router = ['{"action": "retrieve", "query": "knuckle coupler"}', '{"action": "answer"}']
@@ -156,7 +170,7 @@ class TestOn:
         pipe = make_pipeline("graph.router.max_steps=4", llm=llm, config_file=CONFIG_DIR / "agent-zeroshot.yaml")
         events = list(pipe.stream("Who patented the knuckle coupler?", where="source~couplers"))
         result = events[-1].result
-        telemetry.flush()
+        otel_sdk.flush()
         spans = by_trace(receiver.spans())[result.trace_id]
         run, *_ = check_run_trace(spans, result)
         assert run.attributes["input.value"] == "Who patented the knuckle coupler?"

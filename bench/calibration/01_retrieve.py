@@ -63,7 +63,7 @@ def run(stack, records: list[dict], out_name: str, exclude_titles: set[str] | No
 def main() -> None:
     torch_threads()
     CACHE.mkdir(parents=True, exist_ok=True)
-    from retrievers.embedder import Embedder
+    from switchyard.retrievers.embedder import Embedder
 
     embedder = Embedder("minilm")
     recs = {s: load_split(s) for s in ("a", "b")}

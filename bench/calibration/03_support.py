@@ -32,7 +32,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/, for common.py
 from common import CALIBRATION_CACHE as CACHE, OLD, load_split, make_stack, torch_threads  # noqa: E402
-from nodes.citations import support_matrix
+from switchyard.nodes.citations import support_matrix
 
 GRID = np.round(np.arange(0.30, 0.9001, 0.01), 2)
 
@@ -136,7 +136,7 @@ def metrics(score, label, t):
 
 def main() -> None:
     torch_threads()
-    from retrievers.embedder import Embedder
+    from switchyard.retrievers.embedder import Embedder
 
     embedder = Embedder("minilm")
     data = {}

@@ -31,8 +31,8 @@ QUESTIONS = {  # question -> expected to be answerable from the sample corpus
 
 def main() -> None:
     torch_threads()
-    from nodes.citations import support_matrix
-    from retrievers.embedder import Embedder
+    from switchyard.nodes.citations import support_matrix
+    from switchyard.retrievers.embedder import Embedder
     from tests.nodes.test_citations import PASSAGES
 
     embedder = Embedder("minilm")

@@ -26,7 +26,7 @@ from common import load_split, make_stack, torch_threads  # noqa: E402
 
 def main() -> None:
     torch_threads()
-    from retrievers.embedder import Embedder
+    from switchyard.retrievers.embedder import Embedder
 
     embedder = Embedder("minilm")
     stack = make_stack("phantomwiki", embedder)

@@ -36,8 +36,8 @@ def main() -> None:
                     help="PhantomWiki folders (default: s11; bench/phantomwiki_instances.py writes others)")
     args = ap.parse_args()
     torch_threads(2)
-    from nodes.grade import passage_coverage
-    from retrievers.embedder import Embedder
+    from switchyard.nodes.grade import passage_coverage
+    from switchyard.retrievers.embedder import Embedder
 
     embedder = Embedder("minilm")
     pw_stacks = {folder: make_stack(f"phantomwiki-{folder.name}", embedder) for folder in args.phantomwiki}

@@ -31,13 +31,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/, for comm
 from common import ROOT  # noqa: E402
 from fusion_tuning import SUITE, dense_run, load, paired_p, per_query  # noqa: E402
 
-from configs.loader import load_config
-from configs.schema import FusionConfig
-from retrievers.beir_eval import load_beir, prepare_stack
-from retrievers.chunking import SentenceWindows, _token_counter
-from retrievers.documents import search_text
-from retrievers.metrics import METRIC_NAMES
-from retrievers.store import WINDOW_COLUMN
+from switchyard.configs.loader import load_config
+from switchyard.configs.schema import FusionConfig
+from switchyard.retrievers.beir_eval import load_beir, prepare_stack
+from switchyard.retrievers.chunking import SentenceWindows, _token_counter
+from switchyard.retrievers.documents import search_text
+from switchyard.retrievers.metrics import METRIC_NAMES
+from switchyard.retrievers.store import WINDOW_COLUMN
 
 OUT = ROOT / "bench" / "out" / "window-sweep"
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from typing import Callable
 
-from nodes.strategies.autogpt import autogpt
-from nodes.strategies.bolaa import bolaa
-from nodes.strategies.common import Proposal
-from nodes.strategies.plan import plan, plan_react
-from nodes.strategies.react import react
-from nodes.strategies.zeroshot import zeroshot, zeroshot_think
+from switchyard.nodes.strategies.autogpt import autogpt
+from switchyard.nodes.strategies.bolaa import bolaa
+from switchyard.nodes.strategies.common import Proposal
+from switchyard.nodes.strategies.plan import plan, plan_react
+from switchyard.nodes.strategies.react import react
+from switchyard.nodes.strategies.zeroshot import zeroshot, zeroshot_think
 
 Strategy = Callable[..., Proposal]
 STRATEGIES: dict[str, Strategy] = {

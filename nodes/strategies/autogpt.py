@@ -8,12 +8,12 @@ import math
 
 from pydantic import BaseModel, Field, ValidationError
 
-from llm.backend import Reply
-from llm.context import RunContext
-from llm.prompts import (AUTOGPT_JSON, AUTOGPT_MEMORY, AUTOGPT_SUMMARISE, AUTOGPT_SYSTEM, AUTOGPT_TOOL_REMEMBER,
+from switchyard.llm.backend import Reply
+from switchyard.llm.context import RunContext
+from switchyard.llm.prompts import (AUTOGPT_JSON, AUTOGPT_MEMORY, AUTOGPT_SUMMARISE, AUTOGPT_SYSTEM, AUTOGPT_TOOL_REMEMBER,
                            AUTOGPT_TOOLS)
-from nodes.resources import Resources
-from nodes.strategies.common import (Action, Decision, Proposal, ROUTER_TOOLS, ask_json, ask_tool_call,
+from switchyard.nodes.resources import Resources
+from switchyard.nodes.strategies.common import (Action, Decision, Proposal, ROUTER_TOOLS, ask_json, ask_tool_call,
                                      summarize_state, tool_call, validation_error)
 
 CHARS_PER_TOKEN = 4  # the usual estimate; deterministic, so replayed runs summarise at the same step

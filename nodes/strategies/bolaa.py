@@ -9,14 +9,14 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
-from llm.backend import Reply, function_tool
-from llm.context import RunContext
-from llm.prompts import (BOLAA_ANSWER, BOLAA_ANSWER_JSON, BOLAA_CONTROLLER, BOLAA_CONTROLLER_JSON,
+from switchyard.llm.backend import Reply, function_tool
+from switchyard.llm.context import RunContext
+from switchyard.llm.prompts import (BOLAA_ANSWER, BOLAA_ANSWER_JSON, BOLAA_CONTROLLER, BOLAA_CONTROLLER_JSON,
                            BOLAA_CONTROLLER_TOOL_ANSWER, BOLAA_CONTROLLER_TOOL_MESSAGE, BOLAA_CONTROLLER_TOOL_SEARCH,
                            BOLAA_CONTROLLER_TOOLS, BOLAA_HANDOFFS, BOLAA_MESSAGE, BOLAA_SEARCH, BOLAA_SEARCH_JSON,
                            BOLAA_TOOLS)
-from nodes.resources import Resources
-from nodes.strategies.common import (Decision, Proposal, ask_json, ask_tool_call, decision_from_tool_call,
+from switchyard.nodes.resources import Resources
+from switchyard.nodes.strategies.common import (Decision, Proposal, ask_json, ask_tool_call, decision_from_tool_call,
                                      scratchpad, summarize_state, tool_call, tools_for, validation_error)
 
 Agent = Literal["search", "answer"]

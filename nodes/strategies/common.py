@@ -9,13 +9,13 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
-from llm.backend import Reply, function_tool
-from llm.context import RunContext
-from llm.prompts import (ROUTER_FORMAT_PLAN, ROUTER_SYSTEM, ROUTER_TOOL_ABSTAIN, ROUTER_TOOL_ANSWER,
+from switchyard.llm.backend import Reply, function_tool
+from switchyard.llm.context import RunContext
+from switchyard.llm.prompts import (ROUTER_FORMAT_PLAN, ROUTER_SYSTEM, ROUTER_TOOL_ABSTAIN, ROUTER_TOOL_ANSWER,
                            ROUTER_TOOL_GRADE, ROUTER_TOOL_QUERY, ROUTER_TOOL_REASON, ROUTER_TOOL_RERANK,
                            ROUTER_TOOL_REPLY, ROUTER_TOOL_RETRIEVE, ROUTER_TOOL_REWRITE,
                          ROUTER_TOOLS_REPAIR, ROUTER_DIRECT_REPLY)
-from nodes.resources import Resources
+from switchyard.nodes.resources import Resources
 
 Action = Literal["rewrite", "retrieve", "rerank", "grade", "answer", "abstain"]
 ACTIONS: tuple[str, ...] = ("rewrite", "retrieve", "rerank", "grade", "answer", "abstain")

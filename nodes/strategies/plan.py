@@ -3,11 +3,11 @@
 and may leave it; re-planned when grading finds nothing relevant or a guard overrode the last step."""
 from __future__ import annotations
 
-from llm.context import RunContext
-from llm.prompts import PLAN_REACT_EXAMPLES, ROUTER_PLAN_NOW
-from nodes.resources import Resources
-from nodes.strategies.common import Decision, Proposal, ask_decision, ask_plan, summarize_state
-from nodes.strategies.react import react_messages, react_system
+from switchyard.llm.context import RunContext
+from switchyard.llm.prompts import PLAN_REACT_EXAMPLES, ROUTER_PLAN_NOW
+from switchyard.nodes.resources import Resources
+from switchyard.nodes.strategies.common import Decision, Proposal, ask_decision, ask_plan, summarize_state
+from switchyard.nodes.strategies.react import react_messages, react_system
 
 
 def _grading_failed(state: dict) -> bool:

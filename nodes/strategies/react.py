@@ -2,10 +2,10 @@
 of the earlier steps (thought, action, observation)."""
 from __future__ import annotations
 
-from llm.context import RunContext
-from llm.prompts import ROUTER_FORMAT_REACT, ROUTER_FORMAT_TOOLS_REACT, ROUTER_SYSTEM
-from nodes.resources import Resources
-from nodes.strategies.common import Proposal, ask_decision, scratchpad, summarize_state
+from switchyard.llm.context import RunContext
+from switchyard.llm.prompts import ROUTER_FORMAT_REACT, ROUTER_FORMAT_TOOLS_REACT, ROUTER_SYSTEM
+from switchyard.nodes.resources import Resources
+from switchyard.nodes.strategies.common import Proposal, ask_decision, scratchpad, summarize_state
 
 
 def react_system(protocol: str) -> str:

@@ -2,10 +2,10 @@
 (a call of its own, unconstrained), then the zero-shot decision with that thought in view."""
 from __future__ import annotations
 
-from llm.context import RunContext
-from llm.prompts import ROUTER_FORMAT_THINK, ROUTER_FORMAT_TOOLS, ROUTER_FORMAT_ZEROSHOT, ROUTER_SYSTEM, ROUTER_THOUGHT
-from nodes.resources import Resources
-from nodes.strategies.common import Proposal, ask_decision, summarize_state
+from switchyard.llm.context import RunContext
+from switchyard.llm.prompts import ROUTER_FORMAT_THINK, ROUTER_FORMAT_TOOLS, ROUTER_FORMAT_ZEROSHOT, ROUTER_SYSTEM, ROUTER_THOUGHT
+from switchyard.nodes.resources import Resources
+from switchyard.nodes.strategies.common import Proposal, ask_decision, summarize_state
 
 
 def _system(protocol: str) -> str:

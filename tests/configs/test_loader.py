@@ -1,9 +1,9 @@
 import pytest
 import yaml
 
-from configs.loader import CONFIG_DIR, config_hash, config_to_dict, load_config, parse_override
-from configs.schema import LocalLLMConfig, OpenAILLMConfig
-from errors import ConfigError
+from switchyard.configs.loader import CONFIG_DIR, config_hash, config_to_dict, load_config, parse_override
+from switchyard.configs.schema import LocalLLMConfig, OpenAILLMConfig
+from switchyard.errors import ConfigError
 
 
 class TestLoadConfig:
@@ -130,8 +130,7 @@ class TestLLMBackends:
         assert load_config(None, ["ray.gpus_per_actor=1", "embedding.backend=torch"]).ray.gpus_per_actor == 1
 
     def test_the_cli_reports_a_key_of_another_backend_with_exit_2(self, capsys):
-        import cli
-
+        from switchyard import cli
         assert cli.main(["config", "show", "--set", "llm.backend=openai", "--set", "llm.n_ctx=4096"]) == 2
         err = capsys.readouterr().err
         assert "llm.n_ctx is a setting of llm.backend=local" in err and "Traceback" not in err

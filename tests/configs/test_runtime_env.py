@@ -7,7 +7,7 @@ from tests.conftest import ROOT
 
 class TestRuntimeEnv:
     def run(self, env):
-        code = "from configs import runtime_env; import os; runtime_env.apply(); " \
+        code = "from switchyard.configs import runtime_env; import os; runtime_env.apply(); " \
                "print(os.environ['HF_HUB_OFFLINE'], os.environ['LANGSMITH_TRACING'])"
         return subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
                               timeout=60).stdout.split()

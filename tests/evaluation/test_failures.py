@@ -1,9 +1,9 @@
 """The failure-mode detectors on constructed traces: each fires on its case, none on a clean trace."""
 import pytest
 
-from evaluation.failures import DETECTORS, count_failures, detect
-from evaluation.report import aggregate, markdown
-from evaluation.rows import EvalRow
+from switchyard.evaluation.failures import DETECTORS, count_failures, detect
+from switchyard.evaluation.report import aggregate, markdown
+from switchyard.evaluation.rows import EvalRow
 
 
 def step(n, action, guard=None, args=None, **extra):

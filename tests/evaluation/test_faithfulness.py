@@ -3,9 +3,9 @@ import json
 
 import pytest
 
-from evaluation.faithfulness import FaithfulnessJudge, attach_judgements, judge_name
-from evaluation.rows import EvalRow
-from llm.client import LLM
+from switchyard.evaluation.faithfulness import FaithfulnessJudge, attach_judgements, judge_name
+from switchyard.evaluation.rows import EvalRow
+from switchyard.llm.client import LLM
 from tests.scripted_backend import ScriptedBackend
 
 PASSAGES = [{"n": 1, "doc_id": "a", "text": "Eli Janney patented the knuckle coupler in 1873."},
@@ -91,7 +91,7 @@ class TestJudgeResults:
         assert [r.faithfulness for r in merged] == [1.0, 1.0, None, None]
 
     def test_judge_name_tracks_the_llm_settings(self):
-        from configs.loader import load_config
+        from switchyard.configs.loader import load_config
 
         a = load_config(None).llm
         b = load_config(None, ["llm.temperature=0.5"]).llm
@@ -102,7 +102,7 @@ class TestJudgeResults:
 
 class TestReportWithJudge:
     def test_faithfulness_row_only_when_judged(self):
-        from evaluation.report import aggregate, markdown
+        from switchyard.evaluation.report import aggregate, markdown
 
         row = {"config": "a", "run": 0, "id": "q1", "exact_match": 0.0, "f1": 0.0, "contains": 0.0,
                "abstained": False, "latency_ms": 1.0, "llm_calls": 1, "prompt_tokens": 1, "completion_tokens": 1,

@@ -11,9 +11,9 @@ import urllib.request
 
 import pytest
 
-from evaluation.datasets import load_dataset
-from evaluation.rows import EvalRow
-from errors import DatasetError
+from switchyard.evaluation.datasets import load_dataset
+from switchyard.evaluation.rows import EvalRow
+from switchyard.errors import DatasetError
 from tests.conftest import FIXTURES, ROOT, SAMPLES
 
 DATASET = FIXTURES / "tiny_qa" / "questions.jsonl"
@@ -279,7 +279,7 @@ class TestReport:
                        guards={"repeat": 1}, error=None, difficulty=difficulty, type="t")
 
     def test_mean_and_sample_sd_over_runs(self):
-        from evaluation.report import aggregate
+        from switchyard.evaluation.report import aggregate
 
         rows = [self._row("a", 0, "q1", 1.0), self._row("a", 0, "q2", 0.0),   # run 0: mean f1 0.5
                 self._row("a", 1, "q1", 1.0), self._row("a", 1, "q2", 1.0)]   # run 1: mean f1 1.0
@@ -289,7 +289,7 @@ class TestReport:
         assert rep["guard_activations"]["mean"] == 1.0 and rep["runs"] == 2 and rep["questions"] == 2
 
     def test_breakdowns_show_f1_and_contains_and_plots_take_a_metric(self, tmp_path):
-        from evaluation.report import write_report
+        from switchyard.evaluation.report import write_report
 
         rows = [self._row("a", 0, "q1", 1.0, difficulty="1"), self._row("a", 0, "q2", 0.0, difficulty="2").model_copy(
                                                                 update={"contains": 0.5})]
@@ -301,7 +301,7 @@ class TestReport:
             write_report(rows, tmp_path, "t", plot_metric="latency")
 
     def test_latency_is_over_the_questions_the_model_answered(self):
-        from evaluation.report import aggregate
+        from switchyard.evaluation.report import aggregate
 
         rows = [self._row("a", 0, "q1", 1.0).model_copy(update={"latency_ms": 4000.0}),
                 self._row("a", 0, "q2", 1.0).model_copy(update={"latency_ms": 6000.0}),
@@ -313,7 +313,7 @@ class TestReport:
         assert rep["replayed_rows"]["mean"] == 2 and rep["llm_calls"]["mean"] == 2  # still counted as calls
 
     def test_a_config_replayed_in_full_has_no_latency_and_no_latency_plot(self, tmp_path):
-        from evaluation.report import write_report
+        from switchyard.evaluation.report import write_report
 
         rows = [self._row(name, 0, q, 1.0).model_copy(update={"latency_ms": 2.0, "cached_calls": 2})
                 for name in ("a", "b") for q in ("q1", "q2")]
@@ -325,7 +325,7 @@ class TestReport:
         assert not (tmp_path / "accuracy_vs_latency.png").exists()
 
     def test_a_replayed_config_is_left_off_the_latency_plot_not_drawn_at_zero(self, tmp_path):
-        from evaluation.report import write_report
+        from switchyard.evaluation.report import write_report
 
         rows = [self._row("replayed", 0, q, 1.0).model_copy(update={"latency_ms": 2.0, "cached_calls": 2})
                 for q in ("q1", "q2")] + [self._row("model", 0, q, 0.5) for q in ("q1", "q2")]
@@ -335,7 +335,7 @@ class TestReport:
         assert (tmp_path / "accuracy_vs_latency.png").read_bytes()[:4] == b"\x89PNG"
 
     def test_paired_differences_against_the_baseline(self):
-        from evaluation.report import aggregate, markdown
+        from switchyard.evaluation.report import aggregate, markdown
 
         rows = [self._row("fixed", 0, "q1", 1.0), self._row("fixed", 0, "q2", 0.0), self._row("fixed", 0, "q3", 0.5),
                 self._row("agent", 0, "q1", 0.0), self._row("agent", 0, "q2", 1.0), self._row("agent", 0, "q3", 0.5),
@@ -356,7 +356,7 @@ class TestReport:
             aggregate(rows, baseline="nope")
 
     def test_errors_and_timeouts_are_counted(self):
-        from evaluation.report import run_metrics
+        from switchyard.evaluation.report import run_metrics
 
         rows = [self._row("a", 0, "q1", 1.0),
                 self._row("a", 0, "q2", 0.0).model_copy(update={"error": "LLMError: LLM backend x failed after 3 tries "
@@ -376,7 +376,7 @@ class TestReport:
         assert row.model_copy(update={"error": "LLMError: down"}).scores()["gold_recall"] is None
 
     def test_correct_abstention_needs_gold_information(self):
-        from evaluation.report import run_metrics
+        from switchyard.evaluation.report import run_metrics
 
         searched = {"retrieved_doc_ids": ["x", "y"]}
         rows = [self._row("a", 0, "q1", 0.0, abstained=True, recall=0.0).model_copy(update=searched),  # correct

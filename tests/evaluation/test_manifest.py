@@ -7,12 +7,12 @@ import sys
 
 import pytest
 
-from configs.loader import load_config
-from evaluation import manifest as run_manifest
-from evaluation.manifest import changes, file_sha256, resume
-from errors import ManifestMismatch
-from llm import prompts
-from retrievers.embedder import Embedder
+from switchyard.configs.loader import load_config
+from switchyard.evaluation import manifest as run_manifest
+from switchyard.evaluation.manifest import changes, file_sha256, resume
+from switchyard.errors import ManifestMismatch
+from switchyard.llm import prompts
+from switchyard.retrievers.embedder import Embedder
 from tests.conftest import FIXTURES, ROOT, SAMPLES
 
 DATASET = FIXTURES / "tiny_qa" / "questions.jsonl"

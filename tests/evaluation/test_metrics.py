@@ -1,6 +1,6 @@
 import pytest
 
-from evaluation.metrics import (answer_scores, citation_precision, gold_recall, normalize_answer, set_prf,
+from switchyard.evaluation.metrics import (answer_scores, citation_precision, gold_recall, normalize_answer, set_prf,
                                 split_items, token_f1)
 
 

@@ -86,8 +86,7 @@ class TestRayEval:
 
 
 def test_without_ray_the_flag_is_one_clear_line(tmp_path, capsys, monkeypatch, configs):
-    import cli
-
+    from switchyard import cli
     monkeypatch.setitem(sys.modules, "ray", None)  # what an environment without the extra gives
     assert cli.main(["eval", str(DATASET), "--corpus", str(SAMPLES), "--configs", str(configs[0]),
                      "--out", str(tmp_path / "out"), "--ray", "auto"]) == 2

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from scipy import stats as st
 
-from evaluation import stats
-from evaluation.rows import EvalRow
+from switchyard.evaluation import stats
+from switchyard.evaluation.rows import EvalRow
 
 Z = 1.959964 + 0.841621  # z_{0.975} + z_{0.8}
 
@@ -177,7 +177,7 @@ def _row(config, run, qid, f1, contains=None, exact=None, abstained=False):
 
 class TestPairedReport:
     def test_bootstrap_resamples_questions_not_runs(self):
-        from evaluation.report import paired
+        from switchyard.evaluation.report import paired
 
         # 2 questions × 5 runs; every run of q1 differs by +0.2, every run of q2 by +0.8
         rows = [_row("base", r, q, 0.0) for r in range(5) for q in ("q1", "q2")]
@@ -196,7 +196,7 @@ class TestPairedReport:
         assert paired(rows, "base") == paired(rows, "base")                 # seeded
 
     def test_runs_are_averaged_per_question_over_shared_runs(self):
-        from evaluation.report import paired
+        from switchyard.evaluation.report import paired
 
         rows = [_row("base", 0, "q1", 0.0), _row("base", 1, "q1", 0.0), _row("base", 0, "q2", 1.0),
                 _row("new", 0, "q1", 1.0), _row("new", 1, "q1", 0.0), _row("new", 0, "q2", 1.0),
@@ -206,7 +206,7 @@ class TestPairedReport:
         assert (res["wins"], res["losses"], res["ties"]) == (1, 0, 1)
 
     def test_identical_configs_are_degenerate_but_valid(self, tmp_path):
-        from evaluation.report import write_report
+        from switchyard.evaluation.report import write_report
 
         rows = [_row(c, 0, f"q{i}", float(i % 2)) for c in ("base", "same") for i in range(6)]
         report = write_report(rows, tmp_path, "t", baseline="base")
@@ -222,7 +222,7 @@ class TestPairedReport:
         assert report["paired"]["same"]["f1"]["mean_diff"] == 0.0
 
     def test_mcnemar_majority_over_runs_and_holm_across_configs(self):
-        from evaluation.report import CONTAINS_THRESHOLD, mcnemar
+        from switchyard.evaluation.report import CONTAINS_THRESHOLD, mcnemar
 
         rows = []
         for i in range(10):   # baseline: never an exact match, contains 0.4 (below the threshold)
@@ -242,7 +242,7 @@ class TestPairedReport:
         assert set(res["a"]) == {"exact_match", f"contains>={CONTAINS_THRESHOLD}", "abstained"}
 
     def test_report_json_and_markdown_end_to_end(self, tmp_path):
-        from evaluation.report import write_report
+        from switchyard.evaluation.report import write_report
 
         rng = np.random.default_rng(7)
         rows = []
@@ -282,7 +282,7 @@ class TestParetoFront:
 
 class TestRunsDoNotShrinkIntervals:
     def test_copying_every_run_leaves_every_question_level_result_unchanged(self):
-        from evaluation.report import aggregate
+        from switchyard.evaluation.report import aggregate
 
         # scores in quarters: a mean of three equal copies is exactly the value (BCa's bias correction counts
         # bootstrap means below the observed one, so float noise of 1e-17 could move the interval slightly)
@@ -317,7 +317,7 @@ class TestPlots:
     def test_pngs_are_written_listed_and_linked_with_the_frontier(self, tmp_path):
         from matplotlib.image import imread
 
-        from evaluation.report import write_report
+        from switchyard.evaluation.report import write_report
 
         write_report(self._rows(), tmp_path, "plots", plot_metric="f1")
         report = _strict_json((tmp_path / "report.json").read_text())
@@ -334,7 +334,7 @@ class TestPlots:
         assert "frontier by LLM calls / question: no-llm → fixed → agent" in md
 
     def test_costs_and_accuracy_intervals_in_the_report(self, tmp_path):
-        from evaluation.report import write_report
+        from switchyard.evaluation.report import write_report
 
         report = write_report(self._rows(), tmp_path, "plots", plot_metric="contains")
         fixed = report["configs"]["fixed"]
@@ -347,7 +347,7 @@ class TestPlots:
         assert f"| f1 | {ci['mean']:.3f} [{ci['low']:.3f}, {ci['high']:.3f}] |" in md
 
     def test_error_bars_of_an_estimate(self):
-        from evaluation.plots import Estimate
+        from switchyard.evaluation.plots import Estimate
 
         assert Estimate(0.5, 0.4, 0.7).error() == pytest.approx((0.1, 0.2))
         assert Estimate(0.5).error() == (0.0, 0.0)

@@ -99,8 +99,8 @@ class TestAgentGraph:
         assert result.failures.guards == {"ungrounded_query": 1} and not result.abstained
 
     def test_query_grounded_in_found_passages_is_kept(self):
-        from nodes.router import is_grounded
-        from retrievers.documents import Passage
+        from switchyard.nodes.router import is_grounded
+        from switchyard.retrievers.documents import Passage
 
         state = {"question": "Who is the friend of the person whose hobby is physics?", "query": None,
                  "candidates": [Passage(chunk_id="c", doc_id="d", source="s", title="",
@@ -161,8 +161,8 @@ class TestRouterFuzz:
         return "".join(rng.choice(pieces) for _ in range(rng.randint(0, 5)))
 
     def test_parser_never_crashes(self):
-        from llm.client import _parse
-        from nodes.router import Decision
+        from switchyard.llm.client import _parse
+        from switchyard.nodes.router import Decision
 
         rng = random.Random(7)
         for _ in range(500):

@@ -4,14 +4,14 @@ import json
 
 import pytest
 
-from configs.loader import load_config
-from errors import ConfigError
-from llm.backend import Reply
-from errors import LLMError
-from llm.client import LLM
+from switchyard.configs.loader import load_config
+from switchyard.errors import ConfigError
+from switchyard.llm.backend import Reply
+from switchyard.errors import LLMError
+from switchyard.llm.client import LLM
 from tests.scripted_backend import ScriptedBackend
-from llm.cache import CachingBackend, ReplyStore
-from nodes.router import ACTIONS, ROUTER_TOOLS, decision_from_tool_call
+from switchyard.llm.cache import CachingBackend, ReplyStore
+from switchyard.nodes.router import ACTIONS, ROUTER_TOOLS, decision_from_tool_call
 from tests.nodes.scripted import scripted_llm
 
 TOOLS = ("graph.mode=agent", "graph.router.protocol=tools")

@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from graphs.build import route_after_grade
+from switchyard.graphs.build import route_after_grade
 from tests.nodes.scripted import scripted_llm
 
 
@@ -86,7 +86,7 @@ class TestFixedGraph:
         assert grade_out["verdict"] == "ambiguous" and len(grade_out["graded"]) == 1
 
     def test_no_llm_config_makes_no_llm_call(self, make_pipeline):
-        from configs.loader import CONFIG_DIR
+        from switchyard.configs.loader import CONFIG_DIR
 
         result = make_pipeline(config_file=CONFIG_DIR / "no-llm.yaml").ask("What do blue flags protect?")
         assert result.usage.llm_calls == 0 and not result.abstained
@@ -94,20 +94,20 @@ class TestFixedGraph:
         assert result.citations[0].page == 1
 
     def test_where_filter_reaches_retrieval(self, make_pipeline):
-        from configs.loader import CONFIG_DIR
+        from switchyard.configs.loader import CONFIG_DIR
 
         result = make_pipeline(config_file=CONFIG_DIR / "no-llm.yaml").ask("railway", where="source~couplers")
         assert all(c.source.endswith("couplers.html") for c in result.citations)
 
     def test_score_grader_abstains_on_unrelated_question(self, make_pipeline):
-        from configs.loader import CONFIG_DIR
+        from switchyard.configs.loader import CONFIG_DIR
 
         result = make_pipeline(config_file=CONFIG_DIR / "no-llm.yaml").ask(
             "What is the recipe for a chocolate soufflé?")
         assert result.abstained and result.trace[-1].node == "abstain"
 
     def test_empty_question_and_recursion_limit(self, make_pipeline):
-        from errors import QuestionError
+        from switchyard.errors import QuestionError
 
         pipe = make_pipeline()
         with pytest.raises(QuestionError):

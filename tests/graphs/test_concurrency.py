@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from configs.loader import CONFIG_DIR
+from switchyard.configs.loader import CONFIG_DIR
 
 QUESTIONS = ["Who patented the knuckle coupler?", "What is standard gauge?",
              "What does a hump yard do?", "What does a three-aspect signal add?"]
@@ -66,8 +66,8 @@ class TestConcurrentRuns:
 
     def test_same_question_many_times_at_temperature_above_zero(self, make_pipeline):
         """Sampling depends on the run's seed alone: the same seed gives the same answer in any schedule."""
-        from llm.client import LLM
-        from llm.llamacpp import LlamaCppBackend
+        from switchyard.llm.client import LLM
+        from switchyard.llm.llamacpp import LlamaCppBackend
 
         pipe = make_pipeline("llm.temperature=0.8", llm=LLM(LlamaCppBackend(), temperature=0.8, max_tokens=48))
         alone = essence(pipe.ask(QUESTIONS[0], seed=7))

@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from configs.loader import CONFIG_DIR, load_config
-from graphs import draw
-from graphs.build import build_graph
+from switchyard.configs.loader import CONFIG_DIR, load_config
+from switchyard.graphs import draw
+from switchyard.graphs.build import build_graph
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 CONFIGS = sorted(CONFIG_DIR.glob("*.yaml"))

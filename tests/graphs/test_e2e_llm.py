@@ -27,7 +27,7 @@ class TestRealModels:
         assert result.trace[0].llm_calls == 1  # the rewrite asked the model
 
     def test_openai_backend_against_local_server(self, make_pipeline, llama_server):
-        from configs.loader import CONFIG_DIR
+        from switchyard.configs.loader import CONFIG_DIR
 
         pipe = make_pipeline(f"llm.base_url={llama_server}", "llm.model=smollm2", "llm.timeout_s=300",
                              config_file=CONFIG_DIR / "fixed-openai.yaml")
@@ -37,7 +37,7 @@ class TestRealModels:
         assert result.config.resolved["llm"]["backend"] == "openai"
 
     def test_agent_openai_config_against_local_server(self, make_pipeline, llama_server):
-        from configs.loader import CONFIG_DIR
+        from switchyard.configs.loader import CONFIG_DIR
 
         pipe = make_pipeline(f"llm.base_url={llama_server}", "llm.timeout_s=300", "graph.router.max_steps=4",
                              config_file=CONFIG_DIR / "agent-openai.yaml")
@@ -49,7 +49,7 @@ class TestRealModels:
     def test_concurrent_runs_against_local_server(self, make_pipeline, llama_server):
         """Four barrier-started runs through one Pipeline against the real server: what each run returns and
         counts is what it returns and counts alone."""
-        from configs.loader import CONFIG_DIR
+        from switchyard.configs.loader import CONFIG_DIR
         from tests.graphs.test_concurrency import QUESTIONS, ask_together, essence
 
         pipe = make_pipeline(f"llm.base_url={llama_server}", "llm.model=smollm2", "llm.timeout_s=300",
@@ -58,7 +58,7 @@ class TestRealModels:
         assert [essence(r) for r in ask_together(pipe, QUESTIONS)] == sequential
 
     def test_stream_against_local_server(self, make_pipeline, llama_server):
-        from configs.loader import CONFIG_DIR
+        from switchyard.configs.loader import CONFIG_DIR
 
         pipe = make_pipeline(f"llm.base_url={llama_server}", "llm.model=smollm2", "llm.timeout_s=300",
                              config_file=CONFIG_DIR / "fixed-openai.yaml")
@@ -133,9 +133,9 @@ def test_misbehaving_server_is_one_clear_line(sample_index, body, content_type, 
 
 @pytest.mark.slow
 def test_openai_backend_forced_tool_call_against_local_server(llama_server):
-    from llm.client import LLM
-    from llm.openai_backend import OpenAIBackend
-    from nodes.router import ROUTER_TOOLS
+    from switchyard.llm.client import LLM
+    from switchyard.llm.openai_backend import OpenAIBackend
+    from switchyard.nodes.router import ROUTER_TOOLS
 
     llm = LLM(OpenAIBackend(llama_server, "smollm2", timeout_s=300), max_tokens=40)
     forced = {"type": "function", "function": {"name": "abstain"}}
@@ -148,7 +148,7 @@ def test_openai_backend_forced_tool_call_against_local_server(llama_server):
 @pytest.mark.slow
 def test_openai_backend_fits_an_overlong_prompt_to_the_local_servers_context(llama_server):
     """The real server (n_ctx 2048) refuses a ~6,000-token prompt with HTTP 400; it is shortened and answered."""
-    from llm.openai_backend import OpenAIBackend
+    from switchyard.llm.openai_backend import OpenAIBackend
 
     dense = " ".join(str(i * 7919 % 100003) for i in range(3000))
     reply = OpenAIBackend(llama_server, "smollm2", timeout_s=300).chat(

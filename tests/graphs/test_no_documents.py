@@ -6,14 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from configs.loader import load_config
-from errors import ConfigError
-from evaluation.datasets import load_dataset
-from evaluation.rows import EvalRow
-from graphs import draw
-from graphs.build import build_graph
-from llm.backend import Reply
-from nodes.no_documents import arithmetic, classify
+from switchyard.configs.loader import load_config
+from switchyard.errors import ConfigError
+from switchyard.evaluation.datasets import load_dataset
+from switchyard.evaluation.rows import EvalRow
+from switchyard.graphs import draw
+from switchyard.graphs.build import build_graph
+from switchyard.llm.backend import Reply
+from switchyard.nodes.no_documents import arithmetic, classify
 from tests.nodes.scripted import scripted_llm
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "no_documents" / "questions.jsonl"

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from retrievers.langchain_retriever import SwitchyardRetriever
-from retrievers.search import Retrieval
+from switchyard.retrievers.langchain_retriever import SwitchyardRetriever
+from switchyard.retrievers.search import Retrieval
 from tests.nodes.scripted import scripted_llm
 
 WHERE = "source~couplers"
@@ -105,8 +105,8 @@ class TestEveryEntryPointHonoursTheFilter:
 @pytest.fixture(scope="module")
 def labelled_index(tmp_path_factory, embedder):
     """The sample corpus with couplers.html labelled `staff`: a caller without that group never reads it."""
-    from configs.loader import load_config
-    from retrievers.pipeline import RetrievalStack
+    from switchyard.configs.loader import load_config
+    from switchyard.retrievers.pipeline import RetrievalStack
     from tests.conftest import SAMPLES
 
     uri = tmp_path_factory.mktemp("labelled") / "index"
@@ -118,9 +118,9 @@ def labelled_index(tmp_path_factory, embedder):
 
 @pytest.fixture
 def labelled_pipeline(labelled_index, embedder):
-    from configs.loader import load_config
-    from graphs.app import Pipeline
-    from nodes.resources import SharedModels
+    from switchyard.configs.loader import load_config
+    from switchyard.graphs.app import Pipeline
+    from switchyard.nodes.resources import SharedModels
 
     def make(*overrides: str, llm=None):
         cfg = load_config(None, [f"store.uri={labelled_index}", "answer.format=sentences", *overrides])

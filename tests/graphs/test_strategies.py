@@ -8,14 +8,14 @@ from types import SimpleNamespace
 
 import pytest
 
-from configs.schema import DEFAULT_REACT_EXAMPLES, RouterConfig
-from llm.backend import Reply
-from llm.cache import CachingBackend, ReplyStore
-from llm.client import LLM
-from llm.prompts import PLAN_REACT_EXAMPLES
-from nodes.strategies import STRATEGIES
-from nodes.strategies.autogpt import memory_tokens, remember
-from nodes.strategies.bolaa import LABOR
+from switchyard.configs.schema import DEFAULT_REACT_EXAMPLES, RouterConfig
+from switchyard.llm.backend import Reply
+from switchyard.llm.cache import CachingBackend, ReplyStore
+from switchyard.llm.client import LLM
+from switchyard.llm.prompts import PLAN_REACT_EXAMPLES
+from switchyard.nodes.strategies import STRATEGIES
+from switchyard.nodes.strategies.autogpt import memory_tokens, remember
+from switchyard.nodes.strategies.bolaa import LABOR
 from tests.conftest import ROOT
 from tests.nodes.scripted import scripted_llm
 
@@ -309,14 +309,14 @@ def test_replays_from_the_reply_cache(make_pipeline, case, tmp_path):
 def test_every_strategy_is_configurable_and_has_a_config():
     strategies = typing.get_args(RouterConfig.model_fields["strategy"].annotation)
     assert set(strategies) == set(STRATEGIES)
-    from configs.loader import CONFIG_DIR, load_config
+    from switchyard.configs.loader import CONFIG_DIR, load_config
 
     shipped = {load_config(p).graph.router.strategy for p in CONFIG_DIR.glob("agent*.yaml")}
     assert shipped == set(STRATEGIES)
 
 
 def test_the_memory_bound_enters_the_config_hash_only_when_set():
-    from configs.loader import config_hash, config_to_dict, load_config
+    from switchyard.configs.loader import config_hash, config_to_dict, load_config
 
     default, autogpt = load_config(None, ["graph.mode=agent"]), load_config("agent-autogpt")
     assert "memory_tokens" not in config_to_dict(default)["graph"]["router"]  # hashes made before stay

@@ -5,9 +5,9 @@ import threading
 
 import pytest
 
-from configs.loader import CONFIG_DIR
-from errors import QuestionError
-from errors import LLMError
+from switchyard.configs.loader import CONFIG_DIR
+from switchyard.errors import QuestionError
+from switchyard.errors import LLMError
 from tests.graphs.test_concurrency import essence
 from tests.nodes.scripted import scripted_llm
 
@@ -131,7 +131,7 @@ class TestAsync:
                 return json.dumps({"query": messages[-1]["content"]})
             return next(a for q, a in answers.items() if q in messages[-1]["content"])
 
-        from llm.client import LLM
+        from switchyard.llm.client import LLM
         from tests.scripted_backend import ScriptedBackend
 
         pipe = make_pipeline(llm=LLM(ScriptedBackend(answer_for)))

@@ -1,4 +1,4 @@
-from llm.backend import MESSAGE_OVERHEAD_TOKENS, fit_messages
+from switchyard.llm.backend import MESSAGE_OVERHEAD_TOKENS, fit_messages
 
 
 def words(text: str) -> int:

@@ -4,18 +4,18 @@ import threading
 
 import pytest
 
-from configs.loader import load_config
-from errors import ConfigError
-from configs.schema import LocalLLMConfig, OpenAILLMConfig
-from llm.backend import Reply
-from errors import LLMError
-from llm.client import LLM
+from switchyard.configs.loader import load_config
+from switchyard.errors import ConfigError
+from switchyard.configs.schema import LocalLLMConfig, OpenAILLMConfig
+from switchyard.llm.backend import Reply
+from switchyard.errors import LLMError
+from switchyard.llm.client import LLM
 from tests.scripted_backend import ScriptedBackend
 from tests.together import run_together
-from llm.factory import build_llm
-from llm.cache import CachingBackend, ReplyStore, request_key
-from errors import LLMCacheMiss
-from llm.context import RunContext
+from switchyard.llm.factory import build_llm
+from switchyard.llm.cache import CachingBackend, ReplyStore, request_key
+from switchyard.errors import LLMCacheMiss
+from switchyard.llm.context import RunContext
 
 IDENTITY = {"backend": "local", "model": "tiny.gguf", "n_ctx": 2048, "repeat_penalty": 1.1}
 ASK = [{"role": "system", "content": "Answer briefly from the passages."},
@@ -137,13 +137,13 @@ class TestMisses:
 
 class TestBuildLLM:
     def test_replay_builds_no_model(self, tmp_path, monkeypatch):
-        import llm.factory
+        from switchyard.llm import factory
 
         def no_model(*args, **kwargs):
             raise AssertionError("a replay must not build a model backend")
 
-        monkeypatch.setattr(llm.factory, "LlamaCppBackend", no_model)
-        monkeypatch.setattr(llm.factory, "OpenAIBackend", no_model)
+        monkeypatch.setattr(factory, "LlamaCppBackend", no_model)
+        monkeypatch.setattr(factory, "OpenAIBackend", no_model)
         llm = build_llm(LocalLLMConfig(model_path="/nowhere/model.gguf", cache_dir=str(tmp_path), replay=True))
         assert isinstance(llm.backend, CachingBackend) and llm.backend.replay
         assert llm.backend.identity["model"] == "model.gguf"

@@ -3,11 +3,11 @@ import json
 import pytest
 from pydantic import BaseModel
 
-from llm.client import LLM, _parse
-from errors import LLMError, TransientLLMError
+from switchyard.llm.client import LLM, _parse
+from switchyard.errors import LLMError, TransientLLMError
 from tests.scripted_backend import ScriptedBackend
 from tests.canned_server import CannedServer, LoopbackServer, QuietHandler
-from llm.context import RunContext
+from switchyard.llm.context import RunContext
 from tests.together import run_together
 
 
@@ -69,7 +69,7 @@ class TestLocalBackend:
         assert usage.prompt_tokens > 0 and usage.completion_tokens > 0
 
     def test_missing_gguf_is_clear_error(self, tmp_path):
-        from llm.llamacpp import LlamaCppBackend
+        from switchyard.llm.llamacpp import LlamaCppBackend
 
         with pytest.raises(LLMError, match="GGUF model file not found"):
             LlamaCppBackend(str(tmp_path / "none.gguf"))
@@ -81,7 +81,7 @@ class TestOpenAIBackendTimeout:
         import socket
         import threading
 
-        from llm.openai_backend import OpenAIBackend
+        from switchyard.llm.openai_backend import OpenAIBackend
 
         server = socket.socket()
         server.bind(("127.0.0.1", 0))
@@ -107,7 +107,7 @@ class TestMisbehavingServer:
          "the reply has no 'choices'"),
     ])
     def test_is_one_clear_line_after_retries(self, body, content_type, said):
-        from llm.openai_backend import OpenAIBackend
+        from switchyard.llm.openai_backend import OpenAIBackend
 
         server = CannedServer(body, content_type)
         try:
@@ -135,8 +135,8 @@ class TestScriptedStreaming:
     def test_a_cancelled_run_makes_no_call(self):
         import threading
 
-        from llm.context import RunContext
-        from errors import RunCancelled
+        from switchyard.llm.context import RunContext
+        from switchyard.errors import RunCancelled
 
         backend = ScriptedBackend(["never"])
         context = RunContext(cancelled=threading.Event())
@@ -151,7 +151,7 @@ class TestLocalBackendConcurrency:
     MESSAGES = [{"role": "user", "content": "Name three colours of a railway signal."}]
 
     def test_instances_serve_barrier_started_threads(self):
-        from llm.llamacpp import LlamaCppBackend
+        from switchyard.llm.llamacpp import LlamaCppBackend
 
         backend = LlamaCppBackend(instances=2)
         llm = LLM(backend, max_tokens=16)
@@ -176,8 +176,8 @@ class TestLocalBackendConcurrency:
     def test_cancelling_mid_generation_stops_it(self, local_llm):
         import threading
 
-        from llm.context import RunContext
-        from errors import RunCancelled
+        from switchyard.llm.context import RunContext
+        from switchyard.errors import RunCancelled
 
         context = RunContext(cancelled=threading.Event())
         pieces = []
@@ -235,7 +235,7 @@ class TestOpenAIBackendContextOverflow:
     @pytest.mark.parametrize("refusal", sorted(ContextLimitedServer.REFUSALS))
     @pytest.mark.parametrize("streamed", [False, True])
     def test_a_refused_prompt_is_shortened_and_sent_again(self, refusal, streamed):
-        from llm.openai_backend import FIT_ATTEMPTS, OpenAIBackend
+        from switchyard.llm.openai_backend import FIT_ATTEMPTS, OpenAIBackend
 
         server = ContextLimitedServer(1024, refusal)
         messages = [{"role": "system", "content": "Answer from the passages."},
@@ -253,7 +253,7 @@ class TestOpenAIBackendContextOverflow:
         assert messages[1]["content"] == self.LONG  # the caller's messages are not modified
 
     def test_a_prompt_that_cannot_be_shortened_is_one_clear_error(self):
-        from llm.openai_backend import OpenAIBackend
+        from switchyard.llm.openai_backend import OpenAIBackend
 
         server = ContextLimitedServer(64, "llama-cpp-python")
         try:
@@ -267,7 +267,7 @@ class TestOpenAIBackendContextOverflow:
                                           "(64 tokens) with 100 tokens left for the reply: LLM server at ")
 
     def test_an_overflow_of_the_servers_own_generation_is_one_clear_error(self):
-        from llm.openai_backend import OpenAIBackend
+        from switchyard.llm.openai_backend import OpenAIBackend
 
         server = ContextLimitedServer(1024, "llama-cpp-python", generates_into_context=True)
         try:
@@ -282,7 +282,7 @@ class TestOpenAIBackendContextOverflow:
                                           "in what it generates, not in the prompt: LLM server at ")
 
     def test_other_refusals_are_not_retried(self):
-        from llm.openai_backend import OpenAIBackend
+        from switchyard.llm.openai_backend import OpenAIBackend
 
         server = CannedServer(b"", status=400)
         try:

@@ -1,8 +1,8 @@
 """Per-run accounting: nested meters on a run's context, isolation between runs in threads, the run's seed."""
 import threading
 
-from llm.client import LLM
-from llm.context import RunContext
+from switchyard.llm.client import LLM
+from switchyard.llm.context import RunContext
 from tests.scripted_backend import ScriptedBackend
 
 
@@ -71,7 +71,7 @@ class TestMetered:
     def test_a_cancelled_run_makes_no_further_call(self):
         import pytest
 
-        from errors import RunCancelled
+        from switchyard.errors import RunCancelled
 
         backend = ScriptedBackend(["ok"])
         run = RunContext()

@@ -22,8 +22,8 @@ OTHERS = [request("What is a coupler?", 3), request("When was it patented?", 12)
 
 
 def local(n_threads: int = 2, max_tokens: int = 24):
-    from llm.client import LLM
-    from llm.llamacpp import LlamaCppBackend
+    from switchyard.llm.client import LLM
+    from switchyard.llm.llamacpp import LlamaCppBackend
 
     return LLM(LlamaCppBackend(n_threads=n_threads), max_tokens=max_tokens)
 
@@ -50,10 +50,10 @@ def test_local_reply_does_not_depend_on_n_threads():
 
 @pytest.mark.slow
 def test_fixed_pipeline_answers_the_same_alone_in_any_order_and_under_8_threads(make_pipeline, embedder):
-    from configs.loader import CONFIG_DIR
-    from graphs.app import Pipeline
-    from llm.factory import build_llm
-    from nodes.resources import SharedModels
+    from switchyard.configs.loader import CONFIG_DIR
+    from switchyard.graphs.app import Pipeline
+    from switchyard.llm.factory import build_llm
+    from switchyard.nodes.resources import SharedModels
 
     questions = ["Who patented the knuckle coupler?", "What is standard gauge?"]
     overrides = ("llm.max_tokens=32",)
@@ -77,9 +77,9 @@ def test_openai_backend_sends_temperature_and_a_seed_with_every_request(seed):
     """A call without a run's seed sends llm.seed (the backend's): a server never picks one itself."""
     import json
 
-    from llm.context import RunContext
-    from llm.client import LLM
-    from llm.openai_backend import OpenAIBackend
+    from switchyard.llm.context import RunContext
+    from switchyard.llm.client import LLM
+    from switchyard.llm.openai_backend import OpenAIBackend
     from tests.canned_server import CannedServer
 
     reply = {"choices": [{"index": 0, "message": {"role": "assistant", "content": "Eli Janney"},
@@ -98,8 +98,8 @@ def test_openai_backend_sends_temperature_and_a_seed_with_every_request(seed):
 def test_openai_compatible_server_reply_is_the_same_alone_after_others_and_under_8_threads(llama_server):
     """The client sends temperature 0 and a seed with every request; llama.cpp's server answers the same request the
     same way whatever it served before and however many clients send at once."""
-    from llm.client import LLM
-    from llm.openai_backend import OpenAIBackend
+    from switchyard.llm.client import LLM
+    from switchyard.llm.openai_backend import OpenAIBackend
 
     llm = LLM(OpenAIBackend(llama_server, "smollm2", timeout_s=300), max_tokens=24)
     alone = llm.generate(TARGET)

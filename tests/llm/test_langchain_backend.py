@@ -13,15 +13,15 @@ from langchain_core.messages import AIMessage, AIMessageChunk
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from pydantic import BaseModel
 
-from configs.loader import load_config
-from errors import ConfigError
-from errors import LLMError
-from llm.langchain_backend import LangChainBackend, chat_model_identity
-from llm.client import LLM
-from llm.factory import build_llm, llm_identity
-from errors import LLMCacheMiss
-from llm.context import RunContext
-from errors import RunCancelled
+from switchyard.configs.loader import load_config
+from switchyard.errors import ConfigError
+from switchyard.errors import LLMError
+from switchyard.llm.langchain_backend import LangChainBackend, chat_model_identity
+from switchyard.llm.client import LLM
+from switchyard.llm.factory import build_llm, llm_identity
+from switchyard.errors import LLMCacheMiss
+from switchyard.llm.context import RunContext
+from switchyard.errors import RunCancelled
 
 ASK = [{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": "Who built the engine?"}]
 ECHO_PATH = "tests.llm.test_langchain_backend:EchoChatModel"
@@ -213,7 +213,7 @@ class TestAgainstLocalServer:
         assert plain and usage.llm_calls == 2 and usage.completion_tokens > 0
 
     def test_a_forced_tool_call_through_bind_tools(self, server_llm):
-        from nodes.router import ROUTER_TOOLS
+        from switchyard.nodes.router import ROUTER_TOOLS
 
         ask = [{"role": "user", "content": "Search the documents for the knuckle coupler."}]
         forced = {"type": "function", "function": {"name": "retrieve"}}

@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from errors import LLMError
+from switchyard.errors import LLMError
 from tests.together import run_together
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "llm"
@@ -11,7 +11,7 @@ FIXTURES = Path(__file__).parent.parent / "fixtures" / "llm"
 
 @pytest.fixture(scope="module")
 def backend():
-    from llm.llamacpp import LlamaCppBackend
+    from switchyard.llm.llamacpp import LlamaCppBackend
 
     return LlamaCppBackend(n_ctx=1024, chat_format="chatml-function-calling")
 
@@ -53,14 +53,14 @@ class TestLocalBackendToolCalls:
                             tool_choice=request["tool_choice"])
 
     def test_an_endless_tool_argument_is_cut_at_max_tokens(self):
-        from llm.llamacpp import LlamaCppBackend
+        from switchyard.llm.llamacpp import LlamaCppBackend
 
         reply = self.ask(LlamaCppBackend(n_ctx=4096, chat_format="chatml-function-calling"))
         assert len(reply.tool_calls) == 1 and reply.tool_calls[0]["name"] == "rewrite"
         assert 0 < reply.completion_tokens <= 96
 
     def test_capped_tool_calls_from_barrier_started_threads(self):
-        from llm.llamacpp import LlamaCppBackend
+        from switchyard.llm.llamacpp import LlamaCppBackend
 
         backend = LlamaCppBackend(n_ctx=4096, chat_format="chatml-function-calling", instances=2)
         alone = self.ask(backend)

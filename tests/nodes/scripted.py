@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-from llm.client import LLM
+from switchyard.llm.client import LLM
 from tests.scripted_backend import ScriptedBackend
 
 

@@ -7,11 +7,11 @@ import sqlite3
 import pytest
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-from errors import ApprovalError, ConfigError, PauseExpired, UnknownThread
-from graphs.build import checkpoint_serde
-from graphs.results import AskResult, Paused
-from nodes.approve import Approval, checked_arguments
-from llm.client import LLM
+from switchyard.errors import ApprovalError, ConfigError, PauseExpired, UnknownThread
+from switchyard.graphs.build import checkpoint_serde
+from switchyard.graphs.results import AskResult, Paused
+from switchyard.nodes.approve import Approval, checked_arguments
+from switchyard.llm.client import LLM
 from tests.nodes.scripted import zeroshot_agent
 from tests.scripted_backend import ScriptedBackend
 
@@ -109,7 +109,7 @@ class TestApprove:
         pipe = approve_pipeline(make_pipeline, "graph.router.approve_timeout_s=60")
         first = pipe.start(QUESTION)
         assert 59 <= (first.expires_at.timestamp() - __import__("time").time()) <= 60
-        monkeypatch.setattr("graphs.app.time.time", lambda: first.expires_at.timestamp() + 1)
+        monkeypatch.setattr("switchyard.graphs.app.time.time", lambda: first.expires_at.timestamp() + 1)
         with pytest.raises(PauseExpired, match="expired"):
             pipe.resume(first.thread_id, Approval(decision="approve"))
         assert pipe.pending(first.thread_id) is None
@@ -138,7 +138,7 @@ class TestApprove:
 
 
 def test_approve_enters_the_dumped_config_only_when_set():
-    from configs.loader import config_hash, config_to_dict, load_config
+    from switchyard.configs.loader import config_hash, config_to_dict, load_config
 
     router = config_to_dict(load_config("agent"))["graph"]["router"]
     assert "approve" not in router and "approve_timeout_s" not in router

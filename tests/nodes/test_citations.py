@@ -1,5 +1,5 @@
-from nodes.citations import split_sentences, verify_citations
-from retrievers.documents import Passage
+from switchyard.nodes.citations import split_sentences, verify_citations
+from switchyard.retrievers.documents import Passage
 
 PASSAGES = [
     Passage(chunk_id="gauge-0", doc_id="gauge", title="Track gauge", source="/g.txt", page=None,

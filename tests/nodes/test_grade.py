@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from configs.loader import load_config
-from nodes.grade import grade, singular, word_coverage
+from switchyard.configs.loader import load_config
+from switchyard.nodes.grade import grade, singular, word_coverage
 from langgraph.runtime import Runtime
 
-from llm.context import RunContext
-from nodes.resources import Resources, SharedModels
-from retrievers.documents import Passage
+from switchyard.llm.context import RunContext
+from switchyard.nodes.resources import Resources, SharedModels
+from switchyard.retrievers.documents import Passage
 
 QUESTION = "Who is the father-in-law of the person whose occupation is careers adviser?"
 ARTICLE = Passage(chunk_id="pw-1", doc_id="pw-1", title="Alvaro Ruth", source="articles.json",

@@ -1,6 +1,6 @@
 import pytest
 
-from nodes.router import fixed_next, is_repeat
+from switchyard.nodes.router import fixed_next, is_repeat
 
 
 class TestFixedNext:

@@ -5,10 +5,10 @@ import re
 
 import pytest
 
-from nodes.answer import compose, ground
-from nodes.short_answer import (clean_answer, extractive_span, grounded_in, match_option, occurs_in,
+from switchyard.nodes.answer import compose, ground
+from switchyard.nodes.short_answer import (clean_answer, extractive_span, grounded_in, match_option, occurs_in,
                                 question_shape, split_list, sub_spans)
-from retrievers.documents import Passage
+from switchyard.retrievers.documents import Passage
 
 PASSAGES = [
     Passage(chunk_id="a-0", doc_id="a", title="Eli Janney", source="a.md", page=None,
@@ -165,7 +165,7 @@ class TestGround:
 
 class TestReplyModel:
     def test_yes_no_and_choice_are_constrained(self):
-        from nodes.answer import reply_model
+        from switchyard.nodes.answer import reply_model
 
         yes_no = reply_model(question_shape("Is it red?")).model_json_schema()
         assert yes_no["properties"]["answer"]["enum"] == ["yes", "no"]
@@ -262,7 +262,7 @@ class TestShortAnswerNode:
         assert tokens == events[-1].result.answer
 
     def test_no_llm_pipeline_extracts_a_span(self, make_pipeline):
-        from configs.loader import resolve_config_path
+        from switchyard.configs.loader import resolve_config_path
 
         result = make_pipeline(config_file=resolve_config_path("no-llm"), answer_format="short").ask(self.QUESTION)
         assert result.short_answer == "Eli Janney" and result.grounding["source"] == "extractive"

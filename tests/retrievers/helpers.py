@@ -1,7 +1,7 @@
 """Small builders the retriever tests share: unit vectors and hand-made chunks."""
 import numpy as np
 
-from retrievers.documents import Chunk
+from switchyard.retrievers.documents import Chunk
 
 
 def unit(*values) -> np.ndarray:

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from errors import AccessError, FilterError
-from retrievers.filters import encode_labels, parse_filter, parse_labels, readable_by, to_predicate, to_sql
-from retrievers.store import ACL_FIELD
+from switchyard.errors import AccessError, FilterError
+from switchyard.retrievers.filters import encode_labels, parse_filter, parse_labels, readable_by, to_predicate, to_sql
+from switchyard.retrievers.store import ACL_FIELD
 
 SECRET = "The vault combination is 4711 and the payroll ledger sits in room 12."
 

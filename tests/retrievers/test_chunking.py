@@ -1,7 +1,7 @@
 import pytest
 
-from retrievers.chunking import Chunker, _token_counter
-from retrievers.documents import SourceDocument
+from switchyard.retrievers.chunking import Chunker, _token_counter
+from switchyard.retrievers.documents import SourceDocument
 
 
 @pytest.fixture(scope="module")

@@ -2,11 +2,11 @@
 fused with BM25 and MiniLM."""
 import numpy as np
 import pytest
-from configs.loader import load_config
-from errors import ConfigError, StoreError
-from retrievers.e5_model import PASSAGE_PREFIX, QUERY_PREFIX
-from retrievers.ingest import corpus_collection
-from retrievers.store import E5_COLUMN, WINDOW_COLUMN, IndexStore
+from switchyard.configs.loader import load_config
+from switchyard.errors import ConfigError, StoreError
+from switchyard.retrievers.e5_model import PASSAGE_PREFIX, QUERY_PREFIX
+from switchyard.retrievers.ingest import corpus_collection
+from switchyard.retrievers.store import E5_COLUMN, WINDOW_COLUMN, IndexStore
 from tests.conftest import FIXTURES, SAMPLES
 from tests.retrievers.helpers import make_chunk, unit
 from tests.together import run_together
@@ -149,8 +149,8 @@ class TestE5Settings:
 class TestE5Sharing:
     def test_pipelines_with_the_same_runtime_share_one_e5_model(self, sample_index, embedder):
         """Two pipelines of one process (as the service and an evaluation hold them), both with e5: one e5 model."""
-        from graphs.app import Pipeline
-        from nodes.resources import SharedModels
+        from switchyard.graphs.app import Pipeline
+        from switchyard.nodes.resources import SharedModels
 
         models = SharedModels()
         configs = [load_config("e5", [f"store.uri={sample_index}", f"store.collection=e5-{i}",

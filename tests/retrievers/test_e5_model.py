@@ -2,9 +2,9 @@
 the package's own 4-bit engine."""
 import numpy as np
 import pytest
-from errors import ModelNotFoundError
-from retrievers import e5_model
-from retrievers.embedder import Embedder, resolve_model_dir
+from switchyard.errors import ModelNotFoundError
+from switchyard.retrievers import e5_model
+from switchyard.retrievers.embedder import Embedder, resolve_model_dir
 from tests.together import run_together
 
 TEXTS = ["what is the capital of France?", "Zürich, Kraków, São Paulo, 東京, Москва", "β-cell IL-6 (p<0.05)",

@@ -7,8 +7,8 @@ import threading
 import numpy as np
 import pytest
 
-from retrievers.embedder import Embedder, OnnxExport
-from errors import EmbedderError
+from switchyard.retrievers.embedder import Embedder, OnnxExport
+from switchyard.errors import EmbedderError
 from tests.conftest import SAMPLES
 
 LONG = " ".join(
@@ -78,8 +78,8 @@ def _cos(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def _stack(uri, embedder, *overrides):
-    from configs.loader import load_config
-    from retrievers.pipeline import RetrievalStack
+    from switchyard.configs.loader import load_config
+    from switchyard.retrievers.pipeline import RetrievalStack
 
     return RetrievalStack(load_config(None, [f"store.uri={uri}", *overrides]), embedder=embedder)
 
@@ -231,7 +231,7 @@ def test_missing_runtime_is_a_clear_error(monkeypatch, cache_dir):
 def test_unsupported_pooling_is_a_clear_error(tmp_path):
     import json
 
-    from retrievers.embedder import SentenceModelSpec, resolve_model_dir
+    from switchyard.retrievers.embedder import SentenceModelSpec, resolve_model_dir
 
     src = resolve_model_dir("minilm")
     for name in ("modules.json", "config.json", "sentence_bert_config.json"):
@@ -276,7 +276,7 @@ def test_reingest_through_another_backend_is_incremental(tmp_path, embedder, emb
                                               "windows": [64, 32]}
 
     rows = compiled_stack.store.scan(["chunk_id", "title", "text", "source"]).to_pylist()
-    from retrievers.documents import search_text
+    from switchyard.retrievers.documents import search_text
 
     stored = compiled_stack.store.vectors([r["chunk_id"] for r in rows])
     ids = [r["chunk_id"] for r in rows]
@@ -288,8 +288,8 @@ def test_reingest_through_another_backend_is_incremental(tmp_path, embedder, emb
 
 @pytest.mark.parametrize("backend", COMPILED)
 def test_new_collection_records_its_backend_and_torch_reuses_it(backend, tmp_path, cache_dir, embedder):
-    from configs.loader import load_config
-    from retrievers.pipeline import RetrievalStack
+    from switchyard.configs.loader import load_config
+    from switchyard.retrievers.pipeline import RetrievalStack
 
     cfg = load_config(None, [f"store.uri={tmp_path / 'index'}", f"embedding.backend={backend}",
                              f"embedding.cache_dir={cache_dir}", "embedding.threads=2"])
@@ -308,7 +308,7 @@ def test_new_collection_records_its_backend_and_torch_reuses_it(backend, tmp_pat
 
 # -- configuration ------------------------------------------------------------------------------------------------
 def test_config_defaults_and_round_trip(compiled, cache_dir):
-    from configs.loader import load_config
+    from switchyard.configs.loader import load_config
 
     e = load_config(None, []).embedding
     assert (e.backend, e.threads, e.precision, e.cache_dir) == ("openvino", None, "auto", None)
@@ -323,8 +323,8 @@ def test_config_defaults_and_round_trip(compiled, cache_dir):
 
 
 def test_bad_backend_settings_are_clear_errors():
-    from configs.loader import load_config
-    from errors import ConfigError
+    from switchyard.configs.loader import load_config
+    from switchyard.errors import ConfigError
 
     with pytest.raises(ConfigError, match="embedding.backend: Input should be 'torch', 'onnx' or 'openvino'"):
         load_config(None, ["embedding.backend=tensorrt"])
@@ -335,8 +335,7 @@ def test_bad_backend_settings_are_clear_errors():
 
 
 def test_cli_reports_a_bad_backend_without_a_traceback(capsys):
-    import cli
-
+    from switchyard import cli
     assert cli.main(["config", "show", "--set", "embedding.backend=tensorrt"]) != 0
     err = capsys.readouterr().err
     assert "embedding.backend" in err and "Traceback" not in err

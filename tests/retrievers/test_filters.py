@@ -1,7 +1,7 @@
 import pytest
 
-from retrievers.filters import parse_filter, to_predicate, to_sql
-from errors import FilterError
+from switchyard.retrievers.filters import parse_filter, to_predicate, to_sql
+from switchyard.errors import FilterError
 
 
 class TestFilters:

@@ -1,9 +1,9 @@
 import pytest
 
-from configs.loader import load_config
-from errors import ConfigError
-from retrievers.documents import Passage
-from retrievers.fusion import (adaptive_weights, convex_combination, dbsf, fuse, max_scaled, min_max,
+from switchyard.configs.loader import load_config
+from switchyard.errors import ConfigError
+from switchyard.retrievers.documents import Passage
+from switchyard.retrievers.fusion import (adaptive_weights, convex_combination, dbsf, fuse, max_scaled, min_max,
                                reciprocal_rank_fusion, top_confidence, z_score)
 
 

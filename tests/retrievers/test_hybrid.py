@@ -4,8 +4,8 @@ import threading
 
 import pytest
 
-from retrievers.documents import Passage
-from retrievers.hybrid import HybridRetriever
+from switchyard.retrievers.documents import Passage
+from switchyard.retrievers.hybrid import HybridRetriever
 
 RUN_ID = contextvars.ContextVar("run_id", default=None)
 

@@ -1,10 +1,10 @@
 """Settings that matter at scale: the store's vector-index choice and the rank_bm25 backend's size limit."""
 import pytest
 
-from configs.loader import load_config
-from errors import CollectionTooLargeError, ConfigError
-from retrievers.store import VectorIndexSpec
-from errors import StoreError
+from switchyard.configs.loader import load_config
+from switchyard.errors import CollectionTooLargeError, ConfigError
+from switchyard.retrievers.store import VectorIndexSpec
+from switchyard.errors import StoreError
 from tests.conftest import FIXTURES, SAMPLES
 
 

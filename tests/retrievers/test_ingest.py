@@ -91,8 +91,8 @@ class TestIngestor:
         assert not any(p.doc_id == doc_id for p in stack.search("standard gauge 1,435 mm").passages)
 
     def test_other_embedding_model_is_refused(self, make_stack, tmp_path):
-        from retrievers.store import IndexStore
-        from errors import StoreError
+        from switchyard.retrievers.store import IndexStore
+        from switchyard.errors import StoreError
 
         stack = make_stack()
         stack.ingestor(progress=False).run([SAMPLES])
@@ -166,7 +166,7 @@ class TestKilledIngest:
         assert hits and hits[0].doc_id.startswith("doc07")
 
     def _expected_chunks(self, stack, folder):
-        from retrievers.loaders import load_file
+        from switchyard.retrievers.loaders import load_file
 
         counts = {}
         for tag in ("A", "B"):

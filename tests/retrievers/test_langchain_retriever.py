@@ -5,12 +5,12 @@ import pytest
 from langchain_core.documents import Document
 from langchain_core.runnables import RunnableLambda
 
-from configs.loader import load_config
-from retrievers.filters import parse_filter, to_predicate
-from errors import FilterError
-from retrievers.langchain_retriever import SwitchyardRetriever
-from retrievers.pipeline import RetrievalStack
-from errors import StoreError
+from switchyard.configs.loader import load_config
+from switchyard.retrievers.filters import parse_filter, to_predicate
+from switchyard.errors import FilterError
+from switchyard.retrievers.langchain_retriever import SwitchyardRetriever
+from switchyard.retrievers.pipeline import RetrievalStack
+from switchyard.errors import StoreError
 
 QUESTION = "Who patented the knuckle coupler?"
 

@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from retrievers.lazy import Lazy
+from switchyard.retrievers.lazy import Lazy
 
 
 class TestLazy:

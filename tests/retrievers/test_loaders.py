@@ -1,7 +1,7 @@
 import json
 
-from retrievers.documents import LoadError, SourceDocument
-from retrievers.loaders import load_paths
+from switchyard.retrievers.documents import LoadError, SourceDocument
+from switchyard.retrievers.loaders import load_paths
 from tests.conftest import SAMPLES
 
 

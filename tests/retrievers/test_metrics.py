@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from retrievers.metrics import dedupe, mrr_at_k, ndcg_at_k, percentile, recall_at_k, score_query
+from switchyard.retrievers.metrics import dedupe, mrr_at_k, ndcg_at_k, percentile, recall_at_k, score_query
 
 
 class TestMetrics:

@@ -51,8 +51,8 @@ def s3_overrides(endpoint: str, collection: str = "default", secret_var: str = S
 
 
 def make_stack(embedder, overrides: list[str]):
-    from configs.loader import load_config
-    from retrievers.pipeline import RetrievalStack
+    from switchyard.configs.loader import load_config
+    from switchyard.retrievers.pipeline import RetrievalStack
 
     return RetrievalStack(load_config(None, overrides), embedder=embedder)
 
@@ -77,7 +77,7 @@ def _set_args(overrides: list[str]) -> list[str]:
 
 class TestStorageOptionsConfig:
     def test_set_overrides_build_nested_options_as_strings(self):
-        from configs.loader import load_config
+        from switchyard.configs.loader import load_config
 
         config = load_config(None, s3_overrides("http://127.0.0.1:9000"))
         assert config.store.uri == f"s3://{BUCKET}/index"
@@ -86,8 +86,8 @@ class TestStorageOptionsConfig:
             "aws_access_key_id": f"env:{KEY_ID_VAR}", "aws_secret_access_key": f"env:{SECRET_VAR}"}
 
     def test_bad_env_reference_is_a_config_error(self):
-        from configs.loader import load_config
-        from errors import ConfigError
+        from switchyard.configs.loader import load_config
+        from switchyard.errors import ConfigError
 
         with pytest.raises(ConfigError, match="aws_secret_access_key: 'env:1NAME' must be env:NAME"):
             load_config(None, ["store.storage_options.aws_secret_access_key=env:1NAME"])
@@ -95,7 +95,7 @@ class TestStorageOptionsConfig:
 
 class TestEnvSecrets:
     def test_missing_variable_is_a_clear_error_at_connect_time(self, s3_endpoint, embedder):
-        from errors import StoreError
+        from switchyard.errors import StoreError
 
         stack = make_stack(embedder, s3_overrides(s3_endpoint, secret_var="SY_TEST_NOT_SET"))
         store = stack.store  # constructing the store does not connect

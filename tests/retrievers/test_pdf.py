@@ -1,8 +1,8 @@
 import pytest
 
-from retrievers.chunking import Chunker
-from errors import PdfError
-from retrievers.pdf import load_pdf
+from switchyard.retrievers.chunking import Chunker
+from switchyard.errors import PdfError
+from switchyard.retrievers.pdf import load_pdf
 from tests.fixtures.pdfs import FOOTNOTE, HEADER
 
 

@@ -4,12 +4,12 @@ import threading
 
 import numpy as np
 import pytest
-from configs.loader import load_config
-from errors import ConfigError
-from retrievers.dense import DenseRetriever
-from retrievers.query_adapter import AdapterExample, QueryAdapter, apply_adapter, collect_examples, fit
-from errors import AdapterError
-from retrievers.store import IndexStore
+from switchyard.configs.loader import load_config
+from switchyard.errors import ConfigError
+from switchyard.retrievers.dense import DenseRetriever
+from switchyard.retrievers.query_adapter import AdapterExample, QueryAdapter, apply_adapter, collect_examples, fit
+from switchyard.errors import AdapterError
+from switchyard.retrievers.store import IndexStore
 from tests.retrievers.helpers import make_chunk, unit
 
 

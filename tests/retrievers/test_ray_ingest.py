@@ -33,8 +33,7 @@ QUERIES = ["Who patented the knuckle coupler?", "What does a distant signal show
 
 
 def cli_local(capsys, *args: str) -> str:
-    import cli
-
+    from switchyard import cli
     capsys.readouterr()
     code = cli.main(list(args))
     out = capsys.readouterr().out
@@ -56,8 +55,8 @@ def summary(out: str) -> str:
 
 
 def table(overrides: list[str]):
-    from configs.loader import load_config
-    from retrievers.pipeline import RetrievalStack
+    from switchyard.configs.loader import load_config
+    from switchyard.retrievers.pipeline import RetrievalStack
 
     stack = RetrievalStack(load_config(None, overrides))
     return stack.store
@@ -233,8 +232,7 @@ def wait_for_commits(overrides: list[str], proc, commits: int, timeout: float = 
 
 
 def test_without_ray_the_flag_is_one_clear_line(capsys, monkeypatch):
-    import cli
-
+    from switchyard import cli
     monkeypatch.setitem(sys.modules, "ray", None)  # what an environment without the extra gives
     assert cli.main(["ingest", str(SAMPLES), "--ray", "auto"]) == 2
     err = capsys.readouterr().err.strip().splitlines()

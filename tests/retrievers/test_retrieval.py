@@ -4,8 +4,8 @@ import re
 
 import pytest
 
-from retrievers.rerankers import CrossEncoderReranker, LLMReranker
-from errors import RerankerError
+from switchyard.retrievers.rerankers import CrossEncoderReranker, LLMReranker
+from switchyard.errors import RerankerError
 from tests.conftest import FIXTURES, SAMPLES
 from tests.together import run_together
 
@@ -71,7 +71,7 @@ class TestRetrievers:
         assert top.scores["fused"] == pytest.approx(expected)
 
     def test_normalization_and_adaptive_weights_come_from_config(self, make_stack):
-        from retrievers.fusion import adaptive_weights
+        from switchyard.retrievers.fusion import adaptive_weights
 
         stack = make_stack("retrieve.fusion.normalization=max", "retrieve.fusion.adaptive_power=2",
                            "retrieve.fusion.weights={bm25: 0.5, dense: 0.5}")
@@ -101,7 +101,7 @@ class TestRerankers:
 
     def test_llm_hook_is_used(self, make_stack):
         stack = make_stack("rerank.method=llm", "rerank.top_k=2")
-        from llm.client import LLM
+        from switchyard.llm.client import LLM
         from tests.scripted_backend import ScriptedBackend
 
         def score(messages, schema):  # the LLM rates the passage that names Janney highest
@@ -125,7 +125,7 @@ class TestRerankers:
         # that a local folder loads and scores (its ranking quality is not the point here).
         from sentence_transformers import CrossEncoder
 
-        from retrievers.embedder import resolve_model_dir
+        from switchyard.retrievers.embedder import resolve_model_dir
 
         CrossEncoder(str(resolve_model_dir("minilm")), num_labels=1, device="cpu").save_pretrained(
             str(tmp_path / "ce"))

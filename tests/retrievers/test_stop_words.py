@@ -2,8 +2,8 @@
 tokenisation, and with it every BM25 score, is what it was when they were read from scikit-learn."""
 import hashlib
 
-from retrievers.bm25 import Tokenizer
-from retrievers.stop_words import ENGLISH_STOP_WORDS
+from switchyard.retrievers.bm25 import Tokenizer
+from switchyard.retrievers.stop_words import ENGLISH_STOP_WORDS
 
 # len and sha256 of "\n".join(sorted(sklearn.feature_extraction.text.ENGLISH_STOP_WORDS)), scikit-learn 1.9.1
 SKLEARN_COUNT = 318

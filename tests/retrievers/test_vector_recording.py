@@ -5,11 +5,11 @@ import threading
 import numpy as np
 import pytest
 
-from errors import EmbedderError, VectorCacheMiss
-from configs.loader import load_config
-from retrievers.embedder import Embedder
-from retrievers.pipeline import corpus_collection_for
-from retrievers.vector_recording import VectorRecording
+from switchyard.errors import EmbedderError, VectorCacheMiss
+from switchyard.configs.loader import load_config
+from switchyard.retrievers.embedder import Embedder
+from switchyard.retrievers.pipeline import corpus_collection_for
+from switchyard.retrievers.vector_recording import VectorRecording
 
 TORCH_F32 = {"backend": "torch", "precision": "f32"}
 

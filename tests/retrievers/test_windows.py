@@ -2,13 +2,13 @@
 chunk by its best window (a LanceDB multivector column)."""
 import numpy as np
 import pytest
-from configs.loader import load_config
-from errors import ConfigError
-from retrievers.chunking import SentenceWindows, tokenizer_file_for
-from retrievers.embedder import resolve_model_dir
-from retrievers.ingest import corpus_collection
-from retrievers.documents import search_text
-from retrievers.store import WINDOW_COLUMN, IndexStore
+from switchyard.configs.loader import load_config
+from switchyard.errors import ConfigError
+from switchyard.retrievers.chunking import SentenceWindows, tokenizer_file_for
+from switchyard.retrievers.embedder import resolve_model_dir
+from switchyard.retrievers.ingest import corpus_collection
+from switchyard.retrievers.documents import search_text
+from switchyard.retrievers.store import WINDOW_COLUMN, IndexStore
 from tests.conftest import FIXTURES, SAMPLES
 from tests.retrievers.helpers import make_chunk, unit
 

@@ -61,8 +61,8 @@ def index_copy(sample_index, tmp_path):
 
 @pytest.fixture(scope="module")
 def module_index(tmp_path_factory, embedder):
-    from configs.loader import load_config
-    from retrievers.pipeline import RetrievalStack
+    from switchyard.configs.loader import load_config
+    from switchyard.retrievers.pipeline import RetrievalStack
     from tests.conftest import SAMPLES
 
     uri = tmp_path_factory.mktemp("service") / "index"

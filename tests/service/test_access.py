@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from service.keys import KeyRuns, KeyStore, RateLimiter, keys_path
+from switchyard.service.keys import KeyRuns, KeyStore, RateLimiter, keys_path
 
 SECRET_WORDS = ("77431", "runs monthly")   # only in acme's hr-labelled payroll document (not in the question)
 GLOBEX_WORDS = ("Bluebird",)               # only in globex's collection
@@ -22,8 +22,8 @@ MCP_HEADERS = {"accept": "application/json, text/event-stream", "content-type": 
 
 @pytest.fixture(scope="module")
 def tenants(tmp_path_factory, embedder):
-    from configs.loader import load_config
-    from retrievers.pipeline import RetrievalStack
+    from switchyard.configs.loader import load_config
+    from switchyard.retrievers.pipeline import RetrievalStack
     from tests.conftest import SAMPLES
 
     root = tmp_path_factory.mktemp("tenants")
@@ -50,8 +50,8 @@ def tenants(tmp_path_factory, embedder):
 
 @pytest.fixture(scope="module")
 def client(tenants):
-    from service.app import create_app
-    from service.settings import ServiceSettings
+    from switchyard.service.app import create_app
+    from switchyard.service.settings import ServiceSettings
 
     settings = ServiceSettings(configs=("no-llm",), overrides=(f"store.uri={tenants['uri']}",), warm_up=False,
                                upload_dir=tenants["root"] / "uploads", api_token=None,

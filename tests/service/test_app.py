@@ -271,8 +271,8 @@ class TestBackPressureAndShutdown:
             streamer.join(timeout=30)
             assert done == [200]  # the run in flight was finished, not dropped
             assert "Traceback" not in srv.output()
-        from configs.loader import load_config
-        from retrievers.store import IndexStore
+        from switchyard.configs.loader import load_config
+        from switchyard.retrievers.store import IndexStore
 
         store = IndexStore(str(index_copy), load_config().store.collection)
         assert len(store.list_documents()) == 5

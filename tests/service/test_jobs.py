@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from errors import StoreError
-from service.job_store import JOB_STORE_NAME, MAX_ATTEMPTS, FileStatus, Job, JobStore, job_store_path
-from service.jobs import IngestJobs
+from switchyard.errors import StoreError
+from switchyard.service.job_store import JOB_STORE_NAME, MAX_ATTEMPTS, FileStatus, Job, JobStore, job_store_path
+from switchyard.service.jobs import IngestJobs
 from tests.service.conftest import wait_for_job
 from tests.together import run_together
 
@@ -73,7 +73,7 @@ class TestJobStore:
         path = tmp_path / JOB_STORE_NAME
         # a process records a running job, then exits without closing its store (as after kill -9)
         _in_other_process(
-            "import sys; from service.job_store import *; s = JobStore(sys.argv[1]); "
+            "import sys; from switchyard.service.job_store import *; s = JobStore(sys.argv[1]); "
             "j = Job(id='deadbeef', collection='c', state='running', attempts=1, owner=s.owner, "
             "files=[FileStatus('a.txt', '/up/a.txt', 'indexed', None, 1, 0), FileStatus('b.txt', '/up/b.txt')]); "
             "s.save(j); import os; os._exit(0)", str(path))
@@ -93,7 +93,7 @@ class TestJobStore:
         assert [j.id for j in second.claim_orphans()] == ["deadbeef"]
         assert live.load(mine.id).owner == live.owner
         # the lock file of a process gone with no job left is removed once it is an hour old
-        _in_other_process("import sys, os; from service.job_store import *; s = JobStore(sys.argv[1]); "
+        _in_other_process("import sys, os; from switchyard.service.job_store import *; s = JobStore(sys.argv[1]); "
                           "print(s.owner); os._exit(0)", str(path))
         owners = path.with_name(path.name + ".owners")
         stale = [p for p in owners.iterdir() if p.stem not in (live.owner, second.owner)]
@@ -179,7 +179,7 @@ class TestRecovery:
             (up / "c" / name).write_text(name)
         path = tmp_path / "index" / JOB_STORE_NAME
         _in_other_process(
-            "import sys, os; from service.job_store import *; s = JobStore(sys.argv[1]); up = sys.argv[2]; "
+            "import sys, os; from switchyard.service.job_store import *; s = JobStore(sys.argv[1]); up = sys.argv[2]; "
             "j = Job(id='0' * 32, collection='c', state='running', attempts=int(sys.argv[3]), owner=s.owner, "
             "files=[FileStatus(n, os.path.join(up, 'c', n)) for n in ('a.txt', 'b.txt', 'c.txt')]); "
             "j.files[0].status = 'indexed'; s.save(j); os._exit(0)", str(path), str(up), str(attempts))
@@ -325,7 +325,7 @@ def _note(i: int, version: str) -> bytes:
 
 def _chunks_by_file(index: Path) -> dict[str, list[dict]]:
     """The committed chunks of collection `bulk`, by source file name, read straight from the index."""
-    from retrievers.store import IndexStore
+    from switchyard.retrievers.store import IndexStore
 
     store = IndexStore(str(index), "bulk")
     out: dict[str, list[dict]] = {}
@@ -346,8 +346,8 @@ class TestKilledServer:
 
     def _expected_chunks(self, tmp_path, embedder, names) -> dict[str, dict[str, int]]:
         """Chunks per file that a clean ingest of each version gives, in another index."""
-        from configs.loader import load_config
-        from retrievers.pipeline import RetrievalStack
+        from switchyard.configs.loader import load_config
+        from switchyard.retrievers.pipeline import RetrievalStack
 
         expected: dict[str, dict[str, int]] = {}
         for version in ("A", "B"):

@@ -37,8 +37,8 @@ TIME_LIMIT_S = 240
 @pytest.fixture(scope="module")
 def two_collections(tmp_path_factory, sample_index, embedder):
     """A copy of the sample index (collection `default`) with a second collection, `memos`, of one document."""
-    from configs.loader import load_config
-    from retrievers.pipeline import RetrievalStack
+    from switchyard.configs.loader import load_config
+    from switchyard.retrievers.pipeline import RetrievalStack
 
     root = tmp_path_factory.mktemp("mcp")
     uri = root / "index"
@@ -311,8 +311,8 @@ def test_without_a_token_only_local_requests(sample_index, tmp_path):
     """A server without a token answers /mcp only for requests addressed to this machine (DNS rebinding)."""
     from fastapi.testclient import TestClient
 
-    from service.app import create_app
-    from service.settings import ServiceSettings
+    from switchyard.service.app import create_app
+    from switchyard.service.settings import ServiceSettings
 
     settings = ServiceSettings(configs=("no-llm",), overrides=(f"store.uri={sample_index}",), warm_up=False,
                                upload_dir=tmp_path / "uploads", api_token=None)
@@ -328,7 +328,7 @@ def test_without_a_token_only_local_requests(sample_index, tmp_path):
 
 
 def test_document_text_keeps_each_overlap_once():
-    from service.mcp_server import document_text
+    from switchyard.service.mcp_server import document_text
 
     text = "Alpha beta gamma. Delta epsilon zeta. Eta theta iota."
     spans = [(0, 37), (18, 53)]  # the second chunk repeats "Delta epsilon zeta."
@@ -345,8 +345,8 @@ def test_resources_page_through_every_collection(two_collections, monkeypatch):
     """Documents are listed a page at a time across collections (in-process: the page size is patched)."""
     from mcp import Client
 
-    from service import mcp_server
-    from service.registry import PipelineRegistry
+    from switchyard.service import mcp_server
+    from switchyard.service.registry import PipelineRegistry
 
     monkeypatch.setattr(mcp_server, "PAGE_SIZE", 4)
     server = mcp_server.create_mcp_server(PipelineRegistry(("no-llm",), (f"store.uri={two_collections}",)))

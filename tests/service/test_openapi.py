@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from service.app import create_app
-from service.settings import ServiceSettings
+from switchyard.service.app import create_app
+from switchyard.service.settings import ServiceSettings
 
 
 @pytest.fixture(scope="module")

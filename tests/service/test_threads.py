@@ -11,8 +11,8 @@ from types import SimpleNamespace
 import pytest
 from fastapi.testclient import TestClient
 
-from service.keys import KeyStore, keys_path
-from service.threads import THREADS_NAME, PausedRuns
+from switchyard.service.keys import KeyStore, keys_path
+from switchyard.service.threads import THREADS_NAME, PausedRuns
 from tests.nodes.scripted import zeroshot_agent
 from tests.scripted_openai_server import ScriptedOpenAIServer
 from tests.service.conftest import running_server
@@ -51,8 +51,8 @@ def index(tmp_path_factory, sample_index):
 
 @pytest.fixture(scope="module")
 def client(index, scripted_agent, embedder):
-    from service.app import create_app
-    from service.settings import ServiceSettings
+    from switchyard.service.app import create_app
+    from switchyard.service.settings import ServiceSettings
 
     settings = ServiceSettings(configs=("agent-approve", "no-llm"), warm_up=False, api_token=None,
                                overrides=(f"store.uri={index.uri}", *llm_overrides(scripted_agent)),
@@ -141,7 +141,7 @@ class TestThreads:
         alice = as_key(index, "alice")
         paused = client.post("/v1/ask", json={"question": QUESTION}, headers=alice).json()
         later = time.time() + 3601  # past graph.router.approve_timeout_s (configs/agent-approve.yaml: 3600)
-        monkeypatch.setattr("service.threads.time", SimpleNamespace(time=lambda: later))
+        monkeypatch.setattr("switchyard.service.threads.time", SimpleNamespace(time=lambda: later))
         for _ in range(2):
             r = client.post(f"/v1/threads/{paused['thread_id']}/resume", json={"decision": "approve"},
                             headers=alice)

@@ -139,6 +139,14 @@ class ManifestMismatch(SwitchyardError, RuntimeError):
     """An evaluation folder's recorded setup differs from the one asked to resume it."""
 
 
+class MissingExtra(SwitchyardError, RuntimeError):
+    """A capability whose optional dependencies are not installed; the message names the extra that brings them
+    (switchyard.extras). A usage error: the installation, not the run, has to change."""
+
+    exit_code = EXIT_USAGE
+    http_status = 501
+
+
 class UnknownPipeline(SwitchyardError, KeyError):
     """A pipeline name the service was not started with."""
 

