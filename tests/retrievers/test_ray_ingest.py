@@ -199,7 +199,7 @@ class TestRayIngest:
         assert_same_collection(capsys, local, remote)
 
     def test_a_normal_ingest_never_imports_ray(self, tmp_path):
-        code = ("import sys, cli; code = cli.main(['ingest', sys.argv[1], '--no-progress', '--index-dir', "
+        code = ("import sys; from switchyard import cli; code = cli.main(['ingest', sys.argv[1], '--no-progress', '--index-dir', "
                 "sys.argv[2]]);"
                 "assert code == 0; assert 'ray' not in sys.modules, 'ray imported'; print('no ray')")
         proc = subprocess.run([sys.executable, "-c", code, str(SAMPLES), str(tmp_path / "index")], cwd=ROOT,
