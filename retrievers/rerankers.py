@@ -23,6 +23,7 @@ from switchyard.retrievers.documents import Passage, search_text
 from switchyard.retrievers.fusion import min_max
 from switchyard.retrievers.lazy import Lazy
 from switchyard.errors import RerankerError
+from switchyard.extras import needs_extra
 
 
 def _ordered(passages: list[Passage], scores: list[float], name: str, top_k: int) -> list[Passage]:
@@ -63,7 +64,8 @@ class CrossEncoderReranker:
         self._predict_lock = threading.Lock()
 
     def _load(self):
-        from sentence_transformers import CrossEncoder
+        with needs_extra("torch", "rerank.method: cross_encoder"):
+            from sentence_transformers import CrossEncoder
 
         local = Path(self.model_name).expanduser()
         try:
