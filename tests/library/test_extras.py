@@ -52,6 +52,14 @@ def test_a_config_that_uses_no_llm_needs_no_llm_extra(monkeypatch):
     extras.check_config(load_config("fixed", ["llm.backend=openai", "llm.base_url=http://127.0.0.1:1/v1"]))
 
 
+def test_a_replay_loads_no_model_and_needs_no_model_extra(monkeypatch, tmp_path):
+    monkeypatch.setattr(extras, "installed", lambda module: module not in ("llama_cpp", "onnxruntime"))
+    extras.check_config(load_config("fixed", [f"llm.cache_dir={tmp_path}", "llm.replay=true", "embedding.backend=onnx",
+                                              f"embedding.vector_cache={tmp_path}", "embedding.replay=true"]))
+    with pytest.raises(MissingExtra, match="'local' extra"):
+        extras.check_config(load_config("fixed", [f"llm.cache_dir={tmp_path}"]))  # recording: the model runs
+
+
 def test_the_pipeline_refuses_a_config_whose_extra_is_missing(monkeypatch):
     from switchyard import Pipeline
 
