@@ -47,8 +47,8 @@ class Pipeline:
         self.config_hash = config_hash(self.config)
 
     def close(self) -> None:
-        """Stop the threads this pipeline started for its queries; it stays usable (a later query starts them
-        again). `with Pipeline(...) as pipe:` closes it at the end of the block."""
+        """Stop the threads this pipeline started for its queries, once no run is in flight; it stays usable (a
+        later query starts them again). `with Pipeline(...) as pipe:` closes it at the end of the block."""
         self.resources.close()
 
     def __enter__(self) -> "Pipeline":

@@ -171,18 +171,18 @@ def readme_host_config(index) -> tuple[str, list[str]]:
                                                                                           str(ROOT))
 
     command = here(entry["command"])
-    assert command == str(ROOT / ".venv" / "bin" / "python")
-    if not Path(command).exists():  # a checkout without its own .venv (a git worktree): this interpreter
-        command = sys.executable
+    assert command == str(ROOT / ".venv" / "bin" / "switchyard")  # the command setup.sh (or pip) installs
+    if not Path(command).exists():  # a checkout without its own .venv (a git worktree): this interpreter's
+        command = str(Path(sys.executable).parent / "switchyard")
     args = [here(arg) for arg in entry["args"]]
-    assert args == [str(ROOT / "cli.py"), "mcp", "--index-dir", str(index)]
+    assert args == ["mcp", "--index-dir", str(index)]
     return command, args
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(TIME_LIMIT_S + 60)
 def test_stdio(two_collections, tmp_path):
-    """`cli.py mcp` as an MCP host starts it, from README's host configuration (in another folder, as hosts do): a
+    """`switchyard mcp` as an MCP host starts it, from README's host configuration (in another folder, as hosts do): a
     subprocess speaking MCP on its stdin/stdout. The no-LLM pipeline answers, so that no LLM is loaded."""
     command, args = readme_host_config(two_collections)
     env = {**os.environ, "SWITCHYARD_CACHE_DIR": str(tmp_path / "cache")}
