@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 from common import ROOT
 
+from switchyard.llm.context import ALL
 from switchyard.configs.loader import load_config
 from switchyard.configs.schema import FusionConfig
 from switchyard.retrievers.beir_eval import EVAL_DEPTH, load_beir, prepare_stack
@@ -104,12 +105,12 @@ def cache(suite: Path, borrow: str | None, only: list[str] | None, overrides: li
             runs["bm25"][qid] = [(p.chunk_id, p.doc_id, p.score) for p in bm25.run(text)]
             runs["qvec"][qid] = stack.embedder.embed_query(text)
             runs["dense"][qid] = [(p.chunk_id, p.doc_id, p.score) for p in dense.run(text)]
-        table = stack.store.scan(["chunk_id", "vector"])
+        table = stack.store.scan(["chunk_id", "vector"], scope=ALL)
         vectors = dict(zip(table["chunk_id"].to_pylist(),
                            np.asarray(table["vector"].to_numpy(zero_copy_only=False).tolist(), dtype=np.float32)))
         with target.open("wb") as fh:
             pickle.dump({"runs": runs, "qrels": qrels, "queries": queries, "vectors": vectors,
-                         "index_s": index_s, "chunks": stack.store.count(),
+                         "index_s": index_s, "chunks": stack.store.count(ALL),
                          "config": stack.config.model_dump(mode="json")}, fh)
         print(f"{name}: {len(queries)} queries in {time.perf_counter() - t0:.0f} s, index {index_s:.0f} s, "
               f"{len(vectors)} chunks ({embedder.borrowed} vectors borrowed)", flush=True)

@@ -34,6 +34,7 @@ from pathlib import Path
 
 from common import ROOT, SHARED, e5_overrides, scifact_docs, write_resolved_config
 
+from switchyard.llm.context import ALL
 from switchyard.configs.loader import load_config
 from switchyard.retrievers.documents import search_text
 from switchyard.retrievers.e5_model import PASSAGE_PREFIX
@@ -70,7 +71,7 @@ def throughput(args, backends: list[str], out: Path) -> dict[str, dict]:
             embedders[b] = loaded.embedder
             embedders[b].run(["warm-up"])
             if configs[b].retrieve.retrievers.e5.enabled:
-                e5_embedders[b] = loaded.e5_embedder
+                e5_embedders[b] = loaded.field_embedder("e5")
                 e5_embedders[b].run(["warm-up"])
             stats[b] = {"load_s": time.perf_counter() - t, "precision": embedders[b].inference_precision,
                         "ingest": [], "embed": []}
@@ -81,14 +82,15 @@ def throughput(args, backends: list[str], out: Path) -> dict[str, dict]:
             for b in backends:
                 cfg = configs[b].model_copy(deep=True)
                 cfg.store.uri = f"{tmp}/index-{r}-{b.replace(':', '-')}"
-                stack = RetrievalStack(cfg, embedder=embedders[b], e5_embedder=e5_embedders.get(b))
+                stack = RetrievalStack(cfg, embedder=embedders[b],
+                                       field_embedders={"e5": e5_embedders[b]} if b in e5_embedders else None)
                 t = time.perf_counter()
                 report = stack.ingestor(progress=False).run([corpus])
                 seconds = time.perf_counter() - t
                 stats[b]["ingest"].append(report.chunks_written / seconds)
                 stats[b]["chunks"] = report.chunks_written
                 if not texts:
-                    texts = [search_text(row["title"], row["text"]) for row in stack.store.scan(["title", "text"])
+                    texts = [search_text(row["title"], row["text"]) for row in stack.store.scan(["title", "text"], scope=ALL)
                              .to_pylist()]
                 print(f"round {r + 1} {b:14s} ingest {report.chunks_written} chunks in {seconds:6.1f} s: "
                       f"{stats[b]['ingest'][-1]:6.1f} chunks/s", flush=True)

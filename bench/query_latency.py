@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 from common import ROOT, scifact_docs, scifact_queries, write_resolved_config
 
+from switchyard.llm.context import ALL
 from switchyard.configs.loader import load_config
 from switchyard.retrievers.documents import Chunk
 from switchyard.retrievers.metrics import percentile
@@ -64,7 +65,7 @@ def main() -> None:
         corpus.write_text("\n".join(json.dumps(d) for d in scifact_docs(args.base_docs)))
         seed = RetrievalStack(load_config(None, [f"store.uri={tmp}/seed"]))
         seed.ingestor(progress=False).run([corpus])
-        base = seed.store.scan(["doc_id", "source", "title", "text", "chunk_index", "vector"]).to_pylist()
+        base = seed.store.scan(["doc_id", "source", "title", "text", "chunk_index", "vector"], scope=ALL).to_pylist()
         base_vecs = np.asarray([r.pop("vector") for r in base], dtype=np.float32)
         print(f"seed: {len(base)} real chunks from {args.base_docs} SciFact abstracts")
         for size in args.sizes:

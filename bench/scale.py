@@ -43,7 +43,6 @@ import sys
 import tempfile
 import time
 import warnings
-from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -54,7 +53,10 @@ from switchyard.configs.loader import load_config
 from switchyard.retrievers.documents import Chunk
 from switchyard.retrievers.metrics import percentile
 from switchyard.retrievers.pipeline import RetrievalStack, window_spec
-from switchyard.retrievers.store import E5_COLUMN, MULTIVECTOR_HITS_PER_K, IndexStore, VectorIndexSpec
+from switchyard.configs.schema import VectorIndexConfig
+from switchyard.llm.context import ALL
+from switchyard.retrievers.store import E5_COLUMN, MULTIVECTOR_HITS_PER_K, IndexStore
+from switchyard.retrievers.store.vector_index import partitions
 
 DEFAULT_DATA = Path(tempfile.gettempdir()) / "switchyard-scale"  # ~4 GB at 1M chunks
 SEED_COLLECTION = "seed"
@@ -103,7 +105,7 @@ def seed(data: Path) -> tuple[RetrievalStack, list[dict], np.ndarray]:
     stack = RetrievalStack(load_config(None, [f"store.uri={data / 'seed'}", f"store.collection={SEED_COLLECTION}",
                                               "ingest.window_tokens=0"]))
     report = stack.ingestor(progress=sys.stderr.isatty()).run(write_seed_corpora(data / "seed-corpus"))
-    rows = stack.store.scan(["doc_id", "source", "title", "text", "chunk_index", "vector"]).to_pylist()
+    rows = stack.store.scan(["doc_id", "source", "title", "text", "chunk_index", "vector"], scope=ALL).to_pylist()
     vectors = np.asarray([r.pop("vector") for r in rows], dtype=np.float32)
     print(f"seed: {len(rows)} real chunks with real MiniLM vectors ({report.summary()})", flush=True)
     return stack, rows, vectors
@@ -205,7 +207,7 @@ def build(store: IndexStore, rows: list[dict], vectors: np.ndarray, size: int, b
     for doc_ids, chunks, vecs in variant_batches(rows, vectors, size, batch):
         window_vectors = synthetic_windows(vecs, windows, rng) if windows else None
         t = time.perf_counter()
-        store.write_documents(doc_ids, chunks, vecs, window_vectors, vecs @ rotation if e5 else None)
+        store.write_documents(doc_ids, chunks, vecs, window_vectors, {"e5": vecs @ rotation} if e5 else None)
         write_s += time.perf_counter() - t
     write_total = time.perf_counter() - t0
     t = time.perf_counter()
@@ -214,7 +216,7 @@ def build(store: IndexStore, rows: list[dict], vectors: np.ndarray, size: int, b
     t = time.perf_counter()
     store.ensure_text_index()
     fts_s = time.perf_counter() - t
-    stats = {"rows": store.count(), "searched_vectors": store.searched_vectors(), "build_s": write_total,
+    stats = {"rows": store.count(ALL), "searched_vectors": store.searched_vectors(), "build_s": write_total,
              "write_s": write_s, "compact_s": compact_s, "fts_s": fts_s}
     print(f"  built {stats['rows']:,} rows ({stats['searched_vectors']:,} searched vectors) in {write_total:.0f}s "
           f"(writes {write_s:.0f}s), compaction {compact_s:.0f}s, FTS index {fts_s:.0f}s", flush=True)
@@ -222,7 +224,7 @@ def build(store: IndexStore, rows: list[dict], vectors: np.ndarray, size: int, b
 
 
 # -- vector index choice --------------------------------------------------------------------------------------------
-def sweep(spec: VectorIndexSpec, partitions: int, min_ef: int = 0) -> list[dict]:
+def sweep(spec: VectorIndexConfig, partitions: int, min_ef: int = 0) -> list[dict]:
     """Search settings tried on a built index: the configured ones first, then the usual knobs (`min_ef`: the
     smallest ef the search takes, 10 k over window vectors)."""
     if spec.kind == "ivf_hnsw_sq":
@@ -234,26 +236,26 @@ def sweep(spec: VectorIndexSpec, partitions: int, min_ef: int = 0) -> list[dict]
                  {"nprobes": 50, "refine_factor": 5}, {"nprobes": 50, "refine_factor": 10}]
     seen, out = set(), []
     for setting in [{}] + tries:  # e.g. nprobes 0 and 20 are the same search
-        if settings_label(replace(spec, **setting)) not in seen:
-            seen.add(settings_label(replace(spec, **setting)))
+        if settings_label(spec.model_copy(update=setting)) not in seen:
+            seen.add(settings_label(spec.model_copy(update=setting)))
             out.append(setting)
     return out
 
 
-def parse_candidate(text: str) -> VectorIndexSpec:
-    """'ivf_pq' or 'ivf_pq:num_partitions=256:num_sub_vectors=48' -> VectorIndexSpec."""
+def parse_candidate(text: str) -> VectorIndexConfig:
+    """'ivf_pq' or 'ivf_pq:num_partitions=256:num_sub_vectors=48' -> VectorIndexConfig."""
     kind, *params = text.split(":")
-    return VectorIndexSpec(kind=kind, **{k: int(v) for k, v in (p.split("=") for p in params)})
+    return VectorIndexConfig(kind=kind, **{k: int(v) for k, v in (p.split("=") for p in params)})
 
 
-def label(spec: VectorIndexSpec, rows: int) -> str:
-    parts = [spec.kind, f"partitions {spec.partitions(rows)}"]
+def label(spec: VectorIndexConfig, rows: int) -> str:
+    parts = [spec.kind, f"partitions {partitions(spec, rows)}"]
     if spec.kind == "ivf_pq":
         parts.append(f"sub-vectors {spec.num_sub_vectors or 'dim/8'}")
     return ", ".join(parts)
 
 
-def settings_label(spec: VectorIndexSpec) -> str:
+def settings_label(spec: VectorIndexConfig) -> str:
     if spec.kind == "ivf_hnsw_sq":
         return f"nprobes {spec.nprobes or 20}, ef {spec.ef or '1.5 k'}"
     return f"nprobes {spec.nprobes or 20}, refine {spec.refine_factor or 'off'}"
@@ -284,11 +286,11 @@ def score_index(store: IndexStore, qvecs: np.ndarray, truth: list[list[str]], k:
             "p95_ms": percentile(times, 95)}
 
 
-def choose_index(store: IndexStore, candidates: list[VectorIndexSpec], final: VectorIndexSpec,
+def choose_index(store: IndexStore, candidates: list[VectorIndexConfig], final: VectorIndexConfig,
                  qvecs: np.ndarray, k: int, built_s: float | None = None) -> list[dict]:
     """Build each candidate index (the configured one last, so it stays) and score its search settings.
     `built_s`: the configured index is already built (in that many seconds); score it without rebuilding."""
-    rows = store.count()
+    rows = store.count(ALL)
     truth, exact_ms = exact_top(store, qvecs, k)
     results = [{"index": "none (exact flat search)", "build_s": 0.0, "settings": "-", "recall@10": 1.0,
                 f"recall@{k}": 1.0, "p50_ms": percentile(exact_ms, 50), "p95_ms": percentile(exact_ms, 95)}]
@@ -300,8 +302,8 @@ def choose_index(store: IndexStore, candidates: list[VectorIndexSpec], final: Ve
         if built_s is None or spec != final:
             store.build_vector_index()
         build_s = time.perf_counter() - t if built_s is None or spec != final else built_s
-        for setting in sweep(spec, spec.partitions(rows), MULTIVECTOR_HITS_PER_K * k if store.has_windows else 0):
-            store.vector_index = replace(spec, **setting)
+        for setting in sweep(spec, partitions(spec, rows), MULTIVECTOR_HITS_PER_K * k if store.has_windows else 0):
+            store.vector_index = spec.model_copy(update=setting)
             store.vector_search(qvecs[0], k)  # warm the index cache
             res = {"index": label(spec, rows), "build_s": build_s,
                    "settings": settings_label(store.vector_index)
@@ -370,7 +372,7 @@ def probe_rank_bm25(uri: str, collection: str, n_queries: int) -> dict:
     from switchyard.retrievers.bm25 import RankBM25Retriever
 
     store = IndexStore(uri, collection)
-    rows = store.count()
+    rows = store.count(ALL)
     retriever = RankBM25Retriever(store, max_chunks=rows)
     base = rss_mb()
     t = time.perf_counter()
@@ -439,17 +441,18 @@ def main() -> None:
     rows, vectors = [rows[i] for i in rows_order], vectors[rows_order]
     qvecs = stack.embedder.run(questions(args.queries + 5 + args.recall_queries)[-args.recall_queries:])
     k = config.retrieve.retrievers.dense.top_k
-    final = VectorIndexSpec(min_rows=config.store.vector_index_min_rows, **config.store.vector_index.model_dump())
+    final = config.store.vector_index
     candidates = [parse_candidate(c) for c in args.candidates]
     report = {}
     for size in args.sizes:
         print(f"== {size:,} chunks", flush=True)
         name = f"scale-{size}" + (f"-windows{args.windows:g}" if args.windows else "") + ("-e5" if args.e5 else "")
         store = IndexStore(str(args.data / "db"), name, dim=vectors.shape[1], vector_index=final,
+                           vector_index_min_rows=config.store.vector_index_min_rows,
                            windows=window_spec(config) if args.windows else None,
-                           e5_dim=vectors.shape[1] if args.e5 else None)
+                           vector_fields={"e5": vectors.shape[1]} if args.e5 else None)
         meta_path = args.data / f"{name}.json"
-        if args.reuse and store.exists() and store.count() == size and meta_path.is_file():
+        if args.reuse and store.exists() and store.count(ALL) == size and meta_path.is_file():
             stats = json.loads(meta_path.read_text())
             print(f"  reusing the collection built in {stats['build_s']:.0f}s", flush=True)
         else:

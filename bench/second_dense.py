@@ -42,6 +42,7 @@ from common import ROOT
 import fusion_tuning
 from fusion_tuning import DATASETS, DEPTH, SUITE, _passages, load, paired_p
 
+from switchyard.llm.context import ALL
 from switchyard.configs.schema import FusionConfig, SwitchyardConfig
 from switchyard.retrievers.beir_eval import EVAL_DEPTH, load_beir, prepare_stack
 from switchyard.retrievers.embedder import Embedder
@@ -61,7 +62,7 @@ def embed(suite: Path, name: str, model: Path, backend: str, threads: int | None
     corpus, queries, _ = load_beir(suite / name, "dev")
     queries.update(load_beir(suite / name, "test")[1])
     stack, _ = prepare_stack(SwitchyardConfig(), corpus, str(suite / "index"))
-    rows = stack.store.scan(["chunk_id", "doc_id", "search_text"]).to_pylist()
+    rows = stack.store.scan(["chunk_id", "doc_id", "search_text"], scope=ALL).to_pylist()
     rows.sort(key=lambda r: (len(r["search_text"]), r["chunk_id"]))  # similar lengths share a padded batch
     embedder = Embedder(model=str(model), backend=backend, threads=threads, batch_size=16,
                         cache_dir=str(suite / "onnx-cache"))

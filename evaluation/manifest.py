@@ -38,6 +38,7 @@ from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 
+from switchyard.llm.context import ALL
 from switchyard.configs.schema import LangChainLLMConfig, LLMConfig, LocalLLMConfig, OpenAILLMConfig, SwitchyardConfig
 from switchyard.errors import LLMError
 from switchyard.llm.factory import llm_identity
@@ -214,7 +215,7 @@ def llm_description(llm: LLMConfig) -> dict:
 
 def collection_entry(store) -> dict:
     """{name, rows, version} of an `IndexStore`'s collection as it is now."""
-    return {"name": store.collection, "rows": store.count(), "version": store.version()}
+    return {"name": store.collection, "rows": store.count(ALL), "version": store.version()}
 
 
 def host_description() -> dict:

@@ -24,7 +24,7 @@ from switchyard.graphs.build import build_graph
 from switchyard.graphs.results import (STREAM_EVENT, Answer, AskResult, ConfigInfo, Decision, ErrorEvent, Failures, NodeEnd,
                             PassageRef, Passages, Paused, PendingAction, RunStart, StreamEvent, Usage)
 from switchyard.llm import telemetry
-from switchyard.llm.context import RunContext
+from switchyard.llm.context import ALL, RunContext, Scope
 from switchyard.nodes.approve import Approval, checked_arguments
 from switchyard.nodes.resources import Resources, SharedModels
 from switchyard.nodes.rewrite import round_queries
@@ -74,10 +74,11 @@ class Pipeline:
 
     # -- one answer --------------------------------------------------------------------------------------------
     def ask(self, question: str, where: str | None = None, *, seed: int | None = None,
-            groups: tuple[str, ...] | None = None) -> AskResult:
+            groups: Scope | None = ALL) -> AskResult:
         """Run the graph and return its `AskResult` (`.to_json()` is `ask --json`). `seed` (default: llm.seed) makes
         sampling at temperature > 0 depend on the question and run alone, never on what else is in flight.
-        `groups`: the caller reads only documents unlabelled or labelled with one of them (None: every document);
+        `groups`: the caller's access scope, its groups (it reads only documents unlabelled or labelled with one of
+        them) or, by default for this in-process caller, `ALL` (every document); None is refused (`AccessError`);
         so do `aask`, `search`, `stream` and `astream` (or the `groups` of the `RunContext` given to the streams)."""
         question = self.checked_question(question)
         self._unattended()
@@ -87,7 +88,7 @@ class Pipeline:
             return _finished(span, self._result(question, state, context))
 
     async def aask(self, question: str, where: str | None = None, *, seed: int | None = None,
-                   groups: tuple[str, ...] | None = None) -> AskResult:
+                   groups: Scope | None = ALL) -> AskResult:
         question = self.checked_question(question)
         self._unattended()
         context = RunContext(seed=seed, groups=groups)
@@ -171,7 +172,7 @@ class Pipeline:
 
     # -- what a run retrieves ----------------------------------------------------------------------------------
     def search(self, query: str, where: str | None = None, top_k: int | None = None,
-               groups: tuple[str, ...] | None = None) -> SearchResult:
+               groups: Scope | None = ALL) -> SearchResult:
         """The passages `ask(query, where)` retrieves in its first round: the configured rewrite's queries (PRF with
         the filter; an LLM rewrite makes one LLM call), the one retrieval path, then the reranker; `top_k` passages
         (default `rerank.top_k`). `QuestionError`/`StoreError` as for `ask`."""
@@ -182,7 +183,7 @@ class Pipeline:
 
     # -- the run as events -------------------------------------------------------------------------------------
     def stream(self, question: str, where: str | None = None, *, seed: int | None = None,
-               context: RunContext | None = None, groups: tuple[str, ...] | None = None) -> Iterator[StreamEvent]:
+               context: RunContext | None = None, groups: Scope | None = ALL) -> Iterator[StreamEvent]:
         """The run as typed events (graphs/results.py; `.event` names the kind, `.to_json()` is the streamed
         JSON), in order:
 
@@ -204,7 +205,7 @@ class Pipeline:
         return self._events(question, where, _streamed(context, seed, groups))
 
     def astream(self, question: str, where: str | None = None, *, seed: int | None = None,
-                context: RunContext | None = None, groups: tuple[str, ...] | None = None
+                context: RunContext | None = None, groups: Scope | None = ALL
                 ) -> AsyncIterator[StreamEvent]:
         """`stream()` for asyncio: the same events; closing the iterator (or cancelling its task) cancels the run."""
         question = self.checked_question(question)
@@ -320,8 +321,8 @@ def _finished(span, result: AskResult) -> AskResult:
     return result
 
 
-def _streamed(context: RunContext | None, seed: int | None, groups: tuple[str, ...] | None) -> RunContext:
-    if context is not None and groups is not None:
+def _streamed(context: RunContext | None, seed: int | None, groups: Scope | None) -> RunContext:
+    if context is not None and groups is not ALL:
         raise ValueError("give the groups in the RunContext passed as context")
     context = context or RunContext(seed=seed, groups=groups)
     context.stream_tokens = True

@@ -1,6 +1,7 @@
 """What one run carries into the models it shares with other runs: its id, seed, cancellation flag and usage meters.
 
-It also carries what the run's caller may read (`groups`), which retrieval applies inside every query.
+It also carries what the run's caller may read (`groups`: its access groups, or `ALL`), which retrieval applies inside
+every query.
 
 `RunContext` is the LangGraph runtime context of a run (`graph.invoke(..., context=RunContext(...))`): every node
 receives it as `runtime.context` and passes it to the LLM calls it makes (`llm.structured(..., run=context)`), which
@@ -17,6 +18,31 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 TokenSink = Callable[[str], None]
+
+
+class AllScope:
+    """The access scope "every document": a caller that owns the index (the local CLI, an admin key, the shared
+    token, an in-process `Pipeline`) passes `ALL` on purpose. Every read, count, listing and delete takes a scope and
+    refuses `None`, so a forgotten argument is an error instead of a read of everything. One instance, `ALL`, which
+    survives pickling (Ray workers, process pools) as itself."""
+
+    _instance: "AllScope | None" = None
+
+    def __new__(cls) -> "AllScope":
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __reduce__(self) -> str:
+        return "ALL"  # pickled by reference to this module's ALL
+
+    def __repr__(self) -> str:
+        return "ALL"
+
+
+ALL = AllScope()
+# What a caller may read: ALL, or its access groups (documents unlabelled or labelled with one of them)
+Scope = AllScope | tuple[str, ...]
 
 
 @dataclass
@@ -43,9 +69,9 @@ class RunContext:
     seed: int | None = None                 # sampling seed of this run (None: the backend's configured seed)
     stream_tokens: bool = False             # send the answer's tokens to the stream as they are generated
     cancelled: threading.Event = field(default_factory=threading.Event)
-    # the access groups of the run's caller: retrieval reads only chunks unlabelled or labelled with one of them;
-    # None: every chunk (the local user, an admin)
-    groups: tuple[str, ...] | None = None
+    # the access scope of the run's caller: its groups (retrieval reads only chunks unlabelled or labelled with one
+    # of them), or ALL (every chunk: the in-process caller, the local user, an admin); None is refused by retrieval
+    groups: Scope | None = ALL
     meters: list[Usage] = field(default_factory=list, repr=False)  # the scopes open now, outermost first
     # the OpenTelemetry context of the run's span (llm/telemetry.py): its nodes' spans are its children
     trace_context: Any = field(default=None, repr=False)

@@ -20,14 +20,13 @@ from typing import Callable, TypeVar
 import numpy as np
 from pydantic import BaseModel
 
-from switchyard.configs.schema import EmbeddingConfig, LLMConfig, SwitchyardConfig
+from switchyard.configs.schema import EmbeddingConfig, LLMConfig, SwitchyardConfig, VectorFieldConfig
 from switchyard.llm.client import LLM
 from switchyard.llm.factory import build_llm
-from switchyard.retrievers import e5_model
 from switchyard.retrievers.documents import Passage, search_text
 from switchyard.retrievers.embedder import Embedder
 from switchyard.retrievers.lazy import Lazy
-from switchyard.retrievers.pipeline import RetrievalStack
+from switchyard.retrievers.pipeline import RetrievalStack, field_embedder_settings
 
 T = TypeVar("T")
 
@@ -53,9 +52,12 @@ class SharedModels:
     def embedder(self, config: EmbeddingConfig) -> Embedder:
         return self._get(config, lambda: Embedder(**config.model_dump()))
 
-    def e5_embedder(self, config: EmbeddingConfig) -> Embedder:
-        """The e5 model (retrieve.retrievers.e5) on `config`'s runtime: one for every pipeline with that runtime."""
-        return self._get(config, lambda: Embedder(**e5_model.embedder_settings(config.model_dump())), kind="e5:")
+    def field_embedder(self, config: EmbeddingConfig, field: VectorFieldConfig) -> Embedder:
+        """A vector field's model (retrieve.retrievers) on `config`'s runtime: one for every pipeline with that
+        runtime and model."""
+        settings = field_embedder_settings(config.model_dump(), field)
+        return self._get(config, lambda: Embedder(**settings),
+                         kind=f"field:{settings['model']}:{settings['batch_size']}:")
 
     def llm(self, config: LLMConfig) -> LLM:
         return self._get(config, lambda: build_llm(config))
@@ -79,7 +81,8 @@ class Resources:
         self._llm = Lazy(lambda: self.models.llm(config.llm))
         self._stack = Lazy(lambda: RetrievalStack(
             config, get_llm=lambda: self.llm, embedder=self.models.embedder(config.embedding),
-            e5_embedder=self.models.e5_embedder(config.embedding) if config.retrieve.retrievers.e5.enabled else None))
+            field_embedders={name: self.models.field_embedder(config.embedding, f)
+                             for name, f in config.retrieve.retrievers.fields().items() if f.enabled}))
 
     @property
     def llm(self) -> LLM:

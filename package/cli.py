@@ -16,6 +16,7 @@ import sys
 import traceback
 from pathlib import Path
 
+from switchyard.llm.context import ALL
 from switchyard.errors import EXIT_FAIL, EXIT_USAGE, SwitchyardError, first_line
 from switchyard.extras import needs_extra
 
@@ -227,7 +228,7 @@ def cmd_ingest(args) -> int:
     if ray_ingest:
         ray_ingest.connect(args.ray)
         executor = ray_ingest.RayExecutor(stack.config, stack.store.windows, progress=ingestor.progress,
-                                          e5=stack.store.has_e5)
+                                          fields=stack.store.vector_fields)
     report = ingestor.run(args.paths, acl=args.acl, executor=executor)
     for err in report.errors:
         print(f"error: {err}", file=sys.stderr)
@@ -441,7 +442,7 @@ def cmd_list(args) -> int:
     stack = _stack(args)
     if not stack.store.exists():
         raise CliError(f"collection {stack.collection!r} does not exist in {stack.config.store.uri}")
-    docs = stack.store.list_documents()
+    docs = stack.store.list_documents(ALL)  # the local user reads every document
     if args.json:
         print(json.dumps(docs, indent=2))
         return 0
@@ -458,7 +459,7 @@ def cmd_delete(args) -> int:
     stack = _stack(args)
     if not stack.store.exists():
         raise CliError(f"collection {stack.collection!r} does not exist in {stack.config.store.uri}")
-    docs = stack.store.list_documents()
+    docs = stack.store.list_documents(ALL)  # the local user reads every document
     doomed: set[str] = set()
     for target in args.targets:
         matched = {d["doc_id"] for d in docs if d["doc_id"] == target}
@@ -470,7 +471,7 @@ def cmd_delete(args) -> int:
         if not matched:
             raise CliError(f"no indexed document matches {target!r} (see `cli.py list`); nothing deleted")
         doomed |= matched
-    removed = stack.store.delete_documents(sorted(doomed))
+    removed = stack.store.delete_documents(sorted(doomed), ALL)
     print(f"deleted {len(doomed)} document(s), {removed} chunk(s)")
     return 0
 

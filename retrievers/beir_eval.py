@@ -13,6 +13,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from switchyard.llm.context import ALL
 from switchyard.configs.schema import FusionConfig, SwitchyardConfig
 from switchyard.retrievers.embedder import Embedder
 from switchyard.retrievers.fusion import fuse
@@ -64,7 +65,8 @@ def prepare_stack(config: SwitchyardConfig, corpus: Path, index_uri: str, progre
     retrievers = cfg.retrieve.retrievers
     retrievers.bm25.top_k = max(retrievers.bm25.top_k, 2 * EVAL_DEPTH)
     retrievers.dense.top_k = max(retrievers.dense.top_k, 2 * EVAL_DEPTH)
-    retrievers.e5.top_k = max(retrievers.e5.top_k, 2 * EVAL_DEPTH)
+    for f in retrievers.fields().values():
+        f.top_k = max(f.top_k, 2 * EVAL_DEPTH)
     cfg.store.collection = corpus_collection_for(cfg, [corpus], prefix="beir")
     stack = RetrievalStack(cfg, embedder=embedder)
     t0 = time.perf_counter()
@@ -78,12 +80,12 @@ def prepare_stack(config: SwitchyardConfig, corpus: Path, index_uri: str, progre
 def evaluate(config: SwitchyardConfig, folder: str | Path, split: str = "test", index_dir: str | None = None,
              limit: int | None = None, progress: bool | None = None,
              variants: dict[str, FusionConfig] | None = None) -> dict:
-    """Scores bm25, dense (and e5 when retrieve.retrievers.e5 is enabled), hybrid (the config's fusion of those
+    """Scores bm25, dense (and each enabled vector field, e.g. retrieve.retrievers.e5), hybrid (the config's fusion of those
     lists), each named fusion variant (over the same lists) and, with a reranker configured, hybrid+rerank."""
     from tqdm import tqdm
 
     variants = dict(variants or {})
-    clash = set(variants) & {"bm25", "dense", "e5", "hybrid", "hybrid+rerank"}
+    clash = set(variants) & {"bm25", "dense", *config.retrieve.retrievers.fields(), "hybrid", "hybrid+rerank"}
     if clash:
         raise DatasetError(f"fusion variant names must differ from the built-in configurations: {sorted(clash)}")
     corpus, queries, qrels = load_beir(folder, split)
@@ -92,13 +94,13 @@ def evaluate(config: SwitchyardConfig, folder: str | Path, split: str = "test", 
         stack, index_s = prepare_stack(config, corpus, index_dir or tmp, progress)
         cfg = stack.config
         retrieve = cfg.retrieve
-        chunks = stack.store.count()
+        chunks = stack.store.count(ALL)
         fusions = {"hybrid": retrieve.fusion, **variants}
 
         singles = {"bm25": stack.bm25(), "dense": stack.dense()}
-        if retrieve.retrievers.e5.enabled:
-            singles["e5"] = stack.e5()
-            stack.e5_embedder.run(["warm-up"])
+        for name in stack.enabled_fields():
+            singles[name] = stack.field_retriever(name)
+            stack.field_embedder(name).run(["warm-up"])
         rerank = stack.reranker if cfg.rerank.method != "none" else None
         names = [*singles, *fusions] + (["hybrid+rerank"] if rerank else [])
         per_query: dict[str, list[dict]] = {n: [] for n in names}

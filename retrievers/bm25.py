@@ -14,10 +14,11 @@ from functools import lru_cache
 import numpy as np
 
 from switchyard.configs.schema import RANK_BM25_MAX_CHUNKS
+from switchyard.llm.context import ALL
 from switchyard.retrievers.documents import Passage, search_text
 from switchyard.retrievers.filters import ACL_FIELD, Clause, to_predicate
 from switchyard.retrievers.stop_words import ENGLISH_STOP_WORDS
-from switchyard.retrievers.store import IndexStore
+from switchyard.retrievers.store import FullTextSearch, IndexStore
 from switchyard.retrievers.third_party import import_keeping_environment
 from switchyard.errors import CollectionTooLargeError
 
@@ -55,7 +56,7 @@ class LanceBM25Retriever:
         self.top_k = top_k
 
     def run(self, query: str, top_k: int | None = None, where: list[Clause] | None = None) -> list[Passage]:
-        return self.store.text_search(query, top_k or self.top_k, where)
+        return FullTextSearch(self.store).run(query, top_k or self.top_k, where)
 
 
 def _lucene_idf_bm25():
@@ -123,13 +124,14 @@ class RankBM25Retriever:
         """Every chunk with its access labels when the collection has them (if the column appeared during the
         scan, scanned again with it: a labelled chunk never looks unlabelled)."""
         columns = self.store.row_columns()
-        rows = self.store.scan(columns).to_pylist()
+        # every chunk (scope ALL) with its labels: the caller's access clause is applied per query, in `run`
+        rows = self.store.scan(columns, scope=ALL).to_pylist()
         if ACL_FIELD not in columns and self.store.has_acl():
-            rows = self.store.scan(self.store.row_columns()).to_pylist()
+            rows = self.store.scan(self.store.row_columns(), scope=ALL).to_pylist()
         return rows
 
     def _check_size(self) -> None:
-        n = self.store.count()
+        n = self.store.count(ALL)
         if n > self.max_chunks:
             raise CollectionTooLargeError(
                 f"collection {self.store.collection!r} has {n:,} chunks, more than the rank_bm25 backend's limit "

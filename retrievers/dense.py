@@ -5,15 +5,15 @@ from switchyard.retrievers.documents import Passage
 from switchyard.retrievers.embedder import Embedder
 from switchyard.retrievers.filters import Clause
 from switchyard.retrievers.query_adapter import QueryAdapter
-from switchyard.retrievers.store import IndexStore
+from switchyard.retrievers.store import IndexStore, VectorSearch
 
 
 class DenseRetriever:
-    """`name`, `column` and `query_prefix` make the same retriever serve the second dense model: name "e5", the
-    store's e5 column (retrievers/store.py E5_COLUMN), and e5's "query: " prefix."""
+    """`name`, `field` and `query_prefix` make the same retriever serve a vector field (retrieve.retrievers): its
+    name, its column in the store, and its model's query prefix."""
 
     def __init__(self, store: IndexStore, embedder: Embedder, top_k: int = 100,
-                 adapter: QueryAdapter | None = None, name: str = "dense", column: str | None = None,
+                 adapter: QueryAdapter | None = None, name: str = "dense", field: str | None = None,
                  query_prefix: str = ""):
         if top_k < 1:
             raise ValueError("top_k must be >= 1")
@@ -22,7 +22,7 @@ class DenseRetriever:
         self.top_k = top_k
         self.adapter = adapter
         self.name = name
-        self.column = column
+        self.field = field
         self.query_prefix = query_prefix
 
     def run(self, query: str, top_k: int | None = None, where: list[Clause] | None = None) -> list[Passage]:
@@ -31,4 +31,4 @@ class DenseRetriever:
         vector = self.embedder.embed_query(self.query_prefix + query)
         if self.adapter is not None:
             vector = self.adapter.run(vector)
-        return self.store.vector_search(vector, top_k or self.top_k, where, column=self.column)
+        return VectorSearch(self.store, self.field).run(vector, top_k or self.top_k, where)

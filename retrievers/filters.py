@@ -10,7 +10,8 @@ Example: `source~handbook and page=3`. Values may be quoted with '…' or "…".
 
 Access: `readable_by(groups)` is a clause on the `acl` column (a document's access labels) that `parse_filter` never
 produces (`acl` is no filter field), so a caller's filter can only be ANDed to it, never widen it. A chunk is
-readable when it has no labels or shares one with the caller's groups.
+readable when it has no labels or shares one with the caller's groups. `scope_clauses(scope)` turns a caller's
+scope (its groups, or `ALL`) into those clauses and refuses a missing one.
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 from switchyard.errors import AccessError, FilterError
+from switchyard.llm.context import AllScope
 
 FIELDS = {"doc_id": str, "source": str, "title": str, "page": int}
 ACL_FIELD = "acl"
@@ -83,6 +85,19 @@ def encode_labels(labels: Iterable[str]) -> str | None:
 
 def readable_by(groups: Iterable[str]) -> Clause:
     return Clause(ACL_FIELD, READABLE, parse_labels(groups))
+
+
+def scope_clauses(scope) -> list[Clause]:
+    """The access clauses of a caller's scope: none for `ALL`, `readable_by(groups)` for its groups. A missing scope
+    (None) is refused, never read as "everything": closed by default."""
+    if scope is None:
+        raise AccessError("no access scope given: pass the caller's groups, or ALL (switchyard.llm.context) for a "
+                          "caller that may read every document")
+    if isinstance(scope, AllScope):
+        return []
+    if isinstance(scope, str):
+        raise AccessError(f"an access scope is a tuple of groups or ALL, not the string {scope!r}")
+    return [readable_by(scope)]
 
 
 def _like_escape(text: str) -> str:

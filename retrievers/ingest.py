@@ -19,18 +19,18 @@ import numpy as np
 
 from switchyard.retrievers.chunking import Chunker, SentenceWindows
 from switchyard.retrievers.documents import LoadError, SourceDocument, search_text, sha256_hex
-from switchyard.retrievers.e5_model import PASSAGE_PREFIX
 from switchyard.retrievers.embedder import Embedder
+from switchyard.llm.context import ALL
 from switchyard.retrievers.filters import parse_labels
 from switchyard.retrievers.loaders import iter_files, load_file
 from switchyard.retrievers.store import IndexStore
 
 
 def corpus_collection(paths: list[Path], chunk_size: int, chunk_overlap: int, embedding_model: str,
-                      prefix: str = "eval", windows: tuple[int, int] | None = None, e5: bool = False,
+                      prefix: str = "eval", windows: tuple[int, int] | None = None, fields: Iterable[str] = (),
                       vectors: str | Path | None = None) -> str:
     """A collection name keyed by the corpus content and the settings that shape the index, so benchmark runs
-    ingest a corpus once and reuse it. `vectors`: the vector recording the index is built from (its folder), so a
+    ingest a corpus once and reuse it. `fields`: the keys of the vector fields it holds (`field_key`). `vectors`: the vector recording the index is built from (its folder), so a
     replay never reuses an index embedded by this machine's runtime."""
     h = hashlib.sha256()
     for path in sorted(Path(p) for p in paths):
@@ -40,7 +40,7 @@ def corpus_collection(paths: list[Path], chunk_size: int, chunk_overlap: int, em
             with f.open("rb") as fh:
                 for block in iter(lambda: fh.read(1 << 20), b""):
                     h.update(block)
-    key = [chunk_size, chunk_overlap, embedding_model] + ([list(windows)] if windows else []) + (["e5"] if e5 else [])
+    key = [chunk_size, chunk_overlap, embedding_model] + ([list(windows)] if windows else []) + list(fields)
     key += [f"vectors:{Path(vectors).expanduser().resolve()}"] if vectors else []
     h.update(json.dumps(key).encode())
     return f"{prefix}-{h.hexdigest()[:12]}"
@@ -67,18 +67,26 @@ class IngestReport:
                 f"{len(self.errors)} error(s)")
 
 
+@dataclass(frozen=True)
+class FieldEncoder:
+    """How a vector field embeds a chunk at ingest: its model, with its passage prefix."""
+    embedder: Embedder
+    passage_prefix: str = ""
+
+
 class Ingestor:
     def __init__(self, store: IndexStore, embedder: Embedder, chunker: Chunker, batch_docs: int = 64,
-                 progress: bool | None = None, windows: SentenceWindows | None = None, e5: Embedder | None = None):
-        """`windows` must be given exactly when the collection holds window vectors (IndexStore.windows), `e5` (the
-        second dense model's embedder) exactly when it holds e5 vectors (IndexStore.has_e5)."""
+                 progress: bool | None = None, windows: SentenceWindows | None = None,
+                 fields: dict[str, FieldEncoder] | None = None):
+        """`windows` must be given exactly when the collection holds window vectors (IndexStore.windows), `fields`
+        (name -> its encoder) for exactly the vector fields it holds (IndexStore.vector_fields)."""
         if batch_docs < 1:
             raise ValueError("batch_docs must be >= 1")
         self.store = store
         self.embedder = embedder
         self.chunker = chunker
         self.windows = windows
-        self.e5 = e5
+        self.fields = dict(fields or {})
         self.batch_docs = batch_docs
         # None: show bars only on a terminal
         self.progress = progress if progress is not None else sys.stderr.isatty()
@@ -87,8 +95,8 @@ class Ingestor:
         settings = f"{self.chunker.chunk_size}/{self.chunker.chunk_overlap}/{self.embedder.model_name}"
         if self.windows:
             settings += f"/windows {self.windows.window_tokens}/{self.windows.window_overlap}"
-        if self.e5:
-            settings += f"/e5 {self.e5.model_name}"
+        for name, encoder in self.fields.items():
+            settings += f"/{name} {encoder.embedder.model_name}"
         if doc.acl:  # only when labelled: documents indexed before labels existed keep their hashes
             settings += f"/acl {','.join(doc.acl)}"
         return sha256_hex(doc.title, doc.text, repr(doc.page_starts), settings)
@@ -150,7 +158,7 @@ class Ingestor:
         batches = [pending[start:start + self.batch_docs] for start in range(0, len(pending), self.batch_docs)]
         for batch, prepared in zip(batches, executor.prepare(batches)):  # in order: the commits of a local run
             self.store.write_documents([doc.doc_id for doc, _ in batch], prepared.chunks, prepared.vectors,
-                                       prepared.window_vectors, prepared.e5_vectors)
+                                       prepared.window_vectors, prepared.field_vectors)
             for doc, _ in batch:
                 if doc.doc_id in states:
                     report.updated += 1
@@ -161,7 +169,7 @@ class Ingestor:
         bar.close()
 
         if vanished:
-            self.store.delete_documents(sorted(vanished))
+            self.store.delete_documents(sorted(vanished), scope=ALL)  # the ingest owns the collection
             report.removed = len(vanished)
         if self.store.exists():
             self.store.refresh_indexes()
@@ -170,7 +178,7 @@ class Ingestor:
 
     def prepare(self, batch: list[tuple[SourceDocument, str]]) -> PreparedBatch:
         """Chunk and embed a batch of (document, content hash): what one commit writes."""
-        return prepare_batch(batch, self.chunker, self.embedder, self.windows, self.e5)
+        return prepare_batch(batch, self.chunker, self.embedder, self.windows, self.fields)
 
 
 @dataclass
@@ -179,21 +187,22 @@ class PreparedBatch:
     chunks: list
     vectors: np.ndarray
     window_vectors: list[np.ndarray] | None
-    e5_vectors: np.ndarray | None = None
+    field_vectors: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 def prepare_batch(batch: list[tuple[SourceDocument, str]], chunker: Chunker, embedder: Embedder,
-                  windows: SentenceWindows | None, e5: Embedder | None = None) -> PreparedBatch:
-    """Chunk a batch of (document, content hash) and embed its chunks (and their windows, and with `e5` their e5
-    vectors): the one way a batch is prepared, in this process or in a Ray actor."""
+                  windows: SentenceWindows | None, fields: dict[str, FieldEncoder] | None = None) -> PreparedBatch:
+    """Chunk a batch of (document, content hash) and embed its chunks (and their windows, and with `fields` each
+    vector field's vectors): the one way a batch is prepared, in this process or in a Ray actor."""
     chunks = []
     for doc, digest in batch:
         chunks.extend(chunker.run(doc, digest))
     texts = [search_text(c.title, c.text) for c in chunks]
     vectors = embedder.run(texts)
     window_vectors = _window_vectors(embedder, windows, chunks, texts, vectors) if windows else None
-    e5_vectors = e5.run([PASSAGE_PREFIX + t for t in texts]) if e5 is not None else None
-    return PreparedBatch(chunks, vectors, window_vectors, e5_vectors)
+    field_vectors = {name: encoder.embedder.run([encoder.passage_prefix + t for t in texts])
+                     for name, encoder in (fields or {}).items()}
+    return PreparedBatch(chunks, vectors, window_vectors, field_vectors)
 
 
 def load_documents(path: Path) -> list[SourceDocument | LoadError]:

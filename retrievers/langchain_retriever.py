@@ -18,6 +18,7 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from pydantic import Field, field_validator
 
+from switchyard.llm.context import ALL, Scope
 from switchyard.retrievers.documents import Passage
 from switchyard.retrievers.filters import parse_filter
 from switchyard.retrievers.pipeline import RetrievalStack
@@ -35,8 +36,8 @@ class SwitchyardRetriever(BaseRetriever):
     top_k: int | None = Field(None, ge=1, description="documents returned; None = the config's rerank.top_k")
     where: str | None = Field(None, description="a metadata filter applied to every search")
     rerank: bool = Field(True, description="apply the config's reranker (rerank.method) to the fused candidates")
-    groups: tuple[str, ...] | None = Field(None, description="access groups of the caller: only documents "
-                                                             "unlabelled or labelled with one of them; None: all")
+    groups: Scope = Field(ALL, description="access scope of the caller: its groups (only documents unlabelled or "
+                                           "labelled with one of them), or ALL (the default: every document)")
 
     @field_validator("where")
     @classmethod

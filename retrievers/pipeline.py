@@ -3,40 +3,44 @@ from __future__ import annotations
 
 from typing import Callable
 
-from switchyard.configs.schema import SwitchyardConfig
+from switchyard.configs.schema import SwitchyardConfig, VectorFieldConfig
+from switchyard.errors import StoreError
 from switchyard.llm.client import LLM
-from switchyard.llm.context import RunContext
+from switchyard.llm.context import RunContext, Scope
 from switchyard.retrievers.bm25 import LanceBM25Retriever, RankBM25Retriever
 from switchyard.retrievers.chunking import Chunker, SentenceWindows
 from switchyard.retrievers.dense import DenseRetriever
-from switchyard.retrievers import e5_model
 from switchyard.retrievers.embedder import Embedder, SentenceModelSpec
 from switchyard.retrievers.hybrid import HybridRetriever
-from switchyard.retrievers.ingest import Ingestor, corpus_collection
+from switchyard.retrievers.ingest import FieldEncoder, Ingestor, corpus_collection
 from switchyard.retrievers.lazy import Lazy
 from switchyard.retrievers.query_adapter import QueryAdapter
 from switchyard.retrievers.rerankers import CrossEncoderReranker, DenseRescoreReranker, LLMReranker, NoReranker
+from switchyard.retrievers.filters import scope_clauses
 from switchyard.retrievers.search import Retrieval, SearchResult, Where
-from switchyard.retrievers.store import E5_COLUMN, IndexStore, VectorIndexSpec
+from switchyard.retrievers.store import IndexStore
 
 
 class RetrievalStack:
     """The heavy objects for one config and collection; create once, reuse for every query, share between threads.
 
-    Each part is built on first use, once (under a lock). Pass an already loaded `embedder` (and `e5_embedder`) to
-    share one model between stacks (another collection, an evaluation's configs), and `get_llm` for the `llm`
+    Each part is built on first use, once (under a lock). Pass an already loaded `embedder` (and `field_embedders`,
+    name -> the model of that vector field) to share one model between stacks (another collection, an evaluation's configs), and `get_llm` for the `llm`
     reranker (called on first use, so a stack whose reranker never runs loads no LLM). Every search goes through
     `retrieval` (retrievers/search.py), the one retrieval path."""
 
     def __init__(self, config: SwitchyardConfig, collection: str | None = None,
                  get_llm: Callable[[], LLM] | None = None, embedder: Embedder | None = None,
-                 e5_embedder: Embedder | None = None):
+                 field_embedders: dict[str, Embedder] | None = None):
         self.config = config
         self.collection = collection or config.store.collection
         self._get_llm = get_llm
         e = config.embedding
         self._embedder = Lazy(lambda: Embedder(**e.model_dump()), embedder)
-        self._e5_embedder = Lazy(lambda: Embedder(**e5_model.embedder_settings(e.model_dump())), e5_embedder)
+        self._field_embedders = {
+            name: Lazy(lambda f=f: Embedder(**field_embedder_settings(e.model_dump(), f)),
+                       (field_embedders or {}).get(name))
+            for name, f in config.retrieve.retrievers.fields().items()}
         self._store = Lazy(self._build_store)
         self._chunker = Lazy(lambda: Chunker(config.ingest.chunk_size, config.ingest.chunk_overlap,
                                              self.embedder.tokenizer_file))
@@ -52,10 +56,21 @@ class RetrievalStack:
     def embedder(self) -> Embedder:
         return self._embedder.get()
 
-    @property
-    def e5_embedder(self) -> Embedder:
-        """multilingual-e5-small (retrieve.retrievers.e5), loaded on first use."""
-        return self._e5_embedder.get()
+    def field_config(self, name: str) -> VectorFieldConfig:
+        """The configuration of vector field `name` (retrieve.retrievers.e5 or .vector_fields.<name>)."""
+        fields = self.config.retrieve.retrievers.fields()
+        if name not in fields:
+            raise StoreError(f"collection {self.collection!r} holds {name} vectors, but the config names no vector "
+                             f"field {name!r} (retrieve.retrievers.vector_fields.{name})")
+        return fields[name]
+
+    def field_embedder(self, name: str) -> Embedder:
+        """The model of vector field `name`, loaded on first use."""
+        self.field_config(name)
+        return self._field_embedders[name].get()
+
+    def enabled_fields(self) -> list[str]:
+        return [name for name, f in self.config.retrieve.retrievers.fields().items() if f.enabled]
 
     @property
     def store(self) -> IndexStore:
@@ -80,8 +95,8 @@ class RetrievalStack:
     def warm_up(self) -> None:
         """Load the models and open the collection now (a service calls this at start)."""
         self.embedder.warm_up()
-        if self.config.retrieve.retrievers.e5.enabled:
-            self.e5_embedder.warm_up()
+        for name in self.enabled_fields():
+            self.field_embedder(name).warm_up()
         if self.store.exists():
             self.store.table()
         self.retriever
@@ -94,22 +109,24 @@ class RetrievalStack:
         return IndexStore(self.config.store.uri, self.collection, embedding_model=self.config.embedding.model,
                           dim=self.embedder.dim, embedding_backend=self.embedder.backend,
                           fts_stem=bm25.stem, fts_remove_stop_words=bm25.remove_stop_words,
-                          vector_index=VectorIndexSpec(min_rows=self.config.store.vector_index_min_rows,
-                                                       **self.config.store.vector_index.model_dump()),
+                          vector_index=self.config.store.vector_index,
+                          vector_index_min_rows=self.config.store.vector_index_min_rows,
                           storage_options=self.config.store.storage_options, windows=window_spec(self.config),
-                          e5_dim=self._e5_dim() if self.config.retrieve.retrievers.e5.enabled else None)
+                          vector_fields={name: self._field_dim(name) for name in self.enabled_fields()})
 
-    def _e5_dim(self) -> int:
-        # read from the model folder, without loading the model: listing or deleting documents needs no e5 weights
-        return SentenceModelSpec(self.e5_embedder.model_dir).dim
+    def _field_dim(self, name: str) -> int:
+        # read from the model folder, without loading the model: listing or deleting documents needs no field's weights
+        return SentenceModelSpec(self.field_embedder(name).model_dir).dim
 
     def ingestor(self, progress: bool | None = None) -> Ingestor:
-        """An ingestor for this collection: with window vectors and e5 vectors if the collection has them (or, for a
-        new one, if the config asks for them)."""
+        """An ingestor for this collection: with window vectors and vector fields if the collection has them (or,
+        for a new one, if the config asks for them)."""
         spec = self.store.windows
         windows = SentenceWindows(*spec, self.embedder.tokenizer_file) if spec else None
         return Ingestor(self.store, self.embedder, self.chunker, batch_docs=self.config.ingest.batch_docs,
-                        progress=progress, windows=windows, e5=self.e5_embedder if self.store.has_e5 else None)
+                        progress=progress, windows=windows,
+                        fields={name: FieldEncoder(self.field_embedder(name), self.field_config(name).passage_prefix)
+                                for name in self.store.vector_fields})
 
     def bm25(self):
         c = self.config.retrieve.retrievers.bm25
@@ -123,9 +140,11 @@ class RetrievalStack:
         return DenseRetriever(self.store, self.embedder, top_k=c.top_k,
                               adapter=self._adapter.get() if c.query_adapter else None)
 
-    def e5(self) -> DenseRetriever:
-        return DenseRetriever(self.store, self.e5_embedder, top_k=self.config.retrieve.retrievers.e5.top_k,
-                              name="e5", column=E5_COLUMN, query_prefix=e5_model.QUERY_PREFIX)
+    def field_retriever(self, name: str) -> DenseRetriever:
+        """The dense retriever of vector field `name`: its model, its column, its query prefix; listed as `name`."""
+        f = self.field_config(name)
+        return DenseRetriever(self.store, self.field_embedder(name), top_k=f.top_k, name=name, field=name,
+                              query_prefix=f.query_prefix)
 
     def _build_adapter(self) -> QueryAdapter:
         adapter = QueryAdapter(self.config.retrieve.retrievers.dense.query_adapter)
@@ -135,9 +154,9 @@ class RetrievalStack:
     def _build_retriever(self) -> HybridRetriever:
         r = self.config.retrieve
         if r.mode == "hybrid":
-            parts = [self.bm25(), self.dense()] + ([self.e5()] if r.retrievers.e5.enabled else [])
+            parts = [self.bm25(), self.dense()] + [self.field_retriever(name) for name in self.enabled_fields()]
         else:
-            parts = [{"bm25": self.bm25, "dense": self.dense, "e5": self.e5}[r.mode]()]
+            parts = [{"bm25": self.bm25, "dense": self.dense}.get(r.mode, lambda: self.field_retriever(r.mode))()]
         return HybridRetriever(parts, top_k=r.top_k, **r.fusion.model_dump())
 
     def _build_reranker(self):
@@ -157,9 +176,10 @@ class RetrievalStack:
             self._retriever.get().close()
 
     def search(self, query: str, top_k: int | None = None, where: Where = None, rerank: bool = True,
-               groups: tuple[str, ...] | None = None) -> SearchResult:
-        """`retrieval.search` for one query (`groups`: only chunks they may read; None: all); a missing collection
-        is a clear error before any model loads."""
+               groups: Scope | None = None) -> SearchResult:
+        """`retrieval.search` for one query within the caller's scope (`groups`: its access groups, or ALL; a
+        missing scope is an AccessError); a missing collection is a clear error before any model loads."""
+        scope_clauses(groups)
         self.store.table()
         return self.retrieval.search(query, where=where, top_k=top_k, rerank=rerank, run=RunContext(groups=groups))
 
@@ -172,9 +192,22 @@ def window_spec(config: SwitchyardConfig) -> tuple[int, int] | None:
 
 def corpus_collection_for(config: SwitchyardConfig, paths: list, prefix: str = "eval") -> str:
     """The cached collection of a corpus under the config's index-shaping settings (retrievers/ingest.py
-    corpus_collection): chunking, embedding model, windows, e5 vectors, the vector recording it is built from."""
-    i = config.ingest
+    corpus_collection): chunking, embedding model, windows, vector fields, the vector recording it is built from."""
+    i, fields = config.ingest, config.retrieve.retrievers.fields()
     return corpus_collection(paths, i.chunk_size, i.chunk_overlap, config.embedding.model, prefix=prefix,
-                             windows=window_spec(config), e5=config.retrieve.retrievers.e5.enabled,
+                             windows=window_spec(config),
+                             fields=[field_key(name, f) for name, f in fields.items() if f.enabled],
                              vectors=config.embedding.vector_cache)
+
+
+def field_key(name: str, field: VectorFieldConfig) -> str:
+    """What a vector field adds to a cached collection's key: its name, and its model unless that is the field's
+    default (so the e5 field's key is "e5", as it always was)."""
+    return f"{name}:{field.model}" if "model" in field.model_dump() else name
+
+
+def field_embedder_settings(embedding: dict, field: VectorFieldConfig) -> dict:
+    """Embedder arguments for a vector field from those of the main model (`embedding`): its model on the same
+    runtime (backend, threads, precision, cache, vector recording), with its batch size."""
+    return {**embedding, "model": field.model, "batch_size": field.batch_size or embedding["batch_size"]}
 

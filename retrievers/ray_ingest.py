@@ -17,16 +17,17 @@ import logging
 import math
 import pickle
 from pathlib import Path
+from typing import Iterable
 
 import numpy as np
 import ray
 import ray.data
 
 from switchyard.configs.schema import SwitchyardConfig
-from switchyard.retrievers import e5_model
 from switchyard.retrievers.chunking import Chunker, SentenceWindows
 from switchyard.retrievers.embedder import Embedder
-from switchyard.retrievers.ingest import PreparedBatch, load_documents, prepare_batch
+from switchyard.retrievers.ingest import FieldEncoder, PreparedBatch, load_documents, prepare_batch
+from switchyard.retrievers.pipeline import field_embedder_settings
 
 
 def connect(address: str) -> None:
@@ -58,15 +59,17 @@ class BatchPreparer:
     """A Ray Data actor: the embedding model loaded once, then `prepare_batch` on every batch it is given."""
 
     def __init__(self, embedding: dict, chunk_size: int, chunk_overlap: int, windows: tuple[int, int] | None,
-                 e5: bool = False):
+                 fields: dict[str, tuple[dict, str]] | None = None):
+        """`fields`: name -> (embedder settings, passage prefix) of each vector field the collection holds."""
         self.embedder = Embedder(**embedding)
         self.embedder.warm_up()
-        self.e5 = Embedder(**e5_model.embedder_settings(embedding)) if e5 else None
+        self.fields = {name: FieldEncoder(Embedder(**settings), prefix)
+                       for name, (settings, prefix) in (fields or {}).items()}
         self.chunker = Chunker(chunk_size, chunk_overlap, self.embedder.tokenizer_file)
         self.windows = SentenceWindows(*windows, self.embedder.tokenizer_file) if windows else None
 
     def __call__(self, rows: dict) -> dict:
-        prepared = [pickle.dumps(prepare_batch(pickle.loads(b), self.chunker, self.embedder, self.windows, self.e5))
+        prepared = [pickle.dumps(prepare_batch(pickle.loads(b), self.chunker, self.embedder, self.windows, self.fields))
                     for b in rows["batch"]]
         return {"prepared": np.array(prepared, dtype=object)}
 
@@ -79,11 +82,11 @@ class RayExecutor:
     """Reads and prepares an ingest's files on the cluster (see the module docstring); an IngestExecutor."""
 
     def __init__(self, config: SwitchyardConfig, windows: tuple[int, int] | None, progress: bool = False,
-                 e5: bool = False):
-        """`windows` and `e5`: what the collection holds (IndexStore.windows, IndexStore.has_e5)."""
+                 fields: Iterable[str] = ()):
+        """`windows` and `fields`: what the collection holds (IndexStore.windows, IndexStore.vector_fields)."""
         self.config = config
         self.windows = windows
-        self.e5 = e5
+        self.fields = list(fields)
         logging.getLogger("ray.data").setLevel(logging.ERROR)  # its notes (progress bars off, ...) are not ours
         context = ray.data.DataContext.get_current()
         context.execution_options.preserve_order = True  # results in input order: the commits of a local ingest
@@ -108,8 +111,14 @@ class RayExecutor:
             num_gpus=r.gpus_per_actor or None, batch_format="numpy",
             fn_constructor_kwargs={"embedding": embedding_settings(self.config), "chunk_size": ingest.chunk_size,
                                    "chunk_overlap": ingest.chunk_overlap, "windows": self.windows,
-                                   "e5": self.e5})
+                                   "fields": self._field_settings()})
         return (_prepared(row["prepared"]) for row in ds.iter_rows())
+
+
+    def _field_settings(self) -> dict[str, tuple[dict, str]]:
+        configured = self.config.retrieve.retrievers.fields()
+        return {name: (field_embedder_settings(embedding_settings(self.config), configured[name]),
+                       configured[name].passage_prefix) for name in self.fields}
 
 
 def _prepared(data: bytes) -> PreparedBatch:

@@ -1,11 +1,12 @@
 """The one retrieval path. Every caller that reads the index for a question goes through `Retrieval`: the graph's
 retrieve node, every rewrite method (PRF feedback included), `cli.py search`, the HTTP service and the LangChain
-retriever. It takes the queries of a round, the caller's filter and the run (`RunContext`, whose `groups` say which
-labelled documents the caller may read), and returns typed passages; filter and access are applied inside each
-retriever's LanceDB query (so top-k is filled with passages the caller may read), never after.
+retriever. It takes the queries of a round, the caller's filter and the run (`RunContext`, whose `groups` are the
+caller's access scope: its groups, or `ALL`), and returns typed passages; filter and access are applied inside each
+retriever's LanceDB query (so top-k is filled with passages the caller may read), never after. The scope is
+required: no run, or a run whose `groups` is None, is an `AccessError` (closed by default).
 
-    passages = stack.retrieval.run(["who patented the knuckle coupler"], where="source~couplers")
-    result = stack.retrieval.search(question, queries, where=..., rerank=True)   # + the configured reranker
+    passages = stack.retrieval.run(["who patented the knuckle coupler"], where="source~couplers", run=RunContext())
+    result = stack.retrieval.search(question, queries, where=..., rerank=True, run=run)   # + the reranker
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from dataclasses import dataclass, field
 from switchyard.llm import telemetry
 from switchyard.llm.context import RunContext
 from switchyard.retrievers.documents import Passage
-from switchyard.retrievers.filters import Clause, parse_filter, readable_by
+from switchyard.retrievers.filters import Clause, parse_filter, scope_clauses
 from switchyard.retrievers.fusion import reciprocal_rank_fusion
 from switchyard.retrievers.hybrid import HybridRetriever
 
@@ -51,9 +52,10 @@ class Retrieval:
 
     def run(self, queries: list[str], where: Where = None, top_k: int | None = None,
             run: RunContext | None = None) -> list[Passage]:
-        """The fused passages of a round: each query searched with the filter, several queries fused by RRF. With
-        `run.groups` set, only chunks readable by those groups: the access clause is ANDed to the caller's filter
-        inside each LanceDB query, so a filter can only narrow what is read."""
+        """The fused passages of a round: each query searched with the filter, several queries fused by RRF. Only
+        chunks readable within `run.groups` (the caller's groups, or ALL; required): the access clause is ANDed to
+        the caller's filter inside each LanceDB query, so a filter can only narrow what is read."""
+        access = scope_clauses(run.groups if run is not None else None)
         if not queries:
             raise ValueError("at least one query is needed")
         k = top_k or self.top_k
@@ -62,9 +64,7 @@ class Retrieval:
         if where:
             attributes["switchyard.retrieval.filter"] = where if isinstance(where, str) else repr(where)
         with telemetry.span("retrieval", attributes) as span:
-            admitted = clauses(where)
-            if run is not None and run.groups is not None:
-                admitted.append(readable_by(run.groups))
+            admitted = clauses(where) + access
             ranked = {f"q{i}": self.retriever.run(q, where=admitted) for i, q in enumerate(queries)}
             if len(ranked) == 1:
                 (passages,) = ranked.values()

@@ -215,7 +215,7 @@ class Service:
         """One run with the request timeout, reading what `principal` may read; a timed-out run is cancelled (its
         LLM calls stop)."""
         try:
-            result = await asyncio.wait_for(pipe.aask(question, where, groups=principal.groups),
+            result = await asyncio.wait_for(pipe.aask(question, where, groups=principal.scope),
                                             self.settings.request_timeout_s)
         except asyncio.TimeoutError:
             raise ServiceError(504, f"the run timed out after {self.settings.request_timeout_s:g}s") from None
@@ -239,7 +239,7 @@ class Service:
     async def start_thread(self, pipe: Pipeline, name: str, question: str, where: str | None,
                            principal: Principal) -> Paused | ThreadDone:
         """Run until the first pause (recorded as the principal's thread) or the answer."""
-        context = RunContext(groups=principal.groups)
+        context = RunContext(groups=principal.scope)
         try:
             outcome = await self._pausing(lambda: pipe.start(question, where, context=context), context, name)
         except ServiceError:
@@ -285,7 +285,7 @@ class Service:
             if not self.threads.claim(thread_id):
                 raise ServiceError(409, f"run {thread_id!r} is being resumed by another request, or its pause has "
                                         "just expired")
-            context = RunContext(run_id=thread_id, groups=principal.groups)
+            context = RunContext(run_id=thread_id, groups=principal.scope)
             try:
                 outcome = await self._pausing(lambda: pipe.resume(thread_id, approval, context=context), context,
                                               thread.pipeline)
@@ -317,7 +317,7 @@ class Service:
                      principal: Principal):
         """The run's events; past the request timeout the run is cancelled (its LLM work stops) and ends with an
         `error` event. The slot is given back when the stream ends or the client goes away."""
-        context = RunContext(groups=principal.groups)
+        context = RunContext(groups=principal.scope)
         timer = asyncio.get_running_loop().call_later(self.settings.request_timeout_s, context.cancelled.set)
         events = pipe.astream(question, where, context=context)
         try:
@@ -465,21 +465,21 @@ def create_app(settings: ServiceSettings | None = None) -> FastAPI:
     @app.get("/v1/collections")
     def collections(request: Request) -> list[CollectionInfo]:
         principal = principal_of(request)
-        return [{"name": name, "chunks": service.registry.stack(name).store.count(principal.groups)}
+        return [{"name": name, "chunks": service.registry.stack(name).store.count(principal.scope)}
                 for name in service.collections(principal)]
 
     @app.get("/v1/collections/{name}/documents")
     def documents(name: str, request: Request) -> list[DocumentInfo]:
         principal = principal_of(request)
         note(request, name)
-        return service.existing_store(principal, name).list_documents(principal.groups)
+        return service.existing_store(principal, name).list_documents(principal.scope)
 
     @app.delete("/v1/collections/{name}/documents/{doc_id}")
     def delete_document(name: str, doc_id: str, request: Request) -> Deleted:
         principal = principal_of(request)
         note(request, name)
         store = service.existing_store(principal, name, write=True)
-        removed = store.delete_documents([doc_id], principal.groups)
+        removed = store.delete_documents([doc_id], principal.scope)
         if not removed:
             raise ServiceError(404, f"no document {doc_id!r} in collection {name!r}")
         return {"deleted": doc_id, "chunks": removed}

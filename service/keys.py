@@ -23,6 +23,7 @@ from collections import deque
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from switchyard.llm.context import ALL, Scope
 from switchyard.configs.schema import StoreConfig
 from switchyard.errors import AccessError
 from switchyard.retrievers.filters import parse_labels
@@ -59,6 +60,12 @@ class Principal:
     @property
     def restricted(self) -> bool:
         return not self.admin
+
+    @property
+    def scope(self) -> Scope:
+        """What the principal may read: ALL for the local caller, the shared token and admin keys (no groups),
+        else its groups."""
+        return ALL if self.groups is None else self.groups
 
 
 LOCAL = Principal("local")    # stdio, in-process, or a server with neither token nor keys

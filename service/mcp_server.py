@@ -41,6 +41,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, ListResourcesResult, PaginatedRequestParams, Resource, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
+from switchyard.llm.context import Scope
 from switchyard.errors import CollectionNotFound, SwitchyardError, UnknownPipeline, first_line
 from switchyard.graphs.app import Pipeline
 from switchyard.graphs.results import AskResult
@@ -101,8 +102,8 @@ class Access:
         return [n for n in names if caller.principal.can_read(n)]
 
     @staticmethod
-    def groups(caller: Caller) -> tuple[str, ...] | None:
-        return caller.principal.groups
+    def groups(caller: Caller) -> Scope:
+        return caller.principal.scope
 
     def check_collection(self, caller: Caller, name: str) -> str:
         visible = self.visible_collections(caller)
@@ -242,7 +243,7 @@ def create_mcp_server(registry: PipelineRegistry, *, access: Access | None = Non
 
     async def plain_ask(pipe: Pipeline, _name: str, question: str, where: str | None,
                         principal: Principal) -> AskResult:
-        return await pipe.aask(question, where, groups=principal.groups)
+        return await pipe.aask(question, where, groups=principal.scope)
 
     run_ask = ask_runner or plain_ask
 

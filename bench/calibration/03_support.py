@@ -32,6 +32,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/, for common.py
 from common import CALIBRATION_CACHE as CACHE, OLD, load_split, make_stack, torch_threads  # noqa: E402
+from switchyard.llm.context import ALL
 from switchyard.nodes.citations import support_matrix
 
 GRID = np.round(np.arange(0.30, 0.9001, 0.01), 2)
@@ -48,7 +49,7 @@ class CachedEmbedder:
 
 
 def chunks_by_title(stack) -> dict[str, list[dict]]:
-    rows = stack.store.scan(["chunk_id", "title", "text", "vector"]).to_pylist()
+    rows = stack.store.scan(["chunk_id", "title", "text", "vector"], scope=ALL).to_pylist()
     out: dict[str, list[dict]] = {}
     for r in rows:
         r["vector"] = np.asarray(r["vector"], dtype=np.float32)

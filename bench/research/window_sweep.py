@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/, for comm
 from common import ROOT  # noqa: E402
 from fusion_tuning import SUITE, dense_run, load, paired_p, per_query  # noqa: E402
 
+from switchyard.llm.context import ALL
 from switchyard.configs.loader import load_config
 from switchyard.configs.schema import FusionConfig
 from switchyard.retrievers.beir_eval import load_beir, prepare_stack
@@ -69,7 +70,7 @@ def stored_windows(spec: str, rows: list[dict], stack, tokenizer_file: str):
     them: the chunk text, no title), the chunk vector for the others."""
     limit = int(spec.split(":")[1])
     count = _token_counter(tokenizer_file)
-    table = stack.store.scan(["chunk_id", "vector", WINDOW_COLUMN]).to_pydict()
+    table = stack.store.scan(["chunk_id", "vector", WINDOW_COLUMN], scope=ALL).to_pydict()
     stored = dict(zip(table["chunk_id"], zip(table["vector"], table[WINDOW_COLUMN])))
     vectors, owner = [], []
     for i, row in enumerate(rows):
@@ -137,7 +138,7 @@ def main() -> int:
     for name in args.dataset:
         corpus, _, _ = load_beir(suite / name, "dev")
         stack, _ = prepare_stack(config, corpus, str(suite / "index"))
-        rows = stack.store.scan(["chunk_id", "doc_id", "title", "text"]).to_pylist()
+        rows = stack.store.scan(["chunk_id", "doc_id", "title", "text"], scope=ALL).to_pylist()
         run = data[name]
         qids = list(run["qrels"][args.split])
         Q = np.stack([run["runs"]["qvec"][q] for q in qids]).astype(np.float32)

@@ -2,6 +2,8 @@
 caller's filter, and `search` shows what `ask` retrieved in its first round."""
 from __future__ import annotations
 
+from switchyard.llm.context import ALL
+
 import asyncio
 import json
 
@@ -62,7 +64,7 @@ class TestEveryEntryPointHonoursTheFilter:
     def test_search_and_stack_search(self, make_pipeline, calls):
         pipe = make_pipeline(llm=scripted_llm()[0])
         assert in_filter(p.doc_id for p in pipe.search(OTHER_TOPIC, where=WHERE).passages)
-        assert in_filter(p.doc_id for p in pipe.resources.stack.search(OTHER_TOPIC, where=WHERE).passages)
+        assert in_filter(p.doc_id for p in pipe.resources.stack.search(OTHER_TOPIC, where=WHERE, groups=ALL).passages)
         assert calls and all(where == WHERE for _, where in calls)
 
     @pytest.mark.parametrize("rewrite", ["llm", "prf", "none"])

@@ -2,6 +2,8 @@
 with readable chunks), never widened by a caller's filter, and indexes made before the column existed still work."""
 from __future__ import annotations
 
+from switchyard.llm.context import ALL
+
 import json
 
 import pytest
@@ -57,7 +59,7 @@ class TestRetrievalReadsOnlyReadableChunks:
         report = stack.ingestor(progress=False).run([corpus(tmp_path)])
         assert report.added == 8 and stack.store.has_acl()
         query = "vault combination payroll ledger"
-        everything = stack.search(query, top_k=3).passages
+        everything = stack.search(query, top_k=3, groups=ALL).passages
         assert any(p.doc_id.startswith("secret") for p in everything)
         for groups, allowed in [((), {"public-1"}), (("finance",), {"public-1", "finance-1"}),
                                 (("hr", "x"), {"public-1", "finance-1"} | {f"secret-{i}" for i in range(6)})]:
@@ -69,10 +71,10 @@ class TestRetrievalReadsOnlyReadableChunks:
             for where in ("doc_id=secret-1", "doc_id!=public-1", "source~docs"):
                 narrowed = [p.doc_id for p in stack.search(query, top_k=3, where=where, groups=groups).passages]
                 assert set(narrowed) <= allowed, (where, narrowed)
-        assert stack.store.count(()) == 1 and stack.store.count(("finance",)) == 2 and stack.store.count() == 8
+        assert stack.store.count(()) == 1 and stack.store.count(("finance",)) == 2 and stack.store.count(ALL) == 8
         assert [d["doc_id"] for d in stack.store.list_documents(("finance",))] == ["finance-1", "public-1"]
-        assert stack.store.document_chunks("secret-1", ()) == [] and stack.store.document_chunks("secret-1")
-        assert stack.store.delete_documents(["secret-1"], ("finance",)) == 0 and stack.store.count() == 8
+        assert stack.store.document_chunks("secret-1", ()) == [] and stack.store.document_chunks("secret-1", ALL)
+        assert stack.store.delete_documents(["secret-1"], ("finance",)) == 0 and stack.store.count(ALL) == 8
 
 
 class TestIngestLabels:
@@ -111,7 +113,7 @@ class TestIndexesWithoutTheColumn:
         (tmp_path / "public.md").write_text("# Office\n\nThe office vault is painted green.\n", encoding="utf-8")
         (tmp_path / "memo.md").write_text(f"# Memo\n\n{SECRET}\n", encoding="utf-8")
         stack = self.old_index(make_stack, tmp_path, f"retrieve.retrievers.bm25.backend={bm25}")
-        before = stack.store.count()
+        before = stack.store.count(ALL)
         assert [p.doc_id for p in stack.search("vault", groups=()).passages]
         assert stack.store.list_documents(()) and stack.store.count(()) == before
         # an unlabelled ingest leaves the schema as it is; a labelled one adds the column, old rows unlabelled

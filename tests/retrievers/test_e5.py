@@ -1,5 +1,6 @@
 """The second dense retriever, e5 (retrieve.retrievers.e5): a column of the store, written at ingest, searched and
 fused with BM25 and MiniLM."""
+from switchyard.llm.context import ALL
 import numpy as np
 import pytest
 from switchyard.configs.loader import load_config
@@ -16,29 +17,29 @@ E5 = ("retrieve.retrievers.e5.enabled=true", "retrieve.fusion.weights.e5=0.4")
 
 class TestE5Store:
     def test_the_e5_column_is_searched_on_its_own(self, tmp_path):
-        store = IndexStore(str(tmp_path / "ix"), "c", dim=3, e5_dim=2)
+        store = IndexStore(str(tmp_path / "ix"), "c", dim=3, vector_fields={"e5": 2})
         chunks = [make_chunk("a::0", "alpha", title="T"), make_chunk("b::0", "beta", title="T")]
         # MiniLM prefers a, e5 prefers b
         store.write_documents(["a", "b"], chunks, np.stack([unit(1, 0, 0), unit(0, 1, 0)]),
-                              e5_vectors=np.stack([unit(0, 1), unit(1, 0)]))
+                              field_vectors={"e5": np.stack([unit(0, 1), unit(1, 0)])})
         assert [h.chunk_id for h in store.vector_search(unit(1, 0, 0), 2)] == ["a::0", "b::0"]
-        hits = store.vector_search(unit(1, 0), 2, column=E5_COLUMN)
+        hits = store.vector_search(unit(1, 0), 2, field="e5")
         assert [h.chunk_id for h in hits] == ["b::0", "a::0"] and hits[0].score == pytest.approx(1.0, abs=1e-5)
-        assert store.has_e5 and store.metadata()["e5_dim"] == 2
+        assert store.has_field("e5") and store.metadata()["e5_dim"] == 2
 
     def test_an_e5_collection_needs_e5_vectors(self, tmp_path):
-        store = IndexStore(str(tmp_path / "ix"), "c", dim=3, e5_dim=2)
+        store = IndexStore(str(tmp_path / "ix"), "c", dim=3, vector_fields={"e5": 2})
         with pytest.raises(ValueError, match="holds e5 vectors"):
             store.write_documents(["a"], [make_chunk("a::0", "alpha", title="T")], np.stack([unit(1, 0, 0)]))
-        assert not store.exists() or store.count() == 0
+        assert not store.exists() or store.count(ALL) == 0
 
     def test_a_collection_without_e5_refuses_an_e5_search(self, tmp_path):
         IndexStore(str(tmp_path / "ix"), "c", dim=3).write_documents(
             ["a"], [make_chunk("a::0", "alpha", title="T")], np.stack([unit(1, 0, 0)]))
-        reopened = IndexStore(str(tmp_path / "ix"), "c", dim=3, e5_dim=2)  # the config asks for e5
-        assert not reopened.has_e5
+        reopened = IndexStore(str(tmp_path / "ix"), "c", dim=3, vector_fields={"e5": 2})  # the config asks for e5
+        assert not reopened.has_field("e5")
         with pytest.raises(StoreError, match="holds no e5 vectors.*new collection"):
-            reopened.vector_search(unit(1, 0), 1, column=E5_COLUMN)
+            reopened.vector_search(unit(1, 0), 1, field="e5")
 
 
 @pytest.mark.slow
@@ -46,8 +47,8 @@ class TestE5Ingest:
     def test_ingest_writes_each_chunks_passage_vector(self, make_stack):
         stack = make_stack(*E5)
         stack.ingestor(progress=False).run([SAMPLES])
-        rows = stack.store.scan(["search_text", E5_COLUMN]).to_pylist()
-        expected = stack.e5_embedder.run([PASSAGE_PREFIX + r["search_text"] for r in rows])
+        rows = stack.store.scan(["search_text", E5_COLUMN], scope=ALL).to_pylist()
+        expected = stack.field_embedder("e5").run([PASSAGE_PREFIX + r["search_text"] for r in rows])
         assert np.allclose(np.asarray([r[E5_COLUMN] for r in rows], dtype=np.float32), expected, atol=1e-4)
 
     def test_the_collection_keeps_its_e5_vectors_when_the_config_turns_e5_off(self, make_stack, tmp_path):
@@ -57,9 +58,9 @@ class TestE5Ingest:
         plain = make_stack()
         report = plain.ingestor(progress=False).run([SAMPLES, extra])
         assert report.added == 1 and report.chunks_written == 1  # the others unchanged, not re-embedded
-        rows = plain.store.scan(["chunk_id", E5_COLUMN]).to_pylist()
+        rows = plain.store.scan(["chunk_id", E5_COLUMN], scope=ALL).to_pylist()
         assert all(r[E5_COLUMN] is not None for r in rows)
-        assert [p.title for p in plain.search("what turns a locomotive around", top_k=1).passages] == ["Turntables"]
+        assert [p.title for p in plain.search("what turns a locomotive around", top_k=1, groups=ALL).passages] == ["Turntables"]
 
     def test_the_e5_column_gets_its_own_ann_index(self, make_stack):
         stack = make_stack(*E5, "store.vector_index_min_rows=50", "store.vector_index.kind=ivf_pq",
@@ -67,13 +68,13 @@ class TestE5Ingest:
         stack.ingestor(progress=False).run([FIXTURES / "phantomwiki_articles.json"])
         indexed = {tuple(ix.columns): ix.index_type.upper() for ix in stack.store.table().list_indices()}
         assert indexed.get((E5_COLUMN,)) == "IVFPQ" and indexed.get((WINDOW_COLUMN,)) == "IVFPQ"
-        hits = stack.e5().run("What is the hobby of Abraham Kindred?")
+        hits = stack.field_retriever("e5").run("What is the hobby of Abraham Kindred?")
         assert "Abraham Kindred" in [p.doc_id for p in hits[:3]]
 
     def test_e5_on_a_collection_built_without_it_is_a_clear_error(self, make_stack):
         make_stack().ingestor(progress=False).run([SAMPLES])
         with pytest.raises(StoreError, match="holds no e5 vectors"):
-            make_stack(*E5).search("standard gauge")
+            make_stack(*E5).search("standard gauge", groups=ALL)
 
 
 @pytest.mark.slow
@@ -81,11 +82,11 @@ class TestE5Search:
     def test_hybrid_fuses_three_lists_and_e5_alone_ranks_by_its_cosine(self, make_stack):
         stack = make_stack(*E5)
         stack.ingestor(progress=False).run([SAMPLES])
-        top = stack.search("Who patented the knuckle coupler?", top_k=3, rerank=False).passages
+        top = stack.search("Who patented the knuckle coupler?", top_k=3, rerank=False, groups=ALL).passages
         assert top[0].title == "Railway couplers" and {"bm25", "dense", "e5"} <= set(top[0].scores)
-        alone = make_stack(*E5, "retrieve.mode=e5").search("Who patented the knuckle coupler?", rerank=False)
-        query = stack.e5_embedder.run([QUERY_PREFIX + "Who patented the knuckle coupler?"])[0]
-        vectors = dict(zip(*[stack.store.scan(["chunk_id", E5_COLUMN])[c].to_pylist()
+        alone = make_stack(*E5, "retrieve.mode=e5").search("Who patented the knuckle coupler?", rerank=False, groups=ALL)
+        query = stack.field_embedder("e5").run([QUERY_PREFIX + "Who patented the knuckle coupler?"])[0]
+        vectors = dict(zip(*[stack.store.scan(["chunk_id", E5_COLUMN], scope=ALL)[c].to_pylist()
                              for c in ("chunk_id", E5_COLUMN)]))
         cosines = [float(np.asarray(vectors[p.chunk_id], dtype=np.float32) @ query) for p in alone.passages]
         assert cosines == sorted(cosines, reverse=True)
@@ -99,7 +100,7 @@ class TestE5Search:
                    "blue flag protection", "narrow gauge railways", "automatic couplers", "classification tracks"]
 
         def ranked(stack, q):
-            return [(p.chunk_id, round(p.score, 4)) for p in stack.search(q, top_k=3, rerank=False).passages]
+            return [(p.chunk_id, round(p.score, 4)) for p in stack.search(q, top_k=3, rerank=False, groups=ALL).passages]
 
         fresh = make_stack(*E5)
         got = run_together(len(queries), lambda i: ranked(fresh, queries[i]))
@@ -117,7 +118,7 @@ class TestE5Access:
         question = "Who patented the knuckle coupler?"
         for mode in ("e5", "hybrid"):
             searcher = make_stack(*E5, f"retrieve.mode={mode}")
-            assert "couplers" in searcher.search(question, rerank=False).passages[0].doc_id
+            assert "couplers" in searcher.search(question, rerank=False, groups=ALL).passages[0].doc_id
             for groups in [(), ("other",)]:
                 passages = searcher.search(question, rerank=False, groups=groups).passages
                 assert passages and not any("couplers" in p.doc_id for p in passages)
@@ -142,7 +143,7 @@ class TestE5Settings:
     def test_benchmark_collections_are_keyed_by_e5(self, tmp_path):
         corpus = tmp_path / "c.jsonl"
         corpus.write_text('{"_id": "1", "text": "x"}\n')
-        assert corpus_collection([corpus], 256, 32, "minilm") != corpus_collection([corpus], 256, 32, "minilm", e5=True)
+        assert corpus_collection([corpus], 256, 32, "minilm") != corpus_collection([corpus], 256, 32, "minilm", fields=["e5"])
 
 
 @pytest.mark.slow
@@ -157,5 +158,5 @@ class TestE5Sharing:
                                       "answer.method=extractive"]) for i in range(2)]
         models.provide(configs[0].embedding, embedder)
         first, second = (Pipeline(c, models) for c in configs)
-        assert first.resources.stack.e5_embedder is second.resources.stack.e5_embedder
-        assert first.resources.stack.e5_embedder is not first.resources.stack.embedder
+        assert first.resources.stack.field_embedder("e5") is second.resources.stack.field_embedder("e5")
+        assert first.resources.stack.field_embedder("e5") is not first.resources.stack.embedder

@@ -1,6 +1,7 @@
 """The compiled embedding backends (ONNX Runtime, OpenVINO) against the torch reference: same vectors, same order,
 the on-disk export built once (also under concurrent first use) and reused, thread-safe encoding, and collections
 searched and re-ingested across backends (allowed: see IndexStore)."""
+from switchyard.llm.context import ALL
 import shutil
 import threading
 
@@ -248,8 +249,8 @@ def test_searching_a_torch_collection_through_a_compiled_backend_gives_the_same_
     other_stack = _stack(sample_index, emb, "retrieve.mode=dense")
     assert other_stack.store.metadata()["embedding_backend"] == "torch"  # recorded, and not refused
     for query in QUERIES:
-        want = [p.chunk_id for p in torch_stack.search(query, top_k=5, rerank=False).passages]
-        got = [p.chunk_id for p in other_stack.search(query, top_k=5, rerank=False).passages]
+        want = [p.chunk_id for p in torch_stack.search(query, top_k=5, rerank=False, groups=ALL).passages]
+        got = [p.chunk_id for p in other_stack.search(query, top_k=5, rerank=False, groups=ALL).passages]
         assert got == want, query
 
 
@@ -275,14 +276,14 @@ def test_reingest_through_another_backend_is_incremental(tmp_path, embedder, emb
     assert compiled_stack.store.metadata() == {"embedding_model": "minilm", "embedding_backend": "torch", "dim": 384,
                                               "windows": [64, 32]}
 
-    rows = compiled_stack.store.scan(["chunk_id", "title", "text", "source"]).to_pylist()
+    rows = compiled_stack.store.scan(["chunk_id", "title", "text", "source"], scope=ALL).to_pylist()
     from switchyard.retrievers.documents import search_text
 
     stored = compiled_stack.store.vectors([r["chunk_id"] for r in rows])
     ids = [r["chunk_id"] for r in rows]
     torch_vectors = embedder.run([search_text(r["title"], r["text"]) for r in rows])
     assert _cos(np.stack([stored[i] for i in ids]), torch_vectors).min() > 0.999
-    top = compiled_stack.search("metre gauge South-East Asia", top_k=1, rerank=False).passages[0]
+    top = compiled_stack.search("metre gauge South-East Asia", top_k=1, rerank=False, groups=ALL).passages[0]
     assert top.source.endswith("track-gauge.txt")
 
 
@@ -298,12 +299,12 @@ def test_new_collection_records_its_backend_and_torch_reuses_it(backend, tmp_pat
     stack.ingestor(progress=False).run([SAMPLES / "track-gauge.txt"])
     assert stack.store.metadata() == {"embedding_model": "minilm", "embedding_backend": backend, "dim": 384,
                                       "windows": [64, 32]}
-    assert stack.search("standard gauge", top_k=1, rerank=False).passages[0].source.endswith("track-gauge.txt")
+    assert stack.search("standard gauge", top_k=1, rerank=False, groups=ALL).passages[0].source.endswith("track-gauge.txt")
 
     torch_stack = _stack(tmp_path / "index", embedder)
     report = torch_stack.ingestor(progress=False).run([SAMPLES / "track-gauge.txt"])
     assert (report.unchanged, report.chunks_written) == (1, 0)
-    assert torch_stack.search("standard gauge", top_k=1, rerank=False).passages[0].source.endswith("track-gauge.txt")
+    assert torch_stack.search("standard gauge", top_k=1, rerank=False, groups=ALL).passages[0].source.endswith("track-gauge.txt")
 
 
 # -- configuration ------------------------------------------------------------------------------------------------

@@ -1,9 +1,11 @@
 """Settings that matter at scale: the store's vector-index choice and the rank_bm25 backend's size limit."""
+from switchyard.llm.context import ALL
 import pytest
 
 from switchyard.configs.loader import load_config
 from switchyard.errors import CollectionTooLargeError, ConfigError
-from switchyard.retrievers.store import VectorIndexSpec
+from switchyard.configs.schema import VectorIndexConfig
+from switchyard.retrievers.store.vector_index import index_config, partitions, tune
 from switchyard.errors import StoreError
 from tests.conftest import FIXTURES, SAMPLES
 
@@ -23,36 +25,37 @@ class TestVectorIndexSpec:
     def test_rejects_unknown_kind_and_negative_settings(self):
         with pytest.raises(ConfigError, match="store.vector_index.kind: Input should be 'ivf_hnsw_sq' or 'ivf_pq'"):
             load_config(None, ["store.vector_index.kind=hnsw"])  # the allowed kinds are the schema's
-        with pytest.raises(ValueError, match="nprobes, ef"):
-            VectorIndexSpec(nprobes=-1, ef=-2)
+        with pytest.raises(ConfigError, match="store.vector_index.nprobes"):  # checked once, in the schema
+            load_config(None, ["store.vector_index.nprobes=-1", "store.vector_index.ef=-2"])
 
     def test_automatic_and_explicit_partitions(self):
-        assert VectorIndexSpec(kind="ivf_hnsw_sq").partitions(1_000_000) == 20
-        assert VectorIndexSpec(kind="ivf_hnsw_sq").partitions(60_000) == 1
-        assert VectorIndexSpec(kind="ivf_pq").partitions(1_000_000) == 1000
-        assert VectorIndexSpec(kind="ivf_pq", num_partitions=64).partitions(1_000_000) == 64
+        assert partitions(VectorIndexConfig(kind="ivf_hnsw_sq"), 1_000_000) == 20
+        assert partitions(VectorIndexConfig(kind="ivf_hnsw_sq"), 60_000) == 1
+        assert partitions(VectorIndexConfig(kind="ivf_pq"), 1_000_000) == 1000
+        assert partitions(VectorIndexConfig(kind="ivf_pq", num_partitions=64), 1_000_000) == 64
 
     def test_index_config_of_each_kind(self):
         from lancedb.index import IvfHnswSq, IvfPq
 
-        hnsw = VectorIndexSpec(kind="ivf_hnsw_sq").index_config(100_000, 384)
+        hnsw = index_config(VectorIndexConfig(kind="ivf_hnsw_sq"), 100_000, 384)
         assert isinstance(hnsw, IvfHnswSq) and hnsw.num_partitions == 2 and hnsw.distance_type == "cosine"
-        pq = VectorIndexSpec(kind="ivf_pq").index_config(250_000, 384)
+        pq = index_config(VectorIndexConfig(kind="ivf_pq"), 250_000, 384)
         assert isinstance(pq, IvfPq) and (pq.num_partitions, pq.num_sub_vectors) == (500, 48)
-        assert VectorIndexSpec(kind="ivf_pq", num_sub_vectors=96).index_config(10_000, 384).num_sub_vectors == 96
+        assert index_config(VectorIndexConfig(kind="ivf_pq", num_sub_vectors=96), 10_000, 384).num_sub_vectors == 96
         with pytest.raises(ValueError, match="num_sub_vectors 100 must divide the vector dimension 384"):
-            VectorIndexSpec(kind="ivf_pq", num_sub_vectors=100).index_config(10_000, 384)
+            index_config(VectorIndexConfig(kind="ivf_pq", num_sub_vectors=100), 10_000, 384)
 
     def test_tune_applies_only_the_settings_given(self):
-        query = VectorIndexSpec(kind="ivf_pq", nprobes=40, refine_factor=5).tune(_RecordingQuery())
+        query = tune(VectorIndexConfig(kind="ivf_pq", nprobes=40, refine_factor=5), _RecordingQuery())
         assert query.calls == [("nprobes", 40), ("refine_factor", 5)]
-        assert VectorIndexSpec().tune(_RecordingQuery()).calls == []
-        assert VectorIndexSpec(ef=300).tune(_RecordingQuery()).calls == [("ef", 300)]
+        assert tune(VectorIndexConfig(), _RecordingQuery()).calls == []
+        assert tune(VectorIndexConfig(ef=300), _RecordingQuery()).calls == [("ef", 300)]
 
     def test_config_section_reaches_the_store(self, make_stack):
         stack = make_stack("store.vector_index.kind=ivf_pq", "store.vector_index.nprobes=7",
                            "store.vector_index_min_rows=1234")
-        assert stack.store.vector_index == VectorIndexSpec(kind="ivf_pq", nprobes=7, min_rows=1234)
+        assert stack.store.vector_index == VectorIndexConfig(kind="ivf_pq", nprobes=7)
+        assert stack.store.vector_index_min_rows == 1234
 
 
 @pytest.mark.slow
@@ -65,7 +68,7 @@ class TestVectorIndexBuild:
         indices = {ix.index_type.upper(): ix for ix in stack.store.table().list_indices()}
         assert {"FTS", "IVFPQ"} <= set(indices)
         assert stack.store.ensure_vector_index() is False  # present: not rebuilt
-        hits = stack.search("What is the hobby of Abraham Kindred?", top_k=3).passages
+        hits = stack.search("What is the hobby of Abraham Kindred?", top_k=3, groups=ALL).passages
         assert "Abraham Kindred" in [p.doc_id for p in hits]
 
     def test_no_vector_index_below_threshold(self, make_stack):
@@ -80,9 +83,9 @@ class TestRankBM25Limit:
         stack = make_stack("retrieve.mode=bm25", "retrieve.retrievers.bm25.backend=rank_bm25",
                            "retrieve.retrievers.bm25.max_chunks=3")
         stack.ingestor(progress=False).run([SAMPLES])
-        n = stack.store.count()
+        n = stack.store.count(ALL)
         with pytest.raises(CollectionTooLargeError) as err:
-            stack.search("standard gauge")
+            stack.search("standard gauge", groups=ALL)
         assert isinstance(err.value, StoreError)  # the CLI and the service report it as a store error
         assert f"has {n:,} chunks" in str(err.value) and "max_chunks = 3" in str(err.value)
         assert "backend=lancedb" in str(err.value)
@@ -90,8 +93,8 @@ class TestRankBM25Limit:
     def test_a_collection_at_the_limit_is_searched(self, make_stack):
         stack = make_stack("retrieve.mode=bm25", "retrieve.retrievers.bm25.backend=rank_bm25")
         stack.ingestor(progress=False).run([SAMPLES])
-        n = stack.store.count()
+        n = stack.store.count(ALL)
         at_limit = make_stack("retrieve.mode=bm25", "retrieve.retrievers.bm25.backend=rank_bm25",
                               f"retrieve.retrievers.bm25.max_chunks={n}")
-        assert at_limit.search("standard gauge").passages
+        assert at_limit.search("standard gauge", groups=ALL).passages
         assert at_limit.retriever.retrievers[0].max_chunks == n

@@ -1,4 +1,5 @@
 """Ingestion against a real LanceDB on disk with the real embedding model."""
+from switchyard.llm.context import ALL
 import json
 import signal
 import subprocess
@@ -12,7 +13,7 @@ from tests.conftest import ROOT, SAMPLES
 
 
 def _docs(stack):
-    return {d["doc_id"]: d for d in stack.store.list_documents()}
+    return {d["doc_id"]: d for d in stack.store.list_documents(ALL)}
 
 
 class TestIngestor:
@@ -29,7 +30,7 @@ class TestIngestor:
         stack = make_stack()
         stack.ingestor(progress=False).run([SAMPLES])
         rows = stack.store.scan(["doc_id", "source", "title", "page", "start_char", "end_char",
-                                 "content_hash", "doc_hash", "text"]).to_pylist()
+                                 "content_hash", "doc_hash", "text"], scope=ALL).to_pylist()
         pdf_rows = [r for r in rows if r["source"].endswith(".pdf")]
         assert pdf_rows and all(r["page"] in (1, 2, 3) for r in pdf_rows)
         assert all(r["title"] and r["doc_hash"] and r["content_hash"] and r["end_char"] > r["start_char"]
@@ -46,7 +47,7 @@ class TestIngestor:
         f.write_text("The new text mentions parsnips.")
         report = stack.ingestor(progress=False).run([folder])
         assert (report.updated, report.unchanged, report.added) == (1, 1, 0)
-        rows = stack.store.scan(["doc_id", "text"]).to_pylist()
+        rows = stack.store.scan(["doc_id", "text"], scope=ALL).to_pylist()
         texts = [r["text"] for r in rows if "parsnips" in r["text"] or "turnips" in r["text"]]
         assert texts == ["The new text mentions parsnips."]
 
@@ -72,23 +73,23 @@ class TestIngestor:
     def test_bad_files_do_not_touch_the_index(self, make_stack, tmp_path):
         stack = make_stack()
         stack.ingestor(progress=False).run([SAMPLES])
-        before = {r["chunk_id"]: r["text"] for r in stack.store.scan(["chunk_id", "text"]).to_pylist()}
+        before = {r["chunk_id"]: r["text"] for r in stack.store.scan(["chunk_id", "text"], scope=ALL).to_pylist()}
         bad = tmp_path / "bad"
         bad.mkdir()
         (bad / "corrupt.pdf").write_bytes(b"%PDF-1.7 rubbish")
         (bad / "bin.txt").write_bytes(b"\x00\x01")
         report = stack.ingestor(progress=False).run([bad, tmp_path / "missing.md"])
         assert report.ingested == 0 and len(report.errors) == 3
-        after = {r["chunk_id"]: r["text"] for r in stack.store.scan(["chunk_id", "text"]).to_pylist()}
+        after = {r["chunk_id"]: r["text"] for r in stack.store.scan(["chunk_id", "text"], scope=ALL).to_pylist()}
         assert after == before
 
     def test_delete_documents(self, make_stack):
         stack = make_stack()
         stack.ingestor(progress=False).run([SAMPLES])
         doc_id = next(d for d in _docs(stack) if d.startswith("track-gauge"))
-        assert stack.store.delete_documents([doc_id]) >= 1
+        assert stack.store.delete_documents([doc_id], ALL) >= 1
         assert doc_id not in _docs(stack) and len(_docs(stack)) == 4
-        assert not any(p.doc_id == doc_id for p in stack.search("standard gauge 1,435 mm").passages)
+        assert not any(p.doc_id == doc_id for p in stack.search("standard gauge 1,435 mm", groups=ALL).passages)
 
     def test_other_embedding_model_is_refused(self, make_stack, tmp_path):
         from switchyard.retrievers.store import IndexStore
@@ -142,7 +143,7 @@ class TestKilledIngest:
 
         stack = make_stack("ingest.chunk_size=48", "ingest.chunk_overlap=8", uri=index)
         expected = self._expected_chunks(stack, folder)
-        rows = stack.store.scan(["doc_id", "text", "doc_hash", "chunk_index"]).to_pylist()
+        rows = stack.store.scan(["doc_id", "text", "doc_hash", "chunk_index"], scope=ALL).to_pylist()
         by_doc: dict[str, list[dict]] = {}
         for r in rows:
             by_doc.setdefault(r["doc_id"], []).append(r)
@@ -159,10 +160,10 @@ class TestKilledIngest:
 
         done = subprocess.run(self._ingest_cmd(folder, index), capture_output=True, text=True, timeout=600)
         assert done.returncode == 0, done.stderr
-        rows = stack.store.scan(["doc_id", "text"]).to_pylist()
+        rows = stack.store.scan(["doc_id", "text"], scope=ALL).to_pylist()
         assert all(" B sentence" in r["text"] for r in rows)
         assert len({r["doc_id"] for r in rows}) == self.N
-        hits = stack.search("Document 7 B sentence about yard number 7", top_k=3).passages
+        hits = stack.search("Document 7 B sentence about yard number 7", top_k=3, groups=ALL).passages
         assert hits and hits[0].doc_id.startswith("doc07")
 
     def _expected_chunks(self, stack, folder):

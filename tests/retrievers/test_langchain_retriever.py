@@ -1,4 +1,5 @@
 """The LangChain retriever over a real Switchyard collection (the sample corpus index, the real embedding model)."""
+from switchyard.llm.context import ALL
 import threading
 
 import pytest
@@ -22,7 +23,7 @@ def stack(sample_index, embedder):
 
 def test_documents_carry_the_passages_and_their_metadata(stack):
     docs = SwitchyardRetriever(stack=stack, top_k=3).invoke(QUESTION)
-    passages = stack.search(QUESTION, top_k=3).passages
+    passages = stack.search(QUESTION, top_k=3, groups=ALL).passages
     assert all(isinstance(d, Document) for d in docs) and len(docs) == 3
     assert [d.metadata["chunk_id"] for d in docs] == [p.chunk_id for p in passages]
     for doc, p in zip(docs, passages):
@@ -36,7 +37,7 @@ def test_documents_carry_the_passages_and_their_metadata(stack):
 
 def test_both_retrievers_are_fused(stack):
     doc = SwitchyardRetriever(stack=stack, top_k=1, rerank=False).invoke(QUESTION)[0]
-    candidate = stack.search(QUESTION, top_k=1, rerank=False).candidates[0]
+    candidate = stack.search(QUESTION, top_k=1, rerank=False, groups=ALL).candidates[0]
     assert doc.metadata["chunk_id"] == candidate.chunk_id and set(candidate.scores) >= {"bm25", "dense"}
 
 

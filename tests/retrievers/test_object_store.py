@@ -2,6 +2,8 @@
 constructed stacks and by separate CLI processes, with credentials given as `env:NAME` references."""
 from __future__ import annotations
 
+from switchyard.llm.context import ALL
+
 import json
 import os
 import subprocess
@@ -106,7 +108,7 @@ class TestEnvSecrets:
 
     def test_secret_never_shown(self, shared_index, embedder):
         stack = make_stack(embedder, shared_index)
-        assert stack.store.count() > 0  # connected, so the secret was resolved
+        assert stack.store.count(ALL) > 0  # connected, so the secret was resolved
         assert SECRET not in repr(stack.store) and f"env:{SECRET_VAR}" in repr(stack.store)
         out = cli("config", "show", "--json", *_set_args(shared_index))
         assert out.returncode == 0, out.stderr
@@ -120,13 +122,13 @@ class TestSharedIndex:
     def test_second_stack_finds_the_right_document(self, shared_index, embedder):
         reader = make_stack(embedder, shared_index)
         assert reader.config.retrieve.mode == "hybrid"
-        top = reader.search(QUESTION).passages[0]
+        top = reader.search(QUESTION, groups=ALL).passages[0]
         assert top.title == "Railway couplers"
         assert {"bm25", "dense"} <= set(top.scores)
 
     def test_every_store_operation_works_on_s3(self, shared_index, embedder):
         store = make_stack(embedder, shared_index).store
-        docs = store.list_documents()
+        docs = store.list_documents(ALL)
         assert len(docs) == 5 and store.has_text_index()
         chunk_id = store.text_search("knuckle coupler", 1)[0].chunk_id
         assert store.fetch([chunk_id])[chunk_id].title == "Railway couplers"
@@ -136,19 +138,19 @@ class TestSharedIndex:
         store.refresh_indexes()  # the ingest ended with one: nothing left to do
         assert store.version() == version
         store.optimize()  # compaction, index update and old-version cleanup on the object store
-        assert len(store.list_documents()) == 5 and store.has_text_index()
+        assert len(store.list_documents(ALL)) == 5 and store.has_text_index()
 
     def test_writes_and_deletes_are_seen_by_another_stack(self, s3_endpoint, embedder):
         overrides = s3_overrides(s3_endpoint, collection="scratch")
         writer, reader = make_stack(embedder, overrides), make_stack(embedder, overrides)
         writer.ingestor(progress=False).run([SAMPLES / "couplers.html", SAMPLES / "track-gauge.txt"])
-        seen = {d["doc_id"]: d for d in reader.store.list_documents()}
+        seen = {d["doc_id"]: d for d in reader.store.list_documents(ALL)}
         assert len(seen) == 2
         doc_id = next(d for d, doc in seen.items() if doc["title"] == "Railway couplers")
-        assert reader.search(QUESTION).passages[0].doc_id == doc_id
-        assert reader.store.delete_documents([doc_id]) >= 1
-        assert doc_id not in {d["doc_id"] for d in writer.store.list_documents()}
-        assert all(p.doc_id != doc_id for p in writer.search(QUESTION).passages)
+        assert reader.search(QUESTION, groups=ALL).passages[0].doc_id == doc_id
+        assert reader.store.delete_documents([doc_id], ALL) >= 1
+        assert doc_id not in {d["doc_id"] for d in writer.store.list_documents(ALL)}
+        assert all(p.doc_id != doc_id for p in writer.search(QUESTION, groups=ALL).passages)
 
 
 @pytest.mark.slow
@@ -166,4 +168,4 @@ class TestSecondProcess:
         assert SECRET not in out.stdout
         assert data["config"]["store"]["storage_options"]["aws_secret_access_key"] == f"env:{SECRET_VAR}"
         # and this process sees what the CLI process wrote
-        assert len(make_stack(embedder, overrides).store.list_documents()) == 5
+        assert len(make_stack(embedder, overrides).store.list_documents(ALL)) == 5

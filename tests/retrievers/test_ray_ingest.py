@@ -5,6 +5,8 @@ Local runs go through cli.main in this process; Ray runs are `cli.py` subprocess
 process never imports Ray)."""
 from __future__ import annotations
 
+from switchyard.llm.context import ALL
+
 import json
 import os
 import shutil
@@ -65,7 +67,7 @@ def table(overrides: list[str]):
 def rows(store) -> tuple[list[dict], np.ndarray]:
     """Every chunk row (sorted by chunk id) and the vectors in that order."""
     columns = [c for c in store.table().schema.names if c not in ("vector", "window_vectors")]
-    data = sorted(store.scan(columns + ["vector"]).to_pylist(), key=lambda r: r["chunk_id"])
+    data = sorted(store.scan(columns + ["vector"], scope=ALL).to_pylist(), key=lambda r: r["chunk_id"])
     vectors = np.array([r.pop("vector") for r in data], dtype=np.float32)
     return data, vectors
 

@@ -1,4 +1,5 @@
 """Retrievers, fusion and rerankers end to end on a real LanceDB index with the real embedding model."""
+from switchyard.llm.context import ALL
 import json
 import re
 
@@ -22,7 +23,7 @@ class TestRetrievers:
     def test_each_mode_finds_the_right_document(self, make_stack, mode):
         stack = make_stack(f"retrieve.mode={mode}")
         stack.ingestor(progress=False).run([SAMPLES])
-        hits = stack.search("Who patented the knuckle coupler?").passages
+        hits = stack.search("Who patented the knuckle coupler?", groups=ALL).passages
         assert hits[0].title == "Railway couplers"
         expected = {"bm25": {"bm25"}, "dense": {"dense"}, "hybrid": {"bm25", "dense", "fused"}}[mode]
         assert expected <= set(hits[0].scores)
@@ -30,7 +31,7 @@ class TestRetrievers:
     def test_rank_bm25_backend_matches_lancedb_on_top_hit(self, make_stack):
         stack = make_stack("retrieve.mode=bm25", "retrieve.retrievers.bm25.backend=rank_bm25")
         stack.ingestor(progress=False).run([SAMPLES])
-        hits = stack.search("interlocking lever frames points").passages
+        hits = stack.search("interlocking lever frames points", groups=ALL).passages
         assert hits[0].title == "Railway signalling"
         assert stack.retriever.retrievers[0].k1 == 1.2
 
@@ -40,33 +41,33 @@ class TestRetrievers:
             stack = make_stack("retrieve.mode=bm25", "retrieve.retrievers.bm25.backend=rank_bm25",
                                f"retrieve.retrievers.bm25.k1={k1}", f"retrieve.retrievers.bm25.b={b}")
             stack.ingestor(progress=False).run([SAMPLES])
-            scores.append(stack.search("standard gauge").passages[0].score)
+            scores.append(stack.search("standard gauge", groups=ALL).passages[0].score)
         assert scores[0] != pytest.approx(scores[1])
 
     def test_rank_bm25_index_follows_table_changes(self, make_stack, tmp_path):
         stack = make_stack("retrieve.mode=bm25", "retrieve.retrievers.bm25.backend=rank_bm25")
         (tmp_path / "a.txt").write_text("zebras graze on the savanna")
         stack.ingestor(progress=False).run([tmp_path / "a.txt"])
-        assert stack.search("zebras").passages
+        assert stack.search("zebras", groups=ALL).passages
         (tmp_path / "b.txt").write_text("okapis live in the forest")
         stack.ingestor(progress=False).run([tmp_path / "b.txt"])
-        assert stack.search("okapis").passages[0].text == "okapis live in the forest"
+        assert stack.search("okapis", groups=ALL).passages[0].text == "okapis live in the forest"
 
     @pytest.mark.parametrize("backend", ["lancedb", "rank_bm25"])
     def test_where_filter_restricts_results(self, make_stack, backend):
         stack = make_stack(f"retrieve.retrievers.bm25.backend={backend}")
         stack.ingestor(progress=False).run([SAMPLES])
-        hits = stack.search("gauge couplers yards signals", top_k=10, where="source~.md").passages
+        hits = stack.search("gauge couplers yards signals", top_k=10, where="source~.md", groups=ALL).passages
         assert hits and all(p.source.endswith(".md") for p in hits)
-        pdf_hits = stack.search("blue flag", where="source~handbook and page=1").passages
+        pdf_hits = stack.search("blue flag", where="source~handbook and page=1", groups=ALL).passages
         assert pdf_hits and all(p.page == 1 and p.source.endswith(".pdf") for p in pdf_hits)
-        assert stack.search("blue flag", where="title='nothing like this'").passages == []
+        assert stack.search("blue flag", where="title='nothing like this'", groups=ALL).passages == []
 
     def test_fusion_settings_come_from_config(self, make_stack):
         stack = make_stack("retrieve.fusion.method=rrf", "retrieve.fusion.rrf_k=10",
                            "retrieve.fusion.weights={bm25: 2, dense: 1}", "retrieve.fusion.adaptive_power=0")
         stack.ingestor(progress=False).run([SAMPLES])
-        top = stack.search("track gauge of Russia").passages[0]
+        top = stack.search("track gauge of Russia", groups=ALL).passages[0]
         expected = sum(w / (10 + top.ranks[n]) for n, w in (("bm25", 2), ("dense", 1)) if n in top.ranks)
         assert top.scores["fused"] == pytest.approx(expected)
 
@@ -94,7 +95,7 @@ class TestRerankers:
     def test_dense_rescore_reorders_and_records_scores(self, make_stack):
         stack = make_stack("rerank.method=dense_rescore", "rerank.top_k=3")
         stack.ingestor(progress=False).run([SAMPLES])
-        result = stack.search("What brakes the cars rolling down the hump?")
+        result = stack.search("What brakes the cars rolling down the hump?", groups=ALL)
         assert len(result.passages) == 3
         assert all("dense_rescore" in p.scores and "rescore_cosine" in p.scores for p in result.passages)
         assert result.passages == sorted(result.passages, key=lambda p: -p.score)
@@ -109,7 +110,7 @@ class TestRerankers:
 
         stack._get_llm = lambda: LLM(ScriptedBackend(score))
         stack.ingestor(progress=False).run([SAMPLES])
-        assert stack.search("railway").passages[0].title == "Railway couplers"
+        assert stack.search("railway", groups=ALL).passages[0].title == "Railway couplers"
 
     def test_llm_reranker_without_backend_is_clear_error(self):
         with pytest.raises(RerankerError, match="needs an LLM backend"):
@@ -118,7 +119,7 @@ class TestRerankers:
     def test_missing_cross_encoder_is_clear_error(self, sample_stack, tmp_path):
         reranker = CrossEncoderReranker(str(tmp_path / "no-such-model"))
         with pytest.raises(RerankerError, match="not available locally"):
-            reranker.run("q", sample_stack.search("gauge", rerank=False).passages)
+            reranker.run("q", sample_stack.search("gauge", rerank=False, groups=ALL).passages)
 
     def test_cross_encoder_from_a_local_folder(self, sample_stack, tmp_path):
         # No cross-encoder weights ship in any package; build a tiny one from the MiniLM weights to prove
@@ -130,7 +131,7 @@ class TestRerankers:
         CrossEncoder(str(resolve_model_dir("minilm")), num_labels=1, device="cpu").save_pretrained(
             str(tmp_path / "ce"))
         reranker = CrossEncoderReranker(str(tmp_path / "ce"), top_k=3)
-        out = reranker.run("gauge", sample_stack.search("gauge", top_k=5, rerank=False).passages)
+        out = reranker.run("gauge", sample_stack.search("gauge", top_k=5, rerank=False, groups=ALL).passages)
         assert len(out) == 3 and all("cross_encoder" in p.scores for p in out)
 
 
@@ -152,7 +153,7 @@ class TestRetrievalQuality:
                     questions.append((f"What is the {relation} of {m.group(2)}?", art["title"]))
                     break
         assert len(questions) >= 50
-        hits = sum(title in [p.doc_id for p in stack.search(q, top_k=3).passages] for q, title in questions)
+        hits = sum(title in [p.doc_id for p in stack.search(q, top_k=3, groups=ALL).passages] for q, title in questions)
         assert hits / len(questions) >= 0.8
 
 
@@ -162,7 +163,7 @@ def test_ann_vector_index_is_built_past_threshold_and_used(make_stack):
     stack.ingestor(progress=False).run([FIXTURES / "phantomwiki_articles.json"])
     types = {ix.index_type.upper() for ix in stack.store.table().list_indices()}
     assert "FTS" in types and any(t.startswith("IVF") for t in types)
-    hits = stack.search("What is the hobby of Abraham Kindred?", top_k=3).passages
+    hits = stack.search("What is the hobby of Abraham Kindred?", top_k=3, groups=ALL).passages
     assert "Abraham Kindred" in [p.doc_id for p in hits]
 
 
@@ -177,7 +178,7 @@ class TestConcurrentSearch:
         stack.embedder.clear_cache()
 
         def ids(query):
-            return [(p.chunk_id, round(p.score, 6)) for p in stack.search(query).passages]
+            return [(p.chunk_id, round(p.score, 6)) for p in stack.search(query, groups=ALL).passages]
 
         together = run_together(len(self.QUERIES), lambda i: ids(self.QUERIES[i]))
         assert together == [ids(q) for q in self.QUERIES]
@@ -193,13 +194,13 @@ class TestConcurrentSearch:
             if i == 0:
                 stack.ingestor(progress=False).run([tmp_path / "b.txt"])
                 return None
-            return {p.text for p in stack.search("railway", top_k=5).passages}
+            return {p.text for p in stack.search("railway", top_k=5, groups=ALL).passages}
 
         seen = [s for s in run_together(8, act) if s is not None]
         old = {"zebras graze on the savanna near the railway"}
         new = old | {"okapis live in the forest, far from any railway"}
         assert all(s in (old, new) for s in seen)
-        assert {p.text for p in stack.search("railway", top_k=5).passages} == new
+        assert {p.text for p in stack.search("railway", top_k=5, groups=ALL).passages} == new
 
     def test_query_vectors_from_many_threads_equal_sequential(self, embedder):
         import numpy as np

@@ -1,5 +1,6 @@
 """Sentence windows: each chunk is also embedded as short windows of whole sentences, and dense retrieval scores a
 chunk by its best window (a LanceDB multivector column)."""
+from switchyard.llm.context import ALL
 import numpy as np
 import pytest
 from switchyard.configs.loader import load_config
@@ -67,7 +68,7 @@ class TestWindowStore:
         store = IndexStore(str(tmp_path / "ix"), "c", dim=3, windows=(64, 32))
         with pytest.raises(ValueError, match="holds window vectors"):
             store.write_documents(["a"], [make_chunk("a::0", "alpha")], np.stack([unit(1, 0, 0)]))
-        assert not store.exists() or store.count() == 0
+        assert not store.exists() or store.count(ALL) == 0
 
     def test_a_collection_without_windows_is_searched_by_chunk_vectors(self, tmp_path):
         IndexStore(str(tmp_path / "ix"), "c", dim=3).write_documents(
@@ -86,7 +87,7 @@ class TestWindowIngest:
         doc.write_text("# Couplers\n\n" + LONG_TEXT + "\n")
         stack.ingestor(progress=False).run([doc, SAMPLES / "track-gauge.md"])
         rows = {r["chunk_id"]: r for r in stack.store.scan(["chunk_id", "title", "text", "search_text", "vector",
-                                                             WINDOW_COLUMN]).to_pylist()}
+                                                             WINDOW_COLUMN], scope=ALL).to_pylist()}
         splitter = SentenceWindows(32, 12, embedder.tokenizer_file)
         for row in rows.values():
             chunk = make_chunk(row["chunk_id"], row["text"], title=row["title"])
@@ -97,30 +98,30 @@ class TestWindowIngest:
     def test_dense_search_finds_the_chunk_of_the_matching_sentence(self, make_stack, tmp_path):
         stack = make_stack("retrieve.mode=dense", "ingest.window_tokens=32", "ingest.window_overlap=12")
         stack.ingestor(progress=False).run([SAMPLES])
-        top = stack.search("What is being developed to join the pneumatic and data connections automatically?", top_k=1)
+        top = stack.search("What is being developed to join the pneumatic and data connections automatically?", top_k=1, groups=ALL)
         assert stack.store.has_windows and top.passages[0].title == "Railway couplers"
 
     def test_a_collection_built_without_windows_keeps_ingesting_without_them(self, make_stack):
         old = make_stack("ingest.window_tokens=0")
         old.ingestor(progress=False).run([SAMPLES])
-        before = old.store.count()
+        before = old.store.count(ALL)
         new = make_stack()  # default config: windows on
         report = new.ingestor(progress=False).run([SAMPLES])
         assert report.unchanged == report.ingested and report.chunks_written == 0  # nothing re-embedded
-        assert not new.store.has_windows and new.store.count() == before
-        assert new.search("standard gauge", top_k=1).passages[0].title == "Track gauge"
+        assert not new.store.has_windows and new.store.count(ALL) == before
+        assert new.search("standard gauge", top_k=1, groups=ALL).passages[0].title == "Track gauge"
 
     def test_windowed_collection_gets_its_ann_index_on_the_windows(self, make_stack):
         # 60 articles, one chunk each, but more windows than that: the threshold counts the vectors searched
         stack = make_stack("store.vector_index_min_rows=150", "store.vector_index.kind=ivf_pq",
                            "store.vector_index.num_partitions=2", collection="mv")
         stack.ingestor(progress=False).run([FIXTURES / "phantomwiki_articles.json"])
-        windows = sum(len(w) for w in stack.store.scan([WINDOW_COLUMN])[WINDOW_COLUMN].to_pylist())
-        assert stack.store.count() < 150 <= windows
+        windows = sum(len(w) for w in stack.store.scan([WINDOW_COLUMN], scope=ALL)[WINDOW_COLUMN].to_pylist())
+        assert stack.store.count(ALL) < 150 <= windows
         assert stack.store.searched_vectors() == windows  # under 1,000 rows the sample is the whole table
         indexed = {tuple(ix.columns): ix.index_type.upper() for ix in stack.store.table().list_indices()}
         assert indexed.get((WINDOW_COLUMN,)) == "IVFPQ" and ("vector",) not in indexed
-        hits = stack.search("What is the hobby of Abraham Kindred?", top_k=3).passages
+        hits = stack.search("What is the hobby of Abraham Kindred?", top_k=3, groups=ALL).passages
         assert "Abraham Kindred" in [p.doc_id for p in hits]
 
     def test_hnsw_search_over_windows_takes_a_configured_ef_below_its_need(self, make_stack):
@@ -131,7 +132,7 @@ class TestWindowIngest:
         indexed = {tuple(ix.columns): ix.index_type.upper() for ix in stack.store.table().list_indices()}
         assert indexed.get((WINDOW_COLUMN,)) == "IVFHNSWSQ"
         hits = stack.dense().run("What is the hobby of Abraham Kindred?")
-        assert len(hits) == stack.store.count() and "Abraham Kindred" in [p.doc_id for p in hits[:3]]
+        assert len(hits) == stack.store.count(ALL) and "Abraham Kindred" in [p.doc_id for p in hits[:3]]
 
 
 class TestWindowConcurrency:
@@ -145,12 +146,12 @@ class TestWindowConcurrency:
                    "blue flag protection", "narrow gauge railways", "automatic couplers", "classification tracks"]
         fresh = make_stack("retrieve.mode=dense")
         got = run_together(len(queries), lambda i: [(p.chunk_id, round(p.score, 5))
-                                                  for p in fresh.search(queries[i], top_k=3).passages])
+                                                  for p in fresh.search(queries[i], top_k=3, groups=ALL).passages])
         sequential = make_stack("retrieve.mode=dense")
-        assert got == [[(p.chunk_id, round(p.score, 5)) for p in sequential.search(q, top_k=3).passages]
+        assert got == [[(p.chunk_id, round(p.score, 5)) for p in sequential.search(q, top_k=3, groups=ALL).passages]
                        for q in queries]
         assert fresh.store.windows == (32, 12)
-        windows = dict(zip(*[fresh.store.scan(["chunk_id", WINDOW_COLUMN])[c].to_pylist()
+        windows = dict(zip(*[fresh.store.scan(["chunk_id", WINDOW_COLUMN], scope=ALL)[c].to_pylist()
                              for c in ("chunk_id", WINDOW_COLUMN)]))
         top_id, top_score = got[0][0]
         best = float((np.asarray(windows[top_id], dtype=np.float32) @ embedder.embed_query(queries[0])).max())

@@ -4,6 +4,8 @@ tools and resources); the key file and the audit log never hold a key; the share
 concurrent use."""
 from __future__ import annotations
 
+from switchyard.llm.context import ALL
+
 import json
 import threading
 import time
@@ -37,7 +39,7 @@ def tenants(tmp_path_factory, embedder):
     acme.ingestor(progress=False).run([SAMPLES / "couplers.html", SAMPLES / "track-gauge.txt"])
     acme.ingestor(progress=False).run([docs / "payroll.md"], acl="hr")
     RetrievalStack(cfg, collection="globex", embedder=embedder).ingestor(progress=False).run([docs / "launch.md"])
-    payroll = next(d["doc_id"] for d in acme.store.list_documents() if d["doc_id"].startswith("payroll"))
+    payroll = next(d["doc_id"] for d in acme.store.list_documents(ALL) if d["doc_id"].startswith("payroll"))
     store = KeyStore(keys_path(str(uri), root / "uploads"))
     keys = {"acme": store.create("acme", "acme"),
             "acme-writer": store.create("acme-writer", "acme", write=True),

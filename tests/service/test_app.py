@@ -2,6 +2,8 @@
 the openai client."""
 from __future__ import annotations
 
+from switchyard.llm.context import ALL
+
 import json
 import signal
 import threading
@@ -275,7 +277,7 @@ class TestBackPressureAndShutdown:
         from switchyard.retrievers.store import IndexStore
 
         store = IndexStore(str(index_copy), load_config().store.collection)
-        assert len(store.list_documents()) == 5
+        assert len(store.list_documents(ALL)) == 5
 
     def test_a_run_past_the_timeout_is_cancelled(self, tmp_path, index_copy):
         with running_server(tmp_path, index_copy, "--config", "fixed", "--timeout", "0.5") as srv, \

@@ -1,6 +1,8 @@
 """Durable upload jobs: the SQLite job store, and a real server killed with SIGKILL in the middle of a job."""
 from __future__ import annotations
 
+from switchyard.llm.context import ALL
+
 import os
 import signal
 import subprocess
@@ -329,7 +331,7 @@ def _chunks_by_file(index: Path) -> dict[str, list[dict]]:
 
     store = IndexStore(str(index), "bulk")
     out: dict[str, list[dict]] = {}
-    for row in store.scan(["doc_id", "source", "text", "doc_hash", "chunk_index"]).to_pylist():
+    for row in store.scan(["doc_id", "source", "text", "doc_hash", "chunk_index"], scope=ALL).to_pylist():
         out.setdefault(Path(row["source"]).name, []).append(row)
     return out
 
@@ -358,7 +360,7 @@ class TestKilledServer:
             stack = RetrievalStack(load_config("no-llm", [f"store.uri={tmp_path / 'clean-index'}"]),
                                    collection=f"clean{version}", embedder=embedder)
             assert stack.ingestor(progress=False).run([folder]).added == len(names)
-            expected[version] = {Path(d["source"]).name: d["chunks"] for d in stack.store.list_documents()}
+            expected[version] = {Path(d["source"]).name: d["chunks"] for d in stack.store.list_documents(ALL)}
         assert all(expected["B"][n] > expected["A"][n] for n in names)
         return expected
 
