@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 from fusion_tuning import SUITE, dense_run, load, paired_p, per_query
 
+from switchyard.retrievers.store import ChunkFetch
 from switchyard.llm.context import ALL
 from switchyard.configs.loader import load_config
 from switchyard.configs.schema import FusionConfig
@@ -45,7 +46,7 @@ class Dataset:
         self.stack, _ = prepare_stack(load_config(None, []), corpus, str(suite / "index"))
         self.run = run
         self._examples: dict[tuple, list] = {}
-        vectors = self.stack.store.dense_vectors(chunk_ids=self.stack.store.scan(["chunk_id"], scope=ALL)["chunk_id"].to_pylist())
+        vectors = ChunkFetch(self.stack.store).dense_vectors(chunk_ids=self.stack.store.scan(["chunk_id"], scope=ALL)["chunk_id"].to_pylist())
         self.ids = list(vectors)
         self.docs = [vectors[c][0] for c in self.ids]
         self.owner = np.concatenate([np.full(len(vectors[c][1]), i) for i, c in enumerate(self.ids)])

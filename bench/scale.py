@@ -49,13 +49,13 @@ from pathlib import Path
 import numpy as np
 from common import ROOT, SHARED, e5_overrides, write_resolved_config
 
+from switchyard.retrievers.store import E5_COLUMN, IndexStore, MULTIVECTOR_HITS_PER_K, VectorSearch
 from switchyard.configs.loader import load_config
 from switchyard.retrievers.documents import Chunk
 from switchyard.retrievers.metrics import percentile
 from switchyard.retrievers.pipeline import RetrievalStack, window_spec
 from switchyard.configs.schema import VectorIndexConfig
 from switchyard.llm.context import ALL
-from switchyard.retrievers.store import E5_COLUMN, MULTIVECTOR_HITS_PER_K, IndexStore
 from switchyard.retrievers.store.vector_index import partitions
 
 DEFAULT_DATA = Path(tempfile.gettempdir()) / "switchyard-scale"  # ~4 GB at 1M chunks
@@ -278,7 +278,7 @@ def score_index(store: IndexStore, qvecs: np.ndarray, truth: list[list[str]], k:
     r10, rk, times = [], [], []
     for q, exact in zip(qvecs, truth):
         t = time.perf_counter()
-        got = [p.chunk_id for p in store.vector_search(q, k)]
+        got = [p.chunk_id for p in VectorSearch(store).run(q, k)]
         times.append((time.perf_counter() - t) * 1e3)
         r10.append(len(set(got[:10]) & set(exact[:10])) / 10)
         rk.append(len(set(got) & set(exact)) / len(exact))
@@ -304,7 +304,7 @@ def choose_index(store: IndexStore, candidates: list[VectorIndexConfig], final: 
         build_s = time.perf_counter() - t if built_s is None or spec != final else built_s
         for setting in sweep(spec, partitions(spec, rows), MULTIVECTOR_HITS_PER_K * k if store.has_windows else 0):
             store.vector_index = spec.model_copy(update=setting)
-            store.vector_search(qvecs[0], k)  # warm the index cache
+            VectorSearch(store).run(qvecs[0], k)  # warm the index cache
             res = {"index": label(spec, rows), "build_s": build_s,
                    "settings": settings_label(store.vector_index)
                    + (" (configured)" if store.vector_index == final else ""),
@@ -343,12 +343,12 @@ def probe_search(uri: str, collection: str, n_queries: int, overrides: list[str]
     qs = questions(n_queries + 5)
     warmup, timed = qs[:5], qs[5:]
     for q in warmup:
-        stack.search(q, rerank=False)
+        stack.search(q, rerank=False, groups=ALL)
     stack.embedder.clear_cache()  # every timed query pays for its own embedding
     total, parts, embed = [], {r.name: [] for r in stack.retriever.retrievers}, []
     for q in timed:
         t = time.perf_counter()
-        stack.search(q, rerank=False)
+        stack.search(q, rerank=False, groups=ALL)
         total.append((time.perf_counter() - t) * 1e3)
     for q in timed:
         t = time.perf_counter()

@@ -20,6 +20,7 @@ from typing import Callable, TypeVar
 import numpy as np
 from pydantic import BaseModel
 
+from switchyard.retrievers.store import ChunkFetch
 from switchyard.configs.schema import EmbeddingConfig, LLMConfig, SwitchyardConfig, VectorFieldConfig
 from switchyard.llm.client import LLM
 from switchyard.llm.factory import build_llm
@@ -109,7 +110,7 @@ class Resources:
 
     def passage_vectors(self, passages: list[Passage]) -> np.ndarray:
         """Vectors of retrieved passages, read from the index instead of embedding them again."""
-        stored = self.stack.store.vectors([p.chunk_id for p in passages])
+        stored = ChunkFetch(self.stack.store).vectors([p.chunk_id for p in passages])
         missing = [p for p in passages if p.chunk_id not in stored]
         if missing:  # e.g. deleted since retrieval
             fresh = self.embedder.run([search_text(p.title, p.text) for p in missing])

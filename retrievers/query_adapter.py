@@ -18,8 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
+from switchyard.retrievers.store import ChunkFetch, IndexStore, VectorSearch
 from switchyard.retrievers.lazy import Lazy
-from switchyard.retrievers.store import IndexStore
 from switchyard.errors import AdapterError
 from switchyard.extras import needs_extra
 
@@ -156,10 +156,10 @@ def collect_examples(store: IndexStore, query_vectors: dict[str, np.ndarray], qr
     wanted: dict[str, tuple[list[str], list[str]]] = {}
     for qid, vector in query_vectors.items():
         relevant = [d for d, grade in qrels.get(qid, {}).items() if grade > 0]
-        hits = store.vector_search(vector, negatives + 50)
+        hits = VectorSearch(store).run(vector, negatives + 50)
         wanted[qid] = (relevant, [p.chunk_id for p in hits if p.doc_id not in relevant][:negatives])
-    by_doc = store.dense_vectors(doc_ids=sorted({d for rel, _ in wanted.values() for d in rel}))
-    by_chunk = store.dense_vectors(chunk_ids=sorted({c for _, neg in wanted.values() for c in neg}))
+    by_doc = ChunkFetch(store).dense_vectors(doc_ids=sorted({d for rel, _ in wanted.values() for d in rel}))
+    by_chunk = ChunkFetch(store).dense_vectors(chunk_ids=sorted({c for _, neg in wanted.values() for c in neg}))
     doc_vectors: dict[str, list[np.ndarray]] = {}
     for doc_id, vectors in by_doc.values():
         doc_vectors.setdefault(doc_id, []).append(vectors)

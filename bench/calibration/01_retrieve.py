@@ -35,6 +35,9 @@ def build_index(name: str, records: list[dict], embedder):
 
 
 def run(stack, records: list[dict], out_name: str, exclude_titles: set[str] | None = None) -> None:
+    from switchyard.llm.context import ALL
+    from switchyard.retrievers.store import ChunkFetch
+
     out = CACHE / f"runs_{out_name}.json"
     if out.exists():
         print(f"{out.name}: cached")
@@ -47,9 +50,9 @@ def run(stack, records: list[dict], out_name: str, exclude_titles: set[str] | No
         if exclude_titles is not None and gold & exclude_titles:
             skipped += 1  # an 'unanswerable' question whose gold paragraph happens to be indexed
             continue
-        res = stack.search(r["question"])
+        res = stack.search(r["question"], groups=ALL)
         ps = res.passages
-        vecs = stack.store.vectors([p.chunk_id for p in ps])
+        vecs = ChunkFetch(stack.store).vectors([p.chunk_id for p in ps])
         q = stack.embedder.embed_query(r["question"])
         cos = [float(vecs[p.chunk_id] @ q) for p in ps]
         rows.append({"id": r["id"], "type": r["type"], "question": r["question"], "answer": r["answer"],

@@ -31,6 +31,8 @@ QUESTIONS = {  # question -> expected to be answerable from the sample corpus
 
 def main() -> None:
     torch_threads()
+    from switchyard.llm.context import ALL
+    from switchyard.retrievers.store import ChunkFetch
     from switchyard.nodes.citations import support_matrix
     from switchyard.retrievers.embedder import Embedder
     from tests.nodes.test_citations import PASSAGES
@@ -42,8 +44,8 @@ def main() -> None:
               **json.loads((CACHE / "support_choice.json").read_text())}
     print(f"new values: {choice}")
     for q, answerable in QUESTIONS.items():
-        ps = stack.search(q).passages
-        vecs = stack.store.vectors([p.chunk_id for p in ps])
+        ps = stack.search(q, groups=ALL).passages
+        vecs = ChunkFetch(stack.store).vectors([p.chunk_id for p in ps])
         cos = [float(vecs[p.chunk_id] @ embedder.embed_query(q)) for p in ps]
         best = max(cos)
 

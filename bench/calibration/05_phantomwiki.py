@@ -26,6 +26,8 @@ from common import load_split, make_stack, torch_threads  # noqa: E402
 
 def main() -> None:
     torch_threads()
+    from switchyard.llm.context import ALL
+    from switchyard.retrievers.store import ChunkFetch
     from switchyard.retrievers.embedder import Embedder
 
     embedder = Embedder("minilm")
@@ -34,8 +36,8 @@ def main() -> None:
     choice = json.loads((CACHE / "grade_choice.json").read_text())
 
     def top5(q):
-        ps = stack.search(q).passages
-        vecs = stack.store.vectors([p.chunk_id for p in ps])
+        ps = stack.search(q, groups=ALL).passages
+        vecs = ChunkFetch(stack.store).vectors([p.chunk_id for p in ps])
         qv = embedder.embed_query(q)
         return ps, np.array([float(vecs[p.chunk_id] @ qv) for p in ps])
 

@@ -36,6 +36,8 @@ def main() -> None:
                     help="PhantomWiki folders (default: s11; bench/phantomwiki_instances.py writes others)")
     args = ap.parse_args()
     torch_threads(2)
+    from switchyard.llm.context import ALL
+    from switchyard.retrievers.store import ChunkFetch
     from switchyard.nodes.grade import passage_coverage
     from switchyard.retrievers.embedder import Embedder
 
@@ -55,10 +57,10 @@ def main() -> None:
     indexed = set(paragraphs(a))
 
     def best(stack, question: str) -> tuple[float, float]:
-        ps = stack.search(question).passages[:5]
+        ps = stack.search(question, groups=ALL).passages[:5]
         if not ps:
             return 0.0, 0.0
-        vecs = stack.store.vectors([p.chunk_id for p in ps])
+        vecs = ChunkFetch(stack.store).vectors([p.chunk_id for p in ps])
         qv = embedder.embed_query(question)
         cos = max(float(vecs[p.chunk_id] @ qv) for p in ps)
         cov = max(passage_coverage(question, p) for p in ps)

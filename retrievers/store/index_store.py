@@ -5,7 +5,8 @@ that also deletes those documents' stale chunks, so a killed process leaves each
 replaced (LanceDB commits a new table version atomically; a half-written commit is never visible).
 
 Reading, counting, listing and deleting take the caller's access scope (`scope`: its groups, or `ALL`); a missing
-scope is an `AccessError`, never read as "everything". Searches are the components of queries.py.
+scope is an `AccessError`, never read as "everything". Searches and fetches by id are the components of queries.py
+(`FullTextSearch`, `VectorSearch`, `ChunkFetch`), built on this store.
 """
 from __future__ import annotations
 
@@ -24,7 +25,6 @@ from switchyard.retrievers.filters import ACL_FIELD, Clause, scope_clauses, to_s
 from switchyard.retrievers.lazy import Lazy
 from switchyard.retrievers.store import vector_index as ann
 from switchyard.retrievers.store.connection import connect, redact_storage_options
-from switchyard.retrievers.store.queries import ChunkFetch, FullTextSearch, VectorSearch
 from switchyard.retrievers.store.schema import (ACL, ROW_COLUMNS, VECTOR_COLUMN, WINDOW_COLUMN, check_compatible,
                                                  collection_schema, field_column, recorded_meta, sql_list,
                                                  table_vector_fields, table_windows)
@@ -380,25 +380,6 @@ class IndexStore:
         from datetime import timedelta
 
         self.table().optimize(cleanup_older_than=timedelta(hours=1))
-
-    # -- searches and fetches: the components of queries.py ------------------------------------------------
-    def text_search(self, text: str, k: int, where: list[Clause] | None = None) -> list[Passage]:
-        return FullTextSearch(self).run(text, k, where)
-
-    def vector_search(self, vector: np.ndarray, k: int, where: list[Clause] | None = None,
-                      field: str | None = None) -> list[Passage]:
-        return VectorSearch(self, field).run(vector, k, where)
-
-    def fetch(self, chunk_ids: list[str]) -> dict[str, Passage]:
-        return ChunkFetch(self).passages(chunk_ids)
-
-    def vectors(self, chunk_ids: list[str]) -> dict[str, np.ndarray]:
-        return ChunkFetch(self).vectors(chunk_ids)
-
-    def dense_vectors(self, chunk_ids: list[str] | None = None,
-                      doc_ids: list[str] | None = None) -> dict[str, tuple[str, np.ndarray]]:
-        return ChunkFetch(self).dense_vectors(chunk_ids, doc_ids)
-
 
 def _fixed_size(vectors, rows: int, dim: int) -> pa.FixedSizeListArray:
     flat = np.asarray(vectors, dtype=np.float32).reshape(rows, dim)

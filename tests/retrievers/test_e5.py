@@ -1,5 +1,6 @@
 """The second dense retriever, e5 (retrieve.retrievers.e5): a column of the store, written at ingest, searched and
 fused with BM25 and MiniLM."""
+from switchyard.retrievers.store import E5_COLUMN, IndexStore, VectorSearch, WINDOW_COLUMN
 from switchyard.llm.context import ALL
 import numpy as np
 import pytest
@@ -7,7 +8,6 @@ from switchyard.configs.loader import load_config
 from switchyard.errors import ConfigError, StoreError
 from switchyard.retrievers.e5_model import PASSAGE_PREFIX, QUERY_PREFIX
 from switchyard.retrievers.ingest import corpus_collection
-from switchyard.retrievers.store import E5_COLUMN, WINDOW_COLUMN, IndexStore
 from tests.conftest import FIXTURES, SAMPLES
 from tests.retrievers.helpers import make_chunk, unit
 from tests.together import run_together
@@ -22,8 +22,8 @@ class TestE5Store:
         # MiniLM prefers a, e5 prefers b
         store.write_documents(["a", "b"], chunks, np.stack([unit(1, 0, 0), unit(0, 1, 0)]),
                               field_vectors={"e5": np.stack([unit(0, 1), unit(1, 0)])})
-        assert [h.chunk_id for h in store.vector_search(unit(1, 0, 0), 2)] == ["a::0", "b::0"]
-        hits = store.vector_search(unit(1, 0), 2, field="e5")
+        assert [h.chunk_id for h in VectorSearch(store).run(unit(1, 0, 0), 2)] == ["a::0", "b::0"]
+        hits = VectorSearch(store, field="e5").run(unit(1, 0), 2)
         assert [h.chunk_id for h in hits] == ["b::0", "a::0"] and hits[0].score == pytest.approx(1.0, abs=1e-5)
         assert store.has_field("e5") and store.metadata()["e5_dim"] == 2
 
@@ -39,7 +39,7 @@ class TestE5Store:
         reopened = IndexStore(str(tmp_path / "ix"), "c", dim=3, vector_fields={"e5": 2})  # the config asks for e5
         assert not reopened.has_field("e5")
         with pytest.raises(StoreError, match="holds no e5 vectors.*new collection"):
-            reopened.vector_search(unit(1, 0), 1, field="e5")
+            VectorSearch(reopened, field="e5").run(unit(1, 0), 1)
 
 
 @pytest.mark.slow

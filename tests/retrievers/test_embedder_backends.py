@@ -1,6 +1,7 @@
 """The compiled embedding backends (ONNX Runtime, OpenVINO) against the torch reference: same vectors, same order,
 the on-disk export built once (also under concurrent first use) and reused, thread-safe encoding, and collections
 searched and re-ingested across backends (allowed: see IndexStore)."""
+from switchyard.retrievers.store import ChunkFetch
 from switchyard.llm.context import ALL
 import shutil
 import threading
@@ -279,7 +280,7 @@ def test_reingest_through_another_backend_is_incremental(tmp_path, embedder, emb
     rows = compiled_stack.store.scan(["chunk_id", "title", "text", "source"], scope=ALL).to_pylist()
     from switchyard.retrievers.documents import search_text
 
-    stored = compiled_stack.store.vectors([r["chunk_id"] for r in rows])
+    stored = ChunkFetch(compiled_stack.store).vectors([r["chunk_id"] for r in rows])
     ids = [r["chunk_id"] for r in rows]
     torch_vectors = embedder.run([search_text(r["title"], r["text"]) for r in rows])
     assert _cos(np.stack([stored[i] for i in ids]), torch_vectors).min() > 0.999

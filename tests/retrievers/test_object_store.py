@@ -2,6 +2,7 @@
 constructed stacks and by separate CLI processes, with credentials given as `env:NAME` references."""
 from __future__ import annotations
 
+from switchyard.retrievers.store import ChunkFetch, FullTextSearch, VectorSearch
 from switchyard.llm.context import ALL
 
 import json
@@ -130,10 +131,10 @@ class TestSharedIndex:
         store = make_stack(embedder, shared_index).store
         docs = store.list_documents(ALL)
         assert len(docs) == 5 and store.has_text_index()
-        chunk_id = store.text_search("knuckle coupler", 1)[0].chunk_id
-        assert store.fetch([chunk_id])[chunk_id].title == "Railway couplers"
-        vector = store.vectors([chunk_id])[chunk_id]
-        assert store.vector_search(vector, 1)[0].chunk_id == chunk_id
+        chunk_id = FullTextSearch(store).run("knuckle coupler", 1)[0].chunk_id
+        assert ChunkFetch(store).passages([chunk_id])[chunk_id].title == "Railway couplers"
+        vector = ChunkFetch(store).vectors([chunk_id])[chunk_id]
+        assert VectorSearch(store).run(vector, 1)[0].chunk_id == chunk_id
         version = store.version()
         store.refresh_indexes()  # the ingest ended with one: nothing left to do
         assert store.version() == version

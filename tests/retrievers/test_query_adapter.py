@@ -4,12 +4,12 @@ import threading
 
 import numpy as np
 import pytest
+from switchyard.retrievers.store import ChunkFetch, IndexStore
 from switchyard.configs.loader import load_config
 from switchyard.errors import ConfigError
 from switchyard.retrievers.dense import DenseRetriever
 from switchyard.retrievers.query_adapter import AdapterExample, QueryAdapter, apply_adapter, collect_examples, fit
 from switchyard.errors import AdapterError
-from switchyard.retrievers.store import IndexStore
 from tests.retrievers.helpers import make_chunk, unit
 
 
@@ -123,10 +123,10 @@ class TestCollectExamples:
 
     def test_dense_vectors_by_chunk_or_document(self, windowed_store):
         store, windows = windowed_store
-        by_doc = store.dense_vectors(doc_ids=["b"])
+        by_doc = ChunkFetch(store).dense_vectors(doc_ids=["b"])
         assert set(by_doc) == {"b::0", "b::1"} and by_doc["b::0"][0] == "b"
-        assert store.dense_vectors(chunk_ids=["a::0"])["a::0"][1].shape == (2, 3)
-        assert store.dense_vectors(chunk_ids=[]) == {}
+        assert ChunkFetch(store).dense_vectors(chunk_ids=["a::0"])["a::0"][1].shape == (2, 3)
+        assert ChunkFetch(store).dense_vectors(chunk_ids=[]) == {}
 
 
 class _FixedEmbedder:

@@ -10,12 +10,12 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from switchyard.retrievers.store import IndexStore, ROW_COLUMNS, VectorSearch
 from switchyard.configs.loader import config_hash, config_to_dict, load_config
 from switchyard.errors import ConfigError, StoreError
 from switchyard.llm.context import ALL
 from switchyard.retrievers.documents import search_text
 from switchyard.retrievers.pipeline import RetrievalStack, corpus_collection_for
-from switchyard.retrievers.store import ROW_COLUMNS, IndexStore
 from switchyard.retrievers.store.schema import CHUNK_FIELDS, META_KEY
 from tests.conftest import SAMPLES
 from tests.retrievers.helpers import make_chunk, unit
@@ -93,12 +93,12 @@ class TestStore:
         assert store.vector_fields == {"e5": 2, "mini": 4}
         assert {"e5_vector", "mini_vector"} <= set(store.table().schema.names)
         assert store.metadata()["mini_dim"] == 4
-        assert [p.chunk_id for p in store.vector_search(unit(0, 0, 1, 0), 2, field="mini")] == ["b::0", "a::0"]
+        assert [p.chunk_id for p in VectorSearch(store, field="mini").run(unit(0, 0, 1, 0), 2)] == ["b::0", "a::0"]
         with pytest.raises(ValueError, match="holds mini vectors: give one per chunk"):
             store.write_documents(["c"], [make_chunk("c::0")], np.stack([unit(1, 0, 0)]),
                                   field_vectors={"e5": np.stack([unit(1, 0)])})
         with pytest.raises(StoreError, match="holds no other vectors"):
-            store.vector_search(unit(1, 0), 1, field="other")
+            VectorSearch(store, field="other").run(unit(1, 0), 1)
 
     def test_an_e5_collection_of_the_earlier_layout_opens_unchanged(self, tmp_path):
         """A collection as the store wrote it before vector fields were configuration: an `e5_vector` column and
@@ -113,10 +113,10 @@ class TestStore:
         lancedb.connect(str(tmp_path / "ix")).create_table("old", pa.Table.from_pylist([row], schema=schema))
         store = IndexStore(str(tmp_path / "ix"), "old", dim=3)  # the config does not ask for e5
         assert store.vector_fields == {"e5": 2}
-        assert store.vector_search(unit(0, 1), 1, field="e5")[0].chunk_id == "a::0"
+        assert VectorSearch(store, field="e5").run(unit(0, 1), 1)[0].chunk_id == "a::0"
         store.write_documents(["b"], [make_chunk("b::0", "beta")], np.stack([unit(0, 1, 0)]),
                               field_vectors={"e5": np.stack([unit(1, 0)])})
-        assert [p.chunk_id for p in store.vector_search(unit(1, 0), 2, field="e5")] == ["b::0", "a::0"]
+        assert [p.chunk_id for p in VectorSearch(store, field="e5").run(unit(1, 0), 2)] == ["b::0", "a::0"]
         assert store.table().schema == schema
 
 

@@ -1,5 +1,6 @@
 """Sentence windows: each chunk is also embedded as short windows of whole sentences, and dense retrieval scores a
 chunk by its best window (a LanceDB multivector column)."""
+from switchyard.retrievers.store import ChunkFetch, IndexStore, VectorSearch, WINDOW_COLUMN
 from switchyard.llm.context import ALL
 import numpy as np
 import pytest
@@ -9,7 +10,6 @@ from switchyard.retrievers.chunking import SentenceWindows, tokenizer_file_for
 from switchyard.retrievers.embedder import resolve_model_dir
 from switchyard.retrievers.ingest import corpus_collection
 from switchyard.retrievers.documents import search_text
-from switchyard.retrievers.store import WINDOW_COLUMN, IndexStore
 from tests.conftest import FIXTURES, SAMPLES
 from tests.retrievers.helpers import make_chunk, unit
 
@@ -56,13 +56,13 @@ class TestWindowStore:
         a_windows = np.stack([unit(0.9, 0.1, 0), unit(0, 0, 1)])
         b_windows = np.stack([unit(0, 1, 0), unit(0.99, 0.01, 0), unit(0, 0.5, 0.5)])
         store.write_documents(["a", "b"], [a, b], vectors, [a_windows, b_windows])
-        hits = store.vector_search(q, 2)
+        hits = VectorSearch(store).run(q, 2)
         assert [h.chunk_id for h in hits] == ["b::0", "a::0"]
         assert hits[0].score == pytest.approx(float((b_windows @ q).max()), abs=1e-5)
         assert hits[1].score == pytest.approx(float((a_windows @ q).max()), abs=1e-5)
         assert store.windows == (64, 32) and store.metadata()["windows"] == [64, 32]
         # the chunk's own vector is kept for the checks that compare passages (grade, answer support)
-        assert np.allclose(store.vectors(["a::0"])["a::0"], vectors[0])
+        assert np.allclose(ChunkFetch(store).vectors(["a::0"])["a::0"], vectors[0])
 
     def test_a_windowed_collection_needs_window_vectors(self, tmp_path):
         store = IndexStore(str(tmp_path / "ix"), "c", dim=3, windows=(64, 32))
@@ -76,7 +76,7 @@ class TestWindowStore:
         reopened = IndexStore(str(tmp_path / "ix"), "c", dim=3, windows=(64, 32))  # config asks for windows
         assert reopened.windows is None and not reopened.has_windows
         assert WINDOW_COLUMN not in reopened.table().schema.names
-        hit, = reopened.vector_search(unit(1, 0, 0), 1)
+        hit, = VectorSearch(reopened).run(unit(1, 0, 0), 1)
         assert hit.score == pytest.approx(float(unit(1, 1, 0) @ unit(1, 0, 0)), abs=1e-5)
 
 
