@@ -27,7 +27,7 @@ from switchyard.llm import telemetry
 from switchyard.llm.context import ALL, RunContext, Scope
 from switchyard.nodes.approve import Approval, checked_arguments
 from switchyard.nodes.resources import Resources, SharedModels
-from switchyard.nodes.rewrite import round_queries
+from switchyard.nodes.search import search_passages
 from switchyard.retrievers.search import SearchResult
 
 STREAM_MODES = ["custom", "updates", "values"]
@@ -172,14 +172,13 @@ class Pipeline:
 
     # -- what a run retrieves ----------------------------------------------------------------------------------
     def search(self, query: str, where: str | None = None, top_k: int | None = None,
-               groups: Scope | None = ALL) -> SearchResult:
-        """The passages `ask(query, where)` retrieves in its first round: the configured rewrite's queries (PRF with
-        the filter; an LLM rewrite makes one LLM call), the one retrieval path, then the reranker; `top_k` passages
-        (default `rerank.top_k`). `QuestionError`/`StoreError` as for `ask`."""
+               groups: tuple[str, ...] | None = None) -> SearchResult:
+        """The passages `ask(query, where)` retrieves in its first round (nodes/search.py `search_passages`): the
+        configured rewrite's queries (PRF with the filter; an LLM rewrite makes one LLM call), the one retrieval path,
+        then the reranker; `top_k` passages (default `rerank.top_k`). `QuestionError`/`StoreError` as for `ask`."""
         question = self.checked_question(query)
-        run = RunContext(groups=groups)
-        queries = round_queries(question, 0, None, where, self.resources, run)
-        return self.resources.stack.retrieval.search(question, queries, where=where, top_k=top_k, run=run)
+        return search_passages(question, stack=self.resources.stack, get_llm=lambda: self.resources.llm, where=where,
+                               top_k=top_k, groups=groups)
 
     # -- the run as events -------------------------------------------------------------------------------------
     def stream(self, question: str, where: str | None = None, *, seed: int | None = None,

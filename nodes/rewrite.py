@@ -7,15 +7,18 @@ from __future__ import annotations
 
 from collections import Counter
 from functools import lru_cache
-from typing import Annotated
+from typing import Annotated, Callable
 
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field, StringConstraints
 
+from switchyard.configs.schema import RewriteConfig
+from switchyard.llm.client import LLM
 from switchyard.llm.context import RunContext
 from switchyard.llm.prompts import REWRITE_FEEDBACK, REWRITE_MANY, REWRITE_ONE
 from switchyard.nodes.resources import Resources
 from switchyard.retrievers.bm25 import Tokenizer
+from switchyard.retrievers.search import Retrieval, Where
 from switchyard.retrievers.stop_words import ENGLISH_STOP_WORDS
 
 
@@ -69,20 +72,38 @@ def rewrite(state: dict, runtime: Runtime[RunContext], res: Resources) -> dict:
     return {"queries": queries, "query": queries[0], "query_history": queries}
 
 
-def round_queries(question: str, attempts: int, feedback: str | None, where: str | None, res: Resources,
+def round_queries(question: str, attempts: int, feedback: str | None, where: Where, res: Resources,
                   run: RunContext | None = None) -> list[str]:
-    """The retrieval queries of a round (`attempts` rounds graded before it) under the configured method; PRF
-    searches with the run's filter, through the one retrieval path."""
+    """The retrieval queries of a round (`attempts` rounds graded before it) under the configured method, with the
+    pipeline's own stack and LLM (`rewrite_queries`)."""
     cfg = res.config.rewrite
+    # only PRF reads the index here: the other methods build no retrieval stack
+    return rewrite_queries(question, attempts, feedback, where, config=cfg,
+                           retrieval=res.stack.retrieval if cfg.method == "prf" else None, get_llm=lambda: res.llm,
+                           run=run)
+
+
+def rewrite_queries(question: str, attempts: int, feedback: str | None, where: Where, *, config: RewriteConfig,
+                    retrieval: Retrieval | None, get_llm: Callable[[], LLM] | None, run: RunContext | None = None) -> list[str]:
+    """The retrieval queries of a round (`attempts` rounds graded before it) under the `config` method; PRF
+    searches with the run's filter, through the one retrieval path (`retrieval`, needed by PRF only). The `llm` method calls
+    `get_llm()` once for its one structured call; without `get_llm` it keeps the question as is, as it does when
+    the model's reply is unusable."""
+    cfg = config
     if cfg.method == "none":
         queries = [question] if attempts == 0 else [_keywords(question)]
     elif cfg.method == "prf":
         if attempts == 0:
-            top = res.stack.retrieval.run([question], where=where, top_k=cfg.prf_passages, run=run)
+            if retrieval is None:
+                raise ValueError("rewrite.method=prf needs the retrieval path")
+            top = retrieval.run([question], where=where, top_k=cfg.prf_passages, run=run)
             queries = [prf_expand(question, [p.text for p in top], cfg.prf_terms)]
         else:  # the expanded query failed: fall back to the bare keywords
             queries = [_keywords(question)]
+    elif get_llm is None:
+        queries = [question] if attempts == 0 else [_keywords(question)]
     else:
+        llm = get_llm()
         n = cfg.num_queries
         prompt = REWRITE_ONE if n == 1 else REWRITE_MANY.format(n=n)
         if attempts and feedback:
@@ -90,14 +111,13 @@ def round_queries(question: str, attempts: int, feedback: str | None, where: str
         messages = [{"role": "system", "content": prompt}, {"role": "user", "content": question}]
         # fallbacks are built unvalidated: the length limits are for the model's queries, not the user's question
         if n == 1:
-            result = res.llm.structured(messages, RewrittenQuery,
-                                        fallback=RewrittenQuery.model_construct(query=question), max_tokens=64,
-                                        run=run)
+            result = llm.structured(messages, RewrittenQuery,
+                                    fallback=RewrittenQuery.model_construct(query=question), max_tokens=64, run=run)
             generated = [result.value.query]
         else:
-            result = res.llm.structured(messages, RewrittenQueries,
-                                        fallback=RewrittenQueries.model_construct(queries=[question]),
-                                        max_tokens=48 * n, run=run)
+            result = llm.structured(messages, RewrittenQueries,
+                                    fallback=RewrittenQueries.model_construct(queries=[question]),
+                                    max_tokens=48 * n, run=run)
             generated = list(result.value.queries)[:n]
         # the first round also searches the question itself: a weak model's rewrite must not lose it
         queries = _dedupe(([question] if attempts == 0 else []) + generated) or [question]
