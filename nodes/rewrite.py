@@ -84,11 +84,12 @@ def round_queries(question: str, attempts: int, feedback: str | None, where: Whe
 
 
 def rewrite_queries(question: str, attempts: int, feedback: str | None, where: Where, *, config: RewriteConfig,
-                    retrieval: Retrieval | None, get_llm: Callable[[], LLM] | None, run: RunContext | None = None) -> list[str]:
+                    retrieval: Retrieval | None, get_llm: Callable[[], LLM] | None,
+                    run: RunContext | None = None) -> list[str]:
     """The retrieval queries of a round (`attempts` rounds graded before it) under the `config` method; PRF
-    searches with the run's filter, through the one retrieval path (`retrieval`, needed by PRF only). The `llm` method calls
-    `get_llm()` once for its one structured call; without `get_llm` it keeps the question as is, as it does when
-    the model's reply is unusable."""
+    searches with the run's filter, through the one retrieval path (`retrieval`, needed by PRF only). The `llm`
+    method calls `get_llm()` once for its one structured call; without `get_llm` it keeps the question as is, as
+    it does when the model's reply is unusable."""
     cfg = config
     if cfg.method == "none":
         queries = [question] if attempts == 0 else [_keywords(question)]

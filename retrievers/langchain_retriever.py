@@ -25,7 +25,7 @@ from langchain_core.retrievers import BaseRetriever
 from pydantic import Field, field_validator
 
 from switchyard.llm.client import LLM
-from switchyard.nodes.search import search_passages  # nodes/ is above retrievers/: this module moves to graphs/ (issue 60)
+from switchyard.nodes.search import search_passages  # a layer above: this module moves to graphs/ (issue 60)
 from switchyard.llm.context import ALL, Scope
 from switchyard.retrievers.documents import Passage
 from switchyard.retrievers.filters import parse_filter
