@@ -1,9 +1,12 @@
 """Retrieval benchmark on a BEIR folder (corpus.jsonl, queries.jsonl, qrels/<split>.tsv).
 
 The corpus is ingested into a throw-away collection (or a cached one, keyed by the corpus hash and the ingest
-settings). Each query runs BM25 and dense retrieval once; the configurations are built from those lists:
-`bm25`, `dense`, `hybrid` (the config's fusion) and `hybrid+rerank` (the config's reranker over the first
-`retrieve.top_k` fused passages). A configuration's latency is the sum of the stages it uses, measured per query.
+settings). Each query is ranked through the stack's own parts (`QueryRanker`): the retrievers hybrid mode fuses
+(BM25, dense, e5 when enabled) run once; the configurations are built from those lists: `bm25`, `dense`, `hybrid`
+(the stack's hybrid retriever fusing them, as `ask` retrieves) and `hybrid+rerank` (the stack's reranker over the
+first `retrieve.top_k` fused passages, as `ask` reranks its candidates). What the benchmark needs differs from
+`ask` on purpose: no rewrite step, deeper retriever lists, the whole fused list scored. A configuration's latency
+is the sum of the stages it uses, measured per query.
 """
 from __future__ import annotations
 
@@ -16,7 +19,7 @@ from pathlib import Path
 from switchyard.llm.context import ALL
 from switchyard.configs.schema import FusionConfig, SwitchyardConfig
 from switchyard.retrievers.embedder import Embedder
-from switchyard.retrievers.fusion import fuse
+from switchyard.retrievers.documents import Passage
 from switchyard.retrievers.metrics import METRIC_NAMES, dedupe, percentile, score_query
 from switchyard.retrievers.pipeline import RetrievalStack, corpus_collection_for
 from switchyard.retrievers.query_adapter import QueryAdapter, check_adapter_path, check_fit_settings, collect_examples, fit
@@ -77,6 +80,51 @@ def prepare_stack(config: SwitchyardConfig, corpus: Path, index_uri: str, progre
     return stack, index_s
 
 
+class QueryRanker:
+    """Ranks one query for the benchmark through `stack`'s own retrievers, fusion and reranker: each retriever of
+    `stack.hybrid_parts()` once (timed alone), `hybrid` = the stack's hybrid retriever fusing those lists (each named
+    fusion variant fuses the same lists), `hybrid+rerank` = the stack's reranker (`retrieval.rerank`) over the first
+    `retrieve.top_k` fused passages, followed by the rest. Unlike `ask`: no rewrite, the whole fused list is kept."""
+
+    def __init__(self, stack: RetrievalStack, variants: dict[str, FusionConfig] | None = None):
+        self.stack = stack
+        self.top_k = stack.config.retrieve.top_k
+        self.hybrid = stack.hybrid_retriever()
+        self.singles = {r.name: r for r in self.hybrid.retrievers}
+        self.fusions = {"hybrid": self.hybrid,
+                        **{name: stack.hybrid_retriever(fusion) for name, fusion in (variants or {}).items()}}
+        self.rerank = stack.config.rerank.method != "none"
+        self.names = [*self.singles, *self.fusions] + (["hybrid+rerank"] if self.rerank else [])
+
+    def warm_up(self) -> None:
+        self.stack.embedder.run(["warm-up"])
+        for name in self.stack.enabled_fields():
+            self.stack.field_embedder(name).run(["warm-up"])
+
+    def rank(self, query: str) -> tuple[dict[str, list[Passage]], dict[str, float]]:
+        """Each configuration's ranking of `query`, and the seconds each took."""
+        rankings: dict[str, list[Passage]] = {}
+        times: dict[str, float] = {}
+        for name, retriever in self.singles.items():
+            t = time.perf_counter()
+            rankings[name] = retriever.run(query)
+            times[name] = time.perf_counter() - t
+        lists = {name: rankings[name] for name in self.singles}
+        whole = sum(len(ranked) for ranked in lists.values()) or 1
+        for name, hybrid in self.fusions.items():
+            t = time.perf_counter()
+            rankings[name] = hybrid.fuse(lists, top_k=whole)
+            times[name] = sum(times[n] for n in self.singles) + time.perf_counter() - t
+        if self.rerank:
+            fused = rankings["hybrid"]
+            head = fused[: self.top_k]
+            t = time.perf_counter()
+            reranked = self.stack.retrieval.rerank(query, head, top_k=len(head)) if head else []
+            times["hybrid+rerank"] = times["hybrid"] + time.perf_counter() - t
+            rankings["hybrid+rerank"] = reranked + fused[self.top_k:]
+        return rankings, times
+
+
 def evaluate(config: SwitchyardConfig, folder: str | Path, split: str = "test", index_dir: str | None = None,
              limit: int | None = None, progress: bool | None = None,
              variants: dict[str, FusionConfig] | None = None) -> dict:
@@ -93,38 +141,14 @@ def evaluate(config: SwitchyardConfig, folder: str | Path, split: str = "test", 
     with tempfile.TemporaryDirectory(prefix="switchyard-eval-") as tmp:
         stack, index_s = prepare_stack(config, corpus, index_dir or tmp, progress)
         cfg = stack.config
-        retrieve = cfg.retrieve
         chunks = stack.store.count(ALL)
-        fusions = {"hybrid": retrieve.fusion, **variants}
-
-        singles = {"bm25": stack.bm25(), "dense": stack.dense()}
-        for name in stack.enabled_fields():
-            singles[name] = stack.field_retriever(name)
-            stack.field_embedder(name).run(["warm-up"])
-        rerank = stack.reranker if cfg.rerank.method != "none" else None
-        names = [*singles, *fusions] + (["hybrid+rerank"] if rerank else [])
+        ranker = QueryRanker(stack, variants)
+        names = ranker.names
         per_query: dict[str, list[dict]] = {n: [] for n in names}
         latency: dict[str, list[float]] = {n: [] for n in names}
-        stack.embedder.run(["warm-up"])
+        ranker.warm_up()
         for qid in tqdm(qids, desc="queries", unit="q", disable=not (progress if progress is not None else False)):
-            query = queries[qid]
-            rankings, times = {}, {}
-            for name, retriever in singles.items():
-                t = time.perf_counter()
-                rankings[name] = retriever.run(query)
-                times[name] = time.perf_counter() - t
-            lists = {name: rankings[name] for name in singles}
-            for name, fusion in fusions.items():
-                t = time.perf_counter()
-                rankings[name] = fuse(lists, **fusion.model_dump())
-                times[name] = sum(times[n] for n in singles) + time.perf_counter() - t
-            if rerank:
-                fused = rankings["hybrid"]
-                head = fused[: retrieve.top_k]
-                t = time.perf_counter()
-                reranked = rerank.run(query, head, top_k=len(head))
-                times["hybrid+rerank"] = times["hybrid"] + time.perf_counter() - t
-                rankings["hybrid+rerank"] = reranked + fused[retrieve.top_k:]
+            rankings, times = ranker.rank(queries[qid])
             for name in names:
                 ranking = dedupe([p.doc_id for p in rankings[name]])[:EVAL_DEPTH]
                 per_query[name].append(score_query(ranking, qrels[qid]))

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from switchyard.configs.schema import SwitchyardConfig, VectorFieldConfig
+from switchyard.configs.schema import FusionConfig, SwitchyardConfig, VectorFieldConfig
 from switchyard.errors import StoreError
 from switchyard.llm.client import LLM
 from switchyard.llm.context import RunContext, Scope
@@ -151,10 +151,23 @@ class RetrievalStack:
         adapter.check(self.config.embedding.model, self.embedder.dim)
         return adapter
 
+    def hybrid_parts(self) -> list:
+        """The retrievers hybrid mode fuses: bm25, dense and each enabled vector field (e.g. retrieve.retrievers.e5),
+        new objects over this stack's store and models."""
+        return [self.bm25(), self.dense()] + [self.field_retriever(name) for name in self.enabled_fields()]
+
+    def hybrid_retriever(self, fusion: FusionConfig | None = None) -> HybridRetriever:
+        """The hybrid retriever: in hybrid mode, with the config's fusion, the very one `retrieval` runs; otherwise
+        (or with another `fusion`) one over this stack's own `hybrid_parts()`."""
+        r = self.config.retrieve
+        if r.mode == "hybrid" and (fusion is None or fusion == r.fusion):
+            return self.retriever
+        return HybridRetriever(self.hybrid_parts(), top_k=r.top_k, **(fusion or r.fusion).model_dump())
+
     def _build_retriever(self) -> HybridRetriever:
         r = self.config.retrieve
         if r.mode == "hybrid":
-            parts = [self.bm25(), self.dense()] + [self.field_retriever(name) for name in self.enabled_fields()]
+            parts = self.hybrid_parts()
         else:
             parts = [{"bm25": self.bm25, "dense": self.dense}.get(r.mode, lambda: self.field_retriever(r.mode))()]
         return HybridRetriever(parts, top_k=r.top_k, **r.fusion.model_dump())
