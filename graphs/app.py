@@ -172,7 +172,7 @@ class Pipeline:
 
     # -- what a run retrieves ----------------------------------------------------------------------------------
     def search(self, query: str, where: str | None = None, top_k: int | None = None,
-               groups: tuple[str, ...] | None = None) -> SearchResult:
+               groups: Scope | None = ALL) -> SearchResult:
         """The passages `ask(query, where)` retrieves in its first round (nodes/search.py `search_passages`): the
         configured rewrite's queries (PRF with the filter; an LLM rewrite makes one LLM call), the one retrieval path,
         then the reranker; `top_k` passages (default `rerank.top_k`). `QuestionError`/`StoreError` as for `ask`."""

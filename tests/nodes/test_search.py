@@ -8,6 +8,7 @@ import json
 import pytest
 
 from switchyard.configs.loader import config_to_dict
+from switchyard.llm.context import ALL, RunContext
 from switchyard.nodes.search import search_json, search_passages
 from switchyard.retrievers.langchain_retriever import SwitchyardRetriever
 from switchyard.retrievers.search import Retrieval
@@ -54,8 +55,8 @@ def test_prf_rewrite_same_passages_from_pipeline_and_retriever(make_pipeline, se
     assert documents(SwitchyardRetriever(stack=pipe.resources.stack).invoke(QUESTION)) == from_pipeline
     assert searched == pipeline_queries
     # and the rewrite matters: the bare question alone ranks otherwise
-    assert ranked(pipe.resources.stack.search(QUESTION).candidates) != \
-        ranked(pipe.resources.stack.retrieval.search(QUESTION, pipeline_queries[1]).candidates)
+    assert ranked(pipe.resources.stack.search(QUESTION, groups=ALL).candidates) != \
+        ranked(pipe.resources.stack.retrieval.search(QUESTION, pipeline_queries[1], run=RunContext()).candidates)
 
 
 def test_llm_rewrite_same_passages_and_one_llm_call_per_search(make_pipeline, searched):
@@ -83,7 +84,7 @@ def test_llm_rewrite_without_an_llm_searches_the_question_as_is(make_pipeline, s
     pipe = make_pipeline("rewrite.method=llm", llm=llm)
     stack = pipe.resources.stack
     docs = SwitchyardRetriever(stack=stack).invoke(QUESTION)
-    assert documents(docs) == ranked(stack.search(QUESTION).passages)
+    assert documents(docs) == ranked(stack.search(QUESTION, groups=ALL).passages)
     assert backend.calls == [] and searched == [[QUESTION], [QUESTION]]
 
 
@@ -93,7 +94,7 @@ def test_rewrite_none_and_the_access_groups(make_pipeline, searched):
     assert ranked(result.passages) == ranked(pipe.search(QUESTION, "source~couplers", 2, groups=()).passages)
     assert searched == [[QUESTION], [QUESTION]]
     assert result.passages and all("couplers" in p.doc_id for p in result.passages)
-    unranked = search_passages(QUESTION, stack=pipe.resources.stack, rerank=False, top_k=3)
+    unranked = search_passages(QUESTION, stack=pipe.resources.stack, rerank=False, top_k=3, groups=ALL)
     assert ranked(unranked.passages) == ranked(unranked.candidates[:3])
 
 

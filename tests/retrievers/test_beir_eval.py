@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from switchyard.llm.context import ALL
 from switchyard.configs.loader import load_config
 from switchyard.configs.schema import FusionConfig
 from switchyard.graphs.app import Pipeline
@@ -52,7 +53,7 @@ def test_hybrid_head_is_what_pipeline_search_returns(index_dir, embedder, reques
     config = load_config(None, ["ingest.chunk_size=48", "ingest.chunk_overlap=8", "retrieve.top_k=6", "rerank.top_k=4",
                                 *reranker_settings(reranker, request)])
     stack, _ = prepare_stack(config, SAMPLES, index_dir, progress=False, embedder=embedder)
-    assert stack.store.count() > 6
+    assert stack.store.count(ALL) > 6
     ranker = QueryRanker(stack, VARIANTS)
     assert ranker.hybrid is stack.retriever  # the very retriever `retrieval` runs
     head = "hybrid+rerank" if reranker != "none" else "hybrid"
