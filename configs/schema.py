@@ -21,6 +21,7 @@ FusionMethod = Literal["rrf", "convex"]
 RETRIEVER_NAMES = ("bm25", "dense")  # the lists fusion weights may name, besides the vector fields
 Normalization = Literal["minmax", "max", "zscore", "dbsf"]
 StructuredMethod = Literal["function_calling", "json_schema", "json_mode"]
+GraphMode = Literal["fixed", "agent", "closed_book"]  # graph.mode; the service lists it (GET /v1/pipelines)
 
 
 class _Section(BaseModel):
@@ -569,7 +570,7 @@ class NoDocumentsConfig(_Section):
 
 
 class GraphConfig(_Section):
-    mode: Literal["fixed", "agent", "closed_book"] = "fixed"
+    mode: GraphMode = "fixed"
     recursion_limit: int = Field(25, ge=5, le=500, description="LangGraph super-step limit, set explicitly")
     router: RouterConfig = RouterConfig()
     no_documents: NoDocumentsConfig = NoDocumentsConfig()

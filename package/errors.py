@@ -129,6 +129,13 @@ class UnknownThread(SwitchyardError, KeyError):
         return str(self.args[0]) if self.args else type(self).__name__
 
 
+class NotFound(SwitchyardError, LookupError):
+    """An item asked for by its id (a document, an upload job) that does not exist or that the caller may not see
+    (the same words for both)."""
+
+    http_status = 404
+
+
 class PauseExpired(SwitchyardError, RuntimeError):
     """A paused run was not answered within graph.router.approve_timeout_s: it cannot be resumed."""
 

@@ -14,9 +14,9 @@ Tools (input validated by the SDK with pydantic; results are structured content 
 Resources: every document, `switchyard://{collection}/documents/{doc_id}` (its text, rebuilt from its chunks);
 listing them pages through the documents of every collection, `PAGE_SIZE` at a time.
 
-Access: every tool and resource resolves its collection through `Access` with the `Caller` of the request (stdio:
-the local user, everything; HTTP: the `Principal` `service.auth.BearerAuth` recorded, i.e. the shared token or an
-API key). A key sees only its collections (another is "does not exist"), and every search, answer, listing, count
+Access: every tool and resource resolves its collection through `CollectionAccess` (service/access.py, the check the
+HTTP routes use too) with the `Principal` of the request's `Caller` (stdio: the local user, everything; HTTP: the
+principal `service.auth.BearerAuth` recorded, i.e. the shared token or an API key). A key sees only its collections (another is "does not exist"), and every search, answer, listing, count
 and document read carries its access groups down to the LanceDB queries.
 
 Errors: our own errors (errors.SwitchyardError: an unknown collection or pipeline, a bad filter, an empty
@@ -41,20 +41,20 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, ListResourcesResult, PaginatedRequestParams, Resource, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
-from switchyard.llm.context import Scope
-from switchyard.errors import CollectionNotFound, SwitchyardError, UnknownPipeline, first_line
+from switchyard.errors import CollectionNotFound, SwitchyardError, first_line
 from switchyard.graphs.app import Pipeline
 from switchyard.graphs.results import AskResult
 from switchyard.nodes.citations import Citation
+from switchyard.service.access import CollectionAccess
 from switchyard.service.auth import principal_of
 from switchyard.service.keys import LOCAL, Principal
 from switchyard.service.registry import PipelineRegistry
+from switchyard.service.schemas import MAX_K
 
 log = logging.getLogger("switchyard.mcp")
 
 DOCUMENT_URI = "switchyard://{collection}/documents/{doc_id}"
 PAGE_SIZE = 200  # documents per resources/list page
-MAX_K = 50
 LOCAL_HOSTS = ["127.0.0.1", "127.0.0.1:*", "localhost", "localhost:*", "[::1]", "[::1]:*"]
 LOCAL_ORIGINS = ["http://127.0.0.1", "http://127.0.0.1:*", "http://localhost", "http://localhost:*",
                  "http://[::1]", "http://[::1]:*"]
@@ -87,30 +87,6 @@ def caller_from_request(request) -> Caller:
     if request is None or not hasattr(request, "scope"):
         return Caller("stdio")
     return Caller("http", principal_of(request))
-
-
-class Access:
-    """The one place tools and resources ask which collections a caller may use (those of its key) and which
-    documents it may read in them (`groups`). A collection a caller may not use and one that does not exist give
-    the same error."""
-
-    def __init__(self, registry: PipelineRegistry):
-        self.registry = registry
-
-    def visible_collections(self, caller: Caller) -> list[str]:
-        names = self.registry.get().resources.stack.store.collections()
-        return [n for n in names if caller.principal.can_read(n)]
-
-    @staticmethod
-    def groups(caller: Caller) -> Scope:
-        return caller.principal.scope
-
-    def check_collection(self, caller: Caller, name: str) -> str:
-        visible = self.visible_collections(caller)
-        if name not in visible:
-            raise CollectionNotFound(f"collection {name!r} does not exist "
-                                     f"(collections: {', '.join(visible) or 'none'})")
-        return name
 
 
 # -- what the tools return ------------------------------------------------------------------------------------------
@@ -177,7 +153,7 @@ def _validation_line(exc: ValidationError) -> str:
 class SwitchyardMCP(MCPServer):
     """MCPServer with one-line argument errors and documents listed from the index, per caller."""
 
-    def __init__(self, access: Access, **kwargs):
+    def __init__(self, access: CollectionAccess, **kwargs):
         super().__init__(**kwargs)
         self.access = access
 
@@ -203,8 +179,8 @@ class SwitchyardMCP(MCPServer):
     def _document_page(self, caller: Caller, offset: int) -> tuple[list[Resource], bool]:
         out: list[Resource] = []
         seen = 0
-        for collection in self.access.visible_collections(caller):
-            for doc in self.access.registry.stack(collection).store.list_documents(self.access.groups(caller)):
+        for collection in self.access.visible(caller.principal):
+            for doc in self.access.registry.stack(collection).store.list_documents(caller.principal.scope):
                 if offset <= seen < offset + PAGE_SIZE:
                     out.append(Resource(uri=document_uri(collection, doc["doc_id"]), name=doc["doc_id"],
                                         title=doc["title"], mime_type="text/plain",
@@ -236,10 +212,10 @@ def document_text(chunks) -> str:
 
 # -- the app --------------------------------------------------------------------------------------------------------
 
-def create_mcp_server(registry: PipelineRegistry, *, access: Access | None = None,
+def create_mcp_server(registry: PipelineRegistry, *, access: CollectionAccess | None = None,
                       ask_runner: AskRunner | None = None) -> SwitchyardMCP:
     """The MCP app over `registry`'s pipelines. `ask_runner` runs an `ask` (default: `Pipeline.aask`)."""
-    access = access or Access(registry)
+    access = access or CollectionAccess(registry)
 
     async def plain_ask(pipe: Pipeline, _name: str, question: str, where: str | None,
                         principal: Principal) -> AskResult:
@@ -259,11 +235,9 @@ def create_mcp_server(registry: PipelineRegistry, *, access: Access | None = Non
 
     def pipeline_for(caller: Caller, name: str | None, collection: str | None) -> tuple[Pipeline, str, str]:
         """The named pipeline (default: the first) over `collection` (default: the pipeline's own), if visible."""
-        name = name or registry.default
-        if name not in registry.configs:
-            raise UnknownPipeline(name, registry.names())
-        collection = access.check_collection(caller, collection or registry.configs[name].store.collection)
-        return registry.get(name, collection), name, collection
+        name = access.pipeline_name(name)
+        collection = collection or access.own_collection(name)
+        return access.readable(caller.principal, name, collection), name, collection
 
     @server.tool(annotations=READ_ONLY)
     @_one_line_errors
@@ -282,7 +256,7 @@ def create_mcp_server(registry: PipelineRegistry, *, access: Access | None = Non
 
         def run() -> SearchOut:
             pipe, _, name = pipeline_for(caller, None, collection)
-            result = pipe.search(query, where=where, top_k=k, groups=access.groups(caller))
+            result = pipe.search(query, where=where, top_k=k, groups=caller.principal.scope)
             return SearchOut(collection=name, passages=[
                 PassageOut(doc_id=p.doc_id, title=p.title, source=p.source, page=p.page, score=p.score, text=p.text)
                 for p in result.passages])
@@ -317,9 +291,9 @@ def create_mcp_server(registry: PipelineRegistry, *, access: Access | None = Non
 
         def run() -> CollectionsOut:
             out = []
-            for name in access.visible_collections(caller):
+            for name in access.visible(caller.principal):
                 store = registry.stack(name).store
-                groups = access.groups(caller)
+                groups = caller.principal.scope
                 out.append(CollectionOut(name=name, documents=len(store.list_documents(groups)),
                                          chunks=store.count(groups)))
             return CollectionsOut(collections=out)
@@ -332,8 +306,8 @@ def create_mcp_server(registry: PipelineRegistry, *, access: Access | None = Non
         caller = caller_of(ctx)
 
         def run() -> str:
-            access.check_collection(caller, collection)
-            chunks = registry.stack(collection).store.document_chunks(doc_id, access.groups(caller))
+            access.check(caller.principal, collection)
+            chunks = registry.stack(collection).store.document_chunks(doc_id, caller.principal.scope)
             if not chunks:
                 raise ResourceNotFoundError(f"no document {doc_id!r} in collection {collection!r}")
             return document_text(chunks)

@@ -5,9 +5,29 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
+from switchyard.configs.schema import GraphMode
 from switchyard.graphs.results import AskResult, PendingAction
+
+MAX_K = 50  # passages one search may return
+
+
+class AskRequest(BaseModel):
+    question: str = Field(description="the question")
+    pipeline: str | None = Field(None, description="a served pipeline's name (config file stem); default: first")
+    collection: str | None = Field(None, description="collection to search; default: the pipeline's own")
+    where: str | None = Field(None, description='metadata filter, e.g. "source~handbook and page=2"')
+
+
+class SearchRequest(BaseModel):
+    query: str = Field(description="what to look for: a question or keywords")
+    pipeline: str | None = Field(None, description="a served pipeline's name (config file stem) whose retrieval "
+                                                   "runs; default: first")
+    collection: str | None = Field(None, description="collection to search; default: the pipeline's own")
+    where: str | None = Field(None, description='metadata filter, e.g. "source~handbook and page=2"')
+    k: int | None = Field(None, ge=1, le=MAX_K, description="passages to return; default: the pipeline's "
+                                                            "rerank.top_k")
 
 
 class Health(BaseModel):
@@ -17,7 +37,7 @@ class Health(BaseModel):
 
 class PipelineInfo(BaseModel):
     name: str
-    mode: Literal["fixed", "agent"]
+    mode: GraphMode
     config: str
     mermaid: str
     approve: bool = False       # graph.router.approve: its runs pause for a human before each action
@@ -87,6 +107,33 @@ class JobStatus(BaseModel):
     error: str | None
     resumed: bool
     progress: JobProgress
+
+
+class SearchPassage(BaseModel):
+    """A ranked passage with every score it collected (per retriever, fused, reranked), as `search --json`."""
+
+    chunk_id: str
+    doc_id: str
+    source: str
+    title: str
+    text: str
+    page: int | None
+    page_end: int | None
+    start_char: int
+    end_char: int
+    score: float
+    scores: dict[str, float]
+    ranks: dict[str, int]
+
+
+class SearchReply(BaseModel):
+    """`POST /v1/search`: the passages `search --json` prints, best first, with the step timings and the config."""
+
+    query: str
+    collection: str
+    results: list[SearchPassage]
+    timings_ms: dict[str, float]
+    config: dict
 
 
 class ErrorDetail(BaseModel):

@@ -51,7 +51,7 @@ class TestFamily:
 
 class TestEdgesMapByType:
     def test_the_service_status(self):
-        from switchyard.service.app import status_of
+        from switchyard.service.error_responses import status_of
 
         assert status_of(CollectionNotFound("collection 'x' does not exist")) == 404
         assert status_of(StoreError("something else does not exist")) == 409  # the type decides, not the text

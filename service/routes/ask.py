@@ -1,0 +1,30 @@
+"""`POST /v1/ask` (the `ask --json` object, or a pause of a pipeline that waits for approval) and
+`POST /v1/ask/stream` (Server-Sent Events, one per stream event; a client that disconnects cancels its run)."""
+from __future__ import annotations
+
+import json
+
+from fastapi import APIRouter
+from sse_starlette.sse import EventSourceResponse
+
+from switchyard.graphs.results import AskResult, Paused
+from switchyard.service.dependencies import AskQuestion, AskSlot, ServiceDep, StreamQuestion, StreamSlot
+from switchyard.service.schemas import ThreadDone
+
+router = APIRouter()
+
+
+@router.post("/v1/ask")
+async def ask(question: AskQuestion, _slot: AskSlot, service: ServiceDep) -> AskResult | Paused | ThreadDone:
+    run = service.start_thread if question.pipe.pauses else service.ask
+    return await run(question.pipe, question.name, question.text, question.where, question.principal)
+
+
+@router.post("/v1/ask/stream")
+async def ask_stream(question: StreamQuestion, slot: StreamSlot, service: ServiceDep):
+    async def sse():
+        async for event in service.events(question.pipe, question.name, question.text, question.where, slot,
+                                          question.principal):
+            yield {"event": event.event, "data": json.dumps(event.to_json(), ensure_ascii=False)}
+
+    return EventSourceResponse(sse(), ping=15)

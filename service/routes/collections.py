@@ -1,0 +1,86 @@
+"""Collections and their documents: list, upload (202 and a job), delete. A collection the caller may not read is
+the same 404 as one that does not exist; changing one needs a key with --write, creating one an admin key."""
+from __future__ import annotations
+
+import os
+import shutil
+
+import anyio
+from fastapi import APIRouter, File, Form, Request, UploadFile
+
+from switchyard.errors import NotFound, ServiceError
+from switchyard.retrievers.filters import parse_labels
+from switchyard.service.audit import note
+from switchyard.service.dependencies import (CollectionStore, PrincipalDep, ServiceDep, readable_pipeline,
+                                             require_admin, require_write)
+from switchyard.service.jobs import safe_name
+from switchyard.service.schemas import CollectionInfo, Deleted, DocumentInfo, UploadAccepted
+
+router = APIRouter()
+
+
+@router.get("/v1/collections")
+def collections(service: ServiceDep, principal: PrincipalDep) -> list[CollectionInfo]:
+    return [{"name": name, "chunks": service.registry.stack(name).store.count(principal.scope)}
+            for name in service.collections(principal)]
+
+
+@router.get("/v1/collections/{name}/documents")
+def documents(name: str, store: CollectionStore, principal: PrincipalDep) -> list[DocumentInfo]:
+    return store.list_documents(principal.scope)
+
+
+@router.delete("/v1/collections/{name}/documents/{doc_id}")
+def delete_document(name: str, doc_id: str, store: CollectionStore, principal: PrincipalDep) -> Deleted:
+    require_write(principal, name)
+    removed = store.delete_documents([doc_id], principal.scope)
+    if not removed:
+        raise NotFound(f"no document {doc_id!r} in collection {name!r}")
+    return {"deleted": doc_id, "chunks": removed}
+
+
+@router.post("/v1/collections/{name}/documents", status_code=202)
+async def upload(name: str, request: Request, service: ServiceDep, principal: PrincipalDep,
+                 files: list[UploadFile] = File(...),
+                 acl: str | None = Form(None, description="access labels of the uploaded documents, "
+                                                          "e.g. 'hr,finance'")) -> UploadAccepted:
+    note(request, name)
+    readable_pipeline(service, principal, None, name, create=True)  # validates the name; 404 if not the caller's
+    if name not in service.collections():
+        require_admin(principal, f"creating collection {name!r}")
+    else:
+        require_write(principal, name)
+    labels = parse_labels(acl)  # AccessError: 400
+    settings = service.settings
+    if len(files) > settings.max_upload_files:
+        raise ServiceError(413, f"at most {settings.max_upload_files} files per upload")
+    staged = service.jobs.staging()
+    names: list[str] = []
+    try:
+        for upload_file in files:
+            stored = _unique(safe_name(upload_file.filename), names)
+            size = 0
+            with (staged / stored).open("wb") as out:
+                while chunk := await upload_file.read(1 << 20):
+                    size += len(chunk)
+                    if size > settings.max_upload_bytes:
+                        raise ServiceError(413, f"{upload_file.filename!r} is larger than "
+                                                f"{settings.max_upload_bytes} bytes")
+                    out.write(chunk)
+                out.flush()
+                os.fsync(out.fileno())  # on disk before the job is recorded: an accepted upload is never lost
+            names.append(stored)
+        job = await anyio.to_thread.run_sync(service.jobs.submit, name, staged, names, labels)
+    except BaseException:
+        shutil.rmtree(staged, ignore_errors=True)
+        raise
+    return {"job_id": job.id, "status_url": f"/v1/jobs/{job.id}", "files": names}
+
+
+def _unique(name: str, taken: list[str]) -> str:
+    stem, dot, ext = name.rpartition(".") if "." in name else (name, "", "")
+    candidate, i = name, 1
+    while candidate in taken:
+        i += 1
+        candidate = f"{stem}-{i}{dot}{ext}"
+    return candidate

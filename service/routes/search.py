@@ -1,0 +1,26 @@
+"""`POST /v1/search`: the ranked passages `cli.py search --json` prints (what `ask` retrieves in its first round),
+with the same filters, access rules and collection permissions as `/v1/ask`. It holds a run slot like a run: a
+pipeline whose rewrite asks the LLM makes one LLM call per search."""
+from __future__ import annotations
+
+import anyio
+from fastapi import APIRouter
+
+from switchyard.configs.loader import config_to_dict
+from switchyard.service.dependencies import SearchQuestion, SearchSlot
+from switchyard.service.schemas import SearchReply, SearchRequest
+
+router = APIRouter()
+
+
+@router.post("/v1/search")
+async def search(body: SearchRequest, question: SearchQuestion, _slot: SearchSlot) -> SearchReply:
+    pipe = question.pipe
+
+    def run():
+        return pipe.search(question.text, where=question.where, top_k=body.k, groups=question.principal.scope)
+
+    result = await anyio.to_thread.run_sync(run)
+    stack = pipe.resources.stack
+    return {"query": question.text, "collection": stack.collection, "results": [p.to_dict() for p in result.passages],
+            "timings_ms": result.timings_ms, "config": config_to_dict(stack.config)}
