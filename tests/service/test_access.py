@@ -117,6 +117,14 @@ class TestCollectionsAcrossTenants:
         # the pipeline's own collection ('default') is not acme's either
         assert client.post(route, headers=headers, json={"question": "codename?"}).status_code == 404
 
+    def test_search_reads_another_tenants_collection_like_a_missing_one(self, client, tenants):
+        headers = as_key(tenants, "acme")
+        other = client.post("/v1/search", headers=headers, json={"query": "codename?", "collection": "globex"})
+        missing = client.post("/v1/search", headers=headers, json={"query": "codename?", "collection": "nope"})
+        assert other.status_code == missing.status_code == 404 and not leaks(other.text)
+        assert other.json()["detail"].replace("globex", "X") == missing.json()["detail"].replace("nope", "X")
+        assert client.post("/v1/search", headers=headers, json={"query": "codename?"}).status_code == 404
+
     def test_chat_completions_and_documents_across_tenants(self, client, tenants):
         headers = as_key(tenants, "acme")
         r = client.post("/v1/chat/completions", headers=headers,
@@ -148,9 +156,31 @@ class TestDocumentLabels:
         r = client.post("/v1/ask", headers=as_key(tenants, "acme-hr"), json={**body, "where": None})
         assert r.json()["retrieved_doc_ids"][0] == tenants["payroll"]
 
+    @pytest.mark.parametrize("where", [None, "source~payroll", "doc_id={payroll}", "title=Payroll",
+                                       "source=x' OR '1'='1", "doc_id={payroll} or acl=hr"])
+    def test_search_never_returns_the_labelled_document(self, client, tenants, where):
+        where = where.format(payroll=tenants["payroll"]) if where else None
+        body = {"query": QUESTION, "collection": "acme", "where": where, "k": 50}
+        r = client.post("/v1/search", headers=as_key(tenants, "acme"), json=body)
+        assert r.status_code in (200, 400), r.text
+        if r.status_code == 200:
+            passages = r.json()["results"]
+            assert passages or where is not None
+            # the passages' own words and ids (not the scores and timings, whose digits may hold anything)
+            seen = " ".join(p[k] for p in passages for k in ("doc_id", "title", "source", "text"))
+            assert not leaks(seen) and tenants["payroll"] not in seen
+        # the key with the group finds it first
+        r = client.post("/v1/search", headers=as_key(tenants, "acme-hr"), json={**body, "where": None})
+        assert r.json()["results"][0]["doc_id"] == tenants["payroll"]
+
     def test_a_filter_naming_acl_is_a_400(self, client, tenants):
         r = client.post("/v1/ask", headers=as_key(tenants, "acme"),
                         json={"question": QUESTION, "collection": "acme", "where": "acl=hr"})
+        assert r.status_code == 400 and "unknown filter field" in r.json()["detail"]
+
+    def test_a_search_filter_naming_acl_is_a_400(self, client, tenants):
+        r = client.post("/v1/search", headers=as_key(tenants, "acme"),
+                        json={"query": QUESTION, "collection": "acme", "where": "acl=hr"})
         assert r.status_code == 400 and "unknown filter field" in r.json()["detail"]
 
     def test_documents_listing_and_guessed_ids(self, client, tenants):

@@ -12,6 +12,7 @@ import tempfile
 
 import pytest
 
+from tests.conftest import ROOT
 from tests.service.conftest import running_server
 
 CHROMIUM = "/usr/bin/chromium"
@@ -237,6 +238,23 @@ class TestWebPage:
         assert metric(browser, "a", "llm-calls")[1] == 0
         assert metric(browser, "b", "llm-calls")[1] >= 1
         assert js_errors(browser) == []
+
+    def test_every_shipped_pipeline_is_listed(self, browser, index_copy, tmp_path):
+        """Every shipped config served together: the page lists each with its graph mode, closed-book's included
+        (GET /v1/pipelines once answered 500 for it, and the page could list none)."""
+        shipped = sorted(path.stem for path in (ROOT / "configs").glob("*.yaml"))
+        configs = [arg for name in shipped for arg in ("--config", name)]
+        with running_server(tmp_path, index_copy, *configs, "--no-warm-up") as srv:
+            open_page(browser, srv.url)
+            for select in ("pipeline", "pipeline-b"):
+                options = Select(browser.find_element(By.ID, select)).options
+                assert [o.get_attribute("value") for o in options] == shipped
+            labels = {o.get_attribute("value"): o.get_attribute("textContent") for o in options}
+            assert labels["closed-book"] == "closed-book (closed book)"
+            assert labels["fixed"] == "fixed (fixed)" and labels["agent-approve"] == "agent-approve (agent)"
+            assert browser.find_element(By.ID, "server-status").text.startswith(f"{len(shipped)} pipelines")
+            assert not browser.find_element(By.ID, "error").is_displayed()
+            assert js_errors(browser) == []
 
     def test_api_token(self, browser, module_index, tmp_path_factory):
         with running_server(tmp_path_factory.mktemp("srv-token"), module_index, "--config", "no-llm",
