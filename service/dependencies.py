@@ -1,6 +1,7 @@
 """The `Depends` providers the routes share, each written once: the service, the caller (`Principal`), the question
 a run is asked (checked, its pipeline resolved over a collection the caller may read), the store of a collection,
-and the run slot. A route names what it needs by type (`AskQuestion`, `ReplySlot`, ...) and starts where they end.
+and the run slot. A route names what it needs by type (`AskQuestion`, `AskSlot`, `CollectionStore`, ...) and
+starts where they end.
 
 The order of the checks is the order of the replies a client sees: the body (422), the question (400, 413), the
 pipeline (404) and collection (400, 404), a stream's readiness (400), then a place among the runs in flight (429).
