@@ -16,8 +16,9 @@ listing them pages through the documents of every collection, `PAGE_SIZE` at a t
 
 Access: every tool and resource resolves its collection through `CollectionAccess` (service/access.py, the check the
 HTTP routes use too) with the `Principal` of the request's `Caller` (stdio: the local user, everything; HTTP: the
-principal `service.auth.BearerAuth` recorded, i.e. the shared token or an API key). A key sees only its collections (another is "does not exist"), and every search, answer, listing, count
-and document read carries its access groups down to the LanceDB queries.
+principal `service.auth.BearerAuth` recorded, i.e. the shared token or an API key). A key sees only its collections
+(another is "does not exist"), and every search, answer, listing, count and document read carries its access groups
+down to the LanceDB queries.
 
 Errors: our own errors (errors.SwitchyardError: an unknown collection or pipeline, a bad filter, an empty
 question, ...) and invalid arguments reach the client as a tool error (`isError`) with one line; anything
