@@ -130,11 +130,10 @@ ChatQuestion = Annotated[Question, Depends(chat_question)]
 SearchQuestion = Annotated[Question, Depends(search_question)]
 
 
-def run_slot(question_provider, scope: str):
-    """The run slot of a route, taken after its question's checks (429 beyond the limits). `scope="function"`:
-    given back when the route returns, before its reply is sent (so the client's next request finds it free);
-    `"request"`: a stream's, given back by the stream when it ends or its client goes away, and at the latest
-    when the response is over (the slot is released once, whoever is first)."""
+def reply_slot(question_provider):
+    """The run slot of a route that replies once its run is done: taken after the question's checks (429 beyond
+    the limits), given back when the route returns, before its reply is sent (the client's next request finds it
+    free)."""
     async def slot(service: ServiceDep, question: Question = Depends(question_provider)) -> AsyncIterator[Slot]:
         taken = service.acquire(question.principal)
         try:
@@ -142,13 +141,23 @@ def run_slot(question_provider, scope: str):
         finally:
             taken.release()
 
-    return Depends(slot, scope=scope)
+    return Depends(slot, scope="function")
 
 
-AskSlot = Annotated[Slot, run_slot(ask_question, "function")]
-SearchSlot = Annotated[Slot, run_slot(search_question, "function")]
-StreamSlot = Annotated[Slot, run_slot(stream_question, "request")]
-ChatSlot = Annotated[Slot, run_slot(chat_question, "request")]  # the route gives it back itself when not streaming
+def stream_slot(question_provider):
+    """The run slot of a route that streams: taken after the question's checks (429 beyond the limits); the route
+    hands it to its stream, which gives it back when the stream ends or its client goes away, and to its response
+    (`background=BackgroundTask(slot.release)`) for a client that left before the stream began."""
+    async def slot(service: ServiceDep, question: Question = Depends(question_provider)) -> Slot:
+        return service.acquire(question.principal)
+
+    return Depends(slot)
+
+
+AskSlot = Annotated[Slot, reply_slot(ask_question)]
+SearchSlot = Annotated[Slot, reply_slot(search_question)]
+StreamSlot = Annotated[Slot, stream_slot(stream_question)]
+ChatSlot = Annotated[Slot, stream_slot(chat_question)]
 
 
 def collection_store(name: str, request: Request, service: ServiceDep, principal: PrincipalDep) -> IndexStore:

@@ -6,6 +6,7 @@ import json
 
 from fastapi import APIRouter
 from sse_starlette.sse import EventSourceResponse
+from starlette.background import BackgroundTask
 
 from switchyard.graphs.results import AskResult, Paused
 from switchyard.service.dependencies import AskQuestion, AskSlot, ServiceDep, StreamQuestion, StreamSlot
@@ -27,4 +28,5 @@ async def ask_stream(question: StreamQuestion, slot: StreamSlot, service: Servic
                                           question.principal):
             yield {"event": event.event, "data": json.dumps(event.to_json(), ensure_ascii=False)}
 
-    return EventSourceResponse(sse(), ping=15)
+    # the background task gives the place back even when the client left before the stream began
+    return EventSourceResponse(sse(), ping=15, background=BackgroundTask(slot.release))

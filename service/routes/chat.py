@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 from fastapi.routing import APIRoute
 from sse_starlette.sse import EventSourceResponse
+from starlette.background import BackgroundTask
 
 from switchyard.errors import SwitchyardError
 from switchyard.service.dependencies import ChatQuestion, ChatSlot, ServiceDep
@@ -34,7 +35,7 @@ router = APIRouter(route_class=OpenAIErrors)
 async def chat(body: ChatRequest, question: ChatQuestion, slot: ChatSlot, service: ServiceDep):
     if body.stream:
         events = service.events(question.pipe, question.name, question.text, None, slot, question.principal)
-        return EventSourceResponse(chat_stream(events, question.name), ping=15)
+        return EventSourceResponse(chat_stream(events, question.name), ping=15, background=BackgroundTask(slot.release))
     try:
         result = await service.ask(question.pipe, question.name, question.text, None, question.principal)
     finally:
