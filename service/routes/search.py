@@ -6,7 +6,7 @@ from __future__ import annotations
 import anyio
 from fastapi import APIRouter
 
-from switchyard.configs.loader import config_to_dict
+from switchyard.nodes.search import search_json
 from switchyard.service.dependencies import SearchQuestion, SearchSlot
 from switchyard.service.schemas import SearchReply, SearchRequest
 
@@ -21,6 +21,4 @@ async def search(body: SearchRequest, question: SearchQuestion, _slot: SearchSlo
         return pipe.search(question.text, where=question.where, top_k=body.k, groups=question.principal.scope)
 
     result = await anyio.to_thread.run_sync(run)
-    stack = pipe.resources.stack
-    return {"query": question.text, "collection": stack.collection, "results": [p.to_dict() for p in result.passages],
-            "timings_ms": result.timings_ms, "config": config_to_dict(stack.config)}
+    return search_json(question.text, result, pipe.resources.stack)
