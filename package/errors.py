@@ -41,6 +41,13 @@ class QuestionError(SwitchyardError, ValueError):
     http_status = 400
 
 
+class InputError(SwitchyardError, ValueError):
+    """A file or answer handed to a command that it cannot use: a saved run that is missing or is not one
+    (`cli.py trace`), a paused run's answer that never came (standard input ended)."""
+
+    http_status = 400
+
+
 class DatasetError(SwitchyardError, ValueError):
     """A dataset folder or file (BEIR, QA) that is missing or malformed."""
 

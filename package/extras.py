@@ -52,6 +52,21 @@ def needs_extra(extra: str, what: str) -> Iterator[None]:
         raise
 
 
+# `--ray` (ingest, eval) without the ray extra
+NO_RAY = "--ray needs Ray: install the ray extra (pip install -e '.[ray]', done by setup.sh)"
+
+
+def import_with_extra(module: str, extra: str, message: str):
+    """Import `module` (a module of Switchyard that needs `extra`, e.g. retrievers.ray_ingest); when a module the
+    extra installs is missing, MissingExtra(`message`) instead of the ImportError."""
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if _belongs(exc.name, extra):
+            raise MissingExtra(message) from exc
+        raise
+
+
 def installed(module: str) -> bool:
     """Whether `module` can be imported (found, not imported)."""
     try:

@@ -247,3 +247,25 @@ def format_suite_table(suite: dict) -> str:
         margins.append(f"{d['dataset']} {r['hybrid']['ndcg@10'] - max(r['bm25']['ndcg@10'], r['dense']['ndcg@10']):+.4f}")
     lines.append("hybrid nDCG@10 minus the best single retriever's: " + ", ".join(margins))
     return "\n".join(lines)
+
+
+def benchmark(config: SwitchyardConfig, folders: list[str | Path], split: str = "test", index_dir: str | None = None,
+              limit: int | None = None, progress: bool | None = None,
+              variants: dict[str, FusionConfig] | None = None, out: str | Path | None = None) -> dict:
+    """`cli.py eval-retrieval`: `evaluate` on one BEIR folder, `evaluate_suite` on several; with `out`, the result
+    is also written there as JSON. `format_benchmark` prints either."""
+    if len(folders) == 1:
+        result = evaluate(config, folders[0], split=split, index_dir=index_dir, limit=limit, progress=progress,
+                          variants=variants)
+    else:
+        result = evaluate_suite(config, folders, split=split, index_dir=index_dir, limit=limit, progress=progress,
+                                variants=variants)
+    if out:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        Path(out).write_text(json.dumps(result, indent=2))
+    return result
+
+
+def format_benchmark(result: dict) -> str:
+    """The table of a `benchmark` result: one folder's (`format_table`) or a suite's (`format_suite_table`)."""
+    return format_suite_table(result) if "macro" in result else format_table(result)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sys
 import time
 from dataclasses import dataclass, field
@@ -20,10 +21,11 @@ import numpy as np
 from switchyard.retrievers.chunking import Chunker, SentenceWindows
 from switchyard.retrievers.documents import LoadError, SourceDocument, search_text, sha256_hex
 from switchyard.retrievers.embedder import Embedder
-from switchyard.llm.context import ALL
+from switchyard.llm.context import ALL, Scope
 from switchyard.retrievers.filters import parse_labels
 from switchyard.retrievers.loaders import iter_files, load_file
 from switchyard.retrievers.store import IndexStore
+from switchyard.errors import NotFound
 
 
 def corpus_collection(paths: list[Path], chunk_size: int, chunk_overlap: int, embedding_model: str,
@@ -240,3 +242,28 @@ def _window_vectors(embedder: Embedder, windows: SentenceWindows, chunks: list, 
     if todo:
         known.update(zip(todo, embedder.run(todo)))
     return [np.stack([known[w] for w in ws]) for ws in per_chunk]
+
+
+def matching_documents(docs: list[dict], targets: Iterable[str]) -> list[str]:
+    """The ids of the indexed documents (`docs`, as IndexStore.list_documents gives them) that `targets` name: each
+    target is a document id or, when no id is that, a file or folder path (a folder: every document under it).
+    A target matching nothing is a NotFound, so that nothing is deleted on a typo."""
+    matched: set[str] = set()
+    for target in targets:
+        found = {d["doc_id"] for d in docs if d["doc_id"] == target}
+        path = Path(target).expanduser()
+        if not found and (path.exists() or os.sep in target or "." in target):
+            resolved = str(path.resolve())
+            found = {d["doc_id"] for d in docs
+                     if d["source"] == resolved or d["source"].startswith(resolved.rstrip(os.sep) + os.sep)}
+        if not found:
+            raise NotFound(f"no indexed document matches {target!r} (see `cli.py list`); nothing deleted")
+        matched |= found
+    return sorted(matched)
+
+
+def delete_matching(store: IndexStore, targets: Iterable[str], scope: Scope | None) -> tuple[int, int]:
+    """Delete the documents `targets` name (ids or source paths, `matching_documents`), all or none: (documents,
+    chunks) deleted. `scope`: the caller's access groups or ALL, required as IndexStore.list_documents takes it."""
+    doomed = matching_documents(store.list_documents(scope), targets)
+    return len(doomed), store.delete_documents(doomed, scope)
