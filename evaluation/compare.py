@@ -15,8 +15,8 @@ from pathlib import Path
 
 from switchyard.configs.loader import load_config
 from switchyard.errors import LLMCacheMiss, UsageError, VectorCacheMiss
-from switchyard.evaluation.datasets import load_dataset
-from switchyard.evaluation.rows import read_rows
+from switchyard.evaluation.datasets import EvalQuestion, load_dataset
+from switchyard.evaluation.rows import EvalRow, read_rows
 from switchyard.evaluation.runner import Evaluator
 from switchyard.extras import NO_RAY, import_with_extra, needs_extra
 
@@ -77,18 +77,14 @@ def run_evaluation(dataset: str | Path, configs: list[str | Path], out: str | Pa
         raise UsageError(f"--baseline {baseline} is not one of the compared configs")
     out = Path(out)
     # a corpus built from the dataset lives beside the index, so evaluations sharing index_dir share it too
-    questions = load_dataset(dataset, corpus, cache_dir=Path(index_dir).parent / "cache" if index_dir else out / "cache")
+    cache_dir = Path(index_dir).parent / "cache" if index_dir else out / "cache"
+    questions = load_dataset(dataset, corpus, cache_dir=cache_dir)
     evaluator = Evaluator(questions, [Path(p) for p in configs], out, runs=runs, limit=limit,
                           index_dir=Path(index_dir) if index_dir else None, overrides=overrides,
                           allow_mixed=allow_mixed)
     asker = ray_runner.RayAsker(ray) if ray_runner else None
     results = evaluator.run(progress=progress, retry_errors=retry_errors, workers=workers, asker=asker)
-    config_order = {name: i for i, name in enumerate(names)}
-    question_order = {q.id: i for i, q in enumerate(evaluator.questions)}
-    rows = [r.rescored() for r in read_rows(results)
-            if r.config in config_order and r.id in question_order and r.run < runs]
-    # the file's order depends on which worker finished first; reports do not
-    rows.sort(key=lambda r: (config_order[r.config], r.run, question_order[r.id]))
+    rows = compared_rows(results, names, evaluator.questions, runs)
     title = f"{questions.name}: {', '.join(sorted(set(names)))}"
     manifest = evaluator.manifest
     if judge_llm is not None:
@@ -106,3 +102,14 @@ def run_evaluation(dataset: str | Path, configs: list[str | Path], out: str | Pa
         llm_cache_counts=asker.cache_counts if asker else evaluator.llm_cache_counts(),
         vector_cache_counts=asker.vector_counts if asker else evaluator.vector_cache_counts(),
         unasked_changes=evaluator.unasked_changes)
+
+
+def compared_rows(results: Path, names: list[str], questions: list[EvalQuestion], runs: int) -> list[EvalRow]:
+    """The rows of `results` that belong to one comparison (configs `names`, `questions`, runs 0..`runs`-1),
+    rescored, in report order: configs as named, then run, then question (the file's order depends on which worker
+    finished first; reports do not)."""
+    config_order = {name: i for i, name in enumerate(names)}
+    question_order = {q.id: i for i, q in enumerate(questions)}
+    rows = [r.rescored() for r in read_rows(results)
+            if r.config in config_order and r.id in question_order and r.run < runs]
+    return sorted(rows, key=lambda r: (config_order[r.config], r.run, question_order[r.id]))

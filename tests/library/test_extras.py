@@ -71,3 +71,14 @@ def test_the_pipeline_refuses_a_config_whose_extra_is_missing(monkeypatch):
 def test_deptry_finds_no_dependency_issue():
     done = subprocess.run([sys.executable, "-m", "deptry", "."], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_import_with_extra_names_the_extra_only_when_its_module_is_missing(monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # what an environment without the ray extra gives
+    monkeypatch.delitem(sys.modules, "switchyard.retrievers.ray_ingest", raising=False)
+    with pytest.raises(MissingExtra) as caught:
+        extras.import_with_extra("switchyard.retrievers.ray_ingest", "ray", extras.NO_RAY)
+    assert str(caught.value) == extras.NO_RAY and caught.value.exit_code == EXIT_USAGE
+    with pytest.raises(ModuleNotFoundError):  # not the extra's module: passes through
+        extras.import_with_extra("switchyard.no_such_module", "ray", extras.NO_RAY)
+    assert extras.import_with_extra("switchyard.errors", "ray", extras.NO_RAY).NotFound.http_status == 404

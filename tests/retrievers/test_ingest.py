@@ -176,3 +176,45 @@ class TestKilledIngest:
                 (doc,) = list(load_file(path))
                 counts.setdefault(doc.doc_id, {})[tag] = len(stack.chunker.run(doc, "x"))
         return counts
+
+
+class TestDeleteMatching:
+    """`cli.py delete`'s matching, in the library (retrievers/ingest.py): ids, files, folders; all or nothing."""
+
+    def test_ids_files_and_folders_all_or_nothing(self, make_stack):
+        from switchyard.errors import NotFound
+        from switchyard.retrievers.ingest import delete_matching
+
+        stack = make_stack()
+        stack.ingestor(progress=False).run([SAMPLES])
+        ids = set(_docs(stack))
+        couplers = next(d for d in ids if d.startswith("couplers"))
+        # one target matching nothing: an error, and the target before it is not deleted either
+        with pytest.raises(NotFound, match="no indexed document matches 'no-such-doc'.*nothing deleted"):
+            delete_matching(stack.store, [couplers, "no-such-doc"])
+        # a path sharing a folder's prefix is not that folder
+        with pytest.raises(NotFound, match="hand"):
+            delete_matching(stack.store, [str(SAMPLES / "hand")])
+        assert set(_docs(stack)) == ids
+        handbook = {d for d, doc in _docs(stack).items() if "/handbooks/" in doc["source"]}
+        assert handbook
+        documents, chunks = delete_matching(stack.store, [couplers, str(SAMPLES / "handbooks"), couplers])
+        assert documents == 1 + len(handbook) and chunks >= documents
+        assert set(_docs(stack)) == ids - handbook - {couplers}
+        gauge = next(d for d in _docs(stack) if d.startswith("track-gauge"))
+        assert delete_matching(stack.store, [str(SAMPLES / "track-gauge.txt")])[0] == 1
+        assert gauge not in _docs(stack)
+
+    def test_an_id_wins_over_a_path_and_a_bare_word_is_an_id(self, tmp_path, monkeypatch):
+        from switchyard.errors import NotFound
+        from switchyard.retrievers.ingest import matching_documents
+
+        (tmp_path / "notes").mkdir()
+        docs = [{"doc_id": "notes", "source": "/elsewhere/notes.md"},
+                {"doc_id": "n1", "source": str(tmp_path / "notes" / "a.md")},
+                {"doc_id": "n2", "source": str(tmp_path / "notes" / "b.md")}]
+        monkeypatch.chdir(tmp_path)
+        assert matching_documents(docs, ["notes"]) == ["notes"]  # the id, though a folder of that name exists
+        assert matching_documents(docs, ["./notes", "n2"]) == ["n1", "n2"]  # a path: the folder's documents
+        with pytest.raises(NotFound):
+            matching_documents(docs, ["a"])  # neither an id nor a path (no separator, no dot, not on disk)
