@@ -23,6 +23,7 @@ from switchyard.errors import EXIT_FAIL, SwitchyardError, first_line
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a Unix tool killed by a closed pipe reports
 INDEX_DIR_HELP = "index location (LanceDB URI); overrides store.uri"
 EVERY_CONFIG_HELP = "override a value in every config (repeatable)"
+UPLOAD_DIR = ".switchyard/uploads"  # uploads, and the key file of an index on object storage
 
 
 def _set_option(p: argparse.ArgumentParser, help: str) -> None:
@@ -31,6 +32,10 @@ def _set_option(p: argparse.ArgumentParser, help: str) -> None:
 
 def _index_dir_option(p: argparse.ArgumentParser, help: str = INDEX_DIR_HELP) -> None:
     p.add_argument("--index-dir", metavar="DIR", help=help)
+
+
+def _upload_dir_option(p: argparse.ArgumentParser, help: str) -> None:
+    p.add_argument("--upload-dir", default=UPLOAD_DIR, metavar="DIR", help=help)
 
 
 def _common() -> argparse.ArgumentParser:
@@ -152,8 +157,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-question-chars", type=int, default=2000, metavar="N")
     p.add_argument("--max-upload-files", type=int, default=20, metavar="N")
     p.add_argument("--max-upload-mb", type=float, default=20.0, metavar="MB", help="per uploaded file (default 20)")
-    p.add_argument("--upload-dir", default=".switchyard/uploads", metavar="DIR",
-                   help="where uploaded files are kept (default .switchyard/uploads)")
+    _upload_dir_option(p, f"where uploaded files are kept (default {UPLOAD_DIR})")
     p.add_argument("--no-warm-up", action="store_true", help="load models on the first request, not at start")
     p.add_argument("--audit-log", metavar="FILE", help="append one JSON line per request here (key name, route, "
                                                        "collection, status, ms; never the key)")
@@ -162,8 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("keys", help="API keys of the index: create (printed once), list, revoke")
     keys = p.add_subparsers(dest="keys_action", required=True, metavar="ACTION")
     key_common = argparse.ArgumentParser(add_help=False, parents=[common])
-    key_common.add_argument("--upload-dir", default=".switchyard/uploads", metavar="DIR",
-                            help="where the key file lives when the index is on object storage")
+    _upload_dir_option(key_common, "where the key file lives when the index is on object storage")
     k = keys.add_parser("create", parents=[key_common], help="create a key and print it (once)")
     k.add_argument("name")
     k.add_argument("--collections", metavar="C1,C2", help="the collections it may read (required unless --admin)")
