@@ -191,18 +191,18 @@ class TestDeleteMatching:
         couplers = next(d for d in ids if d.startswith("couplers"))
         # one target matching nothing: an error, and the target before it is not deleted either
         with pytest.raises(NotFound, match="no indexed document matches 'no-such-doc'.*nothing deleted"):
-            delete_matching(stack.store, [couplers, "no-such-doc"])
+            delete_matching(stack.store, [couplers, "no-such-doc"], ALL)
         # a path sharing a folder's prefix is not that folder
         with pytest.raises(NotFound, match="hand"):
-            delete_matching(stack.store, [str(SAMPLES / "hand")])
+            delete_matching(stack.store, [str(SAMPLES / "hand")], ALL)
         assert set(_docs(stack)) == ids
         handbook = {d for d, doc in _docs(stack).items() if "/handbooks/" in doc["source"]}
         assert handbook
-        documents, chunks = delete_matching(stack.store, [couplers, str(SAMPLES / "handbooks"), couplers])
+        documents, chunks = delete_matching(stack.store, [couplers, str(SAMPLES / "handbooks"), couplers], ALL)
         assert documents == 1 + len(handbook) and chunks >= documents
         assert set(_docs(stack)) == ids - handbook - {couplers}
         gauge = next(d for d in _docs(stack) if d.startswith("track-gauge"))
-        assert delete_matching(stack.store, [str(SAMPLES / "track-gauge.txt")])[0] == 1
+        assert delete_matching(stack.store, [str(SAMPLES / "track-gauge.txt")], ALL)[0] == 1
         assert gauge not in _docs(stack)
 
     def test_an_id_wins_over_a_path_and_a_bare_word_is_an_id(self, tmp_path, monkeypatch):
