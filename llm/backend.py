@@ -6,10 +6,13 @@ from __future__ import annotations
 import re
 import threading
 from dataclasses import dataclass, field
-from typing import Callable, Protocol
+from typing import TYPE_CHECKING, Callable, Protocol
 
 from switchyard.llm.context import TokenSink
 from switchyard.errors import ContextOverflowError, LLMError, TransientLLMError
+
+if TYPE_CHECKING:
+    import openai
 
 Messages = list[dict[str, str]]
 MESSAGE_OVERHEAD_TOKENS = 6  # a chat template's role markers around each message
@@ -89,14 +92,14 @@ def openai_client_error(exc: Exception, where: str, timeout_s: float | None) -> 
     return None
 
 
-def _context_overflow(exc: Exception) -> tuple[int, int] | None:
+def _context_overflow(exc: openai.APIStatusError) -> tuple[int, int] | None:
     """(context tokens, prompt tokens) when the client's error refuses a prompt longer than the server's context,
     with the counts the server reported (the client's message holds the body it got); None otherwise."""
     for pattern in _OVERFLOWS:
         match = pattern.search(str(exc.message))
         if match is not None:
             found = match.groupdict()
-            return int(found["context"]), int(found["prompt"] or found.get("prompt2"))
+            return int(found["context"]), int(found["prompt"] or found.get("prompt2", ""))
     return None
 
 

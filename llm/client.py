@@ -12,7 +12,7 @@ import json
 import re
 import time
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -28,8 +28,8 @@ T = TypeVar("T", bound=BaseModel)
 
 
 @dataclass
-class StructuredResult:
-    value: BaseModel
+class StructuredResult(Generic[T]):
+    value: T
     status: str  # "ok" | "repaired" | "fallback"
     raw: str = ""
     error: str = ""
@@ -117,7 +117,7 @@ class LLM:
         return self._call(messages, max_tokens, None, run, tools=tools, tool_choice=tool_choice)
 
     def structured(self, messages: Messages, model: type[T], fallback: T, max_tokens: int | None = None,
-                   run: RunContext | None = None) -> StructuredResult:
+                   run: RunContext | None = None) -> StructuredResult[T]:
         schema = model.model_json_schema()
         raw = self._call(messages, max_tokens, schema, run).text
         value, error = _parse(raw, model)

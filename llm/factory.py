@@ -20,6 +20,7 @@ def llm_identity(config: LLMConfig) -> dict:
     if isinstance(config, OpenAILLMConfig):
         return {"backend": "openai", "model": config.model}
     if isinstance(config, LangChainLLMConfig):
+        assert config.chat_model is not None  # the schema requires it (LangChainLLMConfig._needs_a_chat_model)
         return chat_model_identity(config.chat_model, config.chat_model_kwargs)
     identity = {"backend": "local", "model": Path(config.model_path).name if config.model_path else PACKAGED_GGUF,
                 "n_ctx": config.n_ctx, "repeat_penalty": config.repeat_penalty}
@@ -30,6 +31,7 @@ def llm_identity(config: LLMConfig) -> dict:
 
 def _backend(config: LLMConfig) -> ChatBackend:
     if isinstance(config, LangChainLLMConfig):
+        assert config.chat_model is not None  # the schema requires it (LangChainLLMConfig._needs_a_chat_model)
         return LangChainBackend.from_spec(config.chat_model, config.chat_model_kwargs, config.structured_method)
     if isinstance(config, OpenAILLMConfig):
         return OpenAIBackend(config.base_url, config.model, config.api_key_env, config.timeout_s,
@@ -45,5 +47,6 @@ def build_llm(config: LLMConfig) -> LLM:
     if config.cache_dir:
         backend = CachingBackend(backend, ReplyStore(config.cache_dir), llm_identity(config),
                                  default_seed=config.seed if config.backend == "local" else None)
+    assert backend is not None  # llm.replay needs llm.cache_dir (the schema checks it)
     return LLM(backend, temperature=config.temperature, max_tokens=config.max_tokens, max_retries=config.max_retries,
                model=str(llm_identity(config)["model"]))

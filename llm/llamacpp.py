@@ -58,6 +58,7 @@ class _TokenWatch:
         return scores
 
     def _send(self, text: str) -> None:
+        assert self.on_token is not None  # called only when there is a sink
         if len(text) > len(self.sent) and text.startswith(self.sent):
             self.on_token(text[len(self.sent):])
             self.sent = text
@@ -186,6 +187,7 @@ class LlamaCppBackend:
                     raise LLMError(f"the prompt does not fit the model's context ({self.n_ctx} tokens, llm.n_ctx) "
                                    f"with {max_tokens} tokens left for the reply: {exc}") from None
                 budget -= int(overflow.group(1)) - self.n_ctx + max_tokens + 16
+        raise AssertionError("unreachable: the second attempt returns or raises")
 
 
 @contextmanager

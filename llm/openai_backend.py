@@ -31,6 +31,7 @@ class OpenAIBackend:
         self.base_url, self.model = base_url, model
         self.response_format = response_format
         self.seed = seed  # sent when a call brings no seed of its own: every request names one (llm.seed)
+        self.timeout_s = timeout_s
         self.stream_usage = True  # ask for usage in the last stream chunk until a server refuses stream_options
         # retries are ours (with accounting); the client's own are switched off. The client is thread-safe.
         self.client = OpenAI(base_url=base_url, api_key=key or "not-needed", timeout=timeout_s, max_retries=0)
@@ -54,7 +55,7 @@ class OpenAIBackend:
             if self.stream_usage:
                 kwargs["stream_options"] = {"include_usage": True}
         out = self._create_fitted(kwargs, json_schema)
-        return self._streamed(out, on_token, cancelled) if streamed else self._reply(out)
+        return self._streamed(out, on_token, cancelled) if streamed and on_token is not None else self._reply(out)
 
     def _create_fitted(self, kwargs: dict, json_schema: dict | None):
         """`_create`, and after a refusal of the prompt as longer than the server's context, again with the longest
@@ -102,7 +103,9 @@ class OpenAIBackend:
             if "stream_options" in kwargs and "stream_options" in str(exc):
                 self.stream_usage = False
                 return self._create({k: v for k, v in kwargs.items() if k != "stream_options"}, json_schema)
-            raise openai_client_error(exc, self.where, self.client.timeout) from None
+            error = openai_client_error(exc, self.where, self.timeout_s)
+            assert error is not None  # the client's HTTP and connection errors all have one
+            raise error from None
 
     def _reply(self, out) -> Reply:
         choices = _choices(out, self.where)
