@@ -10,6 +10,7 @@ import re
 import threading
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Protocol
 
 import numpy as np
 
@@ -80,11 +81,17 @@ def _LuceneIdfBM25(corpus, k1, b):
     return _lucene_idf_bm25()(corpus, k1=k1, b=b)
 
 
+class _Scorer(Protocol):
+    """What a search needs of rank-bm25's BM25Okapi: a score per chunk for the query's tokens."""
+
+    def get_scores(self, query: list[str]) -> np.ndarray: ...
+
+
 @dataclass(frozen=True)
 class _Snapshot:
     version: int
     rows: list[dict]
-    bm25: object | None
+    bm25: _Scorer | None
 
 
 class RankBM25Retriever:

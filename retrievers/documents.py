@@ -4,6 +4,7 @@ from __future__ import annotations
 import bisect
 import hashlib
 from dataclasses import dataclass, field
+from typing import Any
 
 
 def sha256_hex(*parts: str) -> str:
@@ -91,7 +92,8 @@ class Passage:
 
     @classmethod
     def from_row(cls, row: dict) -> "Passage":
-        return cls(**{k: row.get(k) for k in PASSAGE_FIELDS})
+        fields: dict[str, Any] = {k: row.get(k) for k in PASSAGE_FIELDS}  # a stored row: its columns are untyped
+        return cls(**fields)
 
     def to_dict(self) -> dict:
         return {**{k: getattr(self, k) for k in PASSAGE_FIELDS}, "score": self.score,

@@ -92,7 +92,7 @@ def parse(path: Path) -> dict:
     norm = {}
     for _ in range(n_norm):
         cp, count = nr.take("IB")
-        outs = nr.array(np.uint32, count) if count else []
+        outs: np.ndarray | list[int] = nr.array(np.uint32, count) if count else []
         norm[chr(cp)] = "".join(chr(c) for c in outs)
     tensors = {}
     for _ in range(r.take("i")):
@@ -149,7 +149,8 @@ def build_tokenizer(m: dict):
     def char_class(chars: list[str]) -> Regex:
         return Regex("[" + "".join(f"\\x{{{ord(c):x}}}" for c in chars) + "]")
 
-    steps = [normalizers.Replace(char_class(dropped), ""), normalizers.Replace(char_class(spaces), " ")]
+    steps: list[normalizers.Normalizer] = [normalizers.Replace(char_class(dropped), ""),
+                                          normalizers.Replace(char_class(spaces), " ")]
     steps += [normalizers.Replace(c, out) for c, out in sorted(others.items())]
     steps += [normalizers.NFKC(), normalizers.Replace(Regex(" {2,}"), " ")]
     tok.normalizer = normalizers.Sequence(steps)

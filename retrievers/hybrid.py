@@ -58,7 +58,8 @@ class HybridRetriever:
     def run_each(self, query: str, where: list[Clause] | None = None) -> dict[str, list[Passage]]:
         first, *others = self.retrievers
         pool = self._executor() if others else None
-        futures = [pool.submit(contextvars.copy_context().run, r.run, query, where=where) for r in others]
+        futures = [pool.submit(contextvars.copy_context().run, r.run, query, where=where)
+                   for r in others] if pool is not None else []
         ranked = {first.name: first.run(query, where=where)}
         for r, future in zip(others, futures):
             ranked[r.name] = future.result()

@@ -14,7 +14,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Protocol
+from typing import Iterable, Protocol, Sequence
 
 import numpy as np
 
@@ -103,7 +103,7 @@ class Ingestor:
             settings += f"/acl {','.join(doc.acl)}"
         return sha256_hex(doc.title, doc.text, repr(doc.page_starts), settings)
 
-    def run(self, paths: list[str | Path], acl: str | list[str] | None = None,
+    def run(self, paths: Sequence[str | Path], acl: str | list[str] | None = None,
             executor: "IngestExecutor | None" = None) -> IngestReport:
         """`acl`: access labels for the documents that carry none of their own (a corpus record's `acl` field);
         re-ingesting with other labels updates them. `executor` reads the files and prepares (chunks and embeds)

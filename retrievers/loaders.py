@@ -9,7 +9,7 @@ import json
 import re
 from html.parser import HTMLParser
 from pathlib import Path
-from typing import Iterator
+from typing import Iterable, Iterator
 
 from switchyard.errors import AccessError, PdfError
 from switchyard.retrievers.documents import LoadError, SourceDocument
@@ -29,7 +29,7 @@ def file_doc_id(path: Path) -> str:
     return f"{stem}-{digest}"
 
 
-def iter_files(paths: list[str | Path]) -> Iterator[Path | LoadError]:
+def iter_files(paths: Iterable[str | Path]) -> Iterator[Path | LoadError]:
     """Expand the given paths: files as they are, folders recursively (hidden entries and unsupported types skipped)."""
     for raw in paths:
         path = Path(raw)

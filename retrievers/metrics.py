@@ -35,8 +35,7 @@ def mrr_at_k(ranking: list[str], qrels: dict[str, float], k: int = 10) -> float:
 
 def dedupe(doc_ids: list[str]) -> list[str]:
     """Chunk hits -> document ranking: a document takes the rank of its best chunk."""
-    seen: set[str] = set()
-    return [d for d in doc_ids if not (d in seen or seen.add(d))]
+    return list(dict.fromkeys(doc_ids))
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -212,6 +212,7 @@ def _title(reader, pages: list[list[_Line]], path: Path) -> str:
     return path.stem
 
 
+DependencyErrors: type[Exception]
 try:  # pypdf raises this when AES decryption needs the optional `cryptography` package
     from pypdf.errors import DependencyError as DependencyErrors
 except ImportError:  # pragma: no cover

@@ -142,7 +142,7 @@ class JobStore:
                 return None
             files = self._conn.execute("SELECT name, path, status, error, added, updated FROM job_files "
                                        "WHERE job_id = ? ORDER BY position", (job_id,)).fetchall()
-        return Job(*row[:3], files=[FileStatus(*f) for f in files], error=row[3], created=row[4], started=row[5],
+        return Job(row[0], row[1], row[2], files=[FileStatus(*f) for f in files], error=row[3], created=row[4], started=row[5],
                    finished=row[6], attempts=row[7], owner=row[8], acl=tuple(filter(None, (row[9] or "").split(","))))
 
     def claim_orphans(self) -> list[Job]:
@@ -159,7 +159,9 @@ class JobStore:
                 won = db.execute("UPDATE jobs SET owner = ?, state = 'queued' WHERE id = ? AND owner IS ?",
                                  (self.owner, job_id, owner)).rowcount
             if won:
-                claimed.append(self.load(job_id))
+                job = self.load(job_id)
+                assert job is not None  # just claimed, unfinished: only finished jobs are ever deleted
+                claimed.append(job)
                 if owner:
                     with contextlib.suppress(OSError):
                         os.unlink(self._owners / f"{owner}.lock")

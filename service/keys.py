@@ -20,6 +20,7 @@ import secrets
 import threading
 import time
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -149,7 +150,7 @@ class KeyStore:
         """The principal of a presented key, None if it is no valid key (compared in constant time)."""
         match = _KEY.match(key)
         record = self.records().get(match.group(1)) if match else None
-        if record is None:
+        if match is None or record is None:
             return None
         given = _digest(match.group(2), bytes.fromhex(record.salt))
         return record.principal() if hmac.compare_digest(given, record.hash) else None
@@ -175,8 +176,8 @@ class KeyStore:
             os.fsync(out.fileno())
         os.replace(tmp, self.path)
 
-    def create(self, name: str, collections: list[str] | str | None = None, *, write: bool = False,
-               admin: bool = False, groups: list[str] | str | None = None, rpm: int = 0,
+    def create(self, name: str, collections: Sequence[str] | str | None = None, *, write: bool = False,
+               admin: bool = False, groups: Sequence[str] | str | None = None, rpm: int = 0,
                max_in_flight: int = 0) -> str:
         """Record a new key and return it (the only time it is seen in clear)."""
         if not _NAME.match(name or ""):
