@@ -85,6 +85,7 @@ class FaithfulnessJudge:
                 key = (*row.key, self.name)
                 if key in done or row.error:
                     continue
+                verdict: dict
                 if row.abstained or not row.prediction:
                     verdict = {"faithfulness": None, "sentences": 0, "judge_fallbacks": 0, "judge_calls": 0,
                                "verdicts": []}

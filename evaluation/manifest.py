@@ -139,7 +139,7 @@ def code_state(exclude: tuple[Path, ...] = ()) -> dict:
 
 
 def package_versions() -> dict[str, str | None]:
-    versions = {}
+    versions: dict[str, str | None] = {}
     for name in PACKAGES:
         try:
             versions[name] = metadata.version(name)

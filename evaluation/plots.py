@@ -44,7 +44,8 @@ def bars(path: Path, title: str, xlabel: str, ylabel: str, groups: list[str], se
     ax = fig.add_subplot()
     width = 0.8 / max(len(series), 1)
     for s, name in enumerate(series):
-        xs, heights, err = [], [], [[], []]
+        xs, heights = [], []
+        err: list[list[float]] = [[], []]
         for g in range(len(groups)):
             est = values[g][s]
             if est is None:

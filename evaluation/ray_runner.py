@@ -12,10 +12,11 @@ keyed by the request, so the folder ends up the same.
 from __future__ import annotations
 
 import os
-from typing import Iterator
+from typing import Iterator, cast
 
 import ray
 import ray.exceptions
+from ray.actor import ActorClass
 from ray.util import ActorPool
 
 from switchyard.configs.schema import SwitchyardConfig
@@ -69,7 +70,8 @@ class RayAsker:
         r = next(iter(configs.values())).ray
         options = {"num_cpus": r.cpus_per_actor, "num_gpus": r.gpus_per_actor}
         self.size = r.actors
-        self.actors = [PipelineActor.options(**options).remote(configs, os.getcwd()) for _ in range(r.actors)]
+        actors = cast("ActorClass[PipelineActor]", PipelineActor)  # what @ray.remote made of it (mypy keeps the class)
+        self.actors = [actors.options(**options).remote(configs, os.getcwd()) for _ in range(r.actors)]
 
     def rows(self, name: str, items: list[tuple[int, EvalQuestion]]) -> Iterator[EvalRow]:
         pool = ActorPool(self.actors)

@@ -199,10 +199,14 @@ def aggregate(rows: list[EvalRow], baseline: str | None = None) -> dict:
         per_run = [run_metrics([r for r in mine if r.run == run]) for run in runs]
         summary = {}
         for m in METRICS:
-            values = [p[m] for p in per_run if p[m] is not None]
+            values = [v for p in per_run if (v := p[m]) is not None]
             summary[m] = {"mean": sum(values) / len(values) if values else None,
                           "sd": statistics.stdev(values) if len(values) >= 2 else None}
-        tokens = [p["prompt_tokens"] + p["completion_tokens"] for p in per_run]
+        tokens = []
+        for p in per_run:
+            prompt, completion = p["prompt_tokens"], p["completion_tokens"]
+            assert prompt is not None and completion is not None  # every run has rows: their means are set
+            tokens.append(prompt + completion)
         summary["tokens"] = {"mean": sum(tokens) / len(tokens),
                              "sd": statistics.stdev(tokens) if len(tokens) >= 2 else None}
         out["configs"][name] = {"runs": len(runs), "questions": len(mine) // max(len(runs), 1), **summary,

@@ -63,7 +63,7 @@ class ThreadedAsker:
             raise ValueError("workers must be >= 1")
         self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="eval")
         self.pipes: dict[str, Pipeline] = {}
-        self.cluster = None
+        self.cluster: dict | None = None
 
     def start(self, pipes: dict[str, Pipeline]) -> None:
         self.pipes = pipes
@@ -129,6 +129,7 @@ class Evaluator:
                                        f"into {self.index_dir}: {first}")
                 self._ingested.add(config.store.collection)
                 flush_vector_recordings(self.models)  # an index on disk has its vectors on disk, however this ends
+            assert self.manifest is not None  # run() records the setup before it builds a pipeline
             recorded = run_manifest.with_collection(self.manifest, run_manifest.collection_entry(res.stack.store))
             self._record(run_manifest.with_embedding(recorded, path.stem, res.stack.embedder.runtime))
         return pipeline

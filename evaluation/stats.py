@@ -134,12 +134,12 @@ def holm(pvalues: Sequence[float | None]) -> list[float | None]:
     p-value is multiplied by the number of hypotheses not yet rejected, then made monotone (never smaller than an
     earlier, smaller p) and capped at 1. Returned in the input order. Ties keep their input order (the result is
     the same either way)."""
-    idx = [i for i, p in enumerate(pvalues) if p is not None]
-    m = len(idx)
+    tests = [(i, p) for i, p in enumerate(pvalues) if p is not None]
+    m = len(tests)
     out: list[float | None] = [None] * len(pvalues)
     running = 0.0
-    for rank, i in enumerate(sorted(idx, key=lambda i: pvalues[i])):
-        running = max(running, min(1.0, (m - rank) * float(pvalues[i])))
+    for rank, (i, p) in enumerate(sorted(tests, key=lambda t: t[1])):
+        running = max(running, min(1.0, (m - rank) * float(p)))
         out[i] = running
     return out
 
