@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 from functools import partial
-from typing import Callable
+from typing import Callable, cast
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
@@ -78,17 +78,19 @@ def traced(name: str, fn: Node, res: Resources) -> Callable[..., dict]:
         if runtime.context is None:  # invoked without a context (e.g. LangGraph Studio): a fresh run's
             runtime = replace(runtime, context=RunContext())
         runtime.stream_writer({"event": "node_start", "node": name})
+        values = cast(dict, state)  # what LangGraph passes: a plain dict, as nodes take it
         t = time.perf_counter()
         with telemetry.span(name, {telemetry.SPAN_KIND: "CHAIN", "switchyard.node": name},
                             parent=runtime.context.trace_context) as span, runtime.context.metered() as meter:
-            update = fn(state, runtime, res)
+            update = fn(values, runtime, res)
             # a replayed call is counted only when there is one, so that records of model-made runs stay as before
             spent = {**meter.as_dict(), **({"cached_calls": meter.cached_calls} if meter.cached_calls else {})}
             if span.is_recording():
                 span.set_attributes({f"switchyard.{k}": v for k, v in spent.items()})
         ms = (time.perf_counter() - t) * 1e3
         entry = {"node": name, "ms": round(ms, 2), **spent,
-                 "input": {k: _summarize(state[k]) for k in _INPUT_KEYS if k in state and state[k] not in ("", None)},
+                 "input": {k: _summarize(values[k]) for k in _INPUT_KEYS
+                           if k in values and values[k] not in ("", None)},
                  "output": {k: _summarize(v) for k, v in update.items() if k not in ("query_history", "retrieved")}}
         return {**update, "trace": [entry], "usage": {**spent, "total_ms": round(ms, 2)}}
 
@@ -177,13 +179,14 @@ def build_graph(config: SwitchyardConfig, resources: Resources | None = None,
     for before, after in zip(FIXED_SEQUENCE, FIXED_SEQUENCE[1:]):
         graph.add_edge(before, after)
     graph.add_conditional_edges(FIXED_SEQUENCE[-1], partial(route_after_grade, max_retries=config.grade.max_retries),
-                                GRADE_ROUTES)
+                                GRADE_ROUTES)  # type: ignore[arg-type]  # LangGraph asks dict[Hashable, str], invariant
     graph.add_edge("answer", END)
     graph.add_edge("abstain", END)
     return graph.compile(name=f"switchyard-{config.graph.mode}")
 
 
-def _add_entry(graph: StateGraph, config: SwitchyardConfig, first: str, res: Resources) -> None:
+def _add_entry(graph: StateGraph[RAGState, RunContext, RAGState, RAGState], config: SwitchyardConfig, first: str,
+               res: Resources) -> None:
     """START -> `first`; with graph.no_documents.detect, a question that needs no documents goes to `no_documents`
     instead (no retrieval, no LLM call)."""
     if not config.graph.no_documents.detect:

@@ -15,7 +15,7 @@ LLM: the span of the best sentences that has the type the question asks for, or 
 """
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, create_model
 
@@ -24,7 +24,7 @@ from langgraph.runtime import Runtime
 from switchyard.configs.schema import AnswerConfig
 from switchyard.llm.context import RunContext, TokenSink
 from switchyard.llm.prompts import ANSWER_SYSTEM, CLOSED_BOOK_SYSTEM, NOT_FOUND, SHORT_ANSWER_RULES, SHORT_ANSWER_SYSTEM
-from switchyard.nodes.citations import cite_record, split_sentences, verify_citations
+from switchyard.nodes.citations import Citation, cite_record, split_sentences, verify_citations
 from switchyard.nodes.grade import passage_coverage
 from switchyard.nodes.resources import Resources
 from switchyard.nodes.short_answer import (QuestionShape, clean_answer, extractive_span, grounded_in, match_option, occurs_in,
@@ -61,13 +61,14 @@ class ShortReply(BaseModel):
     passage: int = 0
 
 
-def reply_model(shape: QuestionShape) -> type[BaseModel]:
+def reply_model(shape: QuestionShape) -> type[ShortReply]:
     """The JSON the model must write: yes/no questions may only answer yes or no, choice questions one of the
     options (the grammar enforces it); no field descriptions, which small models copy into their answers."""
     if shape.kind == "open":
         return ShortReply
     choices = ("yes", "no") if shape.kind == "yes_no" else tuple(shape.options)
-    return create_model("ShortChoice", answer=(Literal[choices], ...), passage=(int, 0))
+    choice: Any = Literal[choices]  # a Literal of the options, made at run time
+    return create_model("ShortChoice", __base__=ShortReply, answer=(choice, ...), passage=(int, 0))
 
 
 def _short_prompt(question: str, passages: list[Passage], shape: QuestionShape) -> list[dict]:
@@ -108,7 +109,7 @@ def sentences_answer(question: str, passages: list[Passage], res: Resources, run
     cfg = res.config.answer
     vectors = res.passage_vectors(passages)
 
-    def extractive() -> tuple[str, list[dict], dict]:
+    def extractive() -> tuple[str, list[Citation], dict]:
         text = extractive_answer(question, passages, res.embedder, cfg.max_sentences)
         return verify_citations(text, passages, res.embedder, cfg.support_threshold, passage_vectors=vectors)
 
@@ -165,7 +166,7 @@ def short_answer(question: str, passages: list[Passage], res: Resources, verdict
     else:
         proposed, source = _extractive_proposal(question, shape, ranked, cfg.span_sentences), "extractive"
     found = ground(proposed, shape, passages, ranked, hint, cfg.max_sentences, question)
-    grounding = {"source": source, "proposed": proposed}
+    grounding: dict[str, Any] = {"source": source, "proposed": proposed}
     if found is None and cfg.ungrounded == "extractive" and source == "llm":
         fallback = _extractive_proposal(question, shape, ranked, cfg.span_sentences)
         found = ground(fallback, shape, passages, ranked, None, cfg.max_sentences, question)
@@ -243,7 +244,7 @@ def ground(proposed: str, shape: QuestionShape, passages: list[Passage], ranked:
         where.append(j)
     if not kept:
         return None
-    evidence: Ranked = []
+    evidence = []
     for item, j in zip(kept, where):
         mine = [t for t in ranked if t[0] == j]
         hit = next((t for t in mine if occurs_in(item, t[1])), mine[0] if mine else None)

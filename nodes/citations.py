@@ -57,7 +57,7 @@ def support_matrix(sentences: list[str], passages: list[Passage], embedder, pass
 
 
 def verify_citations(answer: str, passages: list[Passage], embedder, threshold: float,
-                     drop_unsupported: bool = False, passage_vectors=None) -> tuple[str, list[dict], dict]:
+                     drop_unsupported: bool = False, passage_vectors=None) -> tuple[str, list[Citation], dict]:
     """Returns (answer with checked, renumbered [n] markers; citations; counts of what was changed).
 
     With `drop_unsupported`, sentences no passage supports are removed from the answer (counted as `removed`).

@@ -116,10 +116,10 @@ def rewrite_queries(question: str, attempts: int, feedback: str | None, where: W
                                     fallback=RewrittenQuery.model_construct(query=question), max_tokens=64, run=run)
             generated = [result.value.query]
         else:
-            result = llm.structured(messages, RewrittenQueries,
-                                    fallback=RewrittenQueries.model_construct(queries=[question]),
-                                    max_tokens=48 * n, run=run)
-            generated = list(result.value.queries)[:n]
+            results = llm.structured(messages, RewrittenQueries,
+                                     fallback=RewrittenQueries.model_construct(queries=[question]),
+                                     max_tokens=48 * n, run=run)
+            generated = list(results.value.queries)[:n]
         # the first round also searches the question itself: a weak model's rewrite must not lose it
         queries = _dedupe(([question] if attempts == 0 else []) + generated) or [question]
     return _dedupe(queries)

@@ -228,7 +228,9 @@ def _names(sentence: str) -> list[tuple[str, int, str]]:
     """(span, index of its first word, the word before it) for maximal runs of capitalised words (with "of", "the"
     inside a run; a leading "The" is dropped)."""
     words = _WORD.findall(sentence)
-    out, run, start = [], [], 0
+    out: list[tuple[str, int, str]] = []
+    run: list[str] = []
+    start = 0
     for i, word in enumerate(words + [""]):
         if word[:1].isupper() or (word[:1].isdigit() and run):
             if not run:

@@ -92,6 +92,7 @@ def _answer_context(state: dict, message: str) -> str:
 def _ask_labor(agent: str, state: dict, res: Resources, steps_left: int, message: str,
                run: RunContext | None) -> Decision | None:
     tools = res.config.graph.router.protocol == "tools"
+    schema: type[BaseModel]
     if agent == "search":
         context, own = _search_context(state, steps_left, message)
         system, schema = BOLAA_SEARCH + (BOLAA_TOOLS if tools else BOLAA_SEARCH_JSON), SearchStep
