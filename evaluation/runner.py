@@ -35,7 +35,7 @@ from switchyard.graphs.app import Pipeline
 from switchyard.llm.cache import CachingBackend
 from switchyard.errors import DatasetError, LLMCacheMiss, VectorCacheMiss
 from switchyard.nodes.resources import SharedModels
-from switchyard.retrievers.embedder import Embedder
+from switchyard.retrievers.vector_recording import RecordingEmbedder
 from switchyard.retrievers.pipeline import corpus_collection_for
 
 RESULTS = "questions.jsonl"
@@ -205,7 +205,7 @@ class Evaluator:
 
 
 def _recordings(models: SharedModels) -> list:
-    return [m.recording for m in models.loaded() if isinstance(m, Embedder) and m.recording is not None]
+    return [m.recording for m in models.loaded() if isinstance(m, RecordingEmbedder)]
 
 
 def flush_vector_recordings(models: SharedModels) -> None:

@@ -8,19 +8,25 @@ by word and its stored token counts are returned, so streaming and usage account
 A request not seen goes to the wrapped backend and its reply is stored. Without a wrapped backend (replay), a request
 not seen is an `LLMCacheMiss` naming it.
 
-The folder holds one JSON file per key (`DIR/ab/abcd....json`), written to a temporary file and renamed into place:
-concurrent writers (eval --workers, several processes) never leave a torn or mixed file, and two writers of one key
-write the same request (the last rename wins). A reply cut short by cancellation is never stored.
+A folder holds one run's replies in at most two files: `replies.jsonl.xz`, the packed replies (one compact JSON
+line per entry, sorted by key; written by `bench/pack_run.py`), and `replies.jsonl`, the append log a live run
+records into: one line per reply, appended under a file lock, so concurrent writers (eval --workers, several
+processes) never interleave; a last line torn by a process that died mid-write is trimmed on read (and before the
+next append). Two writers of one key write the same request; the later line wins. Folders recorded before this
+layout, one JSON file per key (`DIR/ab/abcd....json`), are still read. A reply cut short by cancellation is never
+stored.
 """
 from __future__ import annotations
 
 import hashlib
 import json
+import lzma
 import os
-import tempfile
 import threading
 from dataclasses import asdict
 from pathlib import Path
+
+from filelock import FileLock
 
 from switchyard.llm.backend import ChatBackend, Messages, Reply, send_words
 from switchyard.errors import LLMError
@@ -33,34 +39,129 @@ def request_key(request: dict) -> str:
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
+PACKED = "replies.jsonl.xz"
+LOG = "replies.jsonl"
+
+
+def entry_line(entry: dict) -> str:
+    """One entry as a line of the log or the packed file (compact, keys sorted, no trailing newline)."""
+    return json.dumps(entry, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+
+
 class ReplyStore:
-    """One JSON file per request key under `root`; safe for any number of threads and processes."""
+    """The replies recorded under `root` (see the module docstring for the layout); safe for any number of threads
+    and processes. Entries are read once into memory; a key not found there is looked up again in what the log
+    gained since (another process may have recorded it) and in the old one-file-per-key layout."""
 
     def __init__(self, root: str | Path):
         self.root = Path(root).expanduser()
+        self._lock = threading.Lock()
+        self._entries: dict[str, dict] | None = None
+        self._log_read = 0  # bytes of the log read into _entries
+
+    @property
+    def log_path(self) -> Path:
+        return self.root / LOG
+
+    @property
+    def packed_path(self) -> Path:
+        return self.root / PACKED
 
     def path(self, key: str) -> Path:
+        """Where the old layout keeps `key`'s reply (read only)."""
         return self.root / key[:2] / f"{key}.json"
 
     def get(self, key: str) -> dict | None:
+        with self._lock:
+            if self._entries is None:
+                self._entries = self._read_packed()
+                self._read_log()
+            entry = self._entries.get(key)
+            if entry is None:
+                self._read_log()
+                entry = self._entries.get(key)
+        return entry if entry is not None else self._get_file(key)
+
+    def _get_file(self, key: str) -> dict | None:
         path = self.path(key)
         try:
             entry = json.loads(path.read_text(encoding="utf-8"))
             Reply(**entry["reply"])
         except FileNotFoundError:
             return None
-        except (ValueError, KeyError, TypeError) as exc:  # edited by hand: never written half, see put()
+        except (ValueError, KeyError, TypeError) as exc:  # edited by hand: never written half
             raise LLMError(f"{path} is not a recorded reply ({type(exc).__name__}); delete it to record it again") \
                 from None
         return entry
 
+    def _read_packed(self) -> dict[str, dict]:
+        if not self.packed_path.is_file():
+            return {}
+        try:
+            with lzma.open(self.packed_path, "rt", encoding="utf-8") as fh:
+                text = fh.read()
+        except (OSError, EOFError, lzma.LZMAError) as exc:
+            raise LLMError(f"{self.packed_path} is not a packed reply file ({type(exc).__name__}: {exc})") from None
+        entries: dict[str, dict] = {}
+        for n, line in enumerate(text.splitlines(), 1):
+            self._add_line(entries, line, self.packed_path, n)
+        return entries
+
+    def _read_log(self) -> None:
+        """Add the log's complete lines written since the last read (call under the lock)."""
+        assert self._entries is not None
+        try:
+            with self.log_path.open("rb") as fh:
+                fh.seek(self._log_read)
+                data = fh.read()
+        except FileNotFoundError:
+            return
+        whole = data[:data.rfind(b"\n") + 1]  # a torn last line (a writer died mid-line) is not a reply
+        for line in whole.decode("utf-8").splitlines():
+            self._add_line(self._entries, line, self.log_path, None)
+        self._log_read += len(whole)
+
+    @staticmethod
+    def _add_line(entries: dict[str, dict], line: str, path: Path, n: int | None) -> None:
+        if not line.strip():
+            return
+        try:
+            entry = json.loads(line)
+            Reply(**entry["reply"])
+            entries[entry["key"]] = entry
+        except (ValueError, KeyError, TypeError) as exc:  # edited by hand: never written half, see put()
+            where = f"{path} line {n}" if n else str(path)
+            raise LLMError(f"{where} is not a recorded reply ({type(exc).__name__}); delete that line to record it "
+                           "again") from None
+
+    def keys(self) -> set[str]:
+        """Every key recorded under `root`, in any layout."""
+        with self._lock:
+            self._entries = self._read_packed()
+            self._log_read = 0
+            self._read_log()
+            found = set(self._entries)
+        return found | {p.stem for p in self.root.glob("??/*.json")}
+
     def put(self, key: str, entry: dict) -> None:
-        path = self.path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=path.parent, prefix=f".{key[:8]}-",
-                                         suffix=".tmp", delete=False) as tmp:
-            json.dump(entry, tmp, ensure_ascii=False, indent=1, sort_keys=True)
-        os.replace(tmp.name, path)
+        line = (entry_line(entry) + "\n").encode("utf-8")
+        self.root.mkdir(parents=True, exist_ok=True)
+        with FileLock(self.root / ".replies.lock"), self.log_path.open("ab+") as fh:
+            size = fh.seek(0, os.SEEK_END)
+            if size:
+                fh.seek(max(0, size - (1 << 20)))
+                tail = fh.read()
+                if not tail.endswith(b"\n"):  # a torn last line: cut it off before appending
+                    cut = tail.rfind(b"\n")
+                    if cut >= 0 or size <= len(tail):
+                        fh.truncate(size - len(tail) + cut + 1)
+                    else:  # no line end in the last MiB: end the torn line (read as an error) rather than guess
+                        fh.write(b"\n")
+            fh.write(line)
+            fh.flush()
+        with self._lock:
+            if self._entries is not None:
+                self._entries[key] = entry
 
 
 def _first_words(text: str, n: int = 10) -> str:

@@ -25,7 +25,8 @@ from switchyard.configs.schema import EmbeddingConfig, LLMConfig, SwitchyardConf
 from switchyard.llm.client import LLM
 from switchyard.llm.factory import build_llm
 from switchyard.retrievers.documents import Passage, search_text
-from switchyard.retrievers.embedder import Embedder
+from switchyard.retrievers.embedder import TextEmbedder
+from switchyard.retrievers.vector_recording import build_embedder
 from switchyard.retrievers.lazy import Lazy
 from switchyard.retrievers.pipeline import RetrievalStack, field_embedder_settings
 
@@ -50,20 +51,20 @@ class SharedModels:
                 self._models[key] = build()
             return self._models[key]  # type: ignore[return-value]
 
-    def embedder(self, config: EmbeddingConfig) -> Embedder:
-        return self._get(config, lambda: Embedder(**config.model_dump()))
+    def embedder(self, config: EmbeddingConfig) -> TextEmbedder:
+        return self._get(config, lambda: build_embedder(**config.model_dump()))
 
-    def field_embedder(self, config: EmbeddingConfig, field: VectorFieldConfig) -> Embedder:
+    def field_embedder(self, config: EmbeddingConfig, field: VectorFieldConfig) -> TextEmbedder:
         """A vector field's model (retrieve.retrievers) on `config`'s runtime: one for every pipeline with that
         runtime and model."""
         settings = field_embedder_settings(config.model_dump(), field)
-        return self._get(config, lambda: Embedder(**settings),
+        return self._get(config, lambda: build_embedder(**settings),
                          kind=f"field:{settings['model']}:{settings['batch_size']}:")
 
     def llm(self, config: LLMConfig) -> LLM:
         return self._get(config, lambda: build_llm(config))
 
-    def provide(self, section: EmbeddingConfig | LLMConfig, model: Embedder | LLM) -> None:
+    def provide(self, section: EmbeddingConfig | LLMConfig, model: TextEmbedder | LLM) -> None:
         """Share an already built model for `section` (e.g. a test's session-wide embedder)."""
         with self._lock:
             self._models[self.key(section)] = model
@@ -94,7 +95,7 @@ class Resources:
         return self._stack.get()
 
     @property
-    def embedder(self) -> Embedder:
+    def embedder(self) -> TextEmbedder:
         return self.stack.embedder
 
     def close(self) -> None:

@@ -17,6 +17,7 @@ import tempfile
 import threading
 from collections import OrderedDict
 from pathlib import Path
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -24,7 +25,6 @@ from switchyard.configs.schema import EmbeddingBackend, EmbeddingPrecision
 from switchyard.retrievers import e5_model
 from switchyard.retrievers import onnx_template
 from switchyard.retrievers.lazy import Lazy
-from switchyard.retrievers.vector_recording import VectorRecording
 from switchyard.errors import EmbedderError, MissingExtra, ModelNotFoundError
 from switchyard.extras import needs_extra
 
@@ -378,123 +378,45 @@ class OpenVINOBackend(_CompiledBackend):
 BACKEND_CLASSES = {"torch": TorchBackend, "onnx": OnnxRuntimeBackend, "openvino": OpenVINOBackend}
 
 
-class Embedder:
-    """Encodes texts to L2-normalised float32 vectors. Loads the model lazily, once.
+@runtime_checkable
+class TextEmbedder(Protocol):
+    """What every caller of an embedder uses: `Embedder` (computes vectors) and `RecordingEmbedder`
+    (retrievers/vector_recording.py: records or replays them around an `Embedder`) both satisfy it."""
 
-    `backend` picks the runtime (`torch`, `onnx`, `openvino`; see the module docstring); all three run the same
-    weights with the same tokenisation, pooling and normalisation, so their vectors agree to cosine > 0.999
-    (> 0.99999 in f32). A collection records the backend that created it, but may be searched and extended through
-    any backend of the same model: that is harmless (tests/retrievers/test_embedder_backends.py shows the same top
-    results and the same incremental re-ingest), so it is allowed; only another model or dimension is refused.
-    `threads` (compiled backends; None: one per core) and `precision` (`auto` | `f32`, OpenVINO only) tune the
-    runtime. This class defaults to the `torch` reference; the configuration (`embedding.backend`) to `openvino`.
+    model_name: str
+    model_dir: Path
+    batch_size: int
 
-    `vector_cache` (a folder, retrievers/vector_recording.py) records every vector computed and answers texts
-    recorded before from it; with `replay`, only from it: nothing is computed, and `runtime` is the recording's.
+    @property
+    def dim(self) -> int: ...
 
-    Safe to share between threads: encoding takes a lock (the Hugging Face fast tokenizer raises "Already
-    borrowed" when two threads use it at once, and on a CPU one batch already uses the configured cores)."""
+    @property
+    def runtime(self) -> dict: ...
+
+    @property
+    def tokenizer_file(self) -> str: ...
+
+    def warm_up(self) -> None: ...
+
+    def run(self, texts: list[str]) -> np.ndarray: ...
+
+    def embed_query(self, text: str) -> np.ndarray: ...
+
+    def clear_cache(self) -> None: ...
+
+
+class QueryVectorCache:
+    """`embed_query` over the class's `run`, cached (least recently used out): the same question is embedded by
+    retrieval and by the graph's checks. Shared by `Embedder` and `RecordingEmbedder`."""
 
     QUERY_CACHE_SIZE = 512
 
-    def __init__(self, model: str = "minilm", batch_size: int = 32, device: str = "cpu",
-                 backend: EmbeddingBackend = "torch", threads: int | None = None, cache_dir: str | None = None,
-                 precision: EmbeddingPrecision = "auto", vector_cache: str | None = None, replay: bool = False):
-        if replay and not vector_cache:
-            raise ValueError("replay needs vector_cache (the folder of recorded vectors)")
-        if batch_size < 1:
-            raise ValueError("batch_size must be >= 1")
-        if threads is not None and threads < 1:
-            raise ValueError("threads must be >= 1")
-        self.model_name = model
-        self.model_dir = resolve_model_dir(model)
-        self.batch_size = batch_size
-        self.device = device
-        self.backend = backend
-        self.threads = threads
-        self.cache_dir = cache_dir
-        self.precision = precision
-        self._backend = BACKEND_CLASSES[backend](self.model_dir, device=device, threads=threads, cache_dir=cache_dir,
-                                                 precision=precision)
-        self._model = Lazy(self._load)
-        self._encode_lock = threading.Lock()
+    def __init__(self) -> None:
         self._cache_lock = threading.Lock()
         self._query_cache: OrderedDict[str, np.ndarray] = OrderedDict()
-        self.recording = VectorRecording(vector_cache, model, replay=replay) if vector_cache else None
-        self._recording_checked = Lazy(self._check_recording)
-
-    def _check_recording(self) -> bool:
-        """A recording folder takes vectors of one runtime: this one's, unless replaying."""
-        if self.recording is not None and not self.recording.replay:
-            self.recording.check_runtime(self._live_runtime())
-        return True
-
-    def _load(self):
-        return self._backend.load()
-
-    @property
-    def model(self):
-        """The loaded runtime object (a SentenceTransformer for `torch`)."""
-        return self._model.get()
-
-    def warm_up(self) -> None:
-        self._model.get()
-
-    @property
-    def dim(self) -> int:
-        if self.recording is not None and self.recording.replay:
-            return self._replayed_runtime()["dim"]
-        return self._backend.dim(self.model)
-
-    @property
-    def inference_precision(self) -> str:
-        """What the loaded runtime computes in: `f32`, or `bf16` (OpenVINO `auto` on a CPU with native bf16)."""
-        return self._backend.inference_precision(self.model)
-
-    def _live_runtime(self) -> dict:
-        return {"backend": self.backend, "precision": self.inference_precision, "dim": self._backend.dim(self.model)}
-
-    def _replayed_runtime(self) -> dict:
-        recorded = self.recording.runtime()
-        if recorded is None:
-            raise EmbedderError(f"no {self.model_name} vectors are recorded in {self.recording.root} to replay")
-        return recorded
-
-    @property
-    def runtime(self) -> dict:
-        """{backend, precision} the vectors come from: this machine's runtime (loading it), or when replaying a
-        recording, the runtime that recorded it (nothing is loaded)."""
-        if self.recording is not None and self.recording.replay:
-            recorded = self._replayed_runtime()
-        else:
-            self._recording_checked.get()  # refused here, before any question, when it differs from the recording
-            recorded = self._live_runtime()
-        return {"backend": recorded["backend"], "precision": recorded["precision"]}
-
-    @property
-    def tokenizer_file(self) -> str:
-        return str(self.model_dir / "tokenizer.json")
 
     def run(self, texts: list[str]) -> np.ndarray:
-        if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        if self.recording is None:
-            return self._encode(list(texts))
-        self._recording_checked.get()
-        found = self.recording.lookup(list(texts))  # under replay, every text is found or this raises
-        missing = [i for i, vector in enumerate(found) if vector is None]
-        if missing:
-            computed = self._encode([texts[i] for i in missing])
-            self.recording.add([texts[i] for i in missing], computed, self._live_runtime())
-            for i, vector in zip(missing, computed):
-                found[i] = vector
-        return np.stack(found).astype(np.float32, copy=False)
-
-    def _encode(self, texts: list[str]) -> np.ndarray:
-        model = self.model
-        with self._encode_lock:
-            vectors = self._backend.encode(model, texts, self.batch_size)
-        return np.asarray(vectors, dtype=np.float32)
+        raise NotImplementedError
 
     def embed_query(self, text: str) -> np.ndarray:
         """One text's vector, cached (least recently used out): the same question is embedded by retrieval and by
@@ -517,3 +439,82 @@ class Embedder:
         """Forget cached query vectors (benchmarks: every timed query pays for its own embedding)."""
         with self._cache_lock:
             self._query_cache.clear()
+
+
+class Embedder(QueryVectorCache):
+    """Encodes texts to L2-normalised float32 vectors. Loads the model lazily, once.
+
+    `backend` picks the runtime (`torch`, `onnx`, `openvino`; see the module docstring); all three run the same
+    weights with the same tokenisation, pooling and normalisation, so their vectors agree to cosine > 0.999
+    (> 0.99999 in f32). A collection records the backend that created it, but may be searched and extended through
+    any backend of the same model: that is harmless (tests/retrievers/test_embedder_backends.py shows the same top
+    results and the same incremental re-ingest), so it is allowed; only another model or dimension is refused.
+    `threads` (compiled backends; None: one per core) and `precision` (`auto` | `f32`, OpenVINO only) tune the
+    runtime. This class defaults to the `torch` reference; the configuration (`embedding.backend`) to `openvino`.
+
+    Recording and replaying vectors (`embedding.vector_cache`) is a wrapper around this class, `RecordingEmbedder`
+    (retrievers/vector_recording.py); `build_embedder` there builds either from the configuration's settings.
+
+    Safe to share between threads: encoding takes a lock (the Hugging Face fast tokenizer raises "Already
+    borrowed" when two threads use it at once, and on a CPU one batch already uses the configured cores)."""
+
+    def __init__(self, model: str = "minilm", batch_size: int = 32, device: str = "cpu",
+                 backend: EmbeddingBackend = "torch", threads: int | None = None, cache_dir: str | None = None,
+                 precision: EmbeddingPrecision = "auto"):
+        if batch_size < 1:
+            raise ValueError("batch_size must be >= 1")
+        if threads is not None and threads < 1:
+            raise ValueError("threads must be >= 1")
+        super().__init__()
+        self.model_name = model
+        self.model_dir = resolve_model_dir(model)
+        self.batch_size = batch_size
+        self.device = device
+        self.backend = backend
+        self.threads = threads
+        self.cache_dir = cache_dir
+        self.precision = precision
+        self._backend = BACKEND_CLASSES[backend](self.model_dir, device=device, threads=threads, cache_dir=cache_dir,
+                                                 precision=precision)
+        self._model = Lazy(self._load)
+        self._encode_lock = threading.Lock()
+
+    def _load(self):
+        return self._backend.load()
+
+    @property
+    def model(self):
+        """The loaded runtime object (a SentenceTransformer for `torch`)."""
+        return self._model.get()
+
+    def warm_up(self) -> None:
+        self._model.get()
+
+    @property
+    def dim(self) -> int:
+        return self._backend.dim(self.model)
+
+    @property
+    def inference_precision(self) -> str:
+        """What the loaded runtime computes in: `f32`, or `bf16` (OpenVINO `auto` on a CPU with native bf16)."""
+        return self._backend.inference_precision(self.model)
+
+    @property
+    def runtime(self) -> dict:
+        """{backend, precision} the vectors come from: this machine's runtime (loading it)."""
+        return {"backend": self.backend, "precision": self.inference_precision}
+
+    @property
+    def tokenizer_file(self) -> str:
+        return str(self.model_dir / "tokenizer.json")
+
+    def run(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return self._encode(list(texts))
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        model = self.model
+        with self._encode_lock:
+            vectors = self._backend.encode(model, texts, self.batch_size)
+        return np.asarray(vectors, dtype=np.float32)

@@ -10,7 +10,8 @@ from switchyard.llm.context import RunContext, Scope
 from switchyard.retrievers.bm25 import LanceBM25Retriever, RankBM25Retriever
 from switchyard.retrievers.chunking import Chunker, SentenceWindows
 from switchyard.retrievers.dense import DenseRetriever
-from switchyard.retrievers.embedder import Embedder, SentenceModelSpec
+from switchyard.retrievers.embedder import Embedder, SentenceModelSpec, TextEmbedder
+from switchyard.retrievers.vector_recording import build_embedder
 from switchyard.retrievers.hybrid import HybridRetriever
 from switchyard.retrievers.ingest import FieldEncoder, Ingestor, corpus_collection
 from switchyard.retrievers.lazy import Lazy
@@ -30,15 +31,15 @@ class RetrievalStack:
     `retrieval` (retrievers/search.py), the one retrieval path."""
 
     def __init__(self, config: SwitchyardConfig, collection: str | None = None,
-                 get_llm: Callable[[], LLM] | None = None, embedder: Embedder | None = None,
-                 field_embedders: dict[str, Embedder] | None = None):
+                 get_llm: Callable[[], LLM] | None = None, embedder: TextEmbedder | None = None,
+                 field_embedders: dict[str, TextEmbedder] | None = None):
         self.config = config
         self.collection = collection or config.store.collection
         self._get_llm = get_llm
         e = config.embedding
-        self._embedder = Lazy(lambda: Embedder(**e.model_dump()), embedder)
+        self._embedder = Lazy(lambda: build_embedder(**e.model_dump()), embedder)
         self._field_embedders = {
-            name: Lazy(lambda f=f: Embedder(**field_embedder_settings(e.model_dump(), f)),
+            name: Lazy(lambda f=f: build_embedder(**field_embedder_settings(e.model_dump(), f)),
                        (field_embedders or {}).get(name))
             for name, f in config.retrieve.retrievers.fields().items()}
         self._store = Lazy(self._build_store)
@@ -53,7 +54,7 @@ class RetrievalStack:
                                                  collection=self.collection))
 
     @property
-    def embedder(self) -> Embedder:
+    def embedder(self) -> TextEmbedder:
         return self._embedder.get()
 
     def field_config(self, name: str) -> VectorFieldConfig:
@@ -64,7 +65,7 @@ class RetrievalStack:
                              f"field {name!r} (retrieve.retrievers.vector_fields.{name})")
         return fields[name]
 
-    def field_embedder(self, name: str) -> Embedder:
+    def field_embedder(self, name: str) -> TextEmbedder:
         """The model of vector field `name`, loaded on first use."""
         self.field_config(name)
         return self._field_embedders[name].get()

@@ -25,7 +25,7 @@ import ray.data
 
 from switchyard.configs.schema import SwitchyardConfig
 from switchyard.retrievers.chunking import Chunker, SentenceWindows
-from switchyard.retrievers.embedder import Embedder
+from switchyard.retrievers.vector_recording import build_embedder
 from switchyard.retrievers.ingest import FieldEncoder, PreparedBatch, load_documents, prepare_batch
 from switchyard.retrievers.pipeline import field_embedder_settings
 
@@ -61,9 +61,9 @@ class BatchPreparer:
     def __init__(self, embedding: dict, chunk_size: int, chunk_overlap: int, windows: tuple[int, int] | None,
                  fields: dict[str, tuple[dict, str]] | None = None):
         """`fields`: name -> (embedder settings, passage prefix) of each vector field the collection holds."""
-        self.embedder = Embedder(**embedding)
+        self.embedder = build_embedder(**embedding)
         self.embedder.warm_up()
-        self.fields = {name: FieldEncoder(Embedder(**settings), prefix)
+        self.fields = {name: FieldEncoder(build_embedder(**settings), prefix)
                        for name, (settings, prefix) in (fields or {}).items()}
         self.chunker = Chunker(chunk_size, chunk_overlap, self.embedder.tokenizer_file)
         self.windows = SentenceWindows(*windows, self.embedder.tokenizer_file) if windows else None

@@ -6,14 +6,20 @@ passages, and a different passage order is a different prompt, which a reply cac
 recorded. Recording every vector a run computes (the passages at ingest, the questions, the sentences the graph's
 checks score) and replaying them makes the index, the retrieval and the checks those of the recorded run.
 
-A recording is a folder of segments, `DIR/<model>-<time>-<random>.npz`, each holding `keys` (the sha256 of the
-model name and the text, 32 bytes a row), `vectors` (float32) and `runtime` ({model, backend, precision, dim} as
-JSON). A segment is written whole (a temporary file renamed into place) and never changed, so concurrent writers
-(threads, eval --workers, several processes) never tear one, and a recording kept in git grows by new files only.
-Vectors are buffered in memory and written when `flush_every` are pending and on `flush()`; a process that dies
-before flushing loses only those, which the next run computes and records again. Two processes recording into one
-folder at once may both record a text neither found there; both vectors come from the folder's one runtime, and
-loading keeps the one in the later segment (segments load in name order, which starts with the time).
+A recording is a folder of files per model, each holding `keys` (the sha256 of the model name and the text, 32
+bytes a row), `vectors` (float32) and `runtime` ({model, backend, precision, dim} as JSON):
+- `DIR/<model>-<time>-<random>.npz`, the segments a live run writes. A segment is written whole (a temporary file
+  renamed into place) and never changed, so concurrent writers (threads, eval --workers, several processes) never
+  tear one. Vectors are buffered in memory and written when `flush_every` are pending and on `flush()`; a process
+  that dies before flushing loses only those, which the next run computes and records again.
+- `DIR/<model>.npz`, the packed file: every segment of a finished run merged, sorted by key (`bench/pack_run.py`),
+  so a run kept in git holds one vector file per model. It loads first, then the segments in name order (which
+  starts with the time).
+Two processes recording into one folder at once may both record a text neither found there; both vectors come from
+the folder's one runtime, and loading keeps the one in the later segment.
+
+`RecordingEmbedder` wraps an `Embedder` with a recording, as `CachingBackend` (llm/cache.py) wraps a chat backend;
+`build_embedder` builds one or the other from the configuration's settings.
 
 One recording holds one runtime per model: recording into a folder whose vectors of that model came from another
 backend or precision is refused, since the folder would then replay a mix.
@@ -32,7 +38,10 @@ from pathlib import Path
 
 import numpy as np
 
+from switchyard.configs.schema import EmbeddingBackend, EmbeddingPrecision
 from switchyard.errors import EmbedderError, VectorCacheMiss
+from switchyard.retrievers.embedder import Embedder, QueryVectorCache, TextEmbedder
+from switchyard.retrievers.lazy import Lazy
 
 
 def vector_key(model: str, text: str) -> bytes:
@@ -68,17 +77,22 @@ class VectorRecording:
         self._pending: list[tuple[bytes, np.ndarray]] = []
 
     # -- reading --------------------------------------------------------------------------------------------
-    def _segments(self) -> list[Path]:
+    @property
+    def packed_path(self) -> Path:
+        return self.root / f"{_segment_prefix(self.model)}.npz"
+
+    def segments(self) -> list[Path]:
+        """The segment files of this model's name, in the order they load."""
         if not self.root.is_dir():
             return []
         return sorted(self.root.glob(f"{_segment_prefix(self.model)}-*.npz"))
 
     def _load(self) -> dict[bytes, np.ndarray]:
-        """Every segment of this model, once (call under the lock)."""
+        """Every vector of this model: the packed file, then the segments (call under the lock)."""
         if self._vectors is not None:
             return self._vectors
         vectors: dict[bytes, np.ndarray] = {}
-        for path in self._segments():
+        for path in [self.packed_path] * self.packed_path.is_file() + self.segments():
             try:
                 with np.load(path, allow_pickle=False) as data:
                     runtime = json.loads(str(data["runtime"]))
@@ -94,6 +108,14 @@ class VectorRecording:
                 vectors[key.tobytes()] = vector
         self._vectors = vectors
         return vectors
+
+    def entries(self) -> tuple[dict | None, dict[bytes, np.ndarray]]:
+        """(runtime, every recorded vector by key), read afresh from disk (bench/pack_run.py)."""
+        with self._lock:
+            self._vectors, self._runtime = None, None
+            vectors = self._load()
+            self._vectors = None
+            return (dict(self._runtime) if self._runtime else None), dict(vectors)
 
     def check_runtime(self, runtime: dict) -> None:
         """Refuse to record vectors computed by `runtime` ({backend, precision, dim}) into a folder whose vectors of
@@ -178,14 +200,122 @@ class VectorRecording:
         self.root.mkdir(parents=True, exist_ok=True)
         stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
         name = f"{_segment_prefix(self.model)}-{stamp}-{uuid.uuid4().hex[:12]}"
-        buffer = io.BytesIO()
-        np.savez_compressed(buffer, keys=keys, vectors=vectors, runtime=np.array(json.dumps(runtime, sort_keys=True)))
-        with tempfile.NamedTemporaryFile("wb", dir=self.root, prefix=f".{name}-", suffix=".tmp",
-                                         delete=False) as tmp:
-            tmp.write(buffer.getvalue())
-        os.replace(tmp.name, self.root / f"{name}.npz")
+        _write_npz(self.root / f"{name}.npz", keys, vectors, runtime)
         self._pending = []
+
+
+def _write_npz(path: Path, keys: np.ndarray, vectors: np.ndarray, runtime: dict) -> None:
+    """A segment or packed file, written whole to a temporary file renamed into place."""
+    buffer = io.BytesIO()
+    np.savez_compressed(buffer, keys=keys, vectors=vectors, runtime=np.array(json.dumps(runtime, sort_keys=True)))
+    with tempfile.NamedTemporaryFile("wb", dir=path.parent, prefix=f".{path.stem}-", suffix=".tmp",
+                                     delete=False) as tmp:
+        tmp.write(buffer.getvalue())
+    os.chmod(tmp.name, 0o644)
+    os.replace(tmp.name, path)
+
+
+def write_packed_vectors(path: Path, runtime: dict, vectors: dict[bytes, np.ndarray]) -> None:
+    """The packed file of one model (bench/pack_run.py): its vectors sorted by key."""
+    order = sorted(vectors)
+    keys = np.frombuffer(b"".join(order), dtype=np.uint8).reshape(-1, 32)
+    values = np.stack([vectors[k] for k in order]).astype(np.float32)
+    _write_npz(path, keys, values, runtime)
 
 
 def _describe(runtime: dict) -> str:
     return f"{runtime.get('backend')} in {runtime.get('precision')} (dim {runtime.get('dim')})"
+
+
+class RecordingEmbedder(QueryVectorCache):
+    """An `Embedder` with a vector recording, as `CachingBackend` is a chat backend with a reply store: every vector
+    `inner` computes is recorded, texts recorded before are answered from the recording; when the recording replays,
+    only from it: nothing is computed or loaded, and `runtime` and `dim` are the recording's. Thread-safe."""
+
+    def __init__(self, inner: Embedder, recording: VectorRecording):
+        super().__init__()
+        self.inner = inner
+        self.recording = recording
+        self.model_name = inner.model_name
+        self.model_dir = inner.model_dir
+        self.batch_size = inner.batch_size
+        self._recording_checked = Lazy(self._check_recording)
+
+    def __getattr__(self, name: str):  # the inner embedder's settings (backend, device, threads, ...)
+        if name == "inner":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    @property
+    def replay(self) -> bool:
+        return self.recording.replay
+
+    def _check_recording(self) -> bool:
+        """A recording folder takes vectors of one runtime: this one's, unless replaying."""
+        if not self.replay:
+            self.recording.check_runtime(self._live_runtime())
+        return True
+
+    def _live_runtime(self) -> dict:
+        return {**self.inner.runtime, "dim": self.inner.dim}
+
+    def _replayed_runtime(self) -> dict:
+        recorded = self.recording.runtime()
+        if recorded is None:
+            raise EmbedderError(f"no {self.model_name} vectors are recorded in {self.recording.root} to replay")
+        return recorded
+
+    def warm_up(self) -> None:
+        if not self.replay:  # a replay loads no model
+            self.inner.warm_up()
+
+    @property
+    def dim(self) -> int:
+        return self._replayed_runtime()["dim"] if self.replay else self.inner.dim
+
+    @property
+    def inference_precision(self) -> str:
+        return self._replayed_runtime()["precision"] if self.replay else self.inner.inference_precision
+
+    @property
+    def runtime(self) -> dict:
+        """{backend, precision} the vectors come from: this machine's runtime (loading it), or when replaying, the
+        runtime that recorded them (nothing is loaded)."""
+        if self.replay:
+            recorded = self._replayed_runtime()
+            return {"backend": recorded["backend"], "precision": recorded["precision"]}
+        self._recording_checked.get()  # refused here, before any question, when it differs from the recording
+        return self.inner.runtime
+
+    @property
+    def tokenizer_file(self) -> str:
+        return self.inner.tokenizer_file
+
+    def run(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        self._recording_checked.get()
+        found = self.recording.lookup(list(texts))  # under replay, every text is found or this raises
+        missing = [i for i, vector in enumerate(found) if vector is None]
+        if missing:
+            computed = self.inner.run([texts[i] for i in missing])
+            self.recording.add([texts[i] for i in missing], computed, self._live_runtime())
+            for i, vector in zip(missing, computed):
+                found[i] = vector
+        return np.stack(found).astype(np.float32, copy=False)
+
+
+def build_embedder(model: str = "minilm", batch_size: int = 32, device: str = "cpu",
+                   backend: EmbeddingBackend = "torch", threads: int | None = None, cache_dir: str | None = None,
+                   precision: EmbeddingPrecision = "auto", vector_cache: str | None = None,
+                   replay: bool = False) -> TextEmbedder:
+    """The embedder an `embedding` config section describes (`build_embedder(**section.model_dump())`): the model,
+    wrapped in a `RecordingEmbedder` when `vector_cache` names a recording (`replay`: answered only from it). Building
+    loads nothing: the model loads on first use, and never under replay."""
+    if replay and not vector_cache:
+        raise ValueError("replay needs vector_cache (the folder of recorded vectors)")
+    inner = Embedder(model, batch_size=batch_size, device=device, backend=backend, threads=threads,
+                     cache_dir=cache_dir, precision=precision)
+    if not vector_cache:
+        return inner
+    return RecordingEmbedder(inner, VectorRecording(vector_cache, model, replay=replay))

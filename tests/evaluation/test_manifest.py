@@ -13,6 +13,7 @@ from switchyard.evaluation.manifest import changes, file_sha256, resume
 from switchyard.errors import ManifestMismatch
 from switchyard.llm import prompts
 from switchyard.retrievers.embedder import Embedder
+from switchyard.retrievers.vector_recording import build_embedder
 from tests.conftest import FIXTURES, ROOT, SAMPLES
 
 DATASET = FIXTURES / "tiny_qa" / "questions.jsonl"
@@ -67,10 +68,11 @@ class TestBuild:
         assert not {"vector_cache", "replay"} & built["configs"]["fixed"]["embedding"].keys()
 
     def test_a_replayed_recording_reports_the_runtime_that_recorded_it(self, tmp_path):
-        recording = Embedder("minilm", backend="torch", vector_cache=str(tmp_path))
+        recording = build_embedder("minilm", backend="torch", vector_cache=str(tmp_path))
         recording.run(["a text"])
         recording.recording.flush()
-        replaying = Embedder("minilm", backend="openvino", precision="auto", vector_cache=str(tmp_path), replay=True)
+        replaying = build_embedder("minilm", backend="openvino", precision="auto", vector_cache=str(tmp_path),
+                                   replay=True)
         assert replaying.runtime == {"backend": "torch", "precision": "f32"}
 
     def test_file_hashes_are_remembered_until_the_file_changes(self, tmp_path):

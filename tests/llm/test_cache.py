@@ -22,6 +22,12 @@ ASK = [{"role": "system", "content": "Answer briefly from the passages."},
        {"role": "user", "content": "Who patented the knuckle coupler in 1873?"}]
 
 
+def logged(root) -> list[dict]:
+    """The entries of a reply cache's append log, one per line."""
+    log = root / "replies.jsonl"
+    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+
 def recorder(tmp_path, replies=("Eli Janney patented it [1].",)):
     inner = ScriptedBackend(list(replies))
     return CachingBackend(inner, ReplyStore(tmp_path / "cache"), IDENTITY, default_seed=0), inner
@@ -67,9 +73,8 @@ class TestRecordReplay:
     def test_the_file_holds_the_request_and_the_reply(self, tmp_path):
         backend, _ = recorder(tmp_path)
         LLM(backend, max_tokens=64).generate(ASK)
-        [path] = (tmp_path / "cache").glob("??/*.json")
-        entry = json.loads(path.read_text())
-        assert entry["key"] == path.stem == request_key(entry["request"])
+        [entry] = logged(tmp_path / "cache")
+        assert entry["key"] == request_key(entry["request"])
         assert entry["request"]["messages"] == ASK and entry["request"]["max_tokens"] == 64
         assert entry["request"]["model"] == "tiny.gguf" and entry["request"]["seed"] == 0  # the backend's default
         assert entry["reply"] == {"text": "Eli Janney patented it [1].", "prompt_tokens": 12, "completion_tokens": 5}
@@ -79,7 +84,7 @@ class TestRecordReplay:
         cancelled = threading.Event()
         cancelled.set()
         backend.chat(ASK, max_tokens=16, temperature=0.0, cancelled=cancelled)
-        assert backend.recorded == 0 and not list((tmp_path / "cache").glob("??/*.json"))
+        assert backend.recorded == 0 and not logged(tmp_path / "cache")
 
 
 class TestKeys:
@@ -129,8 +134,8 @@ class TestMisses:
     def test_a_hand_broken_file_is_a_clear_error(self, tmp_path):
         backend, _ = recorder(tmp_path)
         backend.chat(ASK, max_tokens=8, temperature=0.0)
-        [path] = (tmp_path / "cache").glob("??/*.json")
-        path.write_text("{broken")
+        log = tmp_path / "cache" / "replies.jsonl"
+        log.write_text("{broken\n")
         with pytest.raises(LLMError, match="is not a recorded reply"):
             replayer(tmp_path).chat(ASK, max_tokens=8, temperature=0.0)
 
@@ -178,12 +183,11 @@ class TestConcurrency:
                 assert reply_.text == f"answer to {question}"
 
         run_together(n, work)
-        files = list((tmp_path / "cache").glob("??/*.json"))
-        assert len(files) == 30 + 30 * n  # shared odd keys once, one even key per thread
+        entries = logged(tmp_path / "cache")  # every line whole (logged() parses each one)
+        assert len({e["key"] for e in entries}) == 30 + 30 * n  # shared odd keys, one even key per thread
         assert not list((tmp_path / "cache").rglob("*.tmp"))
         replay = replayer(tmp_path)
-        for path in files:
-            entry = json.loads(path.read_text())
+        for entry in entries:
             again = replay.chat(entry["request"]["messages"], max_tokens=8, temperature=0.0, seed=1)
             assert again == Reply(**entry["reply"]) and again.text.startswith("answer to q")
 
@@ -191,5 +195,41 @@ class TestConcurrency:
 def test_replay_inside_a_run_context_uses_the_runs_seed(tmp_path):
     backend, _ = recorder(tmp_path)
     LLM(backend).generate(ASK, run=RunContext(seed=5))
-    [path] = (tmp_path / "cache").glob("??/*.json")
-    assert json.loads(path.read_text())["request"]["seed"] == 5
+    [entry] = logged(tmp_path / "cache")
+    assert entry["request"]["seed"] == 5
+
+
+class TestLayouts:
+    def test_a_torn_last_line_is_trimmed_on_read_and_before_the_next_append(self, tmp_path):
+        backend, _ = recorder(tmp_path)
+        backend.chat(ASK, max_tokens=8, temperature=0.0)
+        log = tmp_path / "cache" / "replies.jsonl"
+        whole = log.read_bytes()
+        log.write_bytes(whole + b'{"key": "abc", "request": {"mess')  # a writer died mid-line
+        assert replayer(tmp_path).chat(ASK, max_tokens=8, temperature=0.0).text == "Eli Janney patented it [1]."
+        backend, _ = recorder(tmp_path)
+        backend.chat(ASK, max_tokens=9, temperature=0.0)
+        assert log.read_bytes().startswith(whole) and [e["request"]["max_tokens"] for e in logged(tmp_path / "cache")] \
+            == [8, 9]
+
+    def test_packed_replies_and_the_old_one_file_per_key_layout_are_read(self, tmp_path):
+        import lzma
+
+        from switchyard.llm.cache import entry_line
+
+        backend, _ = recorder(tmp_path, ["one", "two"])
+        backend.chat(ASK, max_tokens=8, temperature=0.0)
+        backend.chat(ASK, max_tokens=9, temperature=0.0)
+        first, second = logged(tmp_path / "cache")
+        (tmp_path / "cache" / "replies.jsonl").unlink()
+        with lzma.open(tmp_path / "cache" / "replies.jsonl.xz", "wt", encoding="utf-8") as fh:
+            fh.write(entry_line(first) + "\n")
+        old = tmp_path / "cache" / second["key"][:2] / f"{second['key']}.json"
+        old.parent.mkdir()
+        old.write_text(json.dumps(second, indent=1))
+        replay = replayer(tmp_path)
+        assert replay.chat(ASK, max_tokens=8, temperature=0.0).text == "one"
+        assert replay.chat(ASK, max_tokens=9, temperature=0.0).text == "two"
+        assert replay.store.keys() == {first["key"], second["key"]}
+        with pytest.raises(LLMCacheMiss):
+            replay.chat(ASK, max_tokens=10, temperature=0.0)

@@ -7,9 +7,10 @@ import pytest
 
 from switchyard.errors import EmbedderError, VectorCacheMiss
 from switchyard.configs.loader import load_config
-from switchyard.retrievers.embedder import Embedder
 from switchyard.retrievers.pipeline import corpus_collection_for
-from switchyard.retrievers.vector_recording import VectorRecording
+from switchyard.retrievers.embedder import Embedder, TextEmbedder
+from switchyard.retrievers.vector_recording import (RecordingEmbedder, VectorRecording, build_embedder,
+                                                    write_packed_vectors)
 
 TORCH_F32 = {"backend": "torch", "precision": "f32"}
 
@@ -131,11 +132,11 @@ class TestEmbedderRecording:
     TEXTS = ["The knuckle coupler was patented by Eli Janney.", "Who patented the knuckle coupler?"]
 
     def test_a_replay_returns_the_recorded_vectors_without_loading_any_runtime(self, tmp_path, embedder):
-        recording = Embedder("minilm", backend="torch", vector_cache=str(tmp_path))
+        recording = build_embedder("minilm", backend="torch", vector_cache=str(tmp_path))
         recorded = recording.run(self.TEXTS)
         recording.recording.flush()
         assert np.allclose(recorded, embedder.run(self.TEXTS), atol=1e-5)
-        replaying = Embedder("minilm", backend="openvino", vector_cache=str(tmp_path), replay=True)
+        replaying = build_embedder("minilm", backend="openvino", vector_cache=str(tmp_path), replay=True)
         assert np.array_equal(replaying.run(self.TEXTS[::-1]), recorded[::-1])
         assert np.array_equal(replaying.embed_query(self.TEXTS[1]), recorded[1])
         assert replaying.runtime == {"backend": "torch", "precision": "f32"}  # the vectors', not openvino's
@@ -145,25 +146,25 @@ class TestEmbedderRecording:
             replaying.run(["never recorded"])
 
     def test_recording_answers_known_texts_and_computes_the_rest(self, tmp_path):
-        first = Embedder("minilm", backend="torch", vector_cache=str(tmp_path))
+        first = build_embedder("minilm", backend="torch", vector_cache=str(tmp_path))
         known = first.run(self.TEXTS[:1])
         first.recording.flush()
-        second = Embedder("minilm", backend="torch", vector_cache=str(tmp_path))
+        second = build_embedder("minilm", backend="torch", vector_cache=str(tmp_path))
         both = second.run(self.TEXTS)
         assert np.array_equal(both[0], known[0])
         assert (second.recording.replayed, second.recording.recorded) == (1, 1)
 
     def test_recording_with_another_runtime_is_refused(self, tmp_path):
-        first = Embedder("minilm", backend="torch", vector_cache=str(tmp_path))
+        first = build_embedder("minilm", backend="torch", vector_cache=str(tmp_path))
         first.run(self.TEXTS)
         first.recording.flush()
-        onnx = Embedder("minilm", backend="onnx", vector_cache=str(tmp_path))
+        onnx = build_embedder("minilm", backend="onnx", vector_cache=str(tmp_path))
         with pytest.raises(EmbedderError, match="computed by torch in f32 .*this machine computes them by onnx"):
             onnx.run(self.TEXTS)
 
     def test_replay_needs_a_folder(self):
         with pytest.raises(ValueError, match="replay needs vector_cache"):
-            Embedder("minilm", replay=True)
+            build_embedder("minilm", replay=True)
 
 
 class TestCollectionsOfARecording:
@@ -176,3 +177,32 @@ class TestCollectionsOfARecording:
                                                           "embedding.replay=true"]), corpus)
         other = corpus_collection_for(load_config(None, [f"embedding.vector_cache={tmp_path}/w"]), corpus)
         assert record == replay and len({plain, record, other}) == 3
+
+
+class TestBuildEmbedder:
+    def test_without_a_recording_it_is_the_embedder_itself(self):
+        built = build_embedder("minilm", backend="torch")
+        assert type(built) is Embedder and isinstance(built, TextEmbedder)
+
+    def test_a_recording_wraps_the_embedder_and_a_replay_loads_nothing(self, tmp_path):
+        recording = build_embedder("minilm", backend="torch", vector_cache=str(tmp_path))
+        assert isinstance(recording, RecordingEmbedder) and isinstance(recording, TextEmbedder)
+        assert type(recording.inner) is Embedder and not recording.replay
+        vector = recording.embed_query("a text")
+        recording.recording.flush()
+        replaying = build_embedder("minilm", backend="onnx", vector_cache=str(tmp_path), replay=True)
+        replaying.warm_up()  # nothing to load
+        assert np.array_equal(replaying.embed_query("a text"), vector)
+        assert not replaying.inner._model.built and replaying.tokenizer_file == recording.tokenizer_file
+
+    def test_a_packed_recording_replays_bit_for_bit(self, tmp_path):
+        recording = VectorRecording(tmp_path, "minilm")
+        recording.add(["a", "b"], vectors(2), TORCH_F32)
+        recording.flush()
+        runtime, entries = VectorRecording(tmp_path, "minilm").entries()
+        [segment] = tmp_path.glob("minilm-*.npz")
+        segment.unlink()
+        write_packed_vectors(tmp_path / "minilm.npz", {"model": "minilm", **runtime}, entries)
+        found = VectorRecording(tmp_path, "minilm", replay=True).lookup(["b", "a"])
+        assert np.stack(found).tobytes() == vectors(2)[[1, 0]].tobytes()
+        assert VectorRecording(tmp_path, "e5").lookup(["a"]) == [None]  # the file is minilm's alone
