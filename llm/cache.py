@@ -143,20 +143,24 @@ class ReplyStore:
             found = set(self._entries)
         return found | {p.stem for p in self.root.glob("??/*.json")}
 
+    @staticmethod
+    def _last_byte(fh, size: int) -> bytes:
+        fh.seek(size - 1)
+        return fh.read(1)
+
     def put(self, key: str, entry: dict) -> None:
         line = (entry_line(entry) + "\n").encode("utf-8")
         self.root.mkdir(parents=True, exist_ok=True)
         with FileLock(self.root / ".replies.lock"), self.log_path.open("ab+") as fh:
             size = fh.seek(0, os.SEEK_END)
-            if size:
+            if size and self._last_byte(fh, size) != b"\n":  # a torn last line: cut it off before appending
                 fh.seek(max(0, size - (1 << 20)))
                 tail = fh.read()
-                if not tail.endswith(b"\n"):  # a torn last line: cut it off before appending
-                    cut = tail.rfind(b"\n")
-                    if cut >= 0 or size <= len(tail):
-                        fh.truncate(size - len(tail) + cut + 1)
-                    else:  # no line end in the last MiB: end the torn line (read as an error) rather than guess
-                        fh.write(b"\n")
+                cut = tail.rfind(b"\n")
+                if cut >= 0 or size <= len(tail):
+                    fh.truncate(size - len(tail) + cut + 1)
+                else:  # no line end in the last MiB: end the torn line (read as an error) rather than guess
+                    fh.write(b"\n")
             fh.write(line)
             fh.flush()
         with self._lock:
