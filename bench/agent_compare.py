@@ -26,6 +26,7 @@ while each difficulty lasts: s11 has 27 / 38 / 11 / 4 questions of difficulty 1-
 `hotpotqa` (dev500 questions 301-400 first, every dev500 paragraph indexed, as the issue-13 comparison; written
 under bench/out/), or the path of any dataset `cli.py eval` reads.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,12 +38,15 @@ import sys
 from pathlib import Path
 
 import yaml
-
 from common import HOTPOTQA, PHANTOMWIKI, ROOT
 
 STRATEGY_CONFIGS = {  # strategy -> the committed config of its JSON-protocol agent
-    "zeroshot": "agent-zeroshot.yaml", "zeroshot-think": "agent-zst.yaml", "react": "agent.yaml",
-    "plan": "agent-plan.yaml", "plan-react": "agent-plan-react.yaml", "bolaa": "agent-bolaa.yaml",
+    "zeroshot": "agent-zeroshot.yaml",
+    "zeroshot-think": "agent-zst.yaml",
+    "react": "agent.yaml",
+    "plan": "agent-plan.yaml",
+    "plan-react": "agent-plan-react.yaml",
+    "bolaa": "agent-bolaa.yaml",
     "autogpt": "agent-autogpt.yaml",
 }
 TOOLS_N_CTX = 4096  # the embedded model's context for the tools cells (SmolLM2 is trained on 8192)
@@ -51,6 +55,7 @@ JSON_ONLY = {"plan"}  # plan writes a whole plan per call: no single tool call t
 
 def grid_configs(backend: str, base_url: str | None, model: str | None, api_key_env: str | None) -> dict[str, dict]:
     """name -> config mapping of every grid cell, on the requested LLM backend."""
+
     def load(name: str) -> dict:
         return yaml.safe_load((ROOT / "configs" / name).read_text()) or {}
 
@@ -64,13 +69,18 @@ def grid_configs(backend: str, base_url: str | None, model: str | None, api_key_
         tools = name.endswith("-tools")
         if backend == "openai":
             llm = {k: v for k, v in (config.get("llm") or {}).items() if k in ("temperature", "max_tokens")}
-            llm.update(backend="openai", model=model or "smollm2", base_url=base_url,
-                       **({"api_key_env": api_key_env} if api_key_env else {}))
+            llm.update(
+                backend="openai",
+                model=model or "smollm2",
+                base_url=base_url,
+                **({"api_key_env": api_key_env} if api_key_env else {}),
+            )
             config["llm"] = {k: v for k, v in llm.items() if v is not None}
         elif tools:  # the embedded model chooses a tool only through llama-cpp-python's function-calling format,
             # which writes every tool's schema into the prompt: bolaa's and autogpt's prompts then pass 2048 tokens
-            config.setdefault("llm", {}).update(backend="local", chat_format="chatml-function-calling",
-                                                n_ctx=TOOLS_N_CTX)
+            config.setdefault("llm", {}).update(
+                backend="local", chat_format="chatml-function-calling", n_ctx=TOOLS_N_CTX
+            )
     return cells
 
 
@@ -111,47 +121,76 @@ def table(report: dict, names: list[str]) -> str:
     by difficulty."""
     configs, paired, failures = report["configs"], report.get("paired") or {}, report.get("failures") or {}
     names = [n for n in names if n in configs]
-    lines = ["| config | F1 [95% CI] | EM | contains | gold recall | abstained | LLM calls/q | prompt tok/q | p50 s |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| config | F1 [95% CI] | EM | contains | gold recall | abstained | LLM calls/q | prompt tok/q | p50 s |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for name in names:
         c = configs[name]
         ci = c["ci95"]["f1"] or {}
-        lines.append(f"| {name} | {_fmt(ci.get('mean'))} [{_fmt(ci.get('low'))}, {_fmt(ci.get('high'))}] "
-                     f"| {_fmt(c['exact_match']['mean'])} | {_fmt(c['contains']['mean'])} "
-                     f"| {_fmt(c['gold_recall']['mean'])} | {_fmt(c['abstention_rate']['mean'], 2)} "
-                     f"| {c['llm_calls']['mean']:.1f} | {c['prompt_tokens']['mean']:,.0f} "
-                     f"| {_seconds(c['latency_p50_ms']['mean'])} |")
+        lines.append(
+            f"| {name} | {_fmt(ci.get('mean'))} [{_fmt(ci.get('low'))}, {_fmt(ci.get('high'))}] "
+            f"| {_fmt(c['exact_match']['mean'])} | {_fmt(c['contains']['mean'])} "
+            f"| {_fmt(c['gold_recall']['mean'])} | {_fmt(c['abstention_rate']['mean'], 2)} "
+            f"| {c['llm_calls']['mean']:.1f} | {c['prompt_tokens']['mean']:,.0f} "
+            f"| {_seconds(c['latency_p50_ms']['mean'])} |"
+        )
     if paired:
-        lines += ["", f"| config | F1 − {report['baseline']} [95% CI] | p (Holm) | MDE | W/L/T | "
-                  "contains − fixed [95% CI] | p (Holm) |", "|---|---|---|---|---|---|---|"]
+        lines += [
+            "",
+            f"| config | F1 − {report['baseline']} [95% CI] | p (Holm) | MDE | W/L/T | "
+            "contains − fixed [95% CI] | p (Holm) |",
+            "|---|---|---|---|---|---|---|",
+        ]
         for name in names:
             if name in paired:
                 f1, co = paired[name]["f1"], paired[name]["contains"]
-                lines.append(f"| {name} | {f1['diff']:+.3f} [{f1['ci95'][0]:+.3f}, {f1['ci95'][1]:+.3f}] "
-                             f"| {f1['p']:.3f} ({f1['p_holm']:.3f}) | ±{f1['minimum_detectable_difference']:.3f} "
-                             f"| {f1['wins']}/{f1['losses']}/{f1['ties']} "
-                             f"| {co['diff']:+.3f} [{co['ci95'][0]:+.3f}, {co['ci95'][1]:+.3f}] "
-                             f"| {co['p']:.3f} ({co['p_holm']:.3f}) |")
+                lines.append(
+                    f"| {name} | {f1['diff']:+.3f} [{f1['ci95'][0]:+.3f}, {f1['ci95'][1]:+.3f}] "
+                    f"| {f1['p']:.3f} ({f1['p_holm']:.3f}) | ±{f1['minimum_detectable_difference']:.3f} "
+                    f"| {f1['wins']}/{f1['losses']}/{f1['ties']} "
+                    f"| {co['diff']:+.3f} [{co['ci95'][0]:+.3f}, {co['ci95'][1]:+.3f}] "
+                    f"| {co['p']:.3f} ({co['p_holm']:.3f}) |"
+                )
     if failures:
         modes = list(next(iter(failures.values()))["modes"])
-        lines += ["", "Failure modes: questions (occurrences); " + ", ".join(
-            f"{chr(97 + i)} = {m}" for i, m in enumerate(modes)) + "; errors = questions that failed", "",
-                  "| config | " + " | ".join(chr(97 + i) for i in range(len(modes))) + " | errors |",
-                  "|---|" + "---|" * (len(modes) + 1)]
+        lines += [
+            "",
+            "Failure modes: questions (occurrences); "
+            + ", ".join(f"{chr(97 + i)} = {m}" for i, m in enumerate(modes))
+            + "; errors = questions that failed",
+            "",
+            "| config | " + " | ".join(chr(97 + i) for i in range(len(modes))) + " | errors |",
+            "|---|" + "---|" * (len(modes) + 1),
+        ]
         for name in names:
             per = failures[name]["modes"]
-            lines.append(f"| {name} | " + " | ".join(f"{per[m]['questions']} ({per[m]['events']})" for m in modes)
-                         + f" | {configs[name]['errors']['mean']:.0f} |")
+            lines.append(
+                f"| {name} | "
+                + " | ".join(f"{per[m]['questions']} ({per[m]['events']})" for m in modes)
+                + f" | {configs[name]['errors']['mean']:.0f} |"
+            )
     levels = list(report.get("by_difficulty") or {})
     if len(levels) > 1:
         by = report["by_difficulty"]
-        lines += ["", "F1 / contains by difficulty (n questions × runs)", "",
-                  "| config | " + " | ".join(f"difficulty {d}" for d in levels) + " |",
-                  "|---|" + "---|" * len(levels)]
+        lines += [
+            "",
+            "F1 / contains by difficulty (n questions × runs)",
+            "",
+            "| config | " + " | ".join(f"difficulty {d}" for d in levels) + " |",
+            "|---|" + "---|" * len(levels),
+        ]
         for name in names:
-            lines.append(f"| {name} | " + " | ".join(
-                f"{_fmt(by[d][name]['f1'])} / {_fmt(by[d][name]['contains'])} (n={by[d][name]['n']})"
-                if name in by[d] else "–" for d in levels) + " |")
+            lines.append(
+                f"| {name} | "
+                + " | ".join(
+                    f"{_fmt(by[d][name]['f1'])} / {_fmt(by[d][name]['contains'])} (n={by[d][name]['n']})"
+                    if name in by[d]
+                    else "–"
+                    for d in levels
+                )
+                + " |"
+            )
     return "\n".join(lines)
 
 
@@ -167,23 +206,46 @@ def main() -> int:
     p.add_argument("--model", help="the model name the server expects (default smollm2)")
     p.add_argument("--api-key-env", help="NAME of the env var holding the server's key")
     p.add_argument("--llm-cache", metavar="DIR", help="record every LLM reply in DIR (replayed when recorded)")
-    p.add_argument("--vector-cache", metavar="DIR", help="record every embedding vector in DIR (replayed when "
-                   "recorded): replays then need neither this machine's embedding runtime nor its index")
-    p.add_argument("--replay", action="store_true", help="answer only from --llm-cache DIR (and --vector-cache DIR), "
-                   "with no model")
-    p.add_argument("--retry-errors", action="store_true", help="ask again the rows of --out that failed (cli.py eval "
-                   "keeps a failed row as it is on resume otherwise)")
-    p.add_argument("--index-dir", metavar="DIR", help="where the collection lives (default: one folder per --out under "
-                   "bench/out/agent-compare-index: the same documents read from another path cannot share one)")
+    p.add_argument(
+        "--vector-cache",
+        metavar="DIR",
+        help="record every embedding vector in DIR (replayed when "
+        "recorded): replays then need neither this machine's embedding runtime nor its index",
+    )
+    p.add_argument(
+        "--replay", action="store_true", help="answer only from --llm-cache DIR (and --vector-cache DIR), with no model"
+    )
+    p.add_argument(
+        "--retry-errors",
+        action="store_true",
+        help="ask again the rows of --out that failed (cli.py eval keeps a failed row as it is on resume otherwise)",
+    )
+    p.add_argument(
+        "--index-dir",
+        metavar="DIR",
+        help="where the collection lives (default: one folder per --out under "
+        "bench/out/agent-compare-index: the same documents read from another path cannot share one)",
+    )
     p.add_argument("--workers", type=int, default=1)
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="config override for every grid cell (e.g. llm.n_threads=1)")
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="config override for every grid cell (e.g. llm.n_threads=1)",
+    )
     args = p.parse_args()
     if args.backend == "openai" and not args.base_url:
         p.error("--backend openai needs --base-url")
     out = Path(args.out)
-    index_dir = args.index_dir or str(ROOT / "bench" / "out" / "agent-compare-index" / (
-        f"{out.resolve().name}-{hashlib.sha256(str(out.resolve()).encode()).hexdigest()[:8]}"))
+    index_dir = args.index_dir or str(
+        ROOT
+        / "bench"
+        / "out"
+        / "agent-compare-index"
+        / (f"{out.resolve().name}-{hashlib.sha256(str(out.resolve()).encode()).hexdigest()[:8]}")
+    )
     if args.dataset == "phantomwiki":
         dataset = phantomwiki_subset(args.per_difficulty, out) if args.per_difficulty else PHANTOMWIKI
     elif args.dataset == "hotpotqa":
@@ -196,9 +258,22 @@ def main() -> int:
     grid.mkdir(parents=True, exist_ok=True)
     for name in names:
         (grid / f"{name}.yaml").write_text(yaml.safe_dump(cells[name], sort_keys=False))
-    command = [sys.executable, str(ROOT / "cli.py"), "eval", str(dataset), "--out", str(out),
-               "--index-dir", index_dir, "--workers", str(args.workers), "--plot-metric", "contains",
-               "--configs", *[str(grid / f"{n}.yaml") for n in names]]
+    command = [
+        sys.executable,
+        str(ROOT / "cli.py"),
+        "eval",
+        str(dataset),
+        "--out",
+        str(out),
+        "--index-dir",
+        index_dir,
+        "--workers",
+        str(args.workers),
+        "--plot-metric",
+        "contains",
+        "--configs",
+        *[str(grid / f"{n}.yaml") for n in names],
+    ]
     command += [arg for override in args.overrides for arg in ("--set", override)]
     command += ["--baseline", "fixed"] if "fixed" in names else []
     command += ["--limit", str(args.limit)] if args.limit else []

@@ -9,6 +9,7 @@ the sample corpus (samples/corpus) in a temporary index, one model load shared b
 Prints one table row per config: answered vs abstained, router steps per question, guard activations, LLM calls
 per question and p50 / p95 seconds. Writes each resolved config to bench/out/agent_sample/<config>/.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -18,9 +19,9 @@ from collections import Counter
 from common import ROOT, SAMPLE_QUESTIONS, write_resolved_config
 
 from switchyard.configs.loader import load_config
-from switchyard.graphs.app import Pipeline
+from switchyard.evaluation.ranking import percentile
+from switchyard.graphs.pipeline import Pipeline
 from switchyard.nodes.resources import SharedModels
-from switchyard.retrievers.metrics import percentile
 
 CONFIGS = ["fixed.yaml", "agent.yaml", "agent-zeroshot.yaml", "agent-plan.yaml"]
 
@@ -41,11 +42,13 @@ def main() -> None:
             rows = [pipe.ask(q) for q in SAMPLE_QUESTIONS]
             guards = Counter(g for r in rows for g, n in r.failures.guards.items() for _ in range(n))
             secs = [r.usage.total_ms / 1e3 for r in rows]
-            print(f"| {name} | {sum(not r.abstained for r in rows)} | {sum(r.abstained for r in rows)} | "
-                  f"{sum(len(r.steps) for r in rows) / len(rows):.1f} | "
-                  f"{', '.join(f'{k} {v}' for k, v in sorted(guards.items())) or '-'} | "
-                  f"{sum(r.usage.llm_calls for r in rows) / len(rows):.1f} | "
-                  f"{percentile(secs, 50):.1f} | {percentile(secs, 95):.1f} |")
+            print(
+                f"| {name} | {sum(not r.abstained for r in rows)} | {sum(r.abstained for r in rows)} | "
+                f"{sum(len(r.steps) for r in rows) / len(rows):.1f} | "
+                f"{', '.join(f'{k} {v}' for k, v in sorted(guards.items())) or '-'} | "
+                f"{sum(r.usage.llm_calls for r in rows) / len(rows):.1f} | "
+                f"{percentile(secs, 50):.1f} | {percentile(secs, 95):.1f} |"
+            )
 
 
 if __name__ == "__main__":

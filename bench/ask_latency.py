@@ -11,6 +11,7 @@ checking, graph bookkeeping). Target: overhead p50 <= 100 ms on 2 cores.
 Prints a table of calls and p50 / p95 ms per node, then the per-question total, the time inside the LLM and the
 pipeline overhead (p50 / p95). Writes the resolved config to --out (default bench/out/ask/config.resolved.yaml).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -20,8 +21,8 @@ from pathlib import Path
 from common import ROOT, SAMPLE_QUESTIONS, write_resolved_config
 
 from switchyard.configs.loader import load_config
-from switchyard.graphs.app import Pipeline
-from switchyard.retrievers.metrics import percentile
+from switchyard.evaluation.ranking import percentile
+from switchyard.graphs.pipeline import Pipeline
 
 
 def main() -> None:
@@ -53,8 +54,10 @@ def main() -> None:
         print(f"| {node} | {len(times)} | {percentile(times, 50):.1f} | {percentile(times, 95):.1f} |")
     print(f"total per question: p50 {percentile(totals, 50):.0f} ms, p95 {percentile(totals, 95):.0f} ms")
     print(f"inside LLM calls:   p50 {percentile(llm_ms, 50):.0f} ms")
-    print(f"pipeline overhead (total - LLM): p50 {percentile(overheads, 50):.1f} ms, "
-          f"p95 {percentile(overheads, 95):.1f} ms (target p50 <= 100 ms)")
+    print(
+        f"pipeline overhead (total - LLM): p50 {percentile(overheads, 50):.1f} ms, "
+        f"p95 {percentile(overheads, 95):.1f} ms (target p50 <= 100 ms)"
+    )
 
 
 if __name__ == "__main__":

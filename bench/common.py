@@ -11,6 +11,7 @@ Datasets are read from the checkout's sibling folder `../shared/datasets` (SHARE
 absolute path. The suite's cached BM25 / dense runs (bench/out/retrieval-suite/runs/) are written and read by
 bench/fusion_tuning.py, which the retrieval benchmarks import for them.
 """
+
 from __future__ import annotations
 
 import json
@@ -103,7 +104,7 @@ def torch_threads(n: int = 1) -> None:
 def make_stack(index_name: str, embedder=None):
     """A RetrievalStack over collection `index_name` in the calibration cache, default config otherwise."""
     from switchyard.configs.loader import load_config
-    from switchyard.retrievers.pipeline import RetrievalStack
+    from switchyard.retrievers.stack import RetrievalStack
 
     cfg = load_config(None, [f"store.uri={CALIBRATION_CACHE / 'index'}", f"store.collection={index_name}"])
     return RetrievalStack(cfg, embedder=embedder)
@@ -115,8 +116,11 @@ def e5_overrides() -> list[str]:
     from switchyard.configs.loader import load_config
 
     fusion = load_config("e5").retrieve.fusion
-    return ["retrieve.retrievers.e5.enabled=true", f"retrieve.fusion.normalization={fusion.normalization}",
-            *[f"retrieve.fusion.weights.{name}={weight}" for name, weight in fusion.weights.items()]]
+    return [
+        "retrieve.retrievers.e5.enabled=true",
+        f"retrieve.fusion.normalization={fusion.normalization}",
+        *[f"retrieve.fusion.weights.{name}={weight}" for name, weight in fusion.weights.items()],
+    ]
 
 
 # -- output -------------------------------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ of the longest common prompt prefix of the previous call: LlamaCppBackend.fresh_
 Prints, per level, how many replies/answers differ from the alone ones, and the latency: mean ms per LLM call in
 the sequences and the mean total ms per question asked in order.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,7 +32,7 @@ import time
 from common import ROOT, SAMPLE_QUESTIONS
 
 from switchyard.configs.loader import load_config
-from switchyard.graphs.app import Pipeline
+from switchyard.graphs.pipeline import Pipeline
 from switchyard.llm.client import LLM
 from switchyard.llm.factory import build_llm
 from switchyard.llm.llamacpp import LlamaCppBackend
@@ -43,14 +44,19 @@ PASSAGE = "The knuckle coupler was patented by Eli Janney in 1873 and couples ca
 
 
 def request(question: str, passages: int) -> list[dict]:
-    return [{"role": "system", "content": SYSTEM},
-            {"role": "user", "content": PASSAGE * passages + f"\nQuestion: {question}"}]
+    return [
+        {"role": "system", "content": SYSTEM},
+        {"role": "user", "content": PASSAGE * passages + f"\nQuestion: {question}"},
+    ]
 
 
 # ~200 prompt tokens; the others share its prefix and differ in length
 TARGET = request("Who patented the knuckle coupler?", 8)
-OTHERS = [request("What is a coupler?", 3), request("When was it patented?", 12),
-          request("Who patented the knuckle coupler? Answer briefly.", 8)]
+OTHERS = [
+    request("What is a coupler?", 3),
+    request("When was it patented?", 12),
+    request("Who patented the knuckle coupler? Answer briefly.", 8),
+]
 LONG = request("Who patented the knuckle coupler?", 30)  # ~700 tokens, for the logits (216 tokens showed no change)
 
 
@@ -66,11 +72,17 @@ def logit_level() -> None:
         return Llama(model_path=str(packaged_gguf()), n_ctx=2048, n_threads=n_threads, logits_all=True, verbose=False)
 
     m = model()
-    prompt = m.tokenize(m.tokenizer_.hf_tokenizer.apply_chat_template(LONG, tokenize=False,
-                                                                       add_generation_prompt=True).encode(),
-                        special=True) if hasattr(m.tokenizer_, "hf_tokenizer") else None
+    prompt = (
+        m.tokenize(
+            m.tokenizer_.hf_tokenizer.apply_chat_template(LONG, tokenize=False, add_generation_prompt=True).encode(),
+            special=True,
+        )
+        if hasattr(m.tokenizer_, "hf_tokenizer")
+        else None
+    )
     if prompt is None:
         from llama_cpp.llama_chat_format import format_chatml
+
         prompt = m.tokenize(format_chatml(LONG).prompt.encode(), special=True)
 
     def last_logits(m, split: int | None = None):
@@ -84,17 +96,22 @@ def logit_level() -> None:
         return np.array(m.scores[len(prompt) - 1])
 
     whole = last_logits(m)
-    print(f"logits of the last of {len(prompt)} prompt tokens, max |difference| from the whole prompt at once "
-          f"({last_logits.ms:.0f} ms to evaluate):")
+    print(
+        f"logits of the last of {len(prompt)} prompt tokens, max |difference| from the whole prompt at once "
+        f"({last_logits.ms:.0f} ms to evaluate):"
+    )
     for left in (1, 2, 10, len(prompt) // 2):
         part = last_logits(m, len(prompt) - left)
-        print(f"  prefix cached, last {left} token(s) evaluated: {np.abs(part - whole).max():.4f} "
-              f"(greedy token {'same' if part.argmax() == whole.argmax() else 'DIFFERENT'}; {last_logits.ms:.0f} ms)")
+        print(
+            f"  prefix cached, last {left} token(s) evaluated: {np.abs(part - whole).max():.4f} "
+            f"(greedy token {'same' if part.argmax() == whole.argmax() else 'DIFFERENT'}; {last_logits.ms:.0f} ms)"
+        )
     print(f"  n_threads=1 instead of 2: {np.abs(last_logits(model(1)) - whole).max():.4f}")
 
 
 def call_level(max_tokens: int, rounds: int) -> None:
     """Both ways in one process, alternating, so that the latency compares under the same load."""
+
     def llm(n_threads: int = 2) -> LLM:
         return LLM(LlamaCppBackend(n_threads=n_threads), max_tokens=max_tokens)
 
@@ -116,18 +133,24 @@ def call_level(max_tokens: int, rounds: int) -> None:
                     times[fresh].append((time.perf_counter() - t0) * 1000)
                 differ[fresh] += text != alone
     LlamaCppBackend.fresh_context = True
-    print(f"LLM calls (max_tokens={max_tokens}): the same request after others of other lengths (2 orders) and "
-          f"right after itself, {runs} times:")
+    print(
+        f"LLM calls (max_tokens={max_tokens}): the same request after others of other lengths (2 orders) and "
+        f"right after itself, {runs} times:"
+    )
     for fresh in (False, True):
         name = "fresh context (fix)" if fresh else "prefix reuse (before)"
-        print(f"  {name}: {differ[fresh]} of {runs} replies differ from alone; mean "
-              f"{sum(times[fresh]) / len(times[fresh]):.0f} ms per call ({len(times[fresh])} calls)")
+        print(
+            f"  {name}: {differ[fresh]} of {runs} replies differ from alone; mean "
+            f"{sum(times[fresh]) / len(times[fresh]):.0f} ms per call ({len(times[fresh])} calls)"
+        )
 
 
 def pipeline_level(n: int, max_tokens: int) -> None:
     questions = SAMPLE_QUESTIONS[:n]
     with tempfile.TemporaryDirectory() as tmp:
-        config = load_config(ROOT / "configs" / "fixed.yaml", [f"store.uri={tmp}/index", f"llm.max_tokens={max_tokens}"])
+        config = load_config(
+            ROOT / "configs" / "fixed.yaml", [f"store.uri={tmp}/index", f"llm.max_tokens={max_tokens}"]
+        )
         shared = Pipeline(config)
         shared.resources.stack.ingestor(progress=False).run([ROOT / "samples" / "corpus"])
         embedder = shared.resources.embedder
@@ -151,8 +174,11 @@ def pipeline_level(n: int, max_tokens: int) -> None:
         mean_ms = sum(totals) / len(totals)
         threads = run_together(8, lambda i: shared.ask(questions[i % n]).answer, timeout=900)
     print(f"pipeline: {n} questions, fixed config, llm.max_tokens={max_tokens}")
-    for name, answers, expected in (("in order", in_order, alone), ("reverse order", reverse, alone),
-                                    ("8 threads, one barrier", threads, [alone[i % n] for i in range(8)])):
+    for name, answers, expected in (
+        ("in order", in_order, alone),
+        ("reverse order", reverse, alone),
+        ("8 threads, one barrier", threads, [alone[i % n] for i in range(8)]),
+    ):
         differ = sum(a != b for a, b in zip(answers, expected))
         print(f"  {name}: {differ} of {len(answers)} answers differ from alone")
     print(f"  mean total per question (in order and reverse): {mean_ms:.0f} ms")
@@ -164,8 +190,9 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=96)
     parser.add_argument("--call-max-tokens", type=int, default=32)
     parser.add_argument("--rounds", type=int, default=1, help="LLM calls: how many times the three sequences")
-    parser.add_argument("--prefix-reuse", action="store_true", help="pipeline: llama.cpp's prompt-prefix reuse "
-                        "(before the fix)")
+    parser.add_argument(
+        "--prefix-reuse", action="store_true", help="pipeline: llama.cpp's prompt-prefix reuse (before the fix)"
+    )
     parser.add_argument("--skip-pipeline", action="store_true")
     args = parser.parse_args()
     logit_level()

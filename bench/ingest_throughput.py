@@ -23,6 +23,7 @@ Prints progress, a Markdown table (one row per backend), whether the bar is met,
 `speedup_vs_torch: <best ratio>` (full-ingest chunks/s of the fastest backend over torch's). Writes
 --out/results.json and --out/config.resolved.yaml.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,11 +35,11 @@ from pathlib import Path
 
 from common import ROOT, SHARED, e5_overrides, scifact_docs, write_resolved_config
 
-from switchyard.llm.context import ALL
 from switchyard.configs.loader import load_config
 from switchyard.retrievers.documents import search_text
 from switchyard.retrievers.e5_model import PASSAGE_PREFIX
-from switchyard.retrievers.pipeline import RetrievalStack
+from switchyard.retrievers.stack import RetrievalStack
+from switchyard.run_context import ALL
 
 SPEEDUP_BAR, NDCG_TOLERANCE = 2.0, 0.005
 
@@ -46,8 +47,12 @@ SPEEDUP_BAR, NDCG_TOLERANCE = 2.0, 0.005
 def overrides(backend: str, threads: int) -> list[str]:
     runtime, _, extra = backend.partition("+")
     name, _, precision = runtime.partition(":")
-    return [f"embedding.backend={name}", f"embedding.precision={precision or 'auto'}", f"embedding.threads={threads}",
-            *(e5_overrides() if extra == "e5" else [])]
+    return [
+        f"embedding.backend={name}",
+        f"embedding.precision={precision or 'auto'}",
+        f"embedding.threads={threads}",
+        *(e5_overrides() if extra == "e5" else []),
+    ]
 
 
 def load_note() -> str:
@@ -61,8 +66,10 @@ def throughput(args, backends: list[str], out: Path) -> dict[str, dict]:
     with tempfile.TemporaryDirectory() as tmp:
         corpus = Path(tmp) / "corpus.jsonl"
         corpus.write_text("\n".join(json.dumps(d) for d in scifact_docs(args.docs)))
-        configs = {b: load_config(None, [f"store.uri={tmp}/index", *overrides(b, args.threads), *args.overrides])
-                   for b in backends}
+        configs = {
+            b: load_config(None, [f"store.uri={tmp}/index", *overrides(b, args.threads), *args.overrides])
+            for b in backends
+        }
         write_resolved_config(configs[backends[-1]], out)
         embedders, e5_embedders, stats = {}, {}, {}
         for b in backends:
@@ -73,8 +80,12 @@ def throughput(args, backends: list[str], out: Path) -> dict[str, dict]:
             if configs[b].retrieve.retrievers.e5.enabled:
                 e5_embedders[b] = loaded.field_embedder("e5")
                 e5_embedders[b].run(["warm-up"])
-            stats[b] = {"load_s": time.perf_counter() - t, "precision": embedders[b].inference_precision,
-                        "ingest": [], "embed": []}
+            stats[b] = {
+                "load_s": time.perf_counter() - t,
+                "precision": embedders[b].inference_precision,
+                "ingest": [],
+                "embed": [],
+            }
             print(f"loaded {b:14s} in {stats[b]['load_s']:5.1f} s ({stats[b]['precision']})", flush=True)
 
         texts: list[str] = []
@@ -82,21 +93,27 @@ def throughput(args, backends: list[str], out: Path) -> dict[str, dict]:
             for b in backends:
                 cfg = configs[b].model_copy(deep=True)
                 cfg.store.uri = f"{tmp}/index-{r}-{b.replace(':', '-')}"
-                stack = RetrievalStack(cfg, embedder=embedders[b],
-                                       field_embedders={"e5": e5_embedders[b]} if b in e5_embedders else None)
+                stack = RetrievalStack(
+                    cfg, embedder=embedders[b], field_embedders={"e5": e5_embedders[b]} if b in e5_embedders else None
+                )
                 t = time.perf_counter()
                 report = stack.ingestor(progress=False).run([corpus])
                 seconds = time.perf_counter() - t
                 stats[b]["ingest"].append(report.chunks_written / seconds)
                 stats[b]["chunks"] = report.chunks_written
                 if not texts:
-                    texts = [search_text(row["title"], row["text"]) for row in stack.store.scan(["title", "text"], scope=ALL)
-                             .to_pylist()]
-                print(f"round {r + 1} {b:14s} ingest {report.chunks_written} chunks in {seconds:6.1f} s: "
-                      f"{stats[b]['ingest'][-1]:6.1f} chunks/s", flush=True)
+                    texts = [
+                        search_text(row["title"], row["text"])
+                        for row in stack.store.scan(["title", "text"], scope=ALL).to_pylist()
+                    ]
+                print(
+                    f"round {r + 1} {b:14s} ingest {report.chunks_written} chunks in {seconds:6.1f} s: "
+                    f"{stats[b]['ingest'][-1]:6.1f} chunks/s",
+                    flush=True,
+                )
 
         vectors = {}
-        for r in range(args.rounds):
+        for _r in range(args.rounds):
             for b in backends:
                 t = time.perf_counter()
                 vectors[b] = embedders[b].run(texts)
@@ -112,7 +129,7 @@ def throughput(args, backends: list[str], out: Path) -> dict[str, dict]:
 
 
 def ndcg(args, backends: list[str]) -> dict[str, dict]:
-    from switchyard.retrievers.beir_eval import evaluate
+    from switchyard.evaluation.retrieval import evaluate
 
     folder = SHARED / "scifact"
     scores = {}
@@ -121,23 +138,33 @@ def ndcg(args, backends: list[str]) -> dict[str, dict]:
         result = evaluate(config, folder, split="test", limit=args.ndcg_limit, progress=False)
         scores[b] = {name: result["results"][name]["ndcg@10"] for name in ("dense", "hybrid")}
         scores[b]["index_chunks_per_s"] = result["chunks"] / result["index_s"]
-        print(f"SciFact test nDCG@10 {b:14s} dense {scores[b]['dense']:.4f}  hybrid {scores[b]['hybrid']:.4f}  "
-              f"(indexed {result['chunks']} chunks at {scores[b]['index_chunks_per_s']:.1f} chunks/s)", flush=True)
+        print(
+            f"SciFact test nDCG@10 {b:14s} dense {scores[b]['dense']:.4f}  hybrid {scores[b]['hybrid']:.4f}  "
+            f"(indexed {result['chunks']} chunks at {scores[b]['index_chunks_per_s']:.1f} chunks/s)",
+            flush=True,
+        )
     return scores
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--docs", type=int, default=1000, help="SciFact abstracts ingested per round")
-    parser.add_argument("--backends", default="torch,onnx,openvino",
-                        help="comma-separated, torch first (the reference)")
+    parser.add_argument(
+        "--backends", default="torch,onnx,openvino", help="comma-separated, torch first (the reference)"
+    )
     parser.add_argument("--threads", type=int, default=2, help="threads of every backend (torch included)")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--ndcg-limit", type=int, help="only the first N SciFact test queries")
     parser.add_argument("--no-ndcg", action="store_true", help="skip the SciFact nDCG@10 check")
     parser.add_argument("--out", default=str(ROOT / "bench" / "out" / "ingest"))
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help="config overrides for every backend (e.g. ingest.window_tokens=0: no sentence windows)")
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="config overrides for every backend (e.g. ingest.window_tokens=0: no sentence windows)",
+    )
     args = parser.parse_args()
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
     if not backends or backends[0] != "torch":
@@ -153,10 +180,14 @@ def main() -> None:
     print(f"end: {load_note()}")
 
     base = stats["torch"]
-    print(f"\n{args.docs} SciFact abstracts, {base['chunks']} chunks, {args.threads} threads, best of {args.rounds} "
-          "rounds")
-    print("| backend | precision | load s | ingest chunks/s (rounds) | embed-only chunks/s | overhead | vs torch "
-          "| min cos to torch | nDCG@10 dense | nDCG@10 hybrid |")
+    print(
+        f"\n{args.docs} SciFact abstracts, {base['chunks']} chunks, {args.threads} threads, best of {args.rounds} "
+        "rounds"
+    )
+    print(
+        "| backend | precision | load s | ingest chunks/s (rounds) | embed-only chunks/s | overhead | vs torch "
+        "| min cos to torch | nDCG@10 dense | nDCG@10 hybrid |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     verdicts = {}
     for b in backends:
@@ -167,9 +198,11 @@ def main() -> None:
         verdicts[b] = (ratio, bool(deltas) and ratio >= SPEEDUP_BAR and max(deltas) <= NDCG_TOLERANCE)
         rounds = " / ".join(f"{x:.1f}" for x in s["ingest"])
         nd_cells = f"{nd['dense']:.4f} | {nd['hybrid']:.4f}" if nd else "- | -"
-        print(f"| {b} | {s['precision']} | {s['load_s']:.1f} | **{s['ingest_best']:.1f}** ({rounds}) | "
-              f"{s['embed_best']:.1f} | {100 * (1 - s['ingest_best'] / s['embed_best']):.0f}% | {ratio:.2f}x | "
-              f"{s['cos_min']:.6f} | {nd_cells} |")
+        print(
+            f"| {b} | {s['precision']} | {s['load_s']:.1f} | **{s['ingest_best']:.1f}** ({rounds}) | "
+            f"{s['embed_best']:.1f} | {100 * (1 - s['ingest_best'] / s['embed_best']):.0f}% | {ratio:.2f}x | "
+            f"{s['cos_min']:.6f} | {nd_cells} |"
+        )
     (out / "results.json").write_text(json.dumps({"stats": stats, "ndcg": scores, "args": vars(args)}, indent=1))
     others = [b for b in backends if b != "torch"]
     if not others:
@@ -177,8 +210,10 @@ def main() -> None:
         return
     best = max(others, key=lambda b: verdicts[b][0])
     met = [b for b in others if verdicts[b][1]]
-    print(f"bar (>= {SPEEDUP_BAR:g}x ingest chunks/s and nDCG@10 within {NDCG_TOLERANCE} of torch): "
-          + (f"met by {', '.join(met)}" if met else "not met" + (" (nDCG not checked)" if args.no_ndcg else "")))
+    print(
+        f"bar (>= {SPEEDUP_BAR:g}x ingest chunks/s and nDCG@10 within {NDCG_TOLERANCE} of torch): "
+        + (f"met by {', '.join(met)}" if met else "not met" + (" (nDCG not checked)" if args.no_ndcg else ""))
+    )
     print(f"speedup_vs_torch: {verdicts[best][0]:.2f}")
 
 

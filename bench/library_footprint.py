@@ -11,6 +11,7 @@ Import figures: `python -c "import switchyard"` and `from switchyard import Pipe
 (median of --runs), wall time and peak RSS (ru_maxrss of the child). Targets (issue 59): core <= 1.5 GB,
 `import switchyard` <= 1 s and <= 150 MB.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,8 +34,9 @@ def child_figures(code: str, runs: int) -> tuple[float, float]:
     probe = code + "\nimport resource; print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
     for _ in range(runs):
         start = time.perf_counter()
-        done = subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True, text=True,
-                              cwd=tempfile.gettempdir())
+        done = subprocess.run(
+            [sys.executable, "-c", probe], check=True, capture_output=True, text=True, cwd=tempfile.gettempdir()
+        )
         seconds.append(time.perf_counter() - start)
         rss.append(int(done.stdout.split()[-1]) / 1024)  # KiB on Linux
     return statistics.median(seconds), statistics.median(rss)
@@ -43,15 +45,29 @@ def child_figures(code: str, runs: int) -> tuple[float, float]:
 def install(extras: str, workdir: Path) -> tuple[float, float]:
     """Seconds to install switchyard[extras] from the wheelhouse into a new venv, and the venv's size in MB."""
     wheels = workdir / "dist"
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", wheels,
-                    ROOT], check=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", wheels, ROOT],
+        check=True,
+    )
     (wheel,) = wheels.glob("switchyard-*.whl")
     env_dir = workdir / f"venv-{extras or 'core'}"
     venv.EnvBuilder(with_pip=True).create(env_dir)
     requirement = f"switchyard[{extras}] @ {wheel.as_uri()}" if extras else str(wheel)
     start = time.perf_counter()
-    subprocess.run([env_dir / "bin" / "python", "-m", "pip", "install", "-q", "--no-index", "--find-links",
-                    WHEELHOUSE, requirement], check=True)
+    subprocess.run(
+        [
+            env_dir / "bin" / "python",
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-index",
+            "--find-links",
+            WHEELHOUSE,
+            requirement,
+        ],
+        check=True,
+    )
     took = time.perf_counter() - start
     size = subprocess.run(["du", "-sm", env_dir], check=True, capture_output=True, text=True)
     return took, float(size.stdout.split()[0])
@@ -66,8 +82,10 @@ def main() -> None:
     args = parser.parse_args()
 
     figures: dict[str, object] = {}
-    for label, code in (("import switchyard", "import switchyard"),
-                        ("from switchyard import Pipeline", "from switchyard import Pipeline")):
+    for label, code in (
+        ("import switchyard", "import switchyard"),
+        ("from switchyard import Pipeline", "from switchyard import Pipeline"),
+    ):
         seconds, rss = child_figures(code, args.runs)
         figures[label] = {"seconds": round(seconds, 3), "rss_mb": round(rss, 1)}
         print(f"{label:<36} {seconds:6.2f} s  {rss:7.1f} MB RSS (median of {args.runs})", flush=True)

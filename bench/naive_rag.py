@@ -11,6 +11,7 @@ config's LLM (the embedded SmolLM2-135M). Prints one line: EM / F1 / contains / 
 latency / words per answer; writes one JSON row per question to --out (default bench/out/naive_rag.jsonl), which
 bench/short_answers.py --naive reads.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,8 +38,7 @@ def corpus_paragraphs(paths: list[Path]) -> list[dict]:
         for line in path.read_text(encoding="utf-8").splitlines():
             if line.strip():
                 r = json.loads(line)
-                docs.append({"doc_id": str(r.get("_id", r.get("id"))), "title": r.get("title", ""),
-                             "text": r["text"]})
+                docs.append({"doc_id": str(r.get("_id", r.get("id"))), "title": r.get("title", ""), "text": r["text"]})
     return docs
 
 
@@ -61,19 +61,32 @@ def main() -> None:
         scores = bm25.get_scores(tokenize(q.question))
         top = sorted(range(len(docs)), key=lambda i: -scores[i])[:5]
         passages = "\n".join(f"{docs[i]['title']}: {docs[i]['text']}" for i in top)
-        prediction = llm.generate([{"role": "system", "content": PROMPT},
-                                   {"role": "user", "content": f"Passages:\n{passages}\n\nQuestion: {q.question}"}])
-        rows.append({"id": q.id, "question": q.question, "answers": q.answers, "prediction": prediction,
-                     "latency_ms": (time.perf_counter() - started) * 1e3,
-                     "gold_recall": gold_recall([docs[i]["doc_id"] for i in top], q.gold_doc_ids),
-                     **answer_scores(prediction, q.answers, q.is_list)})
+        prediction = llm.generate(
+            [
+                {"role": "system", "content": PROMPT},
+                {"role": "user", "content": f"Passages:\n{passages}\n\nQuestion: {q.question}"},
+            ]
+        )
+        rows.append(
+            {
+                "id": q.id,
+                "question": q.question,
+                "answers": q.answers,
+                "prediction": prediction,
+                "latency_ms": (time.perf_counter() - started) * 1e3,
+                "gold_recall": gold_recall([docs[i]["doc_id"] for i in top], q.gold_doc_ids),
+                **answer_scores(prediction, q.answers, q.is_list),
+            }
+        )
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text("".join(json.dumps(r) + "\n" for r in rows))
     mean = lambda k: statistics.fmean(r[k] for r in rows if r[k] is not None)
-    print(f"naive RAG (BM25 top-5, one prompt) on {len(rows)} questions: EM {mean('exact_match'):.3f}  "
-          f"F1 {mean('f1'):.3f}  contains {mean('contains'):.3f}  gold recall {mean('gold_recall'):.3f}  "
-          f"p50 {statistics.median(r['latency_ms'] for r in rows) / 1e3:.1f} s  "
-          f"words/answer {statistics.fmean(len(r['prediction'].split()) for r in rows):.1f}")
+    print(
+        f"naive RAG (BM25 top-5, one prompt) on {len(rows)} questions: EM {mean('exact_match'):.3f}  "
+        f"F1 {mean('f1'):.3f}  contains {mean('contains'):.3f}  gold recall {mean('gold_recall'):.3f}  "
+        f"p50 {statistics.median(r['latency_ms'] for r in rows) / 1e3:.1f} s  "
+        f"words/answer {statistics.fmean(len(r['prediction'].split()) for r in rows):.1f}"
+    )
 
 
 if __name__ == "__main__":

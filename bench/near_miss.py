@@ -13,6 +13,7 @@ abstention is a wrong answer to an unanswerable question. The share abstained sh
 Writes OUT/questions.jsonl (id, question, answers, type, difficulty "near-miss") and OUT/corpus.jsonl (the 2,958
 dev300_a paragraphs) and prints how many of each it wrote; it loads no model. `cli.py eval` writes the report.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,13 +33,25 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     with (args.out / "questions.jsonl").open("w", encoding="utf-8") as f:
         for r in near[: args.limit]:
-            f.write(json.dumps({"id": r["id"], "question": r["question"], "answers": [r["answer"]],
-                                "type": r.get("type", "-"), "difficulty": "near-miss"}) + "\n")
+            f.write(
+                json.dumps(
+                    {
+                        "id": r["id"],
+                        "question": r["question"],
+                        "answers": [r["answer"]],
+                        "type": r.get("type", "-"),
+                        "difficulty": "near-miss",
+                    }
+                )
+                + "\n"
+            )
     with (args.out / "corpus.jsonl").open("w", encoding="utf-8") as f:
         for title, text in indexed.items():
             f.write(json.dumps({"_id": title, "title": title, "text": text}) + "\n")
-    print(f"{min(args.limit, len(near))} of {len(near)} near-miss questions and {len(indexed)} dev300_a paragraphs "
-          f"written to {args.out}")
+    print(
+        f"{min(args.limit, len(near))} of {len(near)} near-miss questions and {len(indexed)} dev300_a paragraphs "
+        f"written to {args.out}"
+    )
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ vectors: equal bits), and only then deletes the old files. `--replies-only` leav
 a packed run again changes nothing. Replay reads either layout: `eval --replay --llm-cache DIR/llm-cache
 --vector-cache DIR/vectors` (docs/evaluation.md).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -105,8 +106,11 @@ def pack_vectors(vectors: Path) -> tuple[int, int]:
         hidden = [s.rename(s.with_name(f".{s.name}.packing")) for s in segments]  # read the packed file alone
         try:
             reread_runtime, reread = VectorRecording(vectors, model, replay=True).entries()
-            if reread_runtime != runtime or reread.keys() != expected.keys() or not all(
-                    reread[k].tobytes() == expected[k].tobytes() for k in expected):
+            if (
+                reread_runtime != runtime
+                or reread.keys() != expected.keys()
+                or not all(reread[k].tobytes() == expected[k].tobytes() for k in expected)
+            ):
                 raise PackError(f"{recording.packed_path}: its vectors do not read back identical")
         except BaseException:
             for s, h in zip(segments, hidden):

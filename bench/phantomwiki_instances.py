@@ -12,6 +12,7 @@ binary-only dependencies, never into the project's.
 Writes OUT/s<seed>/{articles,questions}.json, a folder `cli.py eval` reads as a PhantomWiki dataset. Seeds 1 and 2
 are the development instances of docs/benchmarks.md, 3 and 4 the held-out ones.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,10 +22,33 @@ import sys
 from pathlib import Path
 
 GENERATOR = "phantom-wiki==1.0.3"
-GENERATOR_DEPENDENCIES = ["networkx", "nltk", "numpy<2.3", "pandas<2.3", "pyswip", "tabulate", "termcolor", "tqdm",
-                          "pydot", "matplotlib<3.11"]
-S11_PARAMETERS = ["--num-family-trees", "8", "--max-family-tree-size", "25", "--num-questions-per-type", "10",
-                  "--question-depth", "6", "--article-format", "json", "--question-format", "json", "--quiet"]
+GENERATOR_DEPENDENCIES = [
+    "networkx",
+    "nltk",
+    "numpy<2.3",
+    "pandas<2.3",
+    "pyswip",
+    "tabulate",
+    "termcolor",
+    "tqdm",
+    "pydot",
+    "matplotlib<3.11",
+]
+S11_PARAMETERS = [
+    "--num-family-trees",
+    "8",
+    "--max-family-tree-size",
+    "25",
+    "--num-questions-per-type",
+    "10",
+    "--question-depth",
+    "6",
+    "--article-format",
+    "json",
+    "--question-format",
+    "json",
+    "--quiet",
+]
 
 
 def generator_python(venv: Path) -> Path:
@@ -48,8 +72,12 @@ def main() -> None:
     python = generator_python(args.out / ".venv")
     for seed in args.seeds:
         folder = args.out / f"s{seed}"
-        subprocess.run([str(python), "-m", "phantom_wiki", "-od", str(folder), "--seed", str(seed), *S11_PARAMETERS],
-                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.run(
+            [str(python), "-m", "phantom_wiki", "-od", str(folder), "--seed", str(seed), *S11_PARAMETERS],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         for extra in ("facts.pl", "timings.csv"):
             (folder / extra).unlink(missing_ok=True)
         print(folder)

@@ -14,6 +14,7 @@ Dense search here is exact (numpy, as LanceDB's flat search over the same vector
 dataset and setting, then the settings ranked by macro hybrid nDCG@10; `test`, a Markdown table per dataset and
 slice (all / seen / not seen) with paired randomization p-values. Writes nothing (the adapters stay in memory).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,12 +26,12 @@ from pathlib import Path
 import numpy as np
 from fusion_tuning import SUITE, dense_run, load, paired_p, per_query
 
-from switchyard.retrievers.store import ChunkFetch
-from switchyard.llm.context import ALL
 from switchyard.configs.loader import load_config
 from switchyard.configs.schema import FusionConfig
-from switchyard.retrievers.beir_eval import load_beir, prepare_stack
+from switchyard.evaluation.retrieval import load_beir, prepare_stack
 from switchyard.retrievers.query_adapter import apply_adapter, collect_examples, fit
+from switchyard.retrievers.store import ChunkFetch
+from switchyard.run_context import ALL
 
 NAMES = ("scifact", "hotpotqa", "phantomwiki")
 METRIC = "ndcg@10"
@@ -46,7 +47,9 @@ class Dataset:
         self.stack, _ = prepare_stack(load_config(None, []), corpus, str(suite / "index"))
         self.run = run
         self._examples: dict[tuple, list] = {}
-        vectors = ChunkFetch(self.stack.store).dense_vectors(chunk_ids=self.stack.store.scan(["chunk_id"], scope=ALL)["chunk_id"].to_pylist())
+        vectors = ChunkFetch(self.stack.store).dense_vectors(
+            chunk_ids=self.stack.store.scan(["chunk_id"], scope=ALL)["chunk_id"].to_pylist()
+        )
         self.ids = list(vectors)
         self.docs = [vectors[c][0] for c in self.ids]
         self.owner = np.concatenate([np.full(len(vectors[c][1]), i) for i, c in enumerate(self.ids)])
@@ -55,8 +58,9 @@ class Dataset:
     def fit(self, qids: list[str], split: str, epochs: int, learning_rate: float) -> np.ndarray:
         key = (split, tuple(qids))
         if key not in self._examples:  # the same queries' examples serve every setting of the grid
-            self._examples[key], _ = collect_examples(self.stack.store, {q: self.run["runs"]["qvec"][q] for q in qids},
-                                                      self.run["qrels"][split])
+            self._examples[key], _ = collect_examples(
+                self.stack.store, {q: self.run["runs"]["qvec"][q] for q in qids}, self.run["qrels"][split]
+            )
         return fit(self._examples[key], epochs=epochs, learning_rate=learning_rate)
 
     def scores(self, qids: list[str], split: str, adapter: np.ndarray | None) -> dict[str, np.ndarray]:
@@ -65,10 +69,14 @@ class Dataset:
         if adapter is not None:
             Q = apply_adapter(adapter, Q)
         dense = dense_run((self.ids, self.docs), self.vectors, self.owner, qids, Q, "max")
-        view = {"runs": {"dense": dense, "bm25": self.run["runs"]["bm25"]},
-                "qrels": {"q": {q: self.run["qrels"][split][q] for q in qids}}}
-        return {"dense": per_query(view, "q", "dense", METRIC),
-                "hybrid": per_query(view, "q", FusionConfig().model_dump(), METRIC)}
+        view = {
+            "runs": {"dense": dense, "bm25": self.run["runs"]["bm25"]},
+            "qrels": {"q": {q: self.run["qrels"][split][q] for q in qids}},
+        }
+        return {
+            "dense": per_query(view, "q", "dense", METRIC),
+            "hybrid": per_query(view, "q", FusionConfig().model_dump(), METRIC),
+        }
 
 
 def cv(suite: Path, names: list[str]) -> None:
@@ -81,15 +89,20 @@ def cv(suite: Path, names: list[str]) -> None:
         folds = [[dev[i] for i in order[j::2]] for j in range(2)]
         base = [ds.scores(f, "dev", None) for f in folds]
         cells = {k: np.concatenate([b[k] for b in base]).mean() for k in ("dense", "hybrid")}
-        print(f"{name} dev ({len(dev)} q), no adapter: dense {cells['dense']:.4f}, hybrid {cells['hybrid']:.4f}",
-              flush=True)
+        print(
+            f"{name} dev ({len(dev)} q), no adapter: dense {cells['dense']:.4f}, hybrid {cells['hybrid']:.4f}",
+            flush=True,
+        )
         for epochs, lr in GRID:
             t0 = time.perf_counter()
             res = [ds.scores(folds[j], "dev", ds.fit(folds[1 - j], "dev", epochs, lr)) for j in range(2)]
             cells = {k: np.concatenate([r[k] for r in res]).mean() for k in ("dense", "hybrid")}
             table.setdefault((epochs, lr), []).append(cells["hybrid"])
-            print(f"  epochs {epochs}, learning rate {lr:g}: dense {cells['dense']:.4f}, hybrid {cells['hybrid']:.4f}"
-                  f" ({time.perf_counter() - t0:.0f} s)", flush=True)
+            print(
+                f"  epochs {epochs}, learning rate {lr:g}: dense {cells['dense']:.4f}, hybrid {cells['hybrid']:.4f}"
+                f" ({time.perf_counter() - t0:.0f} s)",
+                flush=True,
+            )
     print(f"\nhybrid {METRIC}, 2-fold CV on dev, macro over {', '.join(names)}:")
     for (epochs, lr), vals in sorted(table.items(), key=lambda kv: -np.mean(kv[1])):
         print(f"  epochs {epochs}, learning rate {lr:g}: {np.mean(vals):.4f}")
@@ -97,10 +110,14 @@ def cv(suite: Path, names: list[str]) -> None:
 
 def test(suite: Path, names: list[str], epochs: int, learning_rate: float) -> None:
     data = load(suite)
-    print(f"test {METRIC}; adapter fitted on each dataset's whole dev split (epochs {epochs}, learning rate "
-          f"{learning_rate:g}); p: paired randomization, 10,000 sign flips")
-    print("| dataset | queries | bm25 | dense | dense + adapter | hybrid (default) | hybrid + adapter | "
-          "hybrid + adapter − default (p) | − better single (p) |")
+    print(
+        f"test {METRIC}; adapter fitted on each dataset's whole dev split (epochs {epochs}, learning rate "
+        f"{learning_rate:g}); p: paired randomization, 10,000 sign flips"
+    )
+    print(
+        "| dataset | queries | bm25 | dense | dense + adapter | hybrid (default) | hybrid + adapter | "
+        "hybrid + adapter − default (p) | − better single (p) |"
+    )
     print("|---" * 9 + "|")
     for name in names:
         ds = Dataset(suite, name, data[name])
@@ -108,19 +125,27 @@ def test(suite: Path, names: list[str], epochs: int, learning_rate: float) -> No
         adapter = ds.fit(sorted(ds.run["qrels"]["dev"]), "dev", epochs, learning_rate)
         qids = sorted(ds.run["qrels"]["test"])
         seen = np.array([any(d in dev_docs for d, g in ds.run["qrels"]["test"][q].items() if g > 0) for q in qids])
-        bm25 = per_query({"runs": ds.run["runs"], "qrels": {"q": {q: ds.run["qrels"]["test"][q] for q in qids}}},
-                         "q", "bm25", METRIC)
+        bm25 = per_query(
+            {"runs": ds.run["runs"], "qrels": {"q": {q: ds.run["qrels"]["test"][q] for q in qids}}}, "q", "bm25", METRIC
+        )
         base, adapted = ds.scores(qids, "test", None), ds.scores(qids, "test", adapter)
-        for label, mask in (("all", np.ones(len(qids), bool)), ("relevant doc seen in dev", seen),
-                            ("not seen in dev", ~seen)):
+        for label, mask in (
+            ("all", np.ones(len(qids), bool)),
+            ("relevant doc seen in dev", seen),
+            ("not seen in dev", ~seen),
+        ):
             if not mask.any():
                 continue
-            b, d, da, h, ha = (x[mask] for x in (bm25, base["dense"], adapted["dense"], base["hybrid"],
-                                                  adapted["hybrid"]))
+            b, d, da, h, ha = (
+                x[mask] for x in (bm25, base["dense"], adapted["dense"], base["hybrid"], adapted["hybrid"])
+            )
             best = max((b, da), key=np.mean)
-            print(f"| {name}, {label} | {mask.sum()} | {b.mean():.4f} | {d.mean():.4f} | {da.mean():.4f} | "
-                  f"{h.mean():.4f} | {ha.mean():.4f} | {(ha - h).mean():+.4f} ({paired_p(ha - h):.3f}) | "
-                  f"{(ha - best).mean():+.4f} ({paired_p(ha - best):.3f}) |", flush=True)
+            print(
+                f"| {name}, {label} | {mask.sum()} | {b.mean():.4f} | {d.mean():.4f} | {da.mean():.4f} | "
+                f"{h.mean():.4f} | {ha.mean():.4f} | {(ha - h).mean():+.4f} ({paired_p(ha - h):.3f}) | "
+                f"{(ha - best).mean():+.4f} ({paired_p(ha - best):.3f}) |",
+                flush=True,
+            )
 
 
 def main() -> int:

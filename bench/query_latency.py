@@ -10,6 +10,7 @@ of a real collection without hours of embedding. Times `RetrievalStack.search(..
 Prints one line per size with p50 / p95 ms per mode. Writes the resolved config to --out (default
 bench/out/latency/config.resolved.yaml); the collections live in a temporary folder.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,11 +22,11 @@ from pathlib import Path
 import numpy as np
 from common import ROOT, scifact_docs, scifact_queries, write_resolved_config
 
-from switchyard.llm.context import ALL
 from switchyard.configs.loader import load_config
+from switchyard.evaluation.ranking import percentile
 from switchyard.retrievers.documents import Chunk
-from switchyard.retrievers.metrics import percentile
-from switchyard.retrievers.pipeline import RetrievalStack
+from switchyard.retrievers.stack import RetrievalStack
+from switchyard.run_context import ALL
 
 
 def build(stack: RetrievalStack, base: list[dict], base_vecs: np.ndarray, size: int, rng) -> float:
@@ -36,9 +37,22 @@ def build(stack: RetrievalStack, base: list[dict], base_vecs: np.ndarray, size: 
         copy = i // len(base)
         doc_id = f"{src['doc_id']}~{copy}"
         text = src["text"] if copy == 0 else f"{src['text']} variant{copy}"
-        batch.append(Chunk(chunk_id=f"{doc_id}::{src['chunk_index']}", doc_id=doc_id, source=src["source"],
-                           title=src["title"], text=text, chunk_index=src["chunk_index"], start_char=0,
-                           end_char=len(text), page=None, page_end=None, content_hash="x", doc_hash="x"))
+        batch.append(
+            Chunk(
+                chunk_id=f"{doc_id}::{src['chunk_index']}",
+                doc_id=doc_id,
+                source=src["source"],
+                title=src["title"],
+                text=text,
+                chunk_index=src["chunk_index"],
+                start_char=0,
+                end_char=len(text),
+                page=None,
+                page_end=None,
+                content_hash="x",
+                doc_hash="x",
+            )
+        )
         v = base_vecs[i % len(base)] + (rng.normal(0, 0.02, base_vecs.shape[1]) if copy else 0)
         vecs.append(v / np.linalg.norm(v))
         ids.append(doc_id)
@@ -73,8 +87,9 @@ def main() -> None:
             write_resolved_config(config, Path(args.out))
             build_s = build(RetrievalStack(config, embedder=seed.embedder), base, base_vecs, size, rng)
             for mode in ("bm25", "dense", "hybrid"):
-                stack = RetrievalStack(load_config(None, [f"store.uri={tmp}/n{size}", f"retrieve.mode={mode}"]),
-                                       embedder=seed.embedder)
+                stack = RetrievalStack(
+                    load_config(None, [f"store.uri={tmp}/n{size}", f"retrieve.mode={mode}"]), embedder=seed.embedder
+                )
                 for q in warmup:
                     stack.search(q, rerank=False, groups=ALL)  # warm the index caches
                 stack.embedder.clear_cache()  # every timed query pays for its own embedding
@@ -84,9 +99,13 @@ def main() -> None:
                     stack.search(q, rerank=False, groups=ALL)
                     times.append((time.perf_counter() - t) * 1e3)
                 results[(size, mode)] = (percentile(times, 50), percentile(times, 95))
-            print(f"{size:>7} chunks (built in {build_s:.0f}s): " + ", ".join(
-                f"{m} p50 {results[(size, m)][0]:.1f} ms / p95 {results[(size, m)][1]:.1f} ms"
-                for m in ("bm25", "dense", "hybrid")))
+            print(
+                f"{size:>7} chunks (built in {build_s:.0f}s): "
+                + ", ".join(
+                    f"{m} p50 {results[(size, m)][0]:.1f} ms / p95 {results[(size, m)][1]:.1f} ms"
+                    for m in ("bm25", "dense", "hybrid")
+                )
+            )
     print("target: hybrid p50 <= 50 ms (excluding reranking)")
 
 

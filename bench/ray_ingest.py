@@ -17,6 +17,7 @@ Peak RSS is sampled every 0.1 s: the driver (the `cli.py` process) and each embe
 of them together). The best round per setup counts. Prints a Markdown table and, last, `ray2_vs_local: <ratio>`.
 Writes --out/results.json.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,18 +48,27 @@ def rss_mb(pid: int) -> float:
 
 
 def run_ingest(corpus: Path, index: Path, extra: list[str], cluster: LocalCluster | None) -> dict:
-    cmd = [sys.executable, str(ROOT / "cli.py"), "ingest", str(corpus), "--index-dir", str(index), "--no-progress",
-           *extra]
+    cmd = [
+        sys.executable,
+        str(ROOT / "cli.py"),
+        "ingest",
+        str(corpus),
+        "--index-dir",
+        str(index),
+        "--no-progress",
+        *extra,
+    ]
     started = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"}
+    )
     peaks: dict[int, float] = {}
     driver_peak = [0.0]
 
     def sample():
         while proc.poll() is None:
             driver_peak[0] = max(driver_peak[0], rss_mb(proc.pid))
-            for pid in (cluster.actor_pids() if cluster else []):
+            for pid in cluster.actor_pids() if cluster else []:
                 peaks[pid] = max(peaks.get(pid, 0.0), rss_mb(pid))
             time.sleep(0.1)
 
@@ -72,9 +82,16 @@ def run_ingest(corpus: Path, index: Path, extra: list[str], cluster: LocalCluste
     line = out.strip().splitlines()[-1]
     chunks = int(re.search(r"(\d+) chunks written", line).group(1))
     seconds = float(re.search(r" in ([\d.]+)s;", line).group(1))
-    return {"chunks": chunks, "seconds": seconds, "chunks_per_s": chunks / seconds, "wall_s": wall,
-            "driver_peak_mb": driver_peak[0], "actor_peak_mb": max(peaks.values(), default=0.0),
-            "actors_peak_sum_mb": sum(peaks.values()), "actors_seen": len(peaks)}
+    return {
+        "chunks": chunks,
+        "seconds": seconds,
+        "chunks_per_s": chunks / seconds,
+        "wall_s": wall,
+        "driver_peak_mb": driver_peak[0],
+        "actor_peak_mb": max(peaks.values(), default=0.0),
+        "actors_peak_sum_mb": sum(peaks.values()),
+        "actors_seen": len(peaks),
+    }
 
 
 def main() -> int:
@@ -102,7 +119,7 @@ def main() -> int:
         corpus.mkdir()
         docs = scifact_docs(args.docs)
         for i in range(args.files):
-            part = docs[i::args.files]
+            part = docs[i :: args.files]
             (corpus / f"part-{i:02d}.jsonl").write_text("".join(json.dumps(d) + "\n" for d in part))
         for rnd in range(args.rounds):
             for name, extra in setups.items():
@@ -110,21 +127,27 @@ def main() -> int:
                 use = cluster if name != "local" else None
                 r = run_ingest(corpus, index, [*extra, *(["--ray", cluster.address] if use else [])], use)
                 results[name].append(r)
-                print(f"round {rnd + 1} {name}: {r['chunks']} chunks in {r['seconds']:.1f} s = "
-                      f"{r['chunks_per_s']:.1f} chunks/s (wall {r['wall_s']:.1f} s); driver peak "
-                      f"{r['driver_peak_mb']:.0f} MB, actors {r['actors_seen']} peak {r['actor_peak_mb']:.0f} MB",
-                      flush=True)
+                print(
+                    f"round {rnd + 1} {name}: {r['chunks']} chunks in {r['seconds']:.1f} s = "
+                    f"{r['chunks_per_s']:.1f} chunks/s (wall {r['wall_s']:.1f} s); driver peak "
+                    f"{r['driver_peak_mb']:.0f} MB, actors {r['actors_seen']} peak {r['actor_peak_mb']:.0f} MB",
+                    flush=True,
+                )
     best = {name: max(rs, key=lambda r: r["chunks_per_s"]) for name, rs in results.items()}
     local = best["local"]["chunks_per_s"]
-    print(f"\n{args.docs} SciFact abstracts in {args.files} files, {best['local']['chunks']} chunks, "
-          f"{args.cpus} CPUs, best of {args.rounds} round(s)\n")
+    print(
+        f"\n{args.docs} SciFact abstracts in {args.files} files, {best['local']['chunks']} chunks, "
+        f"{args.cpus} CPUs, best of {args.rounds} round(s)\n"
+    )
     print("| setup | chunks/s (rounds) | vs local | wall s | driver peak MB | actor peak MB (all actors) |")
     print("|---|---|---|---|---|---|")
     for name, r in best.items():
         rounds = " / ".join(f"{x['chunks_per_s']:.1f}" for x in results[name])
         actors = f"{r['actor_peak_mb']:.0f} ({r['actors_peak_sum_mb']:.0f})" if r["actors_seen"] else "-"
-        print(f"| {name} | **{r['chunks_per_s']:.1f}** ({rounds}) | {r['chunks_per_s'] / local:.2f}x | "
-              f"{r['wall_s']:.1f} | {r['driver_peak_mb']:.0f} | {actors} |")
+        print(
+            f"| {name} | **{r['chunks_per_s']:.1f}** ({rounds}) | {r['chunks_per_s'] / local:.2f}x | "
+            f"{r['wall_s']:.1f} | {r['driver_peak_mb']:.0f} | {actors} |"
+        )
     (out / "results.json").write_text(json.dumps({"args": vars(args), "rounds": results}, indent=2))
     print(f"\nray2_vs_local: {best['ray-2']['chunks_per_s'] / local:.2f}")
     return 0

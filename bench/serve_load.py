@@ -30,6 +30,7 @@ most requests at 32 clients are turned away with 429 + Retry-After: that is the 
 flight are bounded, never queued), not a failure. The exit code is 0 even with errors (it is a benchmark); they
 are printed, with examples and the tail of the server log.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,7 +52,7 @@ from pathlib import Path
 import httpx
 from common import ROOT, free_port, wait_until_healthy
 
-from switchyard.retrievers.metrics import percentile
+from switchyard.evaluation.ranking import percentile
 from tests.otlp_receiver import OtlpReceiver
 
 HOST = "127.0.0.1"
@@ -128,7 +129,7 @@ class Cell:
     latencies_ms: list[float] = field(default_factory=list)
     abstained: int = 0
     backpressure: Counter = field(default_factory=Counter)  # status -> count
-    errors: Counter = field(default_factory=Counter)        # kind -> count
+    errors: Counter = field(default_factory=Counter)  # kind -> count
     examples: list[str] = field(default_factory=list)
     hung_clients: int = 0
     rss_peak: float = 0.0
@@ -156,8 +157,9 @@ def retry_after_s(reply: httpx.Response) -> float | None:
     return value if value >= 0 else None
 
 
-async def client_loop(http: httpx.AsyncClient, cell: Cell, next_question, deadline: float,
-                      max_requests: int, server: subprocess.Popen) -> None:
+async def client_loop(
+    http: httpx.AsyncClient, cell: Cell, next_question, deadline: float, max_requests: int, server: subprocess.Popen
+) -> None:
     question = next_question()
     failures = 0  # consecutive back-offs without a Retry-After, for the exponential part
     for _ in range(max_requests):
@@ -174,10 +176,13 @@ async def client_loop(http: httpx.AsyncClient, cell: Cell, next_question, deadli
             continue
         except httpx.HTTPError as exc:
             cause = exc.__context__
-            cell.error("connection", f"{type(exc).__name__} {str(exc)!r} after {time.perf_counter() - started:.3f} s"
-                                     + (f" (from {type(cause).__name__}: {cause})" if cause else ""))
+            cell.error(
+                "connection",
+                f"{type(exc).__name__} {str(exc)!r} after {time.perf_counter() - started:.3f} s"
+                + (f" (from {type(cause).__name__}: {cause})" if cause else ""),
+            )
             failures += 1
-            await asyncio.sleep(min(0.1 * 2 ** failures, 2.0) * random.uniform(0.5, 1.0))
+            await asyncio.sleep(min(0.1 * 2**failures, 2.0) * random.uniform(0.5, 1.0))
             question = next_question()
             continue
         ms = (time.perf_counter() - started) * 1000
@@ -201,7 +206,7 @@ async def client_loop(http: httpx.AsyncClient, cell: Cell, next_question, deadli
             if after is None:
                 cell.error(f"{status} without Retry-After", reply.text[:200])
                 failures += 1
-                wait = min(0.25 * 2 ** failures, 4.0) * random.uniform(0.5, 1.0)
+                wait = min(0.25 * 2**failures, 4.0) * random.uniform(0.5, 1.0)
             else:
                 failures = 0
                 wait = min(after * random.uniform(1.0, 1.25), MAX_WAIT_S)  # jitter: no herd at the same instant
@@ -213,7 +218,7 @@ async def client_loop(http: httpx.AsyncClient, cell: Cell, next_question, deadli
 
 
 async def run_cell(url: str, cell: Cell, seconds: float, max_requests: int, server: subprocess.Popen) -> None:
-    counter = iter(range(10 ** 12))
+    counter = iter(range(10**12))
 
     def next_question() -> str:  # round-robin over the list, shared by all clients of the cell
         return QUESTIONS[next(counter) % len(QUESTIONS)]
@@ -223,8 +228,10 @@ async def run_cell(url: str, cell: Cell, seconds: float, max_requests: int, serv
     async with httpx.AsyncClient(base_url=url, limits=limits, timeout=timeout, trust_env=False) as http:
         started = time.monotonic()
         deadline = started + seconds
-        tasks = [asyncio.create_task(client_loop(http, cell, next_question, deadline, max_requests, server))
-                 for _ in range(cell.clients)]
+        tasks = [
+            asyncio.create_task(client_loop(http, cell, next_question, deadline, max_requests, server))
+            for _ in range(cell.clients)
+        ]
         # bounded: a request running past the deadline has the server's timeout plus the client's margin to end
         _, pending = await asyncio.wait(tasks, timeout=seconds + SERVER_TIMEOUT_S + 60)
         for task in pending:
@@ -249,13 +256,26 @@ def server_command(args, index_dir: Path, upload_dir: Path) -> list[str]:
     cmd = [sys.executable, "cli.py", "serve", "--index-dir", str(index_dir)]
     for name in args.pipelines:
         cmd += ["--config", name]
-    return cmd + ["--host", HOST, "--port", str(args.port), "--max-in-flight", str(args.max_in_flight),
-                  "--timeout", str(SERVER_TIMEOUT_S), "--upload-dir", str(upload_dir)]
+    return cmd + [
+        "--host",
+        HOST,
+        "--port",
+        str(args.port),
+        "--max-in-flight",
+        str(args.max_in_flight),
+        "--timeout",
+        str(SERVER_TIMEOUT_S),
+        "--upload-dir",
+        str(upload_dir),
+    ]
 
 
 def start_server(cmd: list[str], url: str, log_path: Path, otlp_endpoint: str | None = None) -> subprocess.Popen:
-    env = {k: v for k, v in os.environ.items()  # no auth for the benchmark; tracing only when asked for
-           if k != "SWITCHYARD_API_TOKEN" and not k.startswith("OTEL_EXPORTER_OTLP")}
+    env = {
+        k: v
+        for k, v in os.environ.items()  # no auth for the benchmark; tracing only when asked for
+        if k != "SWITCHYARD_API_TOKEN" and not k.startswith("OTEL_EXPORTER_OTLP")
+    }
     if otlp_endpoint:
         env["OTEL_EXPORTER_OTLP_ENDPOINT"] = otlp_endpoint
     log = open(log_path, "w")
@@ -297,8 +317,12 @@ def log_tail(path: Path, lines: int = 40) -> str:
 def warm_up(url: str, pipelines: list[str]) -> None:
     for name in pipelines:
         started = time.perf_counter()
-        reply = httpx.post(f"{url}/v1/ask", json={"question": QUESTIONS[0], "pipeline": name},
-                           timeout=SERVER_TIMEOUT_S + 30, trust_env=False)
+        reply = httpx.post(
+            f"{url}/v1/ask",
+            json={"question": QUESTIONS[0], "pipeline": name},
+            timeout=SERVER_TIMEOUT_S + 30,
+            trust_env=False,
+        )
         print(f"warm-up {name}: {reply.status_code} in {(time.perf_counter() - started) * 1000:.0f} ms")
         if reply.status_code != 200:
             print(f"  body: {reply.text[:500]}")
@@ -308,8 +332,9 @@ def fmt(value: float) -> str:
     return "–" if value != value else f"{value:.0f}"  # NaN when nothing succeeded
 
 
-def serve_cells(args, url: str, index_dir: Path, upload_dir: Path, log_path: Path, tracing: str,
-                otlp_endpoint: str | None) -> list[Cell]:
+def serve_cells(
+    args, url: str, index_dir: Path, upload_dir: Path, log_path: Path, tracing: str, otlp_endpoint: str | None
+) -> list[Cell]:
     """One server (tracing on or off) and every (pipeline, client count) cell against it."""
     cells: list[Cell] = []
     server = start_server(server_command(args, index_dir, upload_dir), url, log_path, otlp_endpoint)
@@ -331,8 +356,10 @@ def serve_cells(args, url: str, index_dir: Path, upload_dir: Path, log_path: Pat
                 if server.poll() is not None:
                     cell.error("server exited", f"exit code {server.returncode} during the cell")
                 cells.append(cell)
-                print(f"{pipeline} x {clients} (tracing {tracing}): {cell.ok} ok, "
-                      f"{sum(cell.backpressure.values())} 429/503, {cell.n_errors} errors in {cell.seconds:.1f} s")
+                print(
+                    f"{pipeline} x {clients} (tracing {tracing}): {cell.ok} ok, "
+                    f"{sum(cell.backpressure.values())} 429/503, {cell.n_errors} errors in {cell.seconds:.1f} s"
+                )
                 time.sleep(1)  # the server settles between cells
     finally:
         sampler.stop()
@@ -352,8 +379,10 @@ def print_tracing_overhead(cells: list[Cell], receiver) -> None:
     for a, b in pairs:
         p50_off, p50_on = percentile(a.latencies_ms, 50), percentile(b.latencies_ms, 50)
         overhead = f"{(p50_on / p50_off - 1) * 100:+.1f}%" if p50_off else "-"
-        print(f"| {a.pipeline} | {a.clients} | {fmt(p50_off)} | {fmt(p50_on)} | {overhead} | "
-              f"{a.ok / a.seconds:.2f} | {b.ok / b.seconds:.2f} |")
+        print(
+            f"| {a.pipeline} | {a.clients} | {fmt(p50_off)} | {fmt(p50_on)} | {overhead} | "
+            f"{a.ok / a.seconds:.2f} | {b.ok / b.seconds:.2f} |"
+        )
 
 
 def main() -> None:
@@ -364,11 +393,15 @@ def main() -> None:
     parser.add_argument("--max-in-flight", type=int, default=4, help="the server's --max-in-flight (default 4)")
     parser.add_argument("--port", type=int, default=0, help="server port (0 = a free one)")
     parser.add_argument("--max-requests", type=int, default=10_000, help="per client and cell (default 10000)")
-    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "serve_load",
-                        help="server.log goes here")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "serve_load", help="server.log goes here")
     parser.add_argument("--keep-index", action="store_true", help="keep the temporary index (its path is printed)")
-    parser.add_argument("--tracing", nargs="+", choices=["off", "on"], default=["off", "on"],
-                        help="run every cell without and/or with OpenTelemetry tracing (default: both)")
+    parser.add_argument(
+        "--tracing",
+        nargs="+",
+        choices=["off", "on"],
+        default=["off", "on"],
+        help="run every cell without and/or with OpenTelemetry tracing (default: both)",
+    )
     args = parser.parse_args()
     args.port = args.port or free_port()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -392,20 +425,28 @@ def main() -> None:
         else:
             shutil.rmtree(tmp, ignore_errors=True)
 
-    print(f"\nserver: --max-in-flight {args.max_in_flight}, --timeout {SERVER_TIMEOUT_S}; "
-          f"{len(QUESTIONS)} questions round-robin; all traffic to {HOST}")
-    print("\n| pipeline | clients | tracing | seconds | ok | ok/s | p50 ms | p95 ms | 429/503 | errors | peak RSS MB | "
-          "end RSS MB |")
+    print(
+        f"\nserver: --max-in-flight {args.max_in_flight}, --timeout {SERVER_TIMEOUT_S}; "
+        f"{len(QUESTIONS)} questions round-robin; all traffic to {HOST}"
+    )
+    print(
+        "\n| pipeline | clients | tracing | seconds | ok | ok/s | p50 ms | p95 ms | 429/503 | errors | peak RSS MB | "
+        "end RSS MB |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for c in cells:
-        print(f"| {c.pipeline} | {c.clients} | {c.tracing} | {c.seconds:.1f} | {c.ok} | {c.ok / c.seconds:.2f} | "
-              f"{fmt(percentile(c.latencies_ms, 50))} | {fmt(percentile(c.latencies_ms, 95))} | "
-              f"{sum(c.backpressure.values())} | {c.n_errors} | {c.rss_peak:.0f} | {c.rss_end:.0f} |")
+        print(
+            f"| {c.pipeline} | {c.clients} | {c.tracing} | {c.seconds:.1f} | {c.ok} | {c.ok / c.seconds:.2f} | "
+            f"{fmt(percentile(c.latencies_ms, 50))} | {fmt(percentile(c.latencies_ms, 95))} | "
+            f"{sum(c.backpressure.values())} | {c.n_errors} | {c.rss_peak:.0f} | {c.rss_end:.0f} |"
+        )
     print_tracing_overhead(cells, receiver)
     print()
     for c in cells:
         codes = ", ".join(f"{n}x{s}" for s, n in sorted(c.backpressure.items())) or "none"
-        print(f"{c.pipeline} x {c.clients} (tracing {c.tracing}): abstained {c.abstained}/{c.ok}; back-pressure {codes}")
+        print(
+            f"{c.pipeline} x {c.clients} (tracing {c.tracing}): abstained {c.abstained}/{c.ok}; back-pressure {codes}"
+        )
         if c.errors:
             print(f"  errors: {dict(c.errors)}")
             for example in c.examples:
@@ -416,8 +457,15 @@ def main() -> None:
     else:
         print(f"\nserver log: {log_path}")
     print(f"\nerrors_total: {errors_total}")
-    print("command:", shlex.join([os.path.relpath(sys.executable, ROOT) if sys.executable.startswith(str(ROOT))
-                                  else sys.executable, *sys.argv]))
+    print(
+        "command:",
+        shlex.join(
+            [
+                os.path.relpath(sys.executable, ROOT) if sys.executable.startswith(str(ROOT)) else sys.executable,
+                *sys.argv,
+            ]
+        ),
+    )
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ not taken from the pipeline's word), abstention, words per answer and latency.
 Reads EVAL_DIR/questions.jsonl (the rows `cli.py eval` wrote) and, with --naive, the rows of bench/naive_rag.py;
 prints one Markdown table row per config (and one for the naive baseline first). Writes nothing, loads no model.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -18,6 +19,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import common  # noqa: F401  (the repository root on sys.path)
+
 from switchyard.nodes.short_answer import occurs_in, split_list  # noqa: E402
 
 
@@ -45,17 +47,21 @@ def main() -> None:
     if args.naive:
         naive = [json.loads(x) for x in Path(args.naive).read_text().splitlines() if x.strip()]
         m = lambda k: statistics.fmean(r[k] for r in naive)
-        print(f"| naive RAG (BM25 top-5, one prompt) | {len(naive)} | {m('exact_match'):.3f} | {m('f1'):.3f} | "
-              f"{m('contains'):.3f} | – | – | – | {statistics.fmean(len(r['prediction'].split()) for r in naive):.1f}"
-              f" | {statistics.median(r['latency_ms'] for r in naive) / 1e3:.1f} |")
+        print(
+            f"| naive RAG (BM25 top-5, one prompt) | {len(naive)} | {m('exact_match'):.3f} | {m('f1'):.3f} | "
+            f"{m('contains'):.3f} | – | – | – | {statistics.fmean(len(r['prediction'].split()) for r in naive):.1f}"
+            f" | {statistics.median(r['latency_ms'] for r in naive) / 1e3:.1f} |"
+        )
     for name, rs in by_config.items():
         shown = [r for r in rs if r.get("grounding", {}).get("shown") == "short_answer"]
-        m = lambda k: statistics.fmean(r[k] for r in rs)
+        m = lambda k: statistics.fmean(r[k] for r in rs)  # noqa: B023
         ok = sum(grounded(r) for r in shown)
         words = statistics.fmean(len(r["prediction"].split()) for r in rs if not r["abstained"]) if rs else 0
-        print(f"| {name} | {len(rs)} | {m('exact_match'):.3f} | {m('f1'):.3f} | {m('contains'):.3f} | "
-              f"{len(shown) / len(rs):.2f} | {ok}/{len(shown)} | {statistics.fmean(r['abstained'] for r in rs):.2f} | "
-              f"{words:.1f} | {statistics.median(r['latency_ms'] for r in rs) / 1e3:.1f} |")
+        print(
+            f"| {name} | {len(rs)} | {m('exact_match'):.3f} | {m('f1'):.3f} | {m('contains'):.3f} | "
+            f"{len(shown) / len(rs):.2f} | {ok}/{len(shown)} | {statistics.fmean(r['abstained'] for r in rs):.2f} | "
+            f"{words:.1f} | {statistics.median(r['latency_ms'] for r in rs) / 1e3:.1f} |"
+        )
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ content is a minimal JSON instance of the schema; free text is the first sentenc
 message, cited as `[1]`. Requests are served concurrently (the delay is an `asyncio.sleep`), so the server measures
 how well a client overlaps its calls, not how fast a model is. Streaming (SSE) and /v1/models are supported.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -67,8 +68,14 @@ def _seed_words(messages: list[dict]) -> list[str]:
 
 def _string(schema: dict, words: list[str]) -> str:
     fmt = schema.get("format")
-    fixed = {"date-time": "2024-01-01T00:00:00Z", "date": "2024-01-01", "time": "00:00:00",
-             "email": "a@example.com", "uri": "https://example.com", "uuid": str(uuid.UUID(int=0))}
+    fixed = {
+        "date-time": "2024-01-01T00:00:00Z",
+        "date": "2024-01-01",
+        "time": "00:00:00",
+        "email": "a@example.com",
+        "uri": "https://example.com",
+        "uuid": str(uuid.UUID(int=0)),
+    }
     value = fixed.get(fmt) or " ".join(words[:6])
     value = value[: schema.get("maxLength", len(value))].strip()
     return value.ljust(schema.get("minLength", 0), "x")
@@ -199,25 +206,41 @@ def make_app(delay_ms: float = 300, model_name: str = "slow-model") -> FastAPI:
             return _error(400, "'messages' must be a non-empty list")
         content, finish = reply_for(body)
         usage = _usage(body["messages"], content)
-        head = {"id": f"chatcmpl-{uuid.uuid4().hex}", "created": int(time.time()),
-                "model": body.get("model") or model_name}
+        head = {
+            "id": f"chatcmpl-{uuid.uuid4().hex}",
+            "created": int(time.time()),
+            "model": body.get("model") or model_name,
+        }
         if body.get("stream"):
             with_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-            return StreamingResponse(_stream(head, content, finish, usage if with_usage else None, delay),
-                                     media_type="text/event-stream")
+            return StreamingResponse(
+                _stream(head, content, finish, usage if with_usage else None, delay), media_type="text/event-stream"
+            )
         await asyncio.sleep(delay)
-        return {**head, "object": "chat.completion",
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
-                             "logprobs": None, "finish_reason": finish}],
-                "usage": usage}
+        return {
+            **head,
+            "object": "chat.completion",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": content},
+                    "logprobs": None,
+                    "finish_reason": finish,
+                }
+            ],
+            "usage": usage,
+        }
 
     return app
 
 
 async def _stream(head: dict, content: str, finish: str, usage: dict | None, delay: float):
     def chunk(delta: dict, finish_reason: str | None = None) -> str:
-        data = {**head, "object": "chat.completion.chunk",
-                "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}]}
+        data = {
+            **head,
+            "object": "chat.completion.chunk",
+            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}],
+        }
         if usage is not None:
             data["usage"] = None  # as OpenAI does: only the last chunk carries usage
         return f"data: {json.dumps(data)}\n\n"

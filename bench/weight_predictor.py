@@ -17,6 +17,7 @@ set and reported on test. The rule, fixed before any figure: the predictor is wo
 raises the worst dev margin over the better single retriever on nDCG@10 and on R@1 without lowering either macro
 average of the shipped default.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,8 +45,13 @@ def list_features(scores: list[float]) -> list[float]:
     if not len(s):  # BM25 finds nothing when no query term is in the corpus
         return [0.0] * 5
     sd = s.std() or 1.0
-    return [winner_margin(s, 1), winner_margin(s, 3), winner_margin(s, 5),
-            (s[0] - s.mean()) / sd, (s[0] - s[min(9, len(s) - 1)]) / sd]
+    return [
+        winner_margin(s, 1),
+        winner_margin(s, 3),
+        winner_margin(s, 5),
+        (s[0] - s.mean()) / sd,
+        (s[0] - s[min(9, len(s) - 1)]) / sd,
+    ]
 
 
 def rank_in(docs: list[str], other: list[str]) -> float:
@@ -58,15 +64,22 @@ def features(data: dict, qid: str) -> list[float]:
     b_docs = list(dict.fromkeys(d for _, d, _ in bm25))[:TOP]
     d_docs = list(dict.fromkeys(d for _, d, _ in dense))[:TOP]
     agree = [len(set(b_docs[:k]) & set(d_docs[:k])) / k for k in (1, 3, 10)]
-    return (list_features([s for *_, s in bm25]) + list_features([s for *_, s in dense])
-            + agree + [rank_in(b_docs, d_docs), rank_in(d_docs, b_docs), dense[0][2]])
+    return (
+        list_features([s for *_, s in bm25])
+        + list_features([s for *_, s in dense])
+        + agree
+        + [rank_in(b_docs, d_docs), rank_in(d_docs, b_docs), dense[0][2]]
+    )
 
 
 def table(data: dict, split: str) -> dict:
     """Features and per-candidate metrics of every query of one dataset's split."""
     qids = list(data["qrels"][split])
-    return {"qids": qids, "X": np.array([features(data, q) for q in qids]),
-            **{m: np.stack([per_query(data, split, candidate(b), m) for b in CHOICES], axis=1) for m in METRICS}}
+    return {
+        "qids": qids,
+        "X": np.array([features(data, q) for q in qids]),
+        **{m: np.stack([per_query(data, split, candidate(b), m) for b in CHOICES], axis=1) for m in METRICS},
+    }
 
 
 def fit(tables: list[dict], model: str) -> list:
@@ -76,9 +89,12 @@ def fit(tables: list[dict], model: str) -> list:
     first = np.array([seen.setdefault(q, i) == i for i, q in enumerate(q for t in tables for q in t["qids"])])
     X = np.concatenate([t["X"] for t in tables])[first]
     target = np.concatenate([sum(t[m] for m in METRICS) for t in tables])[first]
-    make = {"ridge": lambda: make_pipeline(StandardScaler(), Ridge(alpha=10.0)),
-            "gbm": lambda: HistGradientBoostingRegressor(max_depth=3, max_iter=200, learning_rate=0.05,
-                                                         min_samples_leaf=40, random_state=0)}[model]
+    make = {
+        "ridge": lambda: make_pipeline(StandardScaler(), Ridge(alpha=10.0)),
+        "gbm": lambda: HistGradientBoostingRegressor(
+            max_depth=3, max_iter=200, learning_rate=0.05, min_samples_leaf=40, random_state=0
+        ),
+    }[model]
     return [make().fit(X, target[:, j]) for j in range(len(CHOICES))]
 
 
@@ -92,8 +108,10 @@ def choose(models: list, t: dict, min_gain: float) -> np.ndarray:
 
 def report(title: str, tables: dict[str, dict], picks: dict[str, np.ndarray]) -> None:
     print(f"\n{title}")
-    print("| dataset | metric | bm25 | dense | default 0.5 | predicted | − default (p) | − better single | "
-          "picks (" + " / ".join(str(b) for b in CHOICES) + ") |")
+    print(
+        "| dataset | metric | bm25 | dense | default 0.5 | predicted | − default (p) | − better single | "
+        "picks (" + " / ".join(str(b) for b in CHOICES) + ") |"
+    )
     print("|---" * 9 + "|")
     margins = {m: {"default": [], "predicted": []} for m in METRICS}
     macro = {m: {"default": [], "predicted": []} for m in METRICS}
@@ -106,20 +124,28 @@ def report(title: str, tables: dict[str, dict], picks: dict[str, np.ndarray]) ->
             for key, value in (("default", default.mean()), ("predicted", got.mean())):
                 margins[m][key].append(value - best_single)
                 macro[m][key].append(value)
-            print(f"| {name} | {m} | {t[m][:, BM25].mean():.4f} | {t[m][:, DENSE].mean():.4f} | {default.mean():.4f} | "
-                  f"{got.mean():.4f} | {got.mean() - default.mean():+.4f} ({paired_p(got - default):.2f}) | "
-                  f"{got.mean() - best_single:+.4f} | {' / '.join(str(c) for c in counts)} |")
+            print(
+                f"| {name} | {m} | {t[m][:, BM25].mean():.4f} | {t[m][:, DENSE].mean():.4f} | {default.mean():.4f} | "
+                f"{got.mean():.4f} | {got.mean() - default.mean():+.4f} ({paired_p(got - default):.2f}) | "
+                f"{got.mean() - best_single:+.4f} | {' / '.join(str(c) for c in counts)} |"
+            )
     for m in METRICS:
-        print(f"{m}: macro default {np.mean(macro[m]['default']):.4f}, predicted {np.mean(macro[m]['predicted']):.4f}; "
-              f"worst margin over the better single default {min(margins[m]['default']):+.4f}, "
-              f"predicted {min(margins[m]['predicted']):+.4f}")
+        print(
+            f"{m}: macro default {np.mean(macro[m]['default']):.4f}, predicted {np.mean(macro[m]['predicted']):.4f}; "
+            f"worst margin over the better single default {min(margins[m]['default']):+.4f}, "
+            f"predicted {min(margins[m]['predicted']):+.4f}"
+        )
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default="gbm", choices=["gbm", "ridge"])
-    ap.add_argument("--min-gain", type=float, default=0.0,
-                    help="keep the default weight unless a candidate's predicted nDCG@10 + R@1 is this much higher")
+    ap.add_argument(
+        "--min-gain",
+        type=float,
+        default=0.0,
+        help="keep the default weight unless a candidate's predicted nDCG@10 + R@1 is this much higher",
+    )
     args = ap.parse_args()
     data = load(SUITE)
     if not data:
@@ -136,8 +162,11 @@ def main() -> int:
     setting = f"{args.model}, min gain {args.min_gain}"
     report(f"dev, each dataset predicted by a model trained on the other datasets' dev ({setting})", dev, held_out)
     models = fit(list(dev.values()), args.model)
-    report(f"test, model trained on every dev set ({setting})", test,
-           {name: choose(models, t, args.min_gain) for name, t in test.items()})
+    report(
+        f"test, model trained on every dev set ({setting})",
+        test,
+        {name: choose(models, t, args.min_gain) for name, t in test.items()},
+    )
     return 0
 
 

@@ -15,6 +15,7 @@ chunk vectors, dense over windows, the previous default (BM25 + chunk vectors, `
 default and against the better single retriever. With --latency: p50 / p95 ms of dense and hybrid queries, windows
 on and off. Reads the cached runs of bench/fusion_tuning.py (bench/out/retrieval-suite/runs*/); writes nothing.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,11 +26,11 @@ from pathlib import Path
 import numpy as np
 from fusion_tuning import SUITE, paired_p, per_query
 
-from switchyard.llm.context import ALL
 from switchyard.configs.loader import load_config
 from switchyard.configs.schema import FusionConfig
-from switchyard.retrievers.beir_eval import load_beir, prepare_stack
-from switchyard.retrievers.metrics import METRIC_NAMES, percentile
+from switchyard.evaluation.ranking import METRIC_NAMES, percentile
+from switchyard.evaluation.retrieval import load_beir, prepare_stack
+from switchyard.run_context import ALL
 
 NAMES = ("scifact", "hotpotqa", "hotpot-single", "phantomwiki")
 PREVIOUS = dict(normalization="max", adaptive_power=0, weights={"bm25": 0.5, "dense": 0.5})
@@ -73,10 +74,14 @@ def main() -> int:
         latency(suite, args.latency, args.split)
         return 0
     default = FusionConfig().model_dump()
-    print(f"{args.split} {args.metric}; default fusion: {default['normalization']} {default['weights']}; "
-          "p: paired randomization, 10,000 sign flips")
-    print("| dataset | bm25 | dense (chunk vectors) | dense (windows) | previous default | default | "
-          "default - previous (p) | default - better single (p) |")
+    print(
+        f"{args.split} {args.metric}; default fusion: {default['normalization']} {default['weights']}; "
+        "p: paired randomization, 10,000 sign flips"
+    )
+    print(
+        "| dataset | bm25 | dense (chunk vectors) | dense (windows) | previous default | default | "
+        "default - previous (p) | default - better single (p) |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for name in NAMES:
         new, old = load_runs(suite / "runs", name), load_runs(suite / args.chunk_runs, name)
@@ -89,10 +94,12 @@ def main() -> int:
         previous = per_query(old, args.split, PREVIOUS, args.metric)
         now = per_query(new, args.split, default, args.metric)
         best = max((bm25, dense_windows), key=np.mean)
-        print(f"| {name} | {bm25.mean():.4f} | {dense_chunks.mean():.4f} | {dense_windows.mean():.4f} | "
-              f"{previous.mean():.4f} | {now.mean():.4f} | {(now - previous).mean():+.4f} "
-              f"({paired_p(now - previous):.3f}) | {(now - best).mean():+.4f} ({paired_p(now - best):.3f}) |",
-              flush=True)
+        print(
+            f"| {name} | {bm25.mean():.4f} | {dense_chunks.mean():.4f} | {dense_windows.mean():.4f} | "
+            f"{previous.mean():.4f} | {now.mean():.4f} | {(now - previous).mean():+.4f} "
+            f"({paired_p(now - previous):.3f}) | {(now - best).mean():+.4f} ({paired_p(now - best):.3f}) |",
+            flush=True,
+        )
     return 0
 
 

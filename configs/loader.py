@@ -1,10 +1,12 @@
 """Layered config: built-in defaults < YAML file < `--set a.b=c` overrides, validated by the schema."""
+
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import yaml
 from pydantic import ValidationError

@@ -2,16 +2,15 @@
 
 This module imports nothing from the rest of Switchyard; every layer imports it.
 """
+
 from __future__ import annotations
 
 import copy
 import re
 from pathlib import Path
-from typing import Annotated, ClassVar, Literal, Union
+from typing import Annotated, ClassVar, Literal
 
-from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_serializer,
-                      model_validator)
-
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_serializer, model_validator
 
 # Allowed values a component's argument is typed with too (the schema checks them; the component does not again)
 VectorIndexKind = Literal["ivf_hnsw_sq", "ivf_pq"]
@@ -43,13 +42,16 @@ class VectorIndexConfig(_Section):
     0 = automatic."""
 
     kind: VectorIndexKind = "ivf_hnsw_sq"
-    num_partitions: int = Field(0, ge=0, description="IVF partitions; 0 = one per 50k chunks (ivf_hnsw_sq), "
-                                                     "sqrt(chunks) (ivf_pq)")
-    num_sub_vectors: int = Field(0, ge=0, description="ivf_pq: PQ codes per vector (must divide the dimension); "
-                                                      "0 = dimension / 8")
+    num_partitions: int = Field(
+        0, ge=0, description="IVF partitions; 0 = one per 50k chunks (ivf_hnsw_sq), sqrt(chunks) (ivf_pq)"
+    )
+    num_sub_vectors: int = Field(
+        0, ge=0, description="ivf_pq: PQ codes per vector (must divide the dimension); 0 = dimension / 8"
+    )
     nprobes: int = Field(0, ge=0, description="partitions searched per query; 0 = LanceDB's default (20)")
-    refine_factor: int = Field(0, ge=0, description="ivf_pq: re-rank refine_factor x k candidates by their exact "
-                                                    "vectors; 0 = off")
+    refine_factor: int = Field(
+        0, ge=0, description="ivf_pq: re-rank refine_factor x k candidates by their exact vectors; 0 = off"
+    )
     ef: int = Field(0, ge=0, description="ivf_hnsw_sq: HNSW candidates per search; 0 = LanceDB's default (1.5 x k)")
 
 
@@ -59,15 +61,19 @@ class StoreConfig(_Section):
     uri: str = ".switchyard/index"
     collection: str = "default"
     vector_index_min_rows: int = Field(
-        50_000, ge=0, description="build an ANN vector index (`vector_index`) once dense search scans this many "
-                                  "vectors (chunks, or their sentence windows); 0 = never")
+        50_000,
+        ge=0,
+        description="build an ANN vector index (`vector_index`) once dense search scans this many "
+        "vectors (chunks, or their sentence windows); 0 = never",
+    )
     vector_index: VectorIndexConfig = VectorIndexConfig()
     storage_options: dict[str, str] = Field(
         default_factory=dict,
         description="LanceDB / object_store options for s3:// and gs:// URIs (endpoint, region, allow_http, "
-                    "aws_access_key_id, aws_secret_access_key, ...). Keep secrets out of config files: a value "
-                    "`env:NAME` is replaced by the environment variable NAME when the store connects (the config, "
-                    "`config show` and saved configs keep `env:NAME`)")
+        "aws_access_key_id, aws_secret_access_key, ...). Keep secrets out of config files: a value "
+        "`env:NAME` is replaced by the environment variable NAME when the store connects (the config, "
+        "`config show` and saved configs keep `env:NAME`)",
+    )
 
     @field_validator("collection")
     @classmethod
@@ -99,14 +105,18 @@ class IngestConfig(_Section):
     chunk_overlap: int = Field(32, ge=0)
     batch_docs: int = Field(64, ge=1, description="documents written per atomic commit")
     window_tokens: int = Field(
-        64, ge=0, le=4096, description="sentence windows: each chunk is also embedded as overlapping windows of "
-                                       "whole sentences of up to this many tokens (title prepended), and dense "
-                                       "retrieval scores a chunk by its best window; a chunk no longer than a "
-                                       "window is its own single window; 0 = one vector per chunk")
+        64,
+        ge=0,
+        le=4096,
+        description="sentence windows: each chunk is also embedded as overlapping windows of "
+        "whole sentences of up to this many tokens (title prepended), and dense "
+        "retrieval scores a chunk by its best window; a chunk no longer than a "
+        "window is its own single window; 0 = one vector per chunk",
+    )
     window_overlap: int = Field(32, ge=0, description="tokens (whole sentences) shared by consecutive windows")
 
     @model_validator(mode="after")
-    def _overlap_below_size(self) -> "IngestConfig":
+    def _overlap_below_size(self) -> IngestConfig:
         if self.chunk_overlap >= self.chunk_size:
             raise ValueError("chunk_overlap must be smaller than chunk_size")
         if self.window_tokens and self.window_overlap >= self.window_tokens:
@@ -125,22 +135,30 @@ class EmbeddingConfig(_Section):
     batch_size: int = Field(32, ge=1)
     device: str = "cpu"
     backend: EmbeddingBackend = Field(
-        "openvino", description="torch | onnx | openvino (onnx/openvino: CPU only, mean-pooling models)")
-    threads: int | None = Field(None, ge=1, description="onnx / openvino threads; null: one per core (torch keeps "
-                                                        "its process-wide setting)")
+        "openvino", description="torch | onnx | openvino (onnx/openvino: CPU only, mean-pooling models)"
+    )
+    threads: int | None = Field(
+        None, ge=1, description="onnx / openvino threads; null: one per core (torch keeps its process-wide setting)"
+    )
     precision: EmbeddingPrecision = Field(
-        "auto", description="openvino only: auto = bf16 on CPUs with native bf16, else f32; f32 = always f32")
+        "auto", description="openvino only: auto = bf16 on CPUs with native bf16, else f32; f32 = always f32"
+    )
     cache_dir: str | None = Field(
-        None, description="where onnx/openvino keep the exported model (onnx/<model-hash>/model.onnx); default "
-                          "$SWITCHYARD_CACHE_DIR, else ~/.cache/switchyard")
+        None,
+        description="where onnx/openvino keep the exported model (onnx/<model-hash>/model.onnx); default "
+        "$SWITCHYARD_CACHE_DIR, else ~/.cache/switchyard",
+    )
     vector_cache: str | None = Field(
-        None, description="record every vector computed in this folder and answer texts recorded before from it "
-                          "(eval --vector-cache): a replay then needs neither this machine's runtime nor its index")
-    replay: bool = Field(False, description="answer only from vector_cache, never from the model; a text never "
-                                            "recorded is an error")
+        None,
+        description="record every vector computed in this folder and answer texts recorded before from it "
+        "(eval --vector-cache): a replay then needs neither this machine's runtime nor its index",
+    )
+    replay: bool = Field(
+        False, description="answer only from vector_cache, never from the model; a text never recorded is an error"
+    )
 
     @model_validator(mode="after")
-    def _compiled_on_cpu(self) -> "EmbeddingConfig":
+    def _compiled_on_cpu(self) -> EmbeddingConfig:
         if self.backend != "torch" and self.device != "cpu":
             raise ValueError(f"embedding.backend={self.backend} runs on the CPU only (device {self.device!r})")
         if self.replay and not self.vector_cache:
@@ -164,16 +182,21 @@ class BM25Config(_Section):
     b: float = Field(0.75, ge=0, le=1, description="rank_bm25 backend only")
     stem: bool = True
     remove_stop_words: bool = True
-    max_chunks: int = Field(RANK_BM25_MAX_CHUNKS, ge=1,
-                            description="rank_bm25 backend only: refuse larger collections (it holds every chunk in "
-                                        "memory: ~5.3 MB per 1k chunks)")
+    max_chunks: int = Field(
+        RANK_BM25_MAX_CHUNKS,
+        ge=1,
+        description="rank_bm25 backend only: refuse larger collections (it holds every chunk in "
+        "memory: ~5.3 MB per 1k chunks)",
+    )
 
 
 class DenseConfig(_Section):
     top_k: int = Field(100, ge=1)
     query_adapter: str | None = Field(
-        None, description="a query adapter file (`cli.py fit-adapter`): a linear correction of query vectors "
-                          "learned from this collection's labelled queries; none by default")
+        None,
+        description="a query adapter file (`cli.py fit-adapter`): a linear correction of query vectors "
+        "learned from this collection's labelled queries; none by default",
+    )
 
     @field_validator("query_adapter")
     @classmethod
@@ -194,10 +217,13 @@ class VectorFieldConfig(_Section):
     field enabled (it then keeps them on every later ingest). The e5 field is `retrieve.retrievers.e5`; any other is
     `retrieve.retrievers.vector_fields.<name>` (docs/retrieval.md)."""
 
-    enabled: bool = Field(False, description="build new collections with this field's vectors and fuse its list "
-                                             "with the others")
-    model: str = Field(description="its embedding model: 'minilm', 'e5-small' or a local sentence-transformers "
-                                   "folder, run on the embedding section's runtime (backend, threads, precision)")
+    enabled: bool = Field(
+        False, description="build new collections with this field's vectors and fuse its list with the others"
+    )
+    model: str = Field(
+        description="its embedding model: 'minilm', 'e5-small' or a local sentence-transformers "
+        "folder, run on the embedding section's runtime (backend, threads, precision)"
+    )
     top_k: int = Field(100, ge=1)
     query_prefix: str = Field("", description="put before each query (e5: 'query: ')")
     passage_prefix: str = Field("", description="put before each chunk's text at ingest (e5: 'passage: ')")
@@ -212,19 +238,24 @@ class E5Config(VectorFieldConfig):
     `enabled: true` (it then keeps them on every later ingest), and fusion needs a weight for it
     (`retrieve.fusion.weights.e5`; configs/e5.yaml has the one chosen on the suite's dev splits)."""
 
-    enabled: bool = Field(False, description="build new collections with e5 vectors and fuse e5's list with the "
-                                             "others (ingest cost: docs/benchmarks.md)")
+    enabled: bool = Field(
+        False,
+        description="build new collections with e5 vectors and fuse e5's list with the "
+        "others (ingest cost: docs/benchmarks.md)",
+    )
     model: str = "e5-small"
     query_prefix: str = "query: "
     passage_prefix: str = "passage: "
-    batch_size: int | None = Field(16, ge=1, description="chunks per embedding batch (each step is heavier than "
-                                                         "MiniLM's: twice the layers)")
+    batch_size: int | None = Field(
+        16, ge=1, description="chunks per embedding batch (each step is heavier than MiniLM's: twice the layers)"
+    )
     _hint: ClassVar[str] = " (configs/e5.yaml)"
 
     @model_serializer(mode="wrap")
     def _omit_new_defaults(self, handler) -> dict:
-        return _without_new_defaults(handler(self), model="e5-small", query_prefix="query: ",
-                                     passage_prefix="passage: ", batch_size=16)
+        return _without_new_defaults(
+            handler(self), model="e5-small", query_prefix="query: ", passage_prefix="passage: ", batch_size=16
+        )
 
 
 class RetrieversConfig(_Section):
@@ -232,16 +263,20 @@ class RetrieversConfig(_Section):
     dense: DenseConfig = DenseConfig()
     e5: E5Config = E5Config()
     vector_fields: dict[str, VectorFieldConfig] = Field(
-        default_factory=dict, description="further vector fields by name (column `<name>_vector`, fusion weight "
-                                          "`retrieve.fusion.weights.<name>`)")
+        default_factory=dict,
+        description="further vector fields by name (column `<name>_vector`, fusion weight "
+        "`retrieve.fusion.weights.<name>`)",
+    )
 
     @field_validator("vector_fields")
     @classmethod
     def _field_names(cls, v: dict[str, VectorFieldConfig]) -> dict[str, VectorFieldConfig]:
         for name in v:
             if not _FIELD_NAME.fullmatch(name) or name in _NOT_FIELD_NAMES:
-                raise ValueError(f"vector field name {name!r}: 1-32 lower-case letters, digits, '_', starting with "
-                                 f"a letter, and none of {', '.join(_NOT_FIELD_NAMES)}")
+                raise ValueError(
+                    f"vector field name {name!r}: 1-32 lower-case letters, digits, '_', starting with "
+                    f"a letter, and none of {', '.join(_NOT_FIELD_NAMES)}"
+                )
         return v
 
     def fields(self) -> dict[str, VectorFieldConfig]:
@@ -265,10 +300,15 @@ class FusionConfig(_Section):
     # vector per chunk); adaptive weights lost on SciFact dev (p 0.001) for a noise-level gain
     weights: dict[str, float] = Field(default_factory=lambda: {"bm25": 0.5, "dense": 0.5})
     normalization: Normalization = Field(
-        "zscore", description="convex: how each retriever's scores are scaled before the weighted sum")
+        "zscore", description="convex: how each retriever's scores are scaled before the weighted sum"
+    )
     adaptive_power: float = Field(
-        0.0, ge=0, le=8, description="per-query weights: w * (how far the list's best score stands out, in sd) ** "
-                                     "power; 0 = the static weights")
+        0.0,
+        ge=0,
+        le=8,
+        description="per-query weights: w * (how far the list's best score stands out, in sd) ** "
+        "power; 0 = the static weights",
+    )
     adaptive_depth: int = Field(100, ge=2, description="scores per list that adaptive_power looks at")
 
     @field_validator("weights")
@@ -281,33 +321,40 @@ class FusionConfig(_Section):
 
 class RetrieveConfig(_Section):
     mode: Literal["hybrid", "bm25", "dense", "e5"] = Field(
-        "hybrid", description="hybrid: every enabled retriever, fused; bm25 / dense / e5: that one alone")
+        "hybrid", description="hybrid: every enabled retriever, fused; bm25 / dense / e5: that one alone"
+    )
     retrievers: RetrieversConfig = RetrieversConfig()
     fusion: FusionConfig = FusionConfig()
     top_k: int = Field(20, ge=1, description="passages handed to the reranker")
 
     @model_validator(mode="after")
-    def _fields_enabled_and_weighted(self) -> "RetrieveConfig":
+    def _fields_enabled_and_weighted(self) -> RetrieveConfig:
         fields = self.retrievers.fields()
         known = [*RETRIEVER_NAMES, *fields]
         unknown = set(self.fusion.weights) - set(known)
         if unknown:
-            raise ValueError(f"unknown retriever(s) in retrieve.fusion.weights: {sorted(unknown)}; known: "
-                             f"{', '.join(known)}")
+            raise ValueError(
+                f"unknown retriever(s) in retrieve.fusion.weights: {sorted(unknown)}; known: {', '.join(known)}"
+            )
         for name, field in fields.items():
             weight, path = self.fusion.weights.get(name, 0.0), self.retrievers.field_path(name)
             if not field.enabled and (self.mode == name or weight > 0):
-                raise ValueError(f"retrieve.mode {name} and retrieve.fusion.weights.{name} need {path}.enabled: "
-                                 f"true{field._hint}")
+                raise ValueError(
+                    f"retrieve.mode {name} and retrieve.fusion.weights.{name} need {path}.enabled: true{field._hint}"
+                )
             if field.enabled and self.mode == "hybrid" and self.fusion.method == "convex" and weight <= 0:
-                raise ValueError(f"{path} is enabled: give its list a fusion weight, retrieve.fusion.weights.{name}"
-                                 + (f" ({field._hint.strip(' ()')} has the suite's choice)" if field._hint else ""))
+                raise ValueError(
+                    f"{path} is enabled: give its list a fusion weight, retrieve.fusion.weights.{name}"
+                    + (f" ({field._hint.strip(' ()')} has the suite's choice)" if field._hint else "")
+                )
         return self
 
 
 class RerankConfig(_Section):
     method: Literal["none", "cross_encoder", "dense_rescore", "llm"] = "none"
-    model: str | None = Field(None, description="cross_encoder: model name or local path; dense_rescore: embedding model")
+    model: str | None = Field(
+        None, description="cross_encoder: model name or local path; dense_rescore: embedding model"
+    )
     top_k: int = Field(5, ge=1, description="passages kept after reranking")
     weight: float = Field(0.5, ge=0, le=1, description="dense_rescore: weight of the new score against the fused one")
     batch_size: int = Field(32, ge=1)
@@ -322,13 +369,19 @@ class _LLMShared(_Section):
     seed: int = 0
     timeout_s: float = Field(60.0, gt=0)
     max_retries: int = Field(2, ge=0, description="retries on transient errors, with exponential backoff")
-    cache_dir: str | None = Field(None, description="record every request and reply in this folder and answer a "
-                                  "request seen before from it (llm/cache.py)")
-    replay: bool = Field(False, description="answer only from cache_dir, never from a model (none is loaded); a "
-                         "request not recorded there is an error")
+    cache_dir: str | None = Field(
+        None,
+        description="record every request and reply in this folder and answer a "
+        "request seen before from it (llm/cache.py)",
+    )
+    replay: bool = Field(
+        False,
+        description="answer only from cache_dir, never from a model (none is loaded); a "
+        "request not recorded there is an error",
+    )
 
     @model_validator(mode="after")
-    def _replay_needs_cache(self) -> "_LLMShared":
+    def _replay_needs_cache(self) -> _LLMShared:
         if self.replay and not self.cache_dir:
             raise ValueError("llm.replay needs llm.cache_dir (the folder of recorded replies)")
         return self
@@ -339,8 +392,7 @@ class _LLMShared(_Section):
         # backend's at its default, in that section's order), so config hashes, recorded outputs, saved configs and
         # eval manifests made before stay identical; `_llm_section` accepts such a dump back.
         own = handler(self)
-        return {key: own[key] if key in own else copy.deepcopy(default)
-                for key, default in _FLAT_LLM_DEFAULTS.items()}
+        return {key: own[key] if key in own else copy.deepcopy(default) for key, default in _FLAT_LLM_DEFAULTS.items()}
 
 
 class LocalLLMConfig(_LLMShared):
@@ -348,15 +400,27 @@ class LocalLLMConfig(_LLMShared):
 
     backend: Literal["local"] = "local"
     model_path: str | None = Field(None, description="a GGUF file; empty = the packaged SmolLM2-135M")
-    n_ctx: int = Field(2048, ge=256, description="the context in tokens; a longer prompt has its longest message "
-                       "shortened (counted by the model's tokenizer, tool schemas included) so the reply's max_tokens fit")
+    n_ctx: int = Field(
+        2048,
+        ge=256,
+        description="the context in tokens; a longer prompt has its longest message "
+        "shortened (counted by the model's tokenizer, tool schemas included) so the reply's max_tokens fit",
+    )
     n_threads: int = Field(2, ge=1)
-    instances: int = Field(1, ge=1, le=16, description="model instances serving runs in flight (each holds its own "
-                           "context and memory); 1 = concurrent runs take turns on one model")
+    instances: int = Field(
+        1,
+        ge=1,
+        le=16,
+        description="model instances serving runs in flight (each holds its own "
+        "context and memory); 1 = concurrent runs take turns on one model",
+    )
     repeat_penalty: float = Field(1.1, ge=1.0, le=2.0, description="llama.cpp repetition penalty")
-    chat_format: str | None = Field(None, description="llama-cpp-python chat format; empty = the GGUF's own "
-                                    "template. chatml-function-calling lets the model choose tools itself "
-                                    "(graph.router.protocol=tools)")
+    chat_format: str | None = Field(
+        None,
+        description="llama-cpp-python chat format; empty = the GGUF's own "
+        "template. chatml-function-calling lets the model choose tools itself "
+        "(graph.router.protocol=tools)",
+    )
 
 
 class OpenAILLMConfig(_LLMShared):
@@ -367,9 +431,10 @@ class OpenAILLMConfig(_LLMShared):
     model: str = Field("gpt-4o-mini", description="the model name the server expects")
     api_key_env: str = Field("OPENAI_API_KEY", description="NAME of the env var holding the key")
     response_format: Literal["json_schema", "json_object"] = Field(
-        "json_schema", description="how structured output is requested; json_object = llama.cpp's "
-                                   "{type: json_object, schema} (switched to automatically when a server asks for it)")
-
+        "json_schema",
+        description="how structured output is requested; json_object = llama.cpp's "
+        "{type: json_object, schema} (switched to automatically when a server asks for it)",
+    )
 
 
 class LangChainLLMConfig(_LLMShared):
@@ -377,28 +442,43 @@ class LangChainLLMConfig(_LLMShared):
     its class, with keyword arguments."""
 
     backend: Literal["langchain"] = "langchain"
-    chat_model: str | None = Field(None, description="a `provider:model` string for LangChain's init_chat_model "
-                                   "(e.g. openai:gpt-4o-mini), or the import path of a chat model class, e.g. "
-                                   "langchain_openai.ChatOpenAI (or module:Class)")
-    chat_model_kwargs: dict = Field(default_factory=dict, description="keyword arguments of the chat model (model, "
-                                    "base_url, ...; keep keys in the environment variables the class reads)")
+    chat_model: str | None = Field(
+        None,
+        description="a `provider:model` string for LangChain's init_chat_model "
+        "(e.g. openai:gpt-4o-mini), or the import path of a chat model class, e.g. "
+        "langchain_openai.ChatOpenAI (or module:Class)",
+    )
+    chat_model_kwargs: dict = Field(
+        default_factory=dict,
+        description="keyword arguments of the chat model (model, "
+        "base_url, ...; keep keys in the environment variables the class reads)",
+    )
     structured_method: StructuredMethod = Field(
-        "function_calling", description="the `method` of with_structured_output; function_calling works with "
-                                        "llama.cpp's server (a forced tool call is grammar-constrained)")
+        "function_calling",
+        description="the `method` of with_structured_output; function_calling works with "
+        "llama.cpp's server (a forced tool call is grammar-constrained)",
+    )
 
     @model_validator(mode="after")
-    def _needs_a_chat_model(self) -> "LangChainLLMConfig":
+    def _needs_a_chat_model(self) -> LangChainLLMConfig:
         if not self.chat_model:
             raise ValueError("llm.backend=langchain needs llm.chat_model (e.g. langchain_openai.ChatOpenAI)")
         return self
 
 
-LLM_SECTIONS: dict[str, type[_LLMShared]] = {"local": LocalLLMConfig, "openai": OpenAILLMConfig,
-                                             "langchain": LangChainLLMConfig}
+LLM_SECTIONS: dict[str, type[_LLMShared]] = {
+    "local": LocalLLMConfig,
+    "openai": OpenAILLMConfig,
+    "langchain": LangChainLLMConfig,
+}
 _FLAT_LLM_DEFAULTS: dict[str, object] = {
     "backend": "local",
-    **{key: info.get_default(call_default_factory=True) for section in LLM_SECTIONS.values()
-       for key, info in section.model_fields.items() if key != "backend" and key not in _LLMShared.model_fields},
+    **{
+        key: info.get_default(call_default_factory=True)
+        for section in LLM_SECTIONS.values()
+        for key, info in section.model_fields.items()
+        if key != "backend" and key not in _LLMShared.model_fields
+    },
     **{key: info.get_default(call_default_factory=True) for key, info in _LLMShared.model_fields.items()},
 }
 
@@ -422,8 +502,9 @@ def _llm_section(data):
     return own
 
 
-LLMConfig = Annotated[Union[LocalLLMConfig, OpenAILLMConfig, LangChainLLMConfig], Field(discriminator="backend"),
-                      BeforeValidator(_llm_section)]
+LLMConfig = Annotated[
+    LocalLLMConfig | OpenAILLMConfig | LangChainLLMConfig, Field(discriminator="backend"), BeforeValidator(_llm_section)
+]
 """One LLM backend shared by every node, chosen by `backend`; each section holds its backend's keys and the shared
 ones."""
 
@@ -441,14 +522,21 @@ class GradeThresholds(_Section):
     content words is not "unrelated" however low its cosine (templated questions over long articles)."""
 
     correct: float = Field(0.55, description="best passage's cosine at or above this -> correct (keep all)")
-    incorrect: float = Field(0.40, description="best passage's cosine below this, and no passage reaching "
-                                               "`coverage` -> incorrect (retry/abstain)")
+    incorrect: float = Field(
+        0.40,
+        description="best passage's cosine below this, and no passage reaching `coverage` -> incorrect (retry/abstain)",
+    )
     relevant: float = Field(0.35, description="a passage at or above this is relevant (kept when ambiguous)")
-    coverage: float = Field(0.5, ge=0, le=1.01, description="share of the question's content words a passage holds "
-                                                            "to count as relevant whatever its cosine (1.01: off)")
+    coverage: float = Field(
+        0.5,
+        ge=0,
+        le=1.01,
+        description="share of the question's content words a passage holds "
+        "to count as relevant whatever its cosine (1.01: off)",
+    )
 
     @model_validator(mode="after")
-    def _ordered(self) -> "GradeThresholds":
+    def _ordered(self) -> GradeThresholds:
         if not self.incorrect <= self.correct:
             raise ValueError("need incorrect <= correct")
         return self
@@ -466,25 +554,32 @@ FALLBACK_COVERAGE = 0.6  # answer.fallback_coverage's default (PhantomWiki s1/s2
 class AnswerConfig(_Section):
     method: Literal["llm", "extractive", "closed_book"] = "llm"
     format: Literal["short", "sentences"] = Field(
-        "short", description="short: a short answer first, then the cited evidence sentences; sentences: 1-3 cited "
-                             "sentences")
+        "short",
+        description="short: a short answer first, then the cited evidence sentences; sentences: 1-3 cited sentences",
+    )
     ungrounded: Literal["extractive", "evidence", "abstain"] = Field(
-        "extractive", description="short: when the model's short answer occurs in no kept passage, show the "
-                                  "extractive span instead (grounded by construction; else the evidence alone), the "
-                                  "evidence alone, or abstain")
+        "extractive",
+        description="short: when the model's short answer occurs in no kept passage, show the "
+        "extractive span instead (grounded by construction; else the evidence alone), the "
+        "evidence alone, or abstain",
+    )
     short_max_tokens: int = Field(48, ge=8, description="short + llm: tokens for the JSON short answer")
     span_sentences: int = Field(3, ge=1, description="short + extractive: best sentences searched for an answer span")
     max_passages: int = Field(4, ge=1, description="passages shown to the answer step")
     max_sentences: int = Field(2, ge=1, description="extractive: sentences in the answer")
-    support_threshold: float = Field(0.55, ge=0, le=1, description="support (mean of cosine and word overlap) a "
-                                                                    "cited passage needs for its sentence")
+    support_threshold: float = Field(
+        0.55, ge=0, le=1, description="support (mean of cosine and word overlap) a cited passage needs for its sentence"
+    )
     drop_unsupported: bool = Field(True, description="llm: remove answer sentences no passage supports")
     abstain_message: str = "Not found in the indexed documents."
     fallback_coverage: float = Field(
-        FALLBACK_COVERAGE, ge=0, le=1.01,
-        description="short + llm: after an `ambiguous` verdict, the model's \"no answer\" gets the `ungrounded` "
-                    "fallback when a kept passage holds this share of the question's content words (1.01: only "
-                    "after `correct`)")
+        FALLBACK_COVERAGE,
+        ge=0,
+        le=1.01,
+        description='short + llm: after an `ambiguous` verdict, the model\'s "no answer" gets the `ungrounded` '
+        "fallback when a kept passage holds this share of the question's content words (1.01: only "
+        "after `correct`)",
+    )
 
     @model_serializer(mode="wrap")
     def _omit_new_defaults(self, handler) -> dict:
@@ -513,47 +608,74 @@ class RouterConfig(_Section):
     """Agent mode: an LLM picks each next step over the same nodes as the fixed pipeline."""
 
     strategy: Literal["zeroshot", "zeroshot-think", "react", "plan", "plan-react", "bolaa", "autogpt"] = Field(
-        "react", description="zeroshot (ZS), zeroshot-think (ZST: a free-text thought first), react (few-shot "
-                             "ReAct), plan (PlanAct), plan-react (PlanReAct), bolaa (a controller and two labor "
-                             "agents), autogpt (goals, thought with criticism, working memory): docs/agents.md")
+        "react",
+        description="zeroshot (ZS), zeroshot-think (ZST: a free-text thought first), react (few-shot "
+        "ReAct), plan (PlanAct), plan-react (PlanReAct), bolaa (a controller and two labor "
+        "agents), autogpt (goals, thought with criticism, working memory): docs/agents.md",
+    )
     protocol: Literal["json", "tools"] = Field(
-        "json", description="json: the decision is a JSON object (schema-constrained); tools: every action is a tool "
-                            "and the model chooses by a native tool call (every strategy but plan)")
+        "json",
+        description="json: the decision is a JSON object (schema-constrained); tools: every action is a tool "
+        "and the model chooses by a native tool call (every strategy but plan)",
+    )
     tool_choice: Literal["auto", "required"] = Field(
-        "auto", description="tools: the request's tool_choice (required: servers that support it always call one)")
+        "auto", description="tools: the request's tool_choice (required: servers that support it always call one)"
+    )
     max_steps: int = Field(8, ge=1, le=50, description="router decisions before the budget guard forces an end")
     max_tokens: int = Field(96, ge=16, description="per router decision")
-    examples: list[str] = Field(default_factory=lambda: list(DEFAULT_REACT_EXAMPLES),
-                                description="react: few-shot examples shown before the scratchpad")
-    memory_tokens: int = Field(MEMORY_TOKENS, ge=64, le=4000,
-                               description="autogpt: working-memory bound (estimated at 4 characters a token); past "
-                                           "it the facts are merged into one note by an LLM call")
+    examples: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_REACT_EXAMPLES),
+        description="react: few-shot examples shown before the scratchpad",
+    )
+    memory_tokens: int = Field(
+        MEMORY_TOKENS,
+        ge=64,
+        le=4000,
+        description="autogpt: working-memory bound (estimated at 4 characters a token); past "
+        "it the facts are merged into one note by an LLM call",
+    )
     direct_reply: bool = Field(
-        False, description="offer the agent a `reply` action that ends the run with a direct answer and no "
-                           "retrieval, allowed only for questions graph.no_documents' rules detect (small talk, "
-                           "arithmetic); false: such questions get graph.no_documents.behaviour before the router "
-                           "(zeroshot, zeroshot-think, react, plan-react)")
+        False,
+        description="offer the agent a `reply` action that ends the run with a direct answer and no "
+        "retrieval, allowed only for questions graph.no_documents' rules detect (small talk, "
+        "arithmetic); false: such questions get graph.no_documents.behaviour before the router "
+        "(zeroshot, zeroshot-think, react, plan-react)",
+    )
     approve: bool = Field(
-        False, description="a human in the loop: the run pauses before each action the router chose (after its "
-                           "guards) until someone approves it, edits its arguments or rejects it (the agent then "
-                           "decides again); agent mode only. docs/agents.md#human-in-the-loop")
+        False,
+        description="a human in the loop: the run pauses before each action the router chose (after its "
+        "guards) until someone approves it, edits its arguments or rejects it (the agent then "
+        "decides again); agent mode only. docs/agents.md#human-in-the-loop",
+    )
     approve_timeout_s: float = Field(
-        APPROVE_TIMEOUT_S, gt=0, le=30 * 86400,
-        description="approve: a pause unanswered this long expires (the run cannot be resumed)")
+        APPROVE_TIMEOUT_S,
+        gt=0,
+        le=30 * 86400,
+        description="approve: a pause unanswered this long expires (the run cannot be resumed)",
+    )
 
     @model_serializer(mode="wrap")
     def _omit_new_defaults(self, handler) -> dict:
-        return _without_new_defaults(handler(self), memory_tokens=MEMORY_TOKENS, direct_reply=False, approve=False,
-                                     approve_timeout_s=APPROVE_TIMEOUT_S)
+        return _without_new_defaults(
+            handler(self),
+            memory_tokens=MEMORY_TOKENS,
+            direct_reply=False,
+            approve=False,
+            approve_timeout_s=APPROVE_TIMEOUT_S,
+        )
 
     @model_validator(mode="after")
-    def _tools_need_a_step_strategy(self) -> "RouterConfig":
+    def _tools_need_a_step_strategy(self) -> RouterConfig:
         if self.protocol == "tools" and self.strategy == "plan":
-            raise ValueError("graph.router.protocol=tools chooses one action per call: use a strategy other than "
-                             "plan (plan-react plans in JSON and acts by tool calls)")
+            raise ValueError(
+                "graph.router.protocol=tools chooses one action per call: use a strategy other than "
+                "plan (plan-react plans in JSON and acts by tool calls)"
+            )
         if self.direct_reply and self.strategy not in DIRECT_REPLY_STRATEGIES:
-            raise ValueError(f"graph.router.direct_reply works with the strategies "
-                             f"{', '.join(DIRECT_REPLY_STRATEGIES)}, not {self.strategy}")
+            raise ValueError(
+                f"graph.router.direct_reply works with the strategies "
+                f"{', '.join(DIRECT_REPLY_STRATEGIES)}, not {self.strategy}"
+            )
         return self
 
 
@@ -561,13 +683,19 @@ class NoDocumentsConfig(_Section):
     """Questions that need no documents (small talk, arithmetic), detected by rules before retrieval
     (nodes/no_documents.py)."""
 
-    detect: bool = Field(True, description="detect small talk and arithmetic by rules and give them `behaviour` "
-                                           "without retrieval or an LLM call; false: they go through the pipeline")
+    detect: bool = Field(
+        True,
+        description="detect small talk and arithmetic by rules and give them `behaviour` "
+        "without retrieval or an LLM call; false: they go through the pipeline",
+    )
     behaviour: Literal["abstain", "reply"] = Field(
-        "abstain", description="abstain (answer.abstain_message, with the reason) or reply (`message` for small "
-                               "talk, the result for arithmetic)")
-    message: str = Field("Hello! Ask me a question about the indexed documents.",
-                         description="reply: the answer to small talk")
+        "abstain",
+        description="abstain (answer.abstain_message, with the reason) or reply (`message` for small "
+        "talk, the result for arithmetic)",
+    )
+    message: str = Field(
+        "Hello! Ask me a question about the indexed documents.", description="reply: the answer to small talk"
+    )
 
 
 class GraphConfig(_Section):
@@ -581,14 +709,16 @@ class GraphConfig(_Section):
         return _without_new_defaults(handler(self), no_documents=NoDocumentsConfig().model_dump())
 
     @model_validator(mode="after")
-    def _limit_covers_budget(self) -> "GraphConfig":
+    def _limit_covers_budget(self) -> GraphConfig:
         # an agent step is two super-steps (router, then the action); +4 for the final answer and slack
         need = 2 * self.router.max_steps + 4
         if self.mode == "agent" and self.recursion_limit < need:
             raise ValueError(f"recursion_limit must be >= 2 * router.max_steps + 4 = {need} in agent mode")
         if self.router.approve and self.mode != "agent":
-            raise ValueError("graph.router.approve pauses before each action an agent chooses: it needs "
-                             "graph.mode: agent (a fixed pipeline has no actions to approve)")
+            raise ValueError(
+                "graph.router.approve pauses before each action an agent chooses: it needs "
+                "graph.mode: agent (a fixed pipeline has no actions to approve)"
+            )
         return self
 
 
@@ -596,10 +726,14 @@ class RayConfig(_Section):
     """`ingest --ray` / `eval --ray`: the actors on the cluster (each loads the models once and keeps them)."""
 
     actors: int = Field(2, ge=1, description="actors that chunk and embed (ingest) or answer questions (eval)")
-    cpus_per_actor: float = Field(1.0, gt=0, description="CPUs each actor reserves; its embedding threads when "
-                                                         "embedding.threads is null")
-    gpus_per_actor: float = Field(0.0, ge=0, description="GPUs each actor reserves; > 0 embeds on the GPU (cuda) "
-                                                         "and needs embedding.backend=torch")
+    cpus_per_actor: float = Field(
+        1.0, gt=0, description="CPUs each actor reserves; its embedding threads when embedding.threads is null"
+    )
+    gpus_per_actor: float = Field(
+        0.0,
+        ge=0,
+        description="GPUs each actor reserves; > 0 embeds on the GPU (cuda) and needs embedding.backend=torch",
+    )
 
 
 class SwitchyardConfig(_Section):
@@ -620,18 +754,23 @@ class SwitchyardConfig(_Section):
         return _without_new_defaults(handler(self), ray=RayConfig().model_dump())
 
     @model_validator(mode="after")
-    def _gpu_actors_run_torch(self) -> "SwitchyardConfig":
+    def _gpu_actors_run_torch(self) -> SwitchyardConfig:
         if self.ray.gpus_per_actor and self.embedding.backend != "torch":
             raise ValueError("ray.gpus_per_actor > 0 embeds on the GPU: set embedding.backend=torch")
         return self
 
     @model_validator(mode="after")
-    def _closed_book_consistent(self) -> "SwitchyardConfig":
+    def _closed_book_consistent(self) -> SwitchyardConfig:
         if (self.graph.mode == "closed_book") != (self.answer.method == "closed_book"):
             raise ValueError("graph.mode: closed_book and answer.method: closed_book go together (no retrieval)")
         return self
 
     def uses_llm(self) -> bool:
         """Does any step of this pipeline call the LLM? (No-LLM pipelines never load one.)"""
-        return (self.graph.mode == "agent" or self.rewrite.method == "llm" or self.grade.method == "llm"
-                or self.answer.method in ("llm", "closed_book") or self.rerank.method == "llm")
+        return (
+            self.graph.mode == "agent"
+            or self.rewrite.method == "llm"
+            or self.grade.method == "llm"
+            or self.answer.method in ("llm", "closed_book")
+            or self.rerank.method == "llm"
+        )

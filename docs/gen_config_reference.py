@@ -9,6 +9,7 @@ unions of sections (discriminated or not), maps and lists of sections. Every key
 (what `--set` takes), its type and allowed values, its constraints, its default and its description. The output
 depends on the schema alone (definition order, no dates), so `--check` is exact.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,6 +52,7 @@ Unknown keys and wrong types are errors; checks that involve several keys (e.g. 
 
 
 # -- types -------------------------------------------------------------------------------------------------------
+
 
 def _strip_annotated(tp: Any) -> tuple[Any, list]:
     """(the bare type, the metadata of any `Annotated[...]` around it)."""
@@ -113,10 +115,15 @@ def type_text(tp: Any) -> str:
     return f"`{tp}`"
 
 
-_BOUNDS = ((annotated_types.Ge, "ge", "≥"), (annotated_types.Gt, "gt", ">"), (annotated_types.Le, "le", "≤"),
-           (annotated_types.Lt, "lt", "<"), (annotated_types.MinLen, "min_length", "length ≥"),
-           (annotated_types.MaxLen, "max_length", "length ≤"), (annotated_types.MultipleOf, "multiple_of",
-                                                                 "multiple of"))
+_BOUNDS = (
+    (annotated_types.Ge, "ge", "≥"),
+    (annotated_types.Gt, "gt", ">"),
+    (annotated_types.Le, "le", "≤"),
+    (annotated_types.Lt, "lt", "<"),
+    (annotated_types.MinLen, "min_length", "length ≥"),
+    (annotated_types.MaxLen, "max_length", "length ≤"),
+    (annotated_types.MultipleOf, "multiple_of", "multiple of"),
+)
 
 
 def constraints_text(metadata: list) -> str:
@@ -129,6 +136,7 @@ def constraints_text(metadata: list) -> str:
 
 
 # -- defaults ----------------------------------------------------------------------------------------------------
+
 
 class _Dumper(yaml.SafeDumper):
     pass
@@ -185,10 +193,11 @@ def _clause(text: str) -> str:
 
 # -- the walk ----------------------------------------------------------------------------------------------------
 
+
 @dataclass
 class Section:
-    path: str          # dotted key of the section ("" for the top level)
-    title: str         # heading text
+    path: str  # dotted key of the section ("" for the top level)
+    title: str  # heading text
     depth: int
     doc: str
     items: list[str] = field(default_factory=list)
@@ -270,10 +279,14 @@ class Walker:
             if nullable:
                 what += ", or `null`"
             plain_default = _plain(default)
-            tag = (f" (`{disc}: {plain_default.get(disc)}`)" if disc and isinstance(plain_default, dict)
-                   and disc in plain_default else "")
-            default_line = "; default " + (default_text(default)[0] if not isinstance(plain_default, dict)
-                                           else "its defaults" + tag)
+            tag = (
+                f" (`{disc}: {plain_default.get(disc)}`)"
+                if disc and isinstance(plain_default, dict) and disc in plain_default
+                else ""
+            )
+            default_line = "; default " + (
+                default_text(default)[0] if not isinstance(plain_default, dict) else "its defaults" + tag
+            )
             self._emit(section, [f"{head} ({what}{default_line})"], description)
             for model_cls, title in zip(models, titles):
                 self.model(model_cls, key, title, sub_depth)
@@ -289,8 +302,7 @@ class Walker:
             inner = [m for m in _members(container_item) if _is_model(m)]
             if inner:
                 disc = _discriminator(None, _strip_annotated(container_item)[1])
-                titles = ([f"{key}{suffix}"] if len(inner) == 1 else
-                          [f"{key}{suffix} ({_tag(m, disc)})" for m in inner])
+                titles = [f"{key}{suffix}"] if len(inner) == 1 else [f"{key}{suffix} ({_tag(m, disc)})" for m in inner]
                 text, block = default_text(default)
                 what = f"{kind} " + " or ".join(f"section {self._link(t)}" for t in titles)
                 self._emit(section, [f"{head} ({what}{_clause(text)})"], description, block)
@@ -323,8 +335,9 @@ def _escape(text: str) -> str:
 def wrap(text: str, indent: str) -> str:
     """Wrap at WIDTH without breaking a code span or a link."""
     protected = re.sub(r"`[^`]*`|\[[^\]]*\]\([^)]*\)", lambda m: m.group(0).replace(" ", "\x00"), text)
-    lines = textwrap.wrap(protected, width=WIDTH, subsequent_indent=indent, break_long_words=False,
-                          break_on_hyphens=False)
+    lines = textwrap.wrap(
+        protected, width=WIDTH, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False
+    )
     return "\n".join(line.replace("\x00", " ") for line in lines)
 
 

@@ -8,6 +8,7 @@ question), judged for faithfulness when a judge is given, with the folder's mani
 the plots in `out` (evaluation/report.py). Its messages name the settings as the command line's options do
 (`runs` is `--runs`, …).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -25,14 +26,14 @@ from switchyard.extras import NO_RAY, import_with_extra, needs_extra
 class Comparison:
     """What `run_evaluation` did: the report (report.json's content) and the run behind it."""
 
-    out: Path                # the report folder: report.md, report.json, the results, configs/, plots
-    results: Path            # the rows, one JSON line per (config, run, question)
+    out: Path  # the report folder: report.md, report.json, the results, configs/, plots
+    results: Path  # the rows, one JSON line per (config, run, question)
     report: dict
-    asked: int = 0           # questions asked now (0: every row was already there)
+    asked: int = 0  # questions asked now (0: every row was already there)
     answering_s: float = 0.0
     workers: int = 1
     ray_actors: int | None = None  # asked on a Ray cluster by this many actors (None: in this process)
-    llm_cache_counts: dict[str, int] | None = None     # replies replayed and recorded (None: no reply cache)
+    llm_cache_counts: dict[str, int] | None = None  # replies replayed and recorded (None: no reply cache)
     vector_cache_counts: dict[str, int] | None = None  # vectors replayed and recorded (None: no recording)
     unasked_changes: list[str] = field(default_factory=list)  # nothing asked, yet this setup differs from the folder's
 
@@ -41,12 +42,28 @@ class Comparison:
         return self.out / "report.md"
 
 
-def run_evaluation(dataset: str | Path, configs: list[str | Path], out: str | Path = "eval-out", *, runs: int = 1,
-                   limit: int | None = None, corpus: str | Path | None = None, index_dir: str | Path | None = None,
-                   overrides: list[str] | None = None, judge: str | Path | None = None, baseline: str | None = None,
-                   retry_errors: bool = False, workers: int = 1, plot_metric: str = "f1",
-                   llm_cache: str | Path | None = None, vector_cache: str | Path | None = None, replay: bool = False,
-                   allow_mixed: bool = False, ray: str | None = None, progress: bool | None = None) -> Comparison:
+def run_evaluation(
+    dataset: str | Path,
+    configs: list[str | Path],
+    out: str | Path = "eval-out",
+    *,
+    runs: int = 1,
+    limit: int | None = None,
+    corpus: str | Path | None = None,
+    index_dir: str | Path | None = None,
+    overrides: list[str] | None = None,
+    judge: str | Path | None = None,
+    baseline: str | None = None,
+    retry_errors: bool = False,
+    workers: int = 1,
+    plot_metric: str = "f1",
+    llm_cache: str | Path | None = None,
+    vector_cache: str | Path | None = None,
+    replay: bool = False,
+    allow_mixed: bool = False,
+    ray: str | None = None,
+    progress: bool | None = None,
+) -> Comparison:
     """Compare `configs` (pipeline YAML files or shipped names; each is named by its file stem) on `dataset`
     (a PhantomWiki folder, HotpotQA JSON/JSONL, or plain JSONL with `corpus`), `runs` times per question, into
     `out` (resumed if it holds results). `overrides` apply to every config; `index_dir` holds the collections
@@ -66,8 +83,11 @@ def run_evaluation(dataset: str | Path, configs: list[str | Path], out: str | Pa
     if replay and vector_cache and not Path(vector_cache).is_dir():
         raise VectorCacheMiss(f"--vector-cache {vector_cache}: no such folder of recorded vectors")
     cache = [f"llm.cache_dir={llm_cache}"] + (["llm.replay=true"] if replay else []) if llm_cache else []
-    vectors = [f"embedding.vector_cache={vector_cache}"] + (["embedding.replay=true"] if replay else []) \
-        if vector_cache else []
+    vectors = (
+        [f"embedding.vector_cache={vector_cache}"] + (["embedding.replay=true"] if replay else [])
+        if vector_cache
+        else []
+    )
     overrides = [*(overrides or []), *cache, *vectors]
     for path in configs:
         load_config(path, [])  # every config is checked before any work starts
@@ -79,9 +99,16 @@ def run_evaluation(dataset: str | Path, configs: list[str | Path], out: str | Pa
     # a corpus built from the dataset lives beside the index, so evaluations sharing index_dir share it too
     cache_dir = Path(index_dir).parent / "cache" if index_dir else out / "cache"
     questions = load_dataset(dataset, corpus, cache_dir=cache_dir)
-    evaluator = Evaluator(questions, [Path(p) for p in configs], out, runs=runs, limit=limit,
-                          index_dir=Path(index_dir) if index_dir else None, overrides=overrides,
-                          allow_mixed=allow_mixed)
+    evaluator = Evaluator(
+        questions,
+        [Path(p) for p in configs],
+        out,
+        runs=runs,
+        limit=limit,
+        index_dir=Path(index_dir) if index_dir else None,
+        overrides=overrides,
+        allow_mixed=allow_mixed,
+    )
     asker = ray_runner.RayAsker(ray) if ray_runner else None
     results = evaluator.run(progress=progress, retry_errors=retry_errors, workers=workers, asker=asker)
     rows = compared_rows(results, names, evaluator.questions, runs)
@@ -97,11 +124,17 @@ def run_evaluation(dataset: str | Path, configs: list[str | Path], out: str | Pa
         manifest = with_judge(manifest, judge_llm) if manifest else None
     report = write_report(rows, out, title, plot_metric=plot_metric, baseline=baseline, manifest=manifest)
     return Comparison(
-        out=out, results=results, report=report, asked=evaluator.asked, answering_s=evaluator.answering_s,
-        workers=workers, ray_actors=asker.size if asker else None,
+        out=out,
+        results=results,
+        report=report,
+        asked=evaluator.asked,
+        answering_s=evaluator.answering_s,
+        workers=workers,
+        ray_actors=asker.size if asker else None,
         llm_cache_counts=asker.cache_counts if asker else evaluator.llm_cache_counts(),
         vector_cache_counts=asker.vector_counts if asker else evaluator.vector_cache_counts(),
-        unasked_changes=evaluator.unasked_changes)
+        unasked_changes=evaluator.unasked_changes,
+    )
 
 
 def compared_rows(results: Path, names: list[str], questions: list[EvalQuestion], runs: int) -> list[EvalRow]:
@@ -110,6 +143,7 @@ def compared_rows(results: Path, names: list[str], questions: list[EvalQuestion]
     finished first; reports do not)."""
     config_order = {name: i for i, name in enumerate(names)}
     question_order = {q.id: i for i, q in enumerate(questions)}
-    rows = [r.rescored() for r in read_rows(results)
-            if r.config in config_order and r.id in question_order and r.run < runs]
+    rows = [
+        r.rescored() for r in read_rows(results) if r.config in config_order and r.id in question_order and r.run < runs
+    ]
     return sorted(rows, key=lambda r: (config_order[r.config], r.run, question_order[r.id]))

@@ -3,12 +3,14 @@
 Each loader returns an EvalSet: questions with their gold answers (alternatives, or one list of items), gold
 document ids where known, difficulty and type, plus the corpus paths to ingest.
 """
+
 from __future__ import annotations
 
 import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+
 from switchyard.errors import DatasetError
 from switchyard.evaluation.metrics import NO_DOCUMENTS_TYPES
 
@@ -81,8 +83,17 @@ def load_phantomwiki(folder: Path) -> EvalSet:
             pass
         answers = q["answer"] if isinstance(q["answer"], list) else [q["answer"]]
         gold += [a for a in answers if a in titles and a not in gold]
-        out.append(EvalQuestion(str(q["id"]), q["question"], [str(a) for a in answers], is_list=True,
-                                gold_doc_ids=gold, difficulty=str(q.get("difficulty", "-")), type=str(q.get("type", "-"))))
+        out.append(
+            EvalQuestion(
+                str(q["id"]),
+                q["question"],
+                [str(a) for a in answers],
+                is_list=True,
+                gold_doc_ids=gold,
+                difficulty=str(q.get("difficulty", "-")),
+                type=str(q.get("type", "-")),
+            )
+        )
     return EvalSet(folder.name, out, [articles])
 
 
@@ -99,9 +110,16 @@ def load_hotpotqa(path: Path, cache_dir: Path) -> EvalSet:
             paragraphs.setdefault(title, "".join(sentences))
         facts = r.get("supporting_facts") or {}
         gold = facts.get("title", []) if isinstance(facts, dict) else [t for t, _ in facts]
-        out.append(EvalQuestion(str(r.get("id", r.get("_id", i))), r["question"], [str(r["answer"])],
-                                gold_doc_ids=sorted(set(gold)), difficulty=str(r.get("level", "-")),
-                                type=str(r.get("type", "-"))))
+        out.append(
+            EvalQuestion(
+                str(r.get("id", r.get("_id", i))),
+                r["question"],
+                [str(r["answer"])],
+                gold_doc_ids=sorted(set(gold)),
+                difficulty=str(r.get("level", "-")),
+                type=str(r.get("type", "-")),
+            )
+        )
     cache_dir.mkdir(parents=True, exist_ok=True)
     body = "\n".join(json.dumps({"_id": t, "title": t, "text": x}) for t, x in sorted(paragraphs.items()))
     corpus = cache_dir / f"hotpot-corpus-{hashlib.sha256(body.encode()).hexdigest()[:12]}.jsonl"
@@ -120,11 +138,21 @@ def load_plain(path: Path, corpus: Path | None) -> EvalSet:
         _require(r, ("id", "question", "answers"), f"{path}:{i + 1}")
         # a question needing no documents (small talk, out of scope) may have no gold answer
         if not isinstance(r["answers"], list) or not (r["answers"] or r.get("type") in NO_DOCUMENTS_TYPES):
-            raise DatasetError(f"{path}:{i + 1}: 'answers' must be a non-empty list (empty only for the types "
-                               f"{', '.join(NO_DOCUMENTS_TYPES)})")
-        out.append(EvalQuestion(str(r["id"]), r["question"], [str(a) for a in r["answers"]],
-                                is_list=bool(r.get("list", False)), gold_doc_ids=list(r.get("gold_doc_ids") or []),
-                                difficulty=str(r.get("difficulty", "-")), type=str(r.get("type", "-"))))
+            raise DatasetError(
+                f"{path}:{i + 1}: 'answers' must be a non-empty list (empty only for the types "
+                f"{', '.join(NO_DOCUMENTS_TYPES)})"
+            )
+        out.append(
+            EvalQuestion(
+                str(r["id"]),
+                r["question"],
+                [str(a) for a in r["answers"]],
+                is_list=bool(r.get("list", False)),
+                gold_doc_ids=list(r.get("gold_doc_ids") or []),
+                difficulty=str(r.get("difficulty", "-")),
+                type=str(r.get("type", "-")),
+            )
+        )
     return EvalSet(path.stem, out, [corpus])
 
 

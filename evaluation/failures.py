@@ -7,9 +7,10 @@ and, only when a reply needed the repair round, `repairs`), then what the action
 records (the fixed pipeline, no-llm, a failed question) can show only the modes read from the row itself
 (abstained_with_gold_retrieved).
 """
+
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from switchyard.evaluation.rows import EvalRow
 

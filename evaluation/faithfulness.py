@@ -10,6 +10,7 @@ Abstentions and empty answers have nothing to judge (faithfulness None).
 Judgements are kept in their own file beside `questions.jsonl`, keyed by (config, run, question, judge), so answers
 are never rewritten, a judge can be run over a finished evaluation, and an interrupted judging pass resumes.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -20,11 +21,11 @@ from pydantic import BaseModel
 
 from switchyard.evaluation.jsonl import drop_torn_tail, read_results
 from switchyard.evaluation.rows import EvalRow
-from switchyard.nodes.citations import cited_numbers, split_sentences, strip_citations
 from switchyard.llm.client import LLM
 from switchyard.llm.factory import llm_identity
 from switchyard.llm.prompts import JUDGE_FAITHFULNESS
-from switchyard.llm.context import RunContext
+from switchyard.run_context import RunContext
+from switchyard.text import cited_numbers, split_sentences, strip_citations
 
 JUDGEMENTS = "judgements.jsonl"
 
@@ -48,9 +49,15 @@ class FaithfulnessJudge:
 
     def _supports(self, sentence: str, passage: str, run: RunContext) -> bool | None:
         result = self.llm.structured(
-            [{"role": "system", "content": JUDGE_FAITHFULNESS},
-             {"role": "user", "content": f"Passage: {passage[:self.max_passage_chars]}\nClaim: {sentence}"}],
-            SupportVerdict, fallback=SupportVerdict(supported=False), max_tokens=self.max_tokens, run=run)
+            [
+                {"role": "system", "content": JUDGE_FAITHFULNESS},
+                {"role": "user", "content": f"Passage: {passage[: self.max_passage_chars]}\nClaim: {sentence}"},
+            ],
+            SupportVerdict,
+            fallback=SupportVerdict(supported=False),
+            max_tokens=self.max_tokens,
+            run=run,
+        )
         return None if result.status == "fallback" else result.value.supported
 
     def run(self, answer: str, citations: list[dict]) -> dict:
@@ -58,9 +65,13 @@ class FaithfulnessJudge:
         with run.metered() as spent:
             verdicts = self._verdicts(answer, citations, run)
         judged = [v for v in verdicts if v["supported"] is not None]
-        return {"faithfulness": sum(v["supported"] for v in judged) / len(judged) if judged else None,
-                "sentences": len(verdicts), "judge_fallbacks": len(verdicts) - len(judged),
-                "judge_calls": spent.llm_calls, "verdicts": verdicts}
+        return {
+            "faithfulness": sum(v["supported"] for v in judged) / len(judged) if judged else None,
+            "sentences": len(verdicts),
+            "judge_fallbacks": len(verdicts) - len(judged),
+            "judge_calls": spent.llm_calls,
+            "verdicts": verdicts,
+        }
 
     def _verdicts(self, answer: str, citations: list[dict], run: RunContext) -> list[dict]:
         by_number = {c["n"]: c for c in citations}
@@ -87,13 +98,23 @@ class FaithfulnessJudge:
                     continue
                 verdict: dict
                 if row.abstained or not row.prediction:
-                    verdict = {"faithfulness": None, "sentences": 0, "judge_fallbacks": 0, "judge_calls": 0,
-                               "verdicts": []}
+                    verdict = {
+                        "faithfulness": None,
+                        "sentences": 0,
+                        "judge_fallbacks": 0,
+                        "judge_calls": 0,
+                        "verdicts": [],
+                    }
                 else:
                     # short answers: the evidence sentences carry the claims and their citations
                     verdict = self.run(row.evidence or row.prediction, row.citations or [])
-                out.write(json.dumps({"config": row.config, "run": row.run, "id": row.id,
-                                      "judge": self.name, **verdict}, ensure_ascii=False) + "\n")
+                out.write(
+                    json.dumps(
+                        {"config": row.config, "run": row.run, "id": row.id, "judge": self.name, **verdict},
+                        ensure_ascii=False,
+                    )
+                    + "\n"
+                )
                 out.flush()
                 done.add(key)
         return [j for j in read_results(out_path) if j["judge"] == self.name]
@@ -105,8 +126,11 @@ def judgement_key(j: dict) -> tuple:
 
 def judge_name(llm_config) -> str:
     """Stable name of a judge: its model plus a short hash of its whole LLM config."""
-    model = Path(llm_identity(llm_config)["model"]).stem if llm_config.backend == "local" \
+    model = (
+        Path(llm_identity(llm_config)["model"]).stem
+        if llm_config.backend == "local"
         else llm_identity(llm_config)["model"]
+    )
     digest = hashlib.sha256(llm_config.model_dump_json().encode()).hexdigest()[:8]
     return f"{llm_config.backend}:{model}:{digest}"
 
@@ -117,6 +141,12 @@ def attach_judgements(rows: list[EvalRow], judgements: list[dict]) -> list[EvalR
     out = []
     for row in rows:
         j = by_key.get(row.key)
-        out.append(row.model_copy(update={"faithfulness": j["faithfulness"] if j else None,
-                                          "judge_fallbacks": j["judge_fallbacks"] if j else None}))
+        out.append(
+            row.model_copy(
+                update={
+                    "faithfulness": j["faithfulness"] if j else None,
+                    "judge_fallbacks": j["judge_fallbacks"] if j else None,
+                }
+            )
+        )
     return out

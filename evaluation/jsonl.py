@@ -1,4 +1,5 @@
 """Append-only JSON-lines files that survive a kill: results and judgements are written one line at a time."""
+
 from __future__ import annotations
 
 import json

@@ -25,6 +25,7 @@ resume too).
 File hashes are cached by path, size and modification time (in $XDG_CACHE_HOME/switchyard), so re-runs do not
 read the model files again.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -34,26 +35,34 @@ import platform
 import subprocess
 import tempfile
 import threading
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 
-from switchyard.llm.context import ALL
 from switchyard.configs.schema import LangChainLLMConfig, LLMConfig, LocalLLMConfig, OpenAILLMConfig, SwitchyardConfig
-from switchyard.errors import LLMError
+from switchyard.errors import LLMError, ManifestMismatch, ModelNotFoundError
 from switchyard.llm.factory import llm_identity
 from switchyard.llm.llamacpp import packaged_gguf
 from switchyard.llm.prompts import templates
 from switchyard.retrievers.embedder import resolve_model_dir
-from switchyard.errors import ModelNotFoundError
-from switchyard.errors import ManifestMismatch
+from switchyard.run_context import ALL
 
 MANIFEST = "manifest.json"
 PACKAGES = ("langgraph", "lancedb", "llama-cpp-python", "sentence-transformers", "openai")
 # `cluster`: where the questions were asked (eval --ray) changes no row, so a run may resume elsewhere
 # `host`: the CPU is provenance; what it changes in the rows (the embedding precision) is compared per config
-NOT_COMPARED = ("created", "updated", "scope", "llm_cache", "vector_cache", "judge", "mixed", "dataset.path", "cluster",
-                "host")
+NOT_COMPARED = (
+    "created",
+    "updated",
+    "scope",
+    "llm_cache",
+    "vector_cache",
+    "judge",
+    "mixed",
+    "dataset.path",
+    "cluster",
+    "host",
+)
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".onnx", ".gguf", ".pt", ".pth")
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -77,8 +86,9 @@ def _read_json(path: Path) -> dict:
 def _write_json(path: Path, data: dict) -> None:
     """Write to a temporary file and rename it over `path`: a reader never sees half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=path.parent, prefix=f".{path.name}-",
-                                     suffix=".tmp", delete=False) as tmp:
+    with tempfile.NamedTemporaryFile(
+        "w", encoding="utf-8", dir=path.parent, prefix=f".{path.name}-", suffix=".tmp", delete=False
+    ) as tmp:
         json.dump(data, tmp, indent=2, ensure_ascii=False)
     os.replace(tmp.name, path)
 
@@ -134,8 +144,11 @@ def code_state(exclude: tuple[Path, ...] = ()) -> dict:
         except ValueError:  # outside the checkout
             continue
     diff = _git("diff", "HEAD", "--", ".", *skip) or ""
-    return {"commit": commit.strip(), "dirty": bool(diff),
-            "diff_sha256": hashlib.sha256(diff.encode()).hexdigest() if diff else None}
+    return {
+        "commit": commit.strip(),
+        "dirty": bool(diff),
+        "diff_sha256": hashlib.sha256(diff.encode()).hexdigest() if diff else None,
+    }
 
 
 def package_versions() -> dict[str, str | None]:
@@ -209,8 +222,7 @@ def llm_description(llm: LLMConfig) -> dict:
         base_url = llm.base_url
     elif isinstance(llm, LangChainLLMConfig):
         base_url = llm.chat_model_kwargs.get("base_url")
-    return {"backend": llm.backend, "base_url": base_url,
-            "model": llm_identity(llm)["model"]}
+    return {"backend": llm.backend, "base_url": base_url, "model": llm_identity(llm)["model"]}
 
 
 def collection_entry(store) -> dict:
@@ -232,12 +244,17 @@ def host_description() -> dict:
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 # -- the manifest ----------------------------------------------------------------------------------------------
-def build(configs: dict[str, SwitchyardConfig], dataset_path: str | Path | None, runs: int,
-          limit: int | None, out_dir: Path | None = None) -> dict:
+def build(
+    configs: dict[str, SwitchyardConfig],
+    dataset_path: str | Path | None,
+    runs: int,
+    limit: int | None,
+    out_dir: Path | None = None,
+) -> dict:
     """The manifest of an evaluation of `configs` (resolved, by name) on the dataset at `dataset_path`, written to
     `out_dir`, before any collection is asked (see `with_collection`)."""
     models: dict[str, dict] = {}
@@ -247,8 +264,9 @@ def build(configs: dict[str, SwitchyardConfig], dataset_path: str | Path | None,
     first = next(iter(configs.values()), None)
     cache = first.llm if first is not None and first.llm.cache_dir else None
     vectors = first.embedding if first is not None and first.embedding.vector_cache else None
-    own = tuple(Path(p) for p in (out_dir, cache.cache_dir if cache else None,
-                                  vectors.vector_cache if vectors else None) if p)
+    own = tuple(
+        Path(p) for p in (out_dir, cache.cache_dir if cache else None, vectors.vector_cache if vectors else None) if p
+    )
     resolved = {}
     for name, config in configs.items():
         data = config.model_dump(mode="json")
@@ -259,7 +277,8 @@ def build(configs: dict[str, SwitchyardConfig], dataset_path: str | Path | None,
         resolved[name] = data
     now = _now()
     return {
-        "created": now, "updated": now,
+        "created": now,
+        "updated": now,
         "code": code_state(own),
         "host": host_description(),
         "packages": package_versions(),
@@ -267,14 +286,17 @@ def build(configs: dict[str, SwitchyardConfig], dataset_path: str | Path | None,
         "llm": {name: llm_description(c.llm) for name, c in configs.items() if c.uses_llm()},
         "collections": [],
         "prompts": prompt_hashes(),
-        "dataset": {"path": str(dataset_path) if dataset_path else None,
-                    "sha256": tree_sha256(dataset_path) if dataset_path and Path(dataset_path).exists() else None},
+        "dataset": {
+            "path": str(dataset_path) if dataset_path else None,
+            "sha256": tree_sha256(dataset_path) if dataset_path and Path(dataset_path).exists() else None,
+        },
         "seeds": {name: c.llm.seed for name, c in configs.items()},  # run r of a config uses seed + r
         "configs": resolved,
         "scope": {"runs": runs, "limit": limit},
         "llm_cache": {"dir": cache.cache_dir, "mode": "replay" if cache.replay else "record"} if cache else None,
         "vector_cache": {"dir": vectors.vector_cache, "mode": "replay" if vectors.replay else "record"}
-        if vectors else None,
+        if vectors
+        else None,
     }
 
 
@@ -318,8 +340,11 @@ def _flatten(value, prefix: str = "") -> dict[str, object]:
 
 
 def _compared(manifest: dict) -> dict[str, object]:
-    return {k: v for k, v in _flatten(manifest).items()
-            if not any(k == skip or k.startswith(skip + ".") for skip in NOT_COMPARED)}
+    return {
+        k: v
+        for k, v in _flatten(manifest).items()
+        if not any(k == skip or k.startswith(skip + ".") for skip in NOT_COMPARED)
+    }
 
 
 def _short(value) -> str:
@@ -362,8 +387,10 @@ def resume(out_dir: Path, manifest: dict, allow_mixed: bool = False) -> dict:
     found = changes(old, manifest)
     if found and not allow_mixed:
         shown = "; ".join(found[:6]) + (f"; and {len(found) - 6} more" if len(found) > 6 else "")
-        raise ManifestMismatch(f"{out_dir} holds results of a different setup ({shown}); use another --out, or "
-                               "--allow-mixed to add to it anyway")
+        raise ManifestMismatch(
+            f"{out_dir} holds results of a different setup ({shown}); use another --out, or "
+            "--allow-mixed to add to it anyway"
+        )
     merged = _merge(old, manifest)
     merged["created"] = old.get("created", manifest["created"])
     merged["updated"] = _now()
@@ -381,8 +408,12 @@ def markdown(manifest: dict | None) -> str:
     code = manifest.get("code", {})
     commit = (code.get("commit") or "unknown")[:12] + (" (dirty)" if code.get("dirty") else "")
     packages = ", ".join(f"{k} {v or '-'}" for k, v in manifest.get("packages", {}).items())
-    lines = ["## Manifest", "", f"- code: {commit}; created {manifest.get('created')}, updated "
-             f"{manifest.get('updated')}", f"- packages: {packages}"]
+    lines = [
+        "## Manifest",
+        "",
+        f"- code: {commit}; created {manifest.get('created')}, updated {manifest.get('updated')}",
+        f"- packages: {packages}",
+    ]
     for name, llm in manifest.get("llm", {}).items():
         where = f" at {llm['base_url']}" if llm.get("base_url") else ""
         lines.append(f"- LLM of {name}: {llm['backend']} {llm['model']}{where}, seed {manifest['seeds'].get(name)}")

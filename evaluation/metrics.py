@@ -5,13 +5,14 @@ Citation markers like "[1]" are removed from predictions first. For list answers
 PhantomWiki) the prediction is split into items on commas, semicolons, "and"/"or", and scored as a set:
 exact match = same set; precision/recall/F1 over items.
 """
+
 from __future__ import annotations
 
 import re
 import string
 from collections import Counter
 
-from switchyard.nodes.citations import CITATION_MARK
+from switchyard.text import CITATION_MARK
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCT = set(string.punctuation)
@@ -68,12 +69,16 @@ def answer_scores(prediction: str, golds: list[str], is_list: bool = False) -> d
     norm_pred = normalize_answer(prediction)
     if is_list:
         _, recall, f1 = set_prf(prediction, golds)
-        return {"exact_match": float(split_items(prediction) == {normalize_answer(g) for g in golds}),
-                "f1": f1,
-                "contains": sum(contains_phrase(norm_pred, g) for g in golds) / len(golds)}
-    return {"exact_match": float(any(norm_pred == normalize_answer(g) for g in golds)),
-            "f1": max(token_f1(prediction, g) for g in golds),
-            "contains": float(any(contains_phrase(norm_pred, g) for g in golds))}
+        return {
+            "exact_match": float(split_items(prediction) == {normalize_answer(g) for g in golds}),
+            "f1": f1,
+            "contains": sum(contains_phrase(norm_pred, g) for g in golds) / len(golds),
+        }
+    return {
+        "exact_match": float(any(norm_pred == normalize_answer(g) for g in golds)),
+        "f1": max(token_f1(prediction, g) for g in golds),
+        "contains": float(any(contains_phrase(norm_pred, g) for g in golds)),
+    }
 
 
 # question types that need no documents (tests/fixtures/no_documents): small talk and arithmetic (detected by

@@ -1,6 +1,7 @@
 """PNG charts of an evaluation report, drawn with matplotlib on the Agg canvas (no display, no pyplot state, so
 safe from threads and servers): grouped bars with interval error bars, and accuracy against a cost with the
 accuracy-vs-cost frontier. Accuracy (the y axis) lies in [0, 1]."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -15,6 +16,7 @@ _SIZE, _DPI = (7.6, 4.4), 100
 @dataclass(frozen=True)
 class Estimate:
     """A value with its interval: `low`/`high` the bounds of the error bar (None: no bar)."""
+
     value: float
     low: float | None = None
     high: float | None = None
@@ -36,8 +38,16 @@ def _save(fig: Figure, path: Path) -> None:
     fig.savefig(path, dpi=_DPI)
 
 
-def bars(path: Path, title: str, xlabel: str, ylabel: str, groups: list[str], series: list[str],
-         values: list[list[Estimate | None]], note: str) -> None:
+def bars(
+    path: Path,
+    title: str,
+    xlabel: str,
+    ylabel: str,
+    groups: list[str],
+    series: list[str],
+    values: list[list[Estimate | None]],
+    note: str,
+) -> None:
     """Grouped bars: one group per `groups` entry, one bar per `series` entry (values[g][s]; None: no bar), each
     with its error bar; `note` says under the axes what the bars are."""
     fig = Figure(figsize=_SIZE, layout="constrained")
@@ -55,8 +65,16 @@ def bars(path: Path, title: str, xlabel: str, ylabel: str, groups: list[str], se
             heights.append(est.value)
             err[0].append(below)
             err[1].append(above)
-        ax.bar(xs, heights, width * 0.95, yerr=err, capsize=3, label=name, color=f"C{s % 10}",
-               error_kw={"elinewidth": 1, "ecolor": "black"})
+        ax.bar(
+            xs,
+            heights,
+            width * 0.95,
+            yerr=err,
+            capsize=3,
+            label=name,
+            color=f"C{s % 10}",
+            error_kw={"elinewidth": 1, "ecolor": "black"},
+        )
     ax.set_xticks(range(len(groups)), groups)
     ax.set_xlabel(xlabel)
     ax.set_ylim(0, 1.05)
@@ -68,8 +86,15 @@ def bars(path: Path, title: str, xlabel: str, ylabel: str, groups: list[str], se
     _save(fig, path)
 
 
-def frontier(path: Path, title: str, xlabel: str, ylabel: str, points: dict[str, tuple[Estimate, Estimate]],
-             front: list[str], note: str) -> None:
+def frontier(
+    path: Path,
+    title: str,
+    xlabel: str,
+    ylabel: str,
+    points: dict[str, tuple[Estimate, Estimate]],
+    front: list[str],
+    note: str,
+) -> None:
     """Accuracy against a cost, one labelled point per config ({name: (cost, accuracy)}) with its error bars in
     both directions, and the frontier (`front`, by increasing cost) drawn as a step line: the best accuracy
     reachable at each cost."""
@@ -77,8 +102,18 @@ def frontier(path: Path, title: str, xlabel: str, ylabel: str, points: dict[str,
     ax = fig.add_subplot()
     for i, (name, (x, y)) in enumerate(points.items()):
         xerr, yerr = x.error(), y.error()
-        ax.errorbar([x.value], [y.value], xerr=[[xerr[0]], [xerr[1]]], yerr=[[yerr[0]], [yerr[1]]], fmt="o",
-                    capsize=3, color=f"C{i % 10}", label=name, markersize=7, zorder=3)
+        ax.errorbar(
+            [x.value],
+            [y.value],
+            xerr=[[xerr[0]], [xerr[1]]],
+            yerr=[[yerr[0]], [yerr[1]]],
+            fmt="o",
+            capsize=3,
+            color=f"C{i % 10}",
+            label=name,
+            markersize=7,
+            zorder=3,
+        )
         ax.annotate(name, (x.value, y.value), textcoords="offset points", xytext=(6, 6), fontsize="small")
     if front:
         fx = [points[n][0].value for n in front]

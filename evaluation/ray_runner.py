@@ -9,10 +9,12 @@ therefore those of a local run; only their order in the file and their latencies
 not depend on latency). The actors read and write the LLM reply cache (--llm-cache) as a local run does: entries are
 keyed by the request, so the folder ends up the same.
 """
+
 from __future__ import annotations
 
 import os
-from typing import Iterator, cast
+from collections.abc import Iterator
+from typing import cast
 
 import ray
 import ray.exceptions
@@ -23,9 +25,14 @@ from switchyard.configs.schema import SwitchyardConfig
 from switchyard.errors import SwitchyardError
 from switchyard.evaluation.datasets import EvalQuestion
 from switchyard.evaluation.rows import EvalRow
-from switchyard.evaluation.runner import (ask_row, flush_vector_recordings, reply_cache_counts, summed_counts,
-                               vector_cache_counts)
-from switchyard.graphs.app import Pipeline
+from switchyard.evaluation.runner import (
+    ask_row,
+    flush_vector_recordings,
+    reply_cache_counts,
+    summed_counts,
+    vector_cache_counts,
+)
+from switchyard.graphs.pipeline import Pipeline
 from switchyard.nodes.resources import SharedModels
 from switchyard.retrievers.ray_ingest import cluster_info, connect
 

@@ -3,6 +3,7 @@
 Per config, each metric is averaged within a run, then reported as mean ± sample SD over the runs (SD needs >= 2
 runs; with one run it is shown as "±–"). Breakdowns by difficulty and type pool all runs.
 """
+
 from __future__ import annotations
 
 import json
@@ -13,15 +14,32 @@ from switchyard.evaluation import manifest as run_manifest
 from switchyard.evaluation import stats
 from switchyard.evaluation.failures import DETECTORS, count_failures
 from switchyard.evaluation.plots import Estimate, bars, frontier
+from switchyard.evaluation.ranking import percentile
 from switchyard.evaluation.rows import EvalRow
-from switchyard.retrievers.metrics import percentile
 
 # latency percentiles are over the rows the model answered; `replayed_rows` counts those answered (at least in part)
 # from the LLM reply cache, whose latency is a file read's
-METRICS = ["exact_match", "f1", "contains", "gold_recall", "citation_precision", "faithfulness", "abstention_rate",
-           "correct_abstention_rate", "latency_p50_ms", "latency_p95_ms", "replayed_rows", "llm_calls",
-           "prompt_tokens", "completion_tokens", "parse_fallbacks", "guard_activations", "errors", "timeouts",
-           "judge_fallbacks"]
+METRICS = [
+    "exact_match",
+    "f1",
+    "contains",
+    "gold_recall",
+    "citation_precision",
+    "faithfulness",
+    "abstention_rate",
+    "correct_abstention_rate",
+    "latency_p50_ms",
+    "latency_p95_ms",
+    "replayed_rows",
+    "llm_calls",
+    "prompt_tokens",
+    "completion_tokens",
+    "parse_fallbacks",
+    "guard_activations",
+    "errors",
+    "timeouts",
+    "judge_fallbacks",
+]
 OPTIONAL = {"faithfulness", "judge_fallbacks"}  # only when an LLM judge ran (cli.py eval --judge)
 ACCURACY = ("f1", "contains", "exact_match")  # per-question scores with a bootstrap interval per config
 
@@ -44,8 +62,9 @@ def run_metrics(rows: list[EvalRow]) -> dict[str, float | None]:
         "abstention_rate": len(abstained) / len(rows),
         # an abstention is "correct" when the run searched and nothing it retrieved was gold (nothing to answer
         # from); giving up without searching is not, however unanswerable the question then looked
-        "correct_abstention_rate": _mean([float(r.gold_recall == 0 and bool(r.retrieved_doc_ids))
-                                          for r in abstained if r.gold_recall is not None]),
+        "correct_abstention_rate": _mean(
+            [float(r.gold_recall == 0 and bool(r.retrieved_doc_ids)) for r in abstained if r.gold_recall is not None]
+        ),
         "latency_p50_ms": percentile(lat, 50) if lat else None,
         "latency_p95_ms": percentile(lat, 95) if lat else None,
         "replayed_rows": sum(1 for r in rows if r.cached_calls),
@@ -72,18 +91,21 @@ STATISTICS = {
     "unit": "question: each question's runs shared by config and baseline are reduced to one value first",
     "mean_diff": "per question, the mean over shared runs of config minus baseline; averaged over questions",
     "ci95": f"scipy.stats.bootstrap over questions, BCa (percentile when BCa is degenerate; a zero-width interval "
-            f"when all differences are equal), {int(stats.CONFIDENCE * 100)}%, seed {stats.SEED}",
+    f"when all differences are equal), {int(stats.CONFIDENCE * 100)}%, seed {stats.SEED}",
     "p": "two-sided paired sign-flip randomization test over questions (exact for <= 13 questions)",
     "mcnemar": "exact McNemar test on the per-question majority outcome over shared runs (an even split is decided "
-               "by the lowest shared run); b = config only, c = baseline only, p = binomtest(b, b + c, 0.5)",
+    "by the lowest shared run); b = config only, c = baseline only, p = binomtest(b, b + c, 0.5)",
     "p_holm": "Holm step-down adjustment over all configs compared with the baseline, per metric / outcome",
     "minimum_detectable_difference": f"at {int(stats.POWER * 100)}% power, alpha {stats.ALPHA} two-sided: mean "
-                                     "differences (z_{1-a/2} + z_power) * SD_d / sqrt(questions), SD_d the SD of the "
-                                     "per-question differences (if 0, the planning SD sqrt(2p(1-p)) of independent "
-                                     "binary scores at the pooled mean p); McNemar outcomes Connor's approximation "
-                                     "at the observed discordant rate (if 0, the planning rate 2p(1-p))",
+    "differences (z_{1-a/2} + z_power) * SD_d / sqrt(questions), SD_d the SD of the "
+    "per-question differences (if 0, the planning SD sqrt(2p(1-p)) of independent "
+    "binary scores at the pooled mean p); McNemar outcomes Connor's approximation "
+    "at the observed discordant rate (if 0, the planning rate 2p(1-p))",
     "questions_needed": f"questions needed to detect a difference of {MDE_TARGET} at the same SD / discordant rate",
-    "alpha": stats.ALPHA, "power": stats.POWER, "contains_threshold": CONTAINS_THRESHOLD, "mde_target": MDE_TARGET,
+    "alpha": stats.ALPHA,
+    "power": stats.POWER,
+    "contains_threshold": CONTAINS_THRESHOLD,
+    "mde_target": MDE_TARGET,
 }
 
 
@@ -106,8 +128,9 @@ def _shared(rows: list[EvalRow], baseline: str) -> dict:
 
 
 def _mean_comparison(per_q: dict, metric: str, resamples: int) -> dict:
-    qdiffs = [sum(getattr(m, metric) - getattr(b, metric) for _, m, b in pairs) / len(pairs)
-              for pairs in per_q.values()]
+    qdiffs = [
+        sum(getattr(m, metric) - getattr(b, metric) for _, m, b in pairs) / len(pairs) for pairs in per_q.values()
+    ]
     n, n_pairs = len(qdiffs), sum(len(p) for p in per_q.values())
     ci = stats.bootstrap_ci(qdiffs, resamples=resamples)
     sd = statistics.stdev(qdiffs) if n >= 2 else 0.0
@@ -115,28 +138,48 @@ def _mean_comparison(per_q: dict, metric: str, resamples: int) -> dict:
     if sd == 0:  # no spread observed: an MDE of 0 would claim infinite resolution; plan with binary scores
         pooled = _mean([getattr(x, metric) for pairs in per_q.values() for _, m, b in pairs for x in (m, b)]) or 0.0
         sd, sd_source = stats.null_binary_sd(pooled), "binary_null"
-    return {"diff": ci["mean"], "mean_diff": ci["mean"], "ci95": [ci["low"], ci["high"]], "ci_method": ci["method"],
-            "p": stats.sign_flip_pvalue(qdiffs), "wins": sum(d > 0 for d in qdiffs),
-            "losses": sum(d < 0 for d in qdiffs), "ties": sum(d == 0 for d in qdiffs), "n": n, "n_pairs": n_pairs,
-            "runs_per_question": n_pairs / n, "sd_diff": sd, "sd_source": sd_source,
-            "minimum_detectable_difference": stats.mde_mean(sd, n),
-            "questions_needed": {"difference": MDE_TARGET, "questions": stats.questions_needed_mean(sd, MDE_TARGET)}}
+    return {
+        "diff": ci["mean"],
+        "mean_diff": ci["mean"],
+        "ci95": [ci["low"], ci["high"]],
+        "ci_method": ci["method"],
+        "p": stats.sign_flip_pvalue(qdiffs),
+        "wins": sum(d > 0 for d in qdiffs),
+        "losses": sum(d < 0 for d in qdiffs),
+        "ties": sum(d == 0 for d in qdiffs),
+        "n": n,
+        "n_pairs": n_pairs,
+        "runs_per_question": n_pairs / n,
+        "sd_diff": sd,
+        "sd_source": sd_source,
+        "minimum_detectable_difference": stats.mde_mean(sd, n),
+        "questions_needed": {"difference": MDE_TARGET, "questions": stats.questions_needed_mean(sd, MDE_TARGET)},
+    }
 
 
 def _mcnemar_comparison(per_q: dict, outcome) -> dict:
-    pairs = [(stats.majority_outcome([outcome(m) for _, m, _ in p]),
-              stats.majority_outcome([outcome(b) for *_, b in p])) for p in per_q.values()]
+    pairs = [
+        (stats.majority_outcome([outcome(m) for _, m, _ in p]), stats.majority_outcome([outcome(b) for *_, b in p]))
+        for p in per_q.values()
+    ]
     b, c, n = stats.mcnemar_counts(pairs)
     psi, source = (b + c) / n, "observed"
     if psi == 0:
         pooled = _mean([float(x) for pair in pairs for x in pair]) or 0.0
         psi, source = stats.null_discordant_rate(pooled), "binary_null"
-    return {"b": b, "c": c, "n": n, "diff": (b - c) / n, "p": stats.mcnemar_exact(b, c),
-            "rate": sum(m for m, _ in pairs) / n, "baseline_rate": sum(x for _, x in pairs) / n,
-            "discordant_rate": psi, "discordant_source": source,
-            "minimum_detectable_difference": stats.mde_mcnemar(psi, n),
-            "questions_needed": {"difference": MDE_TARGET,
-                                 "questions": stats.questions_needed_mcnemar(psi, MDE_TARGET)}}
+    return {
+        "b": b,
+        "c": c,
+        "n": n,
+        "diff": (b - c) / n,
+        "p": stats.mcnemar_exact(b, c),
+        "rate": sum(m for m, _ in pairs) / n,
+        "baseline_rate": sum(x for _, x in pairs) / n,
+        "discordant_rate": psi,
+        "discordant_source": source,
+        "minimum_detectable_difference": stats.mde_mcnemar(psi, n),
+        "questions_needed": {"difference": MDE_TARGET, "questions": stats.questions_needed_mcnemar(psi, MDE_TARGET)},
+    }
 
 
 def _holm_family(table: dict, key: str) -> None:
@@ -145,8 +188,9 @@ def _holm_family(table: dict, key: str) -> None:
         table[name][key]["p_holm"] = adjusted
 
 
-def paired(rows: list[EvalRow], baseline: str, metrics: tuple[str, ...] = ("f1", "contains"),
-           resamples: int = 9999) -> dict:
+def paired(
+    rows: list[EvalRow], baseline: str, metrics: tuple[str, ...] = ("f1", "contains"), resamples: int = 9999
+) -> dict:
     """Each config against `baseline` on the same questions: {config: {metric: …}} mean paired differences.
 
     The unit is the question: each question's runs shared by both configs are averaged first (evaluation/stats.py,
@@ -155,8 +199,10 @@ def paired(rows: list[EvalRow], baseline: str, metrics: tuple[str, ...] = ("f1",
     wins / losses / ties (questions whose mean difference is > / < / = 0), and the minimum detectable difference at
     80% power. An interval that spans 0 is no evidence either way; read it against the minimum detectable
     difference."""
-    out = {name: {m: _mean_comparison(per_q, m, resamples) for m in metrics}
-           for name, per_q in _shared(rows, baseline).items()}
+    out = {
+        name: {m: _mean_comparison(per_q, m, resamples) for m in metrics}
+        for name, per_q in _shared(rows, baseline).items()
+    }
     for m in metrics:
         _holm_family(out, m)
     return out
@@ -167,8 +213,10 @@ def mcnemar(rows: list[EvalRow], baseline: str) -> dict:
     BINARY_OUTCOMES, one majority outcome per question over the shared runs: b (config only), c (baseline only),
     n, p and "p_holm" (Holm over all compared configs, per outcome), and the minimum detectable difference in the
     proportion of questions at 80% power."""
-    out = {name: {o: _mcnemar_comparison(per_q, f) for o, f in BINARY_OUTCOMES.items()}
-           for name, per_q in _shared(rows, baseline).items()}
+    out = {
+        name: {o: _mcnemar_comparison(per_q, f) for o, f in BINARY_OUTCOMES.items()}
+        for name, per_q in _shared(rows, baseline).items()
+    }
     for o in BINARY_OUTCOMES:
         _holm_family(out, o)
     return out
@@ -189,10 +237,16 @@ def aggregate(rows: list[EvalRow], baseline: str | None = None) -> dict:
         baseline = "fixed" if "fixed" in configs else (configs[0] if configs else None)
     elif baseline not in configs:
         raise ValueError(f"baseline {baseline!r} is not one of the configs: {configs}")
-    out: dict = {"configs": {}, "by_difficulty": {}, "by_type": {}, "baseline": baseline,
-                 "paired": paired(rows, baseline) if baseline else {},
-                 "mcnemar": mcnemar(rows, baseline) if baseline else {}, "statistics": STATISTICS,
-                 "failures": count_failures(rows)}
+    out: dict = {
+        "configs": {},
+        "by_difficulty": {},
+        "by_type": {},
+        "baseline": baseline,
+        "paired": paired(rows, baseline) if baseline else {},
+        "mcnemar": mcnemar(rows, baseline) if baseline else {},
+        "statistics": STATISTICS,
+        "failures": count_failures(rows),
+    }
     for name in configs:
         mine = [r for r in rows if r.config == name]
         runs = sorted({r.run for r in mine})
@@ -200,23 +254,34 @@ def aggregate(rows: list[EvalRow], baseline: str | None = None) -> dict:
         summary = {}
         for m in METRICS:
             values = [v for p in per_run if (v := p[m]) is not None]
-            summary[m] = {"mean": sum(values) / len(values) if values else None,
-                          "sd": statistics.stdev(values) if len(values) >= 2 else None}
+            summary[m] = {
+                "mean": sum(values) / len(values) if values else None,
+                "sd": statistics.stdev(values) if len(values) >= 2 else None,
+            }
         tokens = []
         for p in per_run:
             prompt, completion = p["prompt_tokens"], p["completion_tokens"]
             assert prompt is not None and completion is not None  # every run has rows: their means are set
             tokens.append(prompt + completion)
-        summary["tokens"] = {"mean": sum(tokens) / len(tokens),
-                             "sd": statistics.stdev(tokens) if len(tokens) >= 2 else None}
-        out["configs"][name] = {"runs": len(runs), "questions": len(mine) // max(len(runs), 1), **summary,
-                                "ci95": {m: question_interval(mine, m) for m in ACCURACY}}
+        summary["tokens"] = {
+            "mean": sum(tokens) / len(tokens),
+            "sd": statistics.stdev(tokens) if len(tokens) >= 2 else None,
+        }
+        out["configs"][name] = {
+            "runs": len(runs),
+            "questions": len(mine) // max(len(runs), 1),
+            **summary,
+            "ci95": {m: question_interval(mine, m) for m in ACCURACY},
+        }
         for key, table in (("difficulty", "by_difficulty"), ("type", "by_type")):
             for value in sorted({str(getattr(r, key)) for r in mine}):
                 group = [r for r in mine if str(getattr(r, key)) == value]
                 out[table].setdefault(value, {})[name] = {
-                    "n": len(group), "exact_match": _mean([r.exact_match for r in group]),
-                    "f1": _mean([r.f1 for r in group]), "contains": _mean([r.contains for r in group])}
+                    "n": len(group),
+                    "exact_match": _mean([r.exact_match for r in group]),
+                    "f1": _mean([r.f1 for r in group]),
+                    "contains": _mean([r.contains for r in group]),
+                }
     return out
 
 
@@ -237,8 +302,7 @@ def _resolution(result: dict, source: str) -> str:
     """The "MDE | questions needed" cells of a comparison; * when they rest on a planning value, not on data."""
     mde, needed = result["minimum_detectable_difference"], result["questions_needed"]["questions"]
     flag = "" if source == "observed" else "*"
-    return (f"{'–' if mde is None else f'±{mde:.3f}'}{flag} | "
-            f"{'–' if needed is None else needed}{flag}")
+    return f"{'–' if mde is None else f'±{mde:.3f}'}{flag} | {'–' if needed is None else needed}{flag}"
 
 
 def _interval(ci: dict | None) -> str:
@@ -247,8 +311,10 @@ def _interval(ci: dict | None) -> str:
 
 def _plots_markdown(plots: dict) -> list[str]:
     lines = ["", "## Plots", "", PLOT_NOTE, ""]
-    lines += [f"- accuracy-vs-cost frontier by {COSTS[cost][1].split(' (')[0]}: {' → '.join(names) or '–'}"
-              for cost, names in plots["frontier"].items()]
+    lines += [
+        f"- accuracy-vs-cost frontier by {COSTS[cost][1].split(' (')[0]}: {' → '.join(names) or '–'}"
+        for cost, names in plots["frontier"].items()
+    ]
     for item in plots["files"]:
         lines += ["", f"![{item['caption']}]({item['file']})"]
     return lines
@@ -258,71 +324,120 @@ def _paired_markdown(report: dict) -> list[str]:
     """The paired-comparison sections of report.md: mean differences, then exact McNemar tests."""
     base, cfg = report["baseline"], report["configs"]
     n_q, runs = cfg[base]["questions"], cfg[base]["runs"]
-    lines = ["", f"## Paired against {base} (same questions; runs averaged per question)", "",
-             "Mean difference (config − baseline) over questions, each question's runs averaged first; bootstrap 95% "
-             "interval over questions (BCa); p from a paired sign-flip test, Holm-adjusted over the configs "
-             "compared; wins / losses / ties count questions. MDE is the smallest true difference this comparison "
-             "would detect with 80% power (α = 0.05, two-sided): (1.960 + 0.842) · SD of the per-question "
-             "differences / √questions. An interval that spans 0 is no evidence of a difference — and no evidence "
-             "of its absence below the MDE.", "",
-             "| config | metric | diff [95% CI] | p (Holm) | W/L/T | questions × runs | MDE (80% power) "
-             f"| questions for ±{MDE_TARGET} |", "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "",
+        f"## Paired against {base} (same questions; runs averaged per question)",
+        "",
+        "Mean difference (config − baseline) over questions, each question's runs averaged first; bootstrap 95% "
+        "interval over questions (BCa); p from a paired sign-flip test, Holm-adjusted over the configs "
+        "compared; wins / losses / ties count questions. MDE is the smallest true difference this comparison "
+        "would detect with 80% power (α = 0.05, two-sided): (1.960 + 0.842) · SD of the per-question "
+        "differences / √questions. An interval that spans 0 is no evidence of a difference — and no evidence "
+        "of its absence below the MDE.",
+        "",
+        "| config | metric | diff [95% CI] | p (Holm) | W/L/T | questions × runs | MDE (80% power) "
+        f"| questions for ±{MDE_TARGET} |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for name, per in report["paired"].items():
         for m, p in per.items():
-            lines.append(f"| {name} | {m} | {p['diff']:+.3f} [{p['ci95'][0]:+.3f}, {p['ci95'][1]:+.3f}] | "
-                         f"{_p(p['p'])} ({_p(p.get('p_holm'))}) | {p['wins']}/{p['losses']}/{p['ties']} | "
-                         f"{p['n']} × {p['runs_per_question']:g} | {_resolution(p, p['sd_source'])} |")
-    lines += ["", f"Questions needed to detect a difference of {MDE_TARGET} at 80% power: "
-              "((1.960 + 0.842) · SD / " f"{MDE_TARGET})² at each row's observed SD of per-question differences "
-              f"(this evaluation has {n_q} questions × {runs} runs). * no spread observed: SD is the planning value "
-              "√(2p(1−p)) of independent binary scores at the pooled mean p."]
+            lines.append(
+                f"| {name} | {m} | {p['diff']:+.3f} [{p['ci95'][0]:+.3f}, {p['ci95'][1]:+.3f}] | "
+                f"{_p(p['p'])} ({_p(p.get('p_holm'))}) | {p['wins']}/{p['losses']}/{p['ties']} | "
+                f"{p['n']} × {p['runs_per_question']:g} | {_resolution(p, p['sd_source'])} |"
+            )
+    lines += [
+        "",
+        f"Questions needed to detect a difference of {MDE_TARGET} at 80% power: "
+        "((1.960 + 0.842) · SD / "
+        f"{MDE_TARGET})² at each row's observed SD of per-question differences "
+        f"(this evaluation has {n_q} questions × {runs} runs). * no spread observed: SD is the planning value "
+        "√(2p(1−p)) of independent binary scores at the pooled mean p.",
+    ]
     if report.get("mcnemar"):
-        lines += ["", f"## Exact McNemar tests against {base} (one outcome per question)", "",
-                  "b = questions where only the config has the outcome, c = only the baseline; p = exact two-sided "
-                  "binomial test on the b + c discordant questions, Holm-adjusted over the configs compared. With "
-                  "several runs a question's outcome is its majority over the shared runs (an even split is decided "
-                  f"by the first run). contains counts when >= {CONTAINS_THRESHOLD}. MDE: smallest difference in the "
-                  "share of questions detectable with 80% power at the observed discordant rate (Connor's normal "
-                  "approximation; * none discordant: planning rate 2p(1−p)); questions needed is – where the "
-                  f"difference of {MDE_TARGET} exceeds the observed discordant rate, which cannot produce it.", "",
-                  "| config | outcome | rate vs baseline | b / c | p (Holm) | MDE (80% power) "
-                  f"| questions for ±{MDE_TARGET} |", "|---|---|---|---|---|---|---|"]
+        lines += [
+            "",
+            f"## Exact McNemar tests against {base} (one outcome per question)",
+            "",
+            "b = questions where only the config has the outcome, c = only the baseline; p = exact two-sided "
+            "binomial test on the b + c discordant questions, Holm-adjusted over the configs compared. With "
+            "several runs a question's outcome is its majority over the shared runs (an even split is decided "
+            f"by the first run). contains counts when >= {CONTAINS_THRESHOLD}. MDE: smallest difference in the "
+            "share of questions detectable with 80% power at the observed discordant rate (Connor's normal "
+            "approximation; * none discordant: planning rate 2p(1−p)); questions needed is – where the "
+            f"difference of {MDE_TARGET} exceeds the observed discordant rate, which cannot produce it.",
+            "",
+            "| config | outcome | rate vs baseline | b / c | p (Holm) | MDE (80% power) "
+            f"| questions for ±{MDE_TARGET} |",
+            "|---|---|---|---|---|---|---|",
+        ]
         for name, per in report["mcnemar"].items():
             for o, t in per.items():
-                lines.append(f"| {name} | {o} | {t['rate']:.3f} vs {t['baseline_rate']:.3f} | {t['b']} / {t['c']} | "
-                             f"{_p(t['p'])} ({_p(t.get('p_holm'))}) | {_resolution(t, t['discordant_source'])} |")
+                lines.append(
+                    f"| {name} | {o} | {t['rate']:.3f} vs {t['baseline_rate']:.3f} | {t['b']} / {t['c']} | "
+                    f"{_p(t['p'])} ({_p(t.get('p_holm'))}) | {_resolution(t, t['discordant_source'])} |"
+                )
     return lines
 
 
-FAILURES_NOTE = ("Detected from each row's step records and gold documents (evaluation/failures.py, one detector "
-                 "per mode, defined in its docstring): questions showing the mode, then (occurrences). Rows without "
-                 "step records (fixed, no-llm) can show only abstained_with_gold_retrieved.")
+FAILURES_NOTE = (
+    "Detected from each row's step records and gold documents (evaluation/failures.py, one detector "
+    "per mode, defined in its docstring): questions showing the mode, then (occurrences). Rows without "
+    "step records (fixed, no-llm) can show only abstained_with_gold_retrieved."
+)
 
 
 def _failures_markdown(failures: dict, names: list[str]) -> list[str]:
-    lines = ["", "## Failure modes", "", FAILURES_NOTE, "",
-             "| mode | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
+    lines = [
+        "",
+        "## Failure modes",
+        "",
+        FAILURES_NOTE,
+        "",
+        "| mode | " + " | ".join(names) + " |",
+        "|---" * (len(names) + 1) + "|",
+    ]
     for mode in DETECTORS:
-        lines.append(f"| {mode} | " + " | ".join(
-            f"{failures[n]['modes'][mode]['questions']} ({failures[n]['modes'][mode]['events']})" if n in failures
-            else "–" for n in names) + " |")
+        lines.append(
+            f"| {mode} | "
+            + " | ".join(
+                f"{failures[n]['modes'][mode]['questions']} ({failures[n]['modes'][mode]['events']})"
+                if n in failures
+                else "–"
+                for n in names
+            )
+            + " |"
+        )
     return lines
 
 
 def markdown(report: dict, title: str) -> str:
     cfgs = report["configs"]
     names = list(cfgs)
-    lines = [f"# {title}", "", f"Configs: {', '.join(names)}; runs per config: "
-             f"{', '.join(str(cfgs[n]['runs']) for n in names)}; questions: {cfgs[names[0]]['questions'] if names else 0}. "
-             "Cells are mean ± sample SD over runs.", "", "## Side by side", "",
-             "| metric | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
+    lines = [
+        f"# {title}",
+        "",
+        f"Configs: {', '.join(names)}; runs per config: "
+        f"{', '.join(str(cfgs[n]['runs']) for n in names)}; questions: {cfgs[names[0]]['questions'] if names else 0}. "
+        "Cells are mean ± sample SD over runs.",
+        "",
+        "## Side by side",
+        "",
+        "| metric | " + " | ".join(names) + " |",
+        "|---" * (len(names) + 1) + "|",
+    ]
     for m in METRICS:
         if m in OPTIONAL and all(cfgs[n][m]["mean"] is None for n in names):
             continue
         digits = 1 if m.startswith("latency") or m.endswith("tokens") else 3
         lines.append(f"| {m} | " + " | ".join(_fmt(cfgs[n][m], digits) for n in names) + " |")
-    lines += ["", "## Accuracy over questions (95% bootstrap interval, BCa; runs averaged per question)", "",
-              "| metric | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
+    lines += [
+        "",
+        "## Accuracy over questions (95% bootstrap interval, BCa; runs averaged per question)",
+        "",
+        "| metric | " + " | ".join(names) + " |",
+        "|---" * (len(names) + 1) + "|",
+    ]
     for m in ACCURACY:
         lines.append(f"| {m} | " + " | ".join(_interval(cfgs[n].get("ci95", {}).get(m)) for n in names) + " |")
     if report.get("paired"):
@@ -330,12 +445,22 @@ def markdown(report: dict, title: str) -> str:
     if report.get("failures"):
         lines += _failures_markdown(report["failures"], names)
     for table, label in (("by_difficulty", "difficulty"), ("by_type", "type")):
-        lines += ["", f"## F1 / contains by {label} (all runs pooled; n per cell)", "",
-                  f"| {label} | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
+        lines += [
+            "",
+            f"## F1 / contains by {label} (all runs pooled; n per cell)",
+            "",
+            f"| {label} | " + " | ".join(names) + " |",
+            "|---" * (len(names) + 1) + "|",
+        ]
         for value, per in report[table].items():
-            lines.append(f"| {value} | " + " | ".join(
-                f"{_fmt(per[n]['f1'])} / {_fmt(per[n]['contains'])} (n={per[n]['n']})" if n in per else "–"
-                for n in names) + " |")
+            lines.append(
+                f"| {value} | "
+                + " | ".join(
+                    f"{_fmt(per[n]['f1'])} / {_fmt(per[n]['contains'])} (n={per[n]['n']})" if n in per else "–"
+                    for n in names
+                )
+                + " |"
+            )
     if report.get("plots"):
         lines += _plots_markdown(report["plots"])
     return "\n".join(lines) + "\n"
@@ -343,12 +468,16 @@ def markdown(report: dict, title: str) -> str:
 
 PLOT_METRICS = ACCURACY
 # cost axes of the accuracy-vs-cost plots: per-config summary key → (file stem, axis label, scale to the axis unit)
-COSTS = {"llm_calls": ("llm_calls", "LLM calls / question", 1.0),
-         "tokens": ("tokens", "tokens / question (prompt + completion)", 1.0),
-         "latency_p50_ms": ("latency", "p50 latency (s)", 1e-3)}
+COSTS = {
+    "llm_calls": ("llm_calls", "LLM calls / question", 1.0),
+    "tokens": ("tokens", "tokens / question (prompt + completion)", 1.0),
+    "latency_p50_ms": ("latency", "p50 latency (s)", 1e-3),
+}
 BARS_NOTE = "Error bars: 95% bootstrap interval over questions (BCa, each question's runs averaged first)."
-PLOT_NOTE = ("Error bars: accuracy, 95% bootstrap interval over questions (BCa, runs averaged per question); cost, "
-             "± SD over runs (none with one run). Dashed: the frontier, the best accuracy reachable at each cost.")
+PLOT_NOTE = (
+    "Error bars: accuracy, 95% bootstrap interval over questions (BCa, runs averaged per question); cost, "
+    "± SD over runs (none with one run). Dashed: the frontier, the best accuracy reachable at each cost."
+)
 
 
 def _estimate(interval: dict | None) -> Estimate | None:
@@ -366,9 +495,22 @@ def _plots(report: dict, rows: list[EvalRow], out_dir: Path, metric: str) -> dic
     label = {"f1": "F1", "contains": "contains", "exact_match": "exact match"}[metric]
     names, groups = list(report["configs"]), list(report["by_difficulty"])
     files = [{"file": "accuracy_by_difficulty.png", "caption": f"{label} by difficulty"}]
-    bars(out_dir / files[0]["file"], files[0]["caption"], "difficulty", label, groups, names,
-         [[_estimate(question_interval([r for r in rows if r.config == n and str(r.difficulty) == g], metric))
-           for n in names] for g in groups], BARS_NOTE)
+    bars(
+        out_dir / files[0]["file"],
+        files[0]["caption"],
+        "difficulty",
+        label,
+        groups,
+        names,
+        [
+            [
+                _estimate(question_interval([r for r in rows if r.config == n and str(r.difficulty) == g], metric))
+                for n in names
+            ]
+            for g in groups
+        ],
+        BARS_NOTE,
+    )
     accuracy = {n: _estimate(report["configs"][n]["ci95"][metric]) or Estimate(0.0) for n in names}
     front = {}
     for key, (stem, axis, scale) in COSTS.items():
@@ -383,8 +525,14 @@ def _plots(report: dict, rows: list[EvalRow], out_dir: Path, metric: str) -> dic
     return {"metric": metric, "files": files, "frontier": front}
 
 
-def write_report(rows: list[EvalRow], out_dir: Path, title: str, plot_metric: str = "f1",
-                 baseline: str | None = None, manifest: dict | None = None) -> dict:
+def write_report(
+    rows: list[EvalRow],
+    out_dir: Path,
+    title: str,
+    plot_metric: str = "f1",
+    baseline: str | None = None,
+    manifest: dict | None = None,
+) -> dict:
     """report.json, report.md and PNG plots of `plot_metric` (by difficulty; against LLM calls, tokens and
     latency, with the accuracy-vs-cost frontier), which report.md shows and report.json lists under "plots". The
     run `manifest` (evaluation/manifest.py) goes into report.json and under report.md's title."""

@@ -1,6 +1,7 @@
 """One evaluated question as a typed row: what the runner writes to questions.jsonl (one JSON line each) and what
 the reports read. Scores are recomputed from the stored line (`rescored`), so a metric fix applies to finished
 evaluations without re-running the pipelines."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -9,8 +10,13 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from switchyard.evaluation.jsonl import read_results
-from switchyard.evaluation.metrics import (NO_DOCUMENTS_TYPES, answer_scores, citation_precision, gold_recall,
-                                no_documents_scores)
+from switchyard.evaluation.metrics import (
+    NO_DOCUMENTS_TYPES,
+    answer_scores,
+    citation_precision,
+    gold_recall,
+    no_documents_scores,
+)
 
 ERROR_SCORES = {"exact_match": 0.0, "f1": 0.0, "contains": 0.0, "gold_recall": None, "citation_precision": None}
 
@@ -24,7 +30,7 @@ class EvalRow(BaseModel):
     config: str
     run: int
     id: str
-    trace_id: str | None = None  # set only while tracing is on (llm/telemetry.py)
+    trace_id: str | None = None  # set only while tracing is on (package/tracing.py)
     question: str = ""
     answers: list[str] = []
     is_list: bool = False
@@ -69,15 +75,16 @@ class EvalRow(BaseModel):
         if self.error:
             return dict(ERROR_SCORES)
         if self.type in NO_DOCUMENTS_TYPES:
-            scores = no_documents_scores(self.prediction, self.answers, self.abstained,
-                                         bool(self.retrieved_doc_ids))
+            scores = no_documents_scores(self.prediction, self.answers, self.abstained, bool(self.retrieved_doc_ids))
         else:
             scores = answer_scores("" if self.abstained else self.prediction, self.answers, self.is_list)
-        return {**scores, "gold_recall": gold_recall(self.retrieved_doc_ids or [], self.gold_doc_ids),
-                "citation_precision": citation_precision([c["doc_id"] for c in self.citations or []],
-                                                         self.gold_doc_ids)}
+        return {
+            **scores,
+            "gold_recall": gold_recall(self.retrieved_doc_ids or [], self.gold_doc_ids),
+            "citation_precision": citation_precision([c["doc_id"] for c in self.citations or []], self.gold_doc_ids),
+        }
 
-    def rescored(self) -> "EvalRow":
+    def rescored(self) -> EvalRow:
         return self.model_copy(update=self.scores())
 
 

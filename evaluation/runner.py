@@ -14,29 +14,31 @@ was never recorded stops the evaluation (it is not counted as a failed question)
 --vector-cache) does the same for embedding vectors (retrievers/vector_recording.py); the vectors recorded are
 written when the evaluation ends, however it ends (an error, Ctrl-C, or a SIGTERM to `cli.py eval`).
 """
+
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
-from typing import Iterator, Protocol
+from typing import Protocol
 
 import yaml
 
 from switchyard.configs.loader import load_config
 from switchyard.configs.schema import SwitchyardConfig
+from switchyard.errors import DatasetError, LLMCacheMiss, VectorCacheMiss
 from switchyard.evaluation import manifest as run_manifest
 from switchyard.evaluation.datasets import EvalQuestion, EvalSet
 from switchyard.evaluation.faithfulness import FaithfulnessJudge, judge_name
 from switchyard.evaluation.jsonl import drop_error_lines, drop_torn_tail
 from switchyard.evaluation.rows import ERROR_SCORES, EvalRow, read_rows
-from switchyard.graphs.app import Pipeline
+from switchyard.graphs.pipeline import Pipeline
 from switchyard.llm.cache import CachingBackend
-from switchyard.errors import DatasetError, LLMCacheMiss, VectorCacheMiss
 from switchyard.nodes.resources import SharedModels
+from switchyard.retrievers.stack import corpus_collection_for
 from switchyard.retrievers.vector_recording import RecordingEmbedder
-from switchyard.retrievers.pipeline import corpus_collection_for
 
 RESULTS = "questions.jsonl"
 
@@ -76,12 +78,18 @@ class ThreadedAsker:
         self.pool.shutdown(wait=True, cancel_futures=True)
 
 
-
-
 class Evaluator:
-    def __init__(self, dataset: EvalSet, config_paths: list[Path], out_dir: Path, runs: int = 1,
-                 limit: int | None = None, index_dir: Path | None = None, overrides: list[str] | None = None,
-                 allow_mixed: bool = False):
+    def __init__(
+        self,
+        dataset: EvalSet,
+        config_paths: list[Path],
+        out_dir: Path,
+        runs: int = 1,
+        limit: int | None = None,
+        index_dir: Path | None = None,
+        overrides: list[str] | None = None,
+        allow_mixed: bool = False,
+    ):
         if runs < 1:
             raise ValueError("runs must be >= 1")
         self.dataset = dataset
@@ -101,23 +109,25 @@ class Evaluator:
         self._configs: dict[Path, SwitchyardConfig] = {}
         self._ingested: set[str] = set()
         self.models = SharedModels()  # one embedding model and one LLM per distinct setting, for every config
-        self.asked = 0                # questions asked by the last run()
-        self.answering_s = 0.0        # their wall time, pipelines built and corpora ingested excluded
+        self.asked = 0  # questions asked by the last run()
+        self.answering_s = 0.0  # their wall time, pipelines built and corpora ingested excluded
 
     def _config(self, path: Path) -> SwitchyardConfig:
         """The config as the evaluation runs it: on the collection of this corpus under these ingest settings."""
         if path not in self._configs:
             base = load_config(path, self.overrides)
             collection = corpus_collection_for(base, self.dataset.corpus)
-            self._configs[path] = load_config(path, [*self.overrides, f"store.uri={self.index_dir}",
-                                                     f"store.collection={collection}"])
+            self._configs[path] = load_config(
+                path, [*self.overrides, f"store.uri={self.index_dir}", f"store.collection={collection}"]
+            )
         return self._configs[path]
 
     def _pipeline(self, path: Path) -> Pipeline:
         config = self._config(path)
         (self.out_dir / "configs").mkdir(parents=True, exist_ok=True)
         (self.out_dir / "configs" / f"{path.stem}.yaml").write_text(
-            yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False))
+            yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)
+        )
         pipeline = Pipeline(config, self.models)
         res = pipeline.resources
         if config.graph.mode != "closed_book":
@@ -125,8 +135,10 @@ class Evaluator:
                 report = res.stack.ingestor(progress=False).run(self.dataset.corpus)
                 if report.ingested == 0:
                     first = report.errors[0] if report.errors else "no documents"
-                    raise DatasetError(f"nothing could be ingested from {', '.join(map(str, self.dataset.corpus))} "
-                                       f"into {self.index_dir}: {first}")
+                    raise DatasetError(
+                        f"nothing could be ingested from {', '.join(map(str, self.dataset.corpus))} "
+                        f"into {self.index_dir}: {first}"
+                    )
                 self._ingested.add(config.store.collection)
                 flush_vector_recordings(self.models)  # an index on disk has its vectors on disk, however this ends
             assert self.manifest is not None  # run() records the setup before it builds a pipeline
@@ -138,8 +150,9 @@ class Evaluator:
         """Join `manifest` to the folder's (refused when the setups differ, unless allow_mixed)."""
         self.manifest = run_manifest.resume(self.out_dir, manifest, self.allow_mixed)
 
-    def run(self, progress: bool | None = None, retry_errors: bool = False, workers: int = 1,
-            asker: "Asker | None" = None) -> Path:
+    def run(
+        self, progress: bool | None = None, retry_errors: bool = False, workers: int = 1, asker: Asker | None = None
+    ) -> Path:
         """Ask every (config, run, question) not yet in the results; with `retry_errors`, also those that failed.
         `workers` questions are asked at once (one pipeline per config, shared by the worker threads); `asker`
         asks them elsewhere instead (evaluation/ray_runner.py: on a Ray cluster). Whoever asks, the rows are
@@ -155,12 +168,19 @@ class Evaluator:
         if retry_errors:
             drop_error_lines(results)
         done = {r.key for r in read_rows(results)}
-        todo = {path: [(run, q) for run in range(self.runs) for q in self.questions
-                       if (path.stem, run, q.id) not in done] for path in self.config_paths}
+        todo = {
+            path: [(run, q) for run in range(self.runs) for q in self.questions if (path.stem, run, q.id) not in done]
+            for path in self.config_paths
+        }
         todo = {path: items for path, items in todo.items() if items}
         self.manifest = run_manifest.read(self.out_dir)
-        current = run_manifest.build({p.stem: self._config(p) for p in self.config_paths}, self.dataset.source,
-                                     self.runs, self.limit, self.out_dir)
+        current = run_manifest.build(
+            {p.stem: self._config(p) for p in self.config_paths},
+            self.dataset.source,
+            self.runs,
+            self.limit,
+            self.out_dir,
+        )
         asker = asker or ThreadedAsker(workers)
         if asker.cluster:
             current = run_manifest.with_cluster(current, asker.cluster)
@@ -237,27 +257,59 @@ def reply_cache_counts(models: SharedModels) -> dict[str, int] | None:
 
 def ask_row(pipe: Pipeline, name: str, run: int, q: EvalQuestion) -> EvalRow:
     """One (config, run, question) row: the question asked through `pipe`, scored; a failure is a row too."""
-    base = {"config": name, "run": run, "id": q.id, "question": q.question, "answers": q.answers,
-            "is_list": q.is_list, "difficulty": q.difficulty, "type": q.type, "gold_doc_ids": q.gold_doc_ids}
+    base = {
+        "config": name,
+        "run": run,
+        "id": q.id,
+        "question": q.question,
+        "answers": q.answers,
+        "is_list": q.is_list,
+        "difficulty": q.difficulty,
+        "type": q.type,
+        "gold_doc_ids": q.gold_doc_ids,
+    }
     started = time.perf_counter()
     try:
         result = pipe.ask(q.question, seed=pipe.config.llm.seed + run)  # runs differ at temperature > 0
     except (LLMCacheMiss, VectorCacheMiss):  # a replay that cannot go on: not a failure of the pipeline
         raise
     except Exception as exc:  # one failing question never stops the evaluation; it is counted
-        return EvalRow(**base, prediction="", abstained=False, error=f"{type(exc).__name__}: {exc}",
-                       latency_ms=(time.perf_counter() - started) * 1e3, **ERROR_SCORES, llm_calls=0,
-                       prompt_tokens=0, completion_tokens=0, parse_fallbacks=0, guards={})
+        return EvalRow(
+            **base,
+            prediction="",
+            abstained=False,
+            error=f"{type(exc).__name__}: {exc}",
+            latency_ms=(time.perf_counter() - started) * 1e3,
+            **ERROR_SCORES,
+            llm_calls=0,
+            prompt_tokens=0,
+            completion_tokens=0,
+            parse_fallbacks=0,
+            guards={},
+        )
     latency_ms = (time.perf_counter() - started) * 1e3
     # the open-ended records as JSON, without dumping the whole result (its resolved config) per question
     data = result.model_dump(mode="json", include={"grounding", "citations", "steps", "trace"})
     # what the user reads first is scored: the short answer when one is shown, else the answer text
-    row = EvalRow(**base, prediction=result.short_answer or result.answer, answer=result.answer,
-                  evidence=result.evidence, grounding=data["grounding"], abstained=result.abstained, error=None,
-                  latency_ms=latency_ms, llm_calls=result.usage.llm_calls,
-                  prompt_tokens=result.usage.prompt_tokens, completion_tokens=result.usage.completion_tokens,
-                  parse_fallbacks=result.failures.parse_fallbacks, guards=dict(result.failures.guards),
-                  retrieved_doc_ids=result.retrieved_doc_ids, citations=data["citations"], steps=data["steps"],
-                  trace=data["trace"], **({"trace_id": result.trace_id} if result.trace_id else {}),
-                  **({"cached_calls": result.usage.cached_calls} if result.usage.cached_calls else {}))
+    row = EvalRow(
+        **base,
+        prediction=result.short_answer or result.answer,
+        answer=result.answer,
+        evidence=result.evidence,
+        grounding=data["grounding"],
+        abstained=result.abstained,
+        error=None,
+        latency_ms=latency_ms,
+        llm_calls=result.usage.llm_calls,
+        prompt_tokens=result.usage.prompt_tokens,
+        completion_tokens=result.usage.completion_tokens,
+        parse_fallbacks=result.failures.parse_fallbacks,
+        guards=dict(result.failures.guards),
+        retrieved_doc_ids=result.retrieved_doc_ids,
+        citations=data["citations"],
+        steps=data["steps"],
+        trace=data["trace"],
+        **({"trace_id": result.trace_id} if result.trace_id else {}),
+        **({"cached_calls": result.usage.cached_calls} if result.usage.cached_calls else {}),
+    )
     return row.rescored()

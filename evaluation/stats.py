@@ -17,13 +17,14 @@ tests and counts questions.
 
 Every function returns plain floats / ints / None (never NaN), so results go into JSON as they are.
 """
+
 from __future__ import annotations
 
 import math
 import warnings
 from collections import defaultdict
+from collections.abc import Hashable, Iterable, Sequence
 from statistics import NormalDist
-from typing import Hashable, Iterable, Sequence
 
 import numpy as np
 from scipy import stats as _st
@@ -32,7 +33,7 @@ ALPHA = 0.05  # two-sided significance level of every test and of the power calc
 POWER = 0.80
 CONFIDENCE = 0.95
 SEED = 0
-_BATCH_VALUES = 2 ** 21  # resampled values held at once by scipy (16 MiB of float64), whatever the question count
+_BATCH_VALUES = 2**21  # resampled values held at once by scipy (16 MiB of float64), whatever the question count
 
 
 def _batch(n: int) -> int:
@@ -54,8 +55,9 @@ def question_means(values: Iterable[tuple[Hashable, float]]) -> dict:
     return {q: sum(vs) / len(vs) for q, vs in acc.items()}
 
 
-def bootstrap_ci(values: Sequence[float], confidence: float = CONFIDENCE, resamples: int = 9999,
-                 seed: int = SEED) -> dict:
+def bootstrap_ci(
+    values: Sequence[float], confidence: float = CONFIDENCE, resamples: int = 9999, seed: int = SEED
+) -> dict:
     """Bootstrap interval of the mean of `values` (one value per question: resampling them resamples questions).
 
     scipy.stats.bootstrap, method BCa, `rng=np.random.default_rng(seed)` (deterministic). BCa needs a jackknife
@@ -72,8 +74,16 @@ def bootstrap_ci(values: Sequence[float], confidence: float = CONFIDENCE, resamp
     for method in ("BCa", "percentile"):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # DegenerateDataWarning / divide warnings: handled by the NaN check
-            res = _st.bootstrap((x,), np.mean, n_resamples=resamples, confidence_level=confidence, method=method,
-                                vectorized=True, batch=_batch(x.size), rng=np.random.default_rng(seed))
+            res = _st.bootstrap(
+                (x,),
+                np.mean,
+                n_resamples=resamples,
+                confidence_level=confidence,
+                method=method,
+                vectorized=True,
+                batch=_batch(x.size),
+                rng=np.random.default_rng(seed),
+            )
         low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
         if math.isfinite(low) and math.isfinite(high):
             # BCa / percentile bounds are bootstrap means, so they lie within [min, max]; order them defensively
@@ -89,9 +99,16 @@ def sign_flip_pvalue(values: Sequence[float], resamples: int = 9999, seed: int =
     x = np.asarray(values, dtype=float)
     if x.size < 2 or not np.any(x):
         return 1.0
-    res = _st.permutation_test((x,), lambda d, axis: np.mean(d, axis=axis), permutation_type="samples",
-                               vectorized=True, n_resamples=resamples, alternative="two-sided",
-                               batch=_batch(x.size), rng=np.random.default_rng(seed))
+    res = _st.permutation_test(
+        (x,),
+        lambda d, axis: np.mean(d, axis=axis),
+        permutation_type="samples",
+        vectorized=True,
+        n_resamples=resamples,
+        alternative="two-sided",
+        batch=_batch(x.size),
+        rng=np.random.default_rng(seed),
+    )
     return min(1.0, float(res.pvalue))
 
 
@@ -217,6 +234,9 @@ def null_discordant_rate(rate: float) -> float:
 def pareto_front(points: dict[str, tuple[float, float]]) -> list[str]:
     """{name: (cost, accuracy)} → the names no other point dominates (cost <= and accuracy >= with one strict), by
     increasing cost: the accuracy-vs-cost frontier. Points with equal cost and accuracy are all on it."""
-    front = [n for n, (c, a) in points.items()
-             if not any(c2 <= c and a2 >= a and (c2, a2) != (c, a) for c2, a2 in points.values())]
+    front = [
+        n
+        for n, (c, a) in points.items()
+        if not any(c2 <= c and a2 >= a and (c2, a2) != (c, a) for c2, a2 in points.values())
+    ]
     return sorted(front, key=lambda n: (points[n][0], -points[n][1]))

@@ -10,12 +10,14 @@ Nodes are the plain functions in `nodes/`, `node(state, runtime, res) -> partial
 `Resources` the graph was built with. Every node call appends a trace entry (duration, LLM calls and tokens,
 input/output summary).
 """
+
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
-from typing import Callable, cast
+from typing import cast
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
@@ -23,10 +25,9 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 
+from switchyard import tracing
 from switchyard.configs.schema import SwitchyardConfig
 from switchyard.graphs.state import RAGState
-from switchyard.llm import telemetry
-from switchyard.llm.context import RunContext
 from switchyard.nodes.abstain import abstain
 from switchyard.nodes.answer import abstention, answer
 from switchyard.nodes.approve import approve, route_after_approval
@@ -39,10 +40,15 @@ from switchyard.nodes.retrieve import retrieve
 from switchyard.nodes.rewrite import rewrite
 from switchyard.nodes.router import ACTIONS, FIXED_SEQUENCE, choose_edge, route
 from switchyard.retrievers.documents import Passage
+from switchyard.run_context import RunContext
 
 Node = Callable[[dict, Runtime[RunContext], Resources], dict]
 NODES: dict[str, Node] = {
-    "rewrite": rewrite, "retrieve": retrieve, "rerank": rerank, "grade": grade, "answer": answer,
+    "rewrite": rewrite,
+    "retrieve": retrieve,
+    "rerank": rerank,
+    "grade": grade,
+    "answer": answer,
     "abstain": abstain,
 }
 
@@ -59,7 +65,8 @@ def checkpoint_serde() -> JsonPlusSerializer:
 def _summarize(value):
     if isinstance(value, list) and value and isinstance(value[0], Passage):
         return [f"{p.doc_id} ({p.score:.3f})" for p in value[:5]] + (
-            [f"... {len(value) - 5} more"] if len(value) > 5 else [])
+            [f"... {len(value) - 5} more"] if len(value) > 5 else []
+        )
     if isinstance(value, list) and value and isinstance(value[0], Citation):
         return [f"[{c.n}] {c.title}" for c in value]
     if isinstance(value, str) and len(value) > 200:
@@ -74,24 +81,32 @@ def traced(name: str, fn: Node, res: Resources) -> Callable[..., dict]:
     """The node LangGraph runs: `fn` with a usage meter of its own open on the run's context, plus one trace
     entry and one trace span (a child of the run's span). When the run is streamed, `node_start` goes out through
     LangGraph's stream writer."""
+
     def node(state: RAGState, runtime: Runtime[RunContext]) -> dict:
         if runtime.context is None:  # invoked without a context (e.g. LangGraph Studio): a fresh run's
             runtime = replace(runtime, context=RunContext())
         runtime.stream_writer({"event": "node_start", "node": name})
         values = cast(dict, state)  # what LangGraph passes: a plain dict, as nodes take it
         t = time.perf_counter()
-        with telemetry.span(name, {telemetry.SPAN_KIND: "CHAIN", "switchyard.node": name},
-                            parent=runtime.context.trace_context) as span, runtime.context.metered() as meter:
+        with (
+            tracing.span(
+                name, {tracing.SPAN_KIND: "CHAIN", "switchyard.node": name}, parent=runtime.context.trace_context
+            ) as span,
+            runtime.context.metered() as meter,
+        ):
             update = fn(values, runtime, res)
             # a replayed call is counted only when there is one, so that records of model-made runs stay as before
             spent = {**meter.as_dict(), **({"cached_calls": meter.cached_calls} if meter.cached_calls else {})}
             if span.is_recording():
                 span.set_attributes({f"switchyard.{k}": v for k, v in spent.items()})
         ms = (time.perf_counter() - t) * 1e3
-        entry = {"node": name, "ms": round(ms, 2), **spent,
-                 "input": {k: _summarize(values[k]) for k in _INPUT_KEYS
-                           if k in values and values[k] not in ("", None)},
-                 "output": {k: _summarize(v) for k, v in update.items() if k not in ("query_history", "retrieved")}}
+        entry = {
+            "node": name,
+            "ms": round(ms, 2),
+            **spent,
+            "input": {k: _summarize(values[k]) for k in _INPUT_KEYS if k in values and values[k] not in ("", None)},
+            "output": {k: _summarize(v) for k, v in update.items() if k not in ("query_history", "retrieved")},
+        }
         return {**update, "trace": [entry], "usage": {**spent, "total_ms": round(ms, 2)}}
 
     node.__name__ = name
@@ -121,6 +136,7 @@ def _observation(name: str, update: dict) -> str:
 def agent_action(name: str, fn: Node) -> Node:
     """The same node, with the router's arguments applied: rewrite/retrieve(query), abstain(reason); an answer
     without graded passages uses the reranked (or retrieved) ones, so the citation check still applies."""
+
     def run(state: dict, runtime: Runtime[RunContext], res: Resources) -> dict:
         args = state.get("action_args") or {}
         query = args.get("query")
@@ -150,16 +166,21 @@ def agent_step(name: str, fn: Node, res: Resources) -> Callable[..., dict]:
     def step(state: RAGState, runtime: Runtime[RunContext]) -> dict:
         update = node(state, runtime)
         entry = update["trace"][0]
-        record = {**state.get("decision", {}), "observation": _observation(name, update), "action_ms": entry["ms"],
-                  "action_llm_calls": entry["llm_calls"]}
+        record = {
+            **state.get("decision", {}),
+            "observation": _observation(name, update),
+            "action_ms": entry["ms"],
+            "action_llm_calls": entry["llm_calls"],
+        }
         return {**update, "agent_steps": [record]}
 
     step.__name__ = name
     return step
 
 
-def build_graph(config: SwitchyardConfig, resources: Resources | None = None,
-                checkpointer: BaseCheckpointSaver | None = None):
+def build_graph(
+    config: SwitchyardConfig, resources: Resources | None = None, checkpointer: BaseCheckpointSaver | None = None
+):
     """The compiled LangGraph for `config`: fixed edges, or (graph.mode: agent) an LLM router over the same nodes.
     With graph.router.approve the agent graph pauses before each action and keeps paused runs in `checkpointer`
     (default: in memory, for runs resumed by the same process)."""
@@ -178,23 +199,26 @@ def build_graph(config: SwitchyardConfig, resources: Resources | None = None,
     _add_entry(graph, config, FIXED_SEQUENCE[0], res)
     for before, after in zip(FIXED_SEQUENCE, FIXED_SEQUENCE[1:]):
         graph.add_edge(before, after)
-    graph.add_conditional_edges(FIXED_SEQUENCE[-1], partial(route_after_grade, max_retries=config.grade.max_retries),
-                                GRADE_ROUTES)  # type: ignore[arg-type]  # LangGraph asks dict[Hashable, str], invariant
+    graph.add_conditional_edges(
+        FIXED_SEQUENCE[-1], partial(route_after_grade, max_retries=config.grade.max_retries), GRADE_ROUTES
+    )  # type: ignore[arg-type]  # LangGraph asks dict[Hashable, str], invariant
     graph.add_edge("answer", END)
     graph.add_edge("abstain", END)
     return graph.compile(name=f"switchyard-{config.graph.mode}")
 
 
-def _add_entry(graph: StateGraph[RAGState, RunContext, RAGState, RAGState], config: SwitchyardConfig, first: str,
-               res: Resources) -> None:
+def _add_entry(
+    graph: StateGraph[RAGState, RunContext, RAGState, RAGState], config: SwitchyardConfig, first: str, res: Resources
+) -> None:
     """START -> `first`; with graph.no_documents.detect, a question that needs no documents goes to `no_documents`
     instead (no retrieval, no LLM call)."""
     if not config.graph.no_documents.detect:
         graph.add_edge(START, first)
         return
     graph.add_node("no_documents", traced("no_documents", no_documents, res))
-    graph.add_conditional_edges(START, partial(route_question, detect=True),
-                                {"documents": first, "no_documents": "no_documents"})
+    graph.add_conditional_edges(
+        START, partial(route_question, detect=True), {"documents": first, "no_documents": "no_documents"}
+    )
     graph.add_edge("no_documents", END)
 
 

@@ -4,6 +4,7 @@ Mermaid and the ASCII picture come from LangGraph itself (the ASCII form also li
 its route key under the picture). LangGraph's PNG helper calls a web service, so SVG and PNG are rendered here:
 a layered layout, back edges routed along the right margin, conditional edges dashed and labelled, PNG via Pillow.
 """
+
 from __future__ import annotations
 
 import html
@@ -34,8 +35,10 @@ def topology(compiled) -> str:
     """A stable text form of the graph for snapshot tests: nodes, then edges (conditional ones marked)."""
     nodes, edges = edges_of(compiled)
     lines = [f"node {n}" for n in sorted(nodes)]
-    lines += sorted(f"edge {e.source} -{'?' if e.conditional else '-'}-> {e.target}"
-                    + (f" [{e.label}]" if e.label else "") for e in edges)
+    lines += sorted(
+        f"edge {e.source} -{'?' if e.conditional else '-'}-> {e.target}" + (f" [{e.label}]" if e.label else "")
+        for e in edges
+    )
     return "\n".join(lines) + "\n"
 
 
@@ -95,7 +98,13 @@ def _route(edge: Edge, pos, lane: int = 0) -> list[tuple[float, float]]:
     # into the target's right side
     side = max(x for x, _ in pos.values()) + _W / 2 + 30 + 12 * lane
     below = y1 + _H / 2 + 10 + 6 * lane
-    return [(x1, y1 + _H / 2), (x1, below), (side, below), (side, y2 + 6 * lane - 12), (x2 + _W / 2, y2 + 6 * lane - 12)]
+    return [
+        (x1, y1 + _H / 2),
+        (x1, below),
+        (side, below),
+        (side, y2 + 6 * lane - 12),
+        (x2 + _W / 2, y2 + 6 * lane - 12),
+    ]
 
 
 def _routes(edges: list[Edge], pos) -> list[list[tuple[float, float]]]:
@@ -110,23 +119,29 @@ def _routes(edges: list[Edge], pos) -> list[list[tuple[float, float]]]:
 def to_svg(compiled) -> str:
     nodes, edges = edges_of(compiled)
     pos, width, height = _layout(nodes, edges)
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-             f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="13">',
-             '<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="8" markerHeight="8" '
-             'orient="auto-start-reverse"><path d="M 0 0 L 10 5 L 0 10 z" fill="#333"/></marker></defs>',
-             f'<rect width="{width}" height="{height}" fill="white"/>']
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="13">',
+        '<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="8" markerHeight="8" '
+        'orient="auto-start-reverse"><path d="M 0 0 L 10 5 L 0 10 z" fill="#333"/></marker></defs>',
+        f'<rect width="{width}" height="{height}" fill="white"/>',
+    ]
     for e, pts in zip(edges, _routes(edges, pos)):
         dash = ' stroke-dasharray="6 4"' if e.conditional else ""
         d = " ".join(f"{'M' if i == 0 else 'L'} {x:.1f} {y:.1f}" for i, (x, y) in enumerate(pts))
         parts.append(f'<path d="{d}" fill="none" stroke="#333" stroke-width="1.5"{dash} marker-end="url(#arrow)"/>')
         if e.label:
             (ax, ay), (bx, by) = pts[-2], pts[-1]
-            parts.append(f'<text x="{(ax + bx) / 2 + 4:.1f}" y="{(ay + by) / 2 - 4:.1f}" fill="#555">'
-                         f'{html.escape(e.label)}</text>')
+            parts.append(
+                f'<text x="{(ax + bx) / 2 + 4:.1f}" y="{(ay + by) / 2 - 4:.1f}" fill="#555">'
+                f"{html.escape(e.label)}</text>"
+            )
     for n, (x, y) in pos.items():
         terminal = n in ("__start__", "__end__")
-        parts.append(f'<rect x="{x - _W / 2:.1f}" y="{y - _H / 2:.1f}" width="{_W}" height="{_H}" '
-                     f'rx="{20 if terminal else 6}" fill="{"#e8e8e8" if terminal else "#dbe9ff"}" stroke="#333"/>')
+        parts.append(
+            f'<rect x="{x - _W / 2:.1f}" y="{y - _H / 2:.1f}" width="{_W}" height="{_H}" '
+            f'rx="{20 if terminal else 6}" fill="{"#e8e8e8" if terminal else "#dbe9ff"}" stroke="#333"/>'
+        )
         parts.append(f'<text x="{x:.1f}" y="{y + 4:.1f}" text-anchor="middle">{html.escape(_label(n))}</text>')
     parts.append("</svg>")
     return "\n".join(parts) + "\n"
@@ -152,8 +167,12 @@ def to_png(compiled) -> bytes:
             draw.text(((ax + bx) / 2 + 4, (ay + by) / 2 - 16), e.label, fill="#555555", font=font)
     for n, (x, y) in pos.items():
         terminal = n in ("__start__", "__end__")
-        draw.rounded_rectangle([x - _W / 2, y - _H / 2, x + _W / 2, y + _H / 2], radius=20 if terminal else 6,
-                               fill="#e8e8e8" if terminal else "#dbe9ff", outline="#333333")
+        draw.rounded_rectangle(
+            [x - _W / 2, y - _H / 2, x + _W / 2, y + _H / 2],
+            radius=20 if terminal else 6,
+            fill="#e8e8e8" if terminal else "#dbe9ff",
+            outline="#333333",
+        )
         draw.text((x, y), _label(n), fill="black", font=font, anchor="mm")
     buf = io.BytesIO()
     img.save(buf, format="PNG")
@@ -169,17 +188,21 @@ def _line(draw, a, b, dashed: bool) -> None:
     steps = int(length // 10)
     for i in range(0, steps + 1, 2):
         t0, t1 = i * 10 / length, min((i + 1) * 10 / length, 1.0)
-        draw.line([(x1 + (x2 - x1) * t0, y1 + (y2 - y1) * t0), (x1 + (x2 - x1) * t1, y1 + (y2 - y1) * t1)],
-                  fill="#333333", width=2)
+        draw.line(
+            [(x1 + (x2 - x1) * t0, y1 + (y2 - y1) * t0), (x1 + (x2 - x1) * t1, y1 + (y2 - y1) * t1)],
+            fill="#333333",
+            width=2,
+        )
 
 
 def _arrowhead(draw, a, b) -> None:
     (x1, y1), (x2, y2) = a, b
     length = max(((x2 - x1) ** 2 + (y2 - y1) ** 2) ** 0.5, 1e-9)
     ux, uy = (x2 - x1) / length, (y2 - y1) / length
-    draw.polygon([(x2, y2), (x2 - 10 * ux + 5 * uy, y2 - 10 * uy - 5 * ux), (x2 - 10 * ux - 5 * uy,
-                                                                             y2 - 10 * uy + 5 * ux)],
-                 fill="#333333")
+    draw.polygon(
+        [(x2, y2), (x2 - 10 * ux + 5 * uy, y2 - 10 * uy - 5 * ux), (x2 - 10 * ux - 5 * uy, y2 - 10 * uy + 5 * ux)],
+        fill="#333333",
+    )
 
 
 def to_ascii(compiled) -> str:

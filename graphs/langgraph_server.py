@@ -1,6 +1,7 @@
 """The graph factory `langgraph.json` points LangGraph's own tooling at (`langgraph dev`, LangGraph Server, Studio):
 `make_graph` builds the compiled graph of the pipeline an assistant's `configurable` names, and `ServedRunContext` is
 the runtime context of a run the server starts. In Python, use `switchyard.Pipeline` instead."""
+
 from __future__ import annotations
 
 import threading
@@ -13,8 +14,8 @@ from switchyard.configs.loader import CONFIG_DIR, load_config, resolve_config_pa
 from switchyard.errors import ConfigError
 from switchyard.extras import check_config
 from switchyard.graphs.build import build_graph
-from switchyard.llm.context import RunContext
 from switchyard.nodes.resources import Resources, SharedModels
+from switchyard.run_context import RunContext
 
 _SERVED_MODELS = SharedModels()  # the loaded models of every graph make_graph built, shared by equal settings
 _SERVED_GRAPHS: dict[tuple, Any] = {}
@@ -72,12 +73,16 @@ def make_graph(config: dict | None = None):
     if isinstance(overrides, str):
         overrides = [overrides]
     if not isinstance(overrides, (list, tuple)) or not all(isinstance(o, str) for o in overrides):
-        raise ConfigError(f"configurable.overrides: a list of \"a.b=c\" strings, got {overrides!r}")
+        raise ConfigError(f'configurable.overrides: a list of "a.b=c" strings, got {overrides!r}')
     for name, value in (("pipeline", pipeline), ("index_dir", index_dir)):
         if value is not None and not isinstance(value, str):
             raise ConfigError(f"configurable.{name}: a string, got {value!r}")
-    if pipeline and Path(pipeline).parent == Path(".") and not Path(pipeline).is_file() \
-            and Path(pipeline).name.removesuffix(".yaml") not in _SHIPPED_CONFIGS:
+    if (
+        pipeline
+        and Path(pipeline).parent == Path(".")
+        and not Path(pipeline).is_file()
+        and Path(pipeline).name.removesuffix(".yaml") not in _SHIPPED_CONFIGS
+    ):
         raise ConfigError(f"config file not found: {pipeline} (shipped configs: {', '.join(_SHIPPED_CONFIGS)})")
     path = str(resolve_config_path(pipeline)) if pipeline else None
     settings = [*([f"store.uri={index_dir}"] if index_dir else []), *overrides]

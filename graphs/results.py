@@ -5,10 +5,11 @@ The JSON of `cli.py ask --json`, of the HTTP service and of its event stream is 
 order the JSON has always had. Open-ended records (the grounding decision, the citation check's counts, a trace
 entry's input/output summaries, an agent step) stay dicts of JSON values: their keys depend on the path a run took.
 """
+
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
@@ -49,12 +50,12 @@ class Usage(Record):
     completion_tokens: int = 0
     llm_ms: float = 0.0
     total_ms: float = 0.0
-    cached_calls: int = 0   # of llm_calls, those answered from the LLM reply cache: total_ms is not the model's time
+    cached_calls: int = 0  # of llm_calls, those answered from the LLM reply cache: total_ms is not the model's time
 
 
 class Failures(Record):
-    parse_fallbacks: int = 0                                   # structured replies still invalid after repair
-    guards: dict[str, int] = Field(default_factory=dict)       # agent guard activations by guard
+    parse_fallbacks: int = 0  # structured replies still invalid after repair
+    guards: dict[str, int] = Field(default_factory=dict)  # agent guard activations by guard
 
 
 class ConfigInfo(Record):
@@ -68,7 +69,7 @@ class AskResult(Record):
 
     question: str
     run_id: str
-    # only while tracing is on (llm/telemetry.py): absent from the JSON otherwise, which stays as it always was
+    # only while tracing is on (package/tracing.py): absent from the JSON otherwise, which stays as it always was
     trace_id: str | None = Field(None, exclude_if=lambda v: v is None)
     answer: str = ""
     short_answer: str = ""
@@ -104,7 +105,7 @@ class Paused(Record):
     thread_id: str
     question: str
     pending: PendingAction
-    expires_at: datetime                                        # unanswered past this, the pause expires
+    expires_at: datetime  # unanswered past this, the pause expires
 
 
 # -- stream events ---------------------------------------------------------------------------------------------
@@ -173,6 +174,7 @@ class ErrorEvent(Record):
     message: str
 
 
-StreamEvent = Annotated[Union[RunStart, NodeStart, NodeEnd, Passages, Decision, Token, Answer, ErrorEvent],
-                        Field(discriminator="event")]
+StreamEvent = Annotated[
+    RunStart | NodeStart | NodeEnd | Passages | Decision | Token | Answer | ErrorEvent, Field(discriminator="event")
+]
 STREAM_EVENT = TypeAdapter(StreamEvent)

@@ -1,15 +1,17 @@
 """The contract between the LLM interface (llm/client.py) and what answers its calls: the `ChatBackend` protocol,
 the `Reply` it returns and the errors it raises. Backends and wrappers of backends (llm/cache.py) import this
 module, not llm/client.py, so the interface can build them without an import cycle."""
+
 from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from switchyard.llm.context import TokenSink
 from switchyard.errors import ContextOverflowError, LLMError, TransientLLMError
+from switchyard.run_context import TokenSink
 
 if TYPE_CHECKING:
     import openai
@@ -19,8 +21,11 @@ MESSAGE_OVERHEAD_TOKENS = 6  # a chat template's role markers around each messag
 # how servers say a prompt overflows their context, with the token counts they report
 _OVERFLOWS = (
     # OpenAI, vLLM and llama-cpp-python's server
-    re.compile(r"maximum context length is (?P<context>\d+) tokens.*?(?:(?P<prompt>\d+) in the messages|"
-               r"messages resulted in (?P<prompt2>\d+) tokens)", re.S),
+    re.compile(
+        r"maximum context length is (?P<context>\d+) tokens.*?(?:(?P<prompt>\d+) in the messages|"
+        r"messages resulted in (?P<prompt2>\d+) tokens)",
+        re.S,
+    ),
     # llama.cpp's llama-server
     re.compile(r"request \((?P<prompt>\d+) tokens\) exceeds the available context size \((?P<context>\d+) tokens\)"),
 )
@@ -42,9 +47,19 @@ class ChatBackend(Protocol):
 
     name: str
 
-    def chat(self, messages: Messages, *, max_tokens: int, temperature: float, json_schema: dict | None = None,
-             seed: int | None = None, on_token: TokenSink | None = None, cancelled: threading.Event | None = None,
-             tools: list[dict] | None = None, tool_choice: str | dict | None = None) -> Reply: ...
+    def chat(
+        self,
+        messages: Messages,
+        *,
+        max_tokens: int,
+        temperature: float,
+        json_schema: dict | None = None,
+        seed: int | None = None,
+        on_token: TokenSink | None = None,
+        cancelled: threading.Event | None = None,
+        tools: list[dict] | None = None,
+        tool_choice: str | dict | None = None,
+    ) -> Reply: ...
 
 
 def function_tool(name: str, description: str, parameters: dict) -> dict:
@@ -57,7 +72,7 @@ def openai_tool_calls(calls) -> list[dict]:
     out = []
     for call in calls or []:
         function = call.get("function") if isinstance(call, dict) else getattr(call, "function", None)
-        get = (lambda k: function.get(k)) if isinstance(function, dict) else (lambda k: getattr(function, k, None))
+        get = (lambda k: function.get(k)) if isinstance(function, dict) else (lambda k: getattr(function, k, None))  # noqa: B023
         if function is not None:
             out.append({"name": get("name") or "", "arguments": get("arguments") or ""})
     return out
@@ -120,7 +135,7 @@ def fit_messages(messages: Messages, budget_tokens: int, count_tokens: Callable[
     tokens = count_tokens(content)
     while total > budget_tokens and len(content) > 200:
         cut = int((total - budget_tokens) * len(content) / max(tokens, 1)) + 16  # at this message's chars a token
-        content = content[:max(len(content) - cut, 200)]
+        content = content[: max(len(content) - cut, 200)]
         shorter = count_tokens(content)
         total, tokens = total - tokens + shorter, shorter
     trimmed[longest]["content"] = content

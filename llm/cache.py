@@ -16,6 +16,7 @@ next append). Two writers of one key write the same request; the later line wins
 layout, one JSON file per key (`DIR/ab/abcd....json`), are still read. A reply cut short by cancellation is never
 stored.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -28,10 +29,9 @@ from pathlib import Path
 
 from filelock import FileLock
 
+from switchyard.errors import LLMCacheMiss, LLMError
 from switchyard.llm.backend import ChatBackend, Messages, Reply, send_words
-from switchyard.errors import LLMError
-from switchyard.llm.context import TokenSink
-from switchyard.errors import LLMCacheMiss
+from switchyard.run_context import TokenSink
 
 
 def request_key(request: dict) -> str:
@@ -90,8 +90,9 @@ class ReplyStore:
         except FileNotFoundError:
             return None
         except (ValueError, KeyError, TypeError) as exc:  # edited by hand: never written half
-            raise LLMError(f"{path} is not a recorded reply ({type(exc).__name__}); delete it to record it again") \
-                from None
+            raise LLMError(
+                f"{path} is not a recorded reply ({type(exc).__name__}); delete it to record it again"
+            ) from None
         return entry
 
     def _read_packed(self) -> dict[str, dict]:
@@ -116,7 +117,7 @@ class ReplyStore:
                 data = fh.read()
         except FileNotFoundError:
             return
-        whole = data[:data.rfind(b"\n") + 1]  # a torn last line (a writer died mid-line) is not a reply
+        whole = data[: data.rfind(b"\n") + 1]  # a torn last line (a writer died mid-line) is not a reply
         for line in whole.decode("utf-8").splitlines():
             self._add_line(self._entries, line, self.log_path, None)
         self._log_read += len(whole)
@@ -131,8 +132,9 @@ class ReplyStore:
             entries[entry["key"]] = entry
         except (ValueError, KeyError, TypeError) as exc:  # edited by hand: never written half, see put()
             where = f"{path} line {n}" if n else str(path)
-            raise LLMError(f"{where} is not a recorded reply ({type(exc).__name__}); delete that line to record it "
-                           "again") from None
+            raise LLMError(
+                f"{where} is not a recorded reply ({type(exc).__name__}); delete that line to record it again"
+            ) from None
 
     def keys(self) -> set[str]:
         """Every key recorded under `root`, in any layout."""
@@ -187,8 +189,8 @@ class CachingBackend:
         self.default_seed = default_seed
         self.name = self.identity["backend"]
         self._lock = threading.Lock()
-        self.replayed = 0   # requests answered from the store
-        self.recorded = 0   # requests answered by the model and stored
+        self.replayed = 0  # requests answered from the store
+        self.recorded = 0  # requests answered by the model and stored
 
     @property
     def replay(self) -> bool:
@@ -203,19 +205,43 @@ class CachingBackend:
         if warm_up is not None:
             warm_up()
 
-    def request(self, messages: Messages, *, max_tokens: int, temperature: float, json_schema: dict | None,
-                seed: int | None, **options) -> dict:
+    def request(
+        self,
+        messages: Messages,
+        *,
+        max_tokens: int,
+        temperature: float,
+        json_schema: dict | None,
+        seed: int | None,
+        **options,
+    ) -> dict:
         """What keys a call. Options a backend takes beyond the common ones count only when given (not None), so
         a new optional parameter leaves the keys of earlier recordings as they were."""
-        return {**self.identity, "messages": messages, "json_schema": json_schema,
-                "seed": self.default_seed if seed is None else seed, "max_tokens": max_tokens,
-                "temperature": temperature, **{k: v for k, v in options.items() if v is not None}}
+        return {
+            **self.identity,
+            "messages": messages,
+            "json_schema": json_schema,
+            "seed": self.default_seed if seed is None else seed,
+            "max_tokens": max_tokens,
+            "temperature": temperature,
+            **{k: v for k, v in options.items() if v is not None},
+        }
 
-    def chat(self, messages: Messages, *, max_tokens: int, temperature: float, json_schema: dict | None = None,
-             seed: int | None = None, on_token: TokenSink | None = None,
-             cancelled: threading.Event | None = None, **options) -> Reply:
-        request = self.request(messages, max_tokens=max_tokens, temperature=temperature, json_schema=json_schema,
-                               seed=seed, **options)
+    def chat(
+        self,
+        messages: Messages,
+        *,
+        max_tokens: int,
+        temperature: float,
+        json_schema: dict | None = None,
+        seed: int | None = None,
+        on_token: TokenSink | None = None,
+        cancelled: threading.Event | None = None,
+        **options,
+    ) -> Reply:
+        request = self.request(
+            messages, max_tokens=max_tokens, temperature=temperature, json_schema=json_schema, seed=seed, **options
+        )
         key = request_key(request)
         entry = self.store.get(key)
         if entry is not None:
@@ -226,11 +252,22 @@ class CachingBackend:
             return reply
         if self.inner is None:
             raise LLMCacheMiss(self._miss(key, request))
-        reply = self.inner.chat(messages, max_tokens=max_tokens, temperature=temperature, json_schema=json_schema,
-                                seed=seed, on_token=on_token, cancelled=cancelled, **options)
+        reply = self.inner.chat(
+            messages,
+            max_tokens=max_tokens,
+            temperature=temperature,
+            json_schema=json_schema,
+            seed=seed,
+            on_token=on_token,
+            cancelled=cancelled,
+            **options,
+        )
         if cancelled is None or not cancelled.is_set():  # a reply cut short is not the model's reply
-            stored = {k: v for k, v in asdict(reply).items()  # files as before tools and the cached flag
-                      if (k != "tool_calls" or v) and k != "cached"}
+            stored = {
+                k: v
+                for k, v in asdict(reply).items()  # files as before tools and the cached flag
+                if (k != "tool_calls" or v) and k != "cached"
+            }
             self.store.put(key, {"key": key, "request": request, "reply": stored})
             self._count("recorded")
         return reply
@@ -244,7 +281,9 @@ class CachingBackend:
         messages = request["messages"]
         system = next((m["content"] for m in messages if m.get("role") == "system"), "")
         user = next((m["content"] for m in reversed(messages) if m.get("role") == "user"), "")
-        return (f"no recorded LLM reply in {where} for request {key[:16]} ({request['backend']} {request['model']}, "
-                f"seed {request['seed']}, temperature {request['temperature']}, max_tokens {request['max_tokens']}; "
-                f"system: {_first_words(system)!r}; user: {_first_words(user)!r}); run without replay to record it "
-                "(eval --llm-cache DIR without --replay)")
+        return (
+            f"no recorded LLM reply in {where} for request {key[:16]} ({request['backend']} {request['model']}, "
+            f"seed {request['seed']}, temperature {request['temperature']}, max_tokens {request['max_tokens']}; "
+            f"system: {_first_words(system)!r}; user: {_first_words(user)!r}); run without replay to record it "
+            "(eval --llm-cache DIR without --replay)"
+        )

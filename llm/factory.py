@@ -1,5 +1,6 @@
 """Builds the configured `LLM`: the backend for `llm.backend` (local llama.cpp, an OpenAI-compatible server, a
 LangChain chat model), behind the reply cache when `llm.cache_dir` is set (which alone answers under `llm.replay`)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -22,8 +23,12 @@ def llm_identity(config: LLMConfig) -> dict:
     if isinstance(config, LangChainLLMConfig):
         assert config.chat_model is not None  # the schema requires it (LangChainLLMConfig._needs_a_chat_model)
         return chat_model_identity(config.chat_model, config.chat_model_kwargs)
-    identity = {"backend": "local", "model": Path(config.model_path).name if config.model_path else PACKAGED_GGUF,
-                "n_ctx": config.n_ctx, "repeat_penalty": config.repeat_penalty}
+    identity = {
+        "backend": "local",
+        "model": Path(config.model_path).name if config.model_path else PACKAGED_GGUF,
+        "n_ctx": config.n_ctx,
+        "repeat_penalty": config.repeat_penalty,
+    }
     if config.chat_format:  # only when set, so recordings made before the option keep their keys
         identity["chat_format"] = config.chat_format
     return identity
@@ -34,10 +39,18 @@ def _backend(config: LLMConfig) -> ChatBackend:
         assert config.chat_model is not None  # the schema requires it (LangChainLLMConfig._needs_a_chat_model)
         return LangChainBackend.from_spec(config.chat_model, config.chat_model_kwargs, config.structured_method)
     if isinstance(config, OpenAILLMConfig):
-        return OpenAIBackend(config.base_url, config.model, config.api_key_env, config.timeout_s,
-                             config.response_format, config.seed)
-    return LlamaCppBackend(config.model_path, config.n_ctx, config.n_threads, config.seed, config.repeat_penalty,
-                           config.instances, config.chat_format)
+        return OpenAIBackend(
+            config.base_url, config.model, config.api_key_env, config.timeout_s, config.response_format, config.seed
+        )
+    return LlamaCppBackend(
+        config.model_path,
+        config.n_ctx,
+        config.n_threads,
+        config.seed,
+        config.repeat_penalty,
+        config.instances,
+        config.chat_format,
+    )
 
 
 def build_llm(config: LLMConfig) -> LLM:
@@ -45,8 +58,17 @@ def build_llm(config: LLMConfig) -> LLM:
     no model is built or loaded)."""
     backend = None if config.replay else _backend(config)
     if config.cache_dir:
-        backend = CachingBackend(backend, ReplyStore(config.cache_dir), llm_identity(config),
-                                 default_seed=config.seed if config.backend == "local" else None)
+        backend = CachingBackend(
+            backend,
+            ReplyStore(config.cache_dir),
+            llm_identity(config),
+            default_seed=config.seed if config.backend == "local" else None,
+        )
     assert backend is not None  # llm.replay needs llm.cache_dir (the schema checks it)
-    return LLM(backend, temperature=config.temperature, max_tokens=config.max_tokens, max_retries=config.max_retries,
-               model=str(llm_identity(config)["model"]))
+    return LLM(
+        backend,
+        temperature=config.temperature,
+        max_tokens=config.max_tokens,
+        max_retries=config.max_retries,
+        model=str(llm_identity(config)["model"]),
+    )

@@ -9,6 +9,7 @@ llama.cpp's server decodes under a grammar built from the schema); streamed repl
 request's sampling parameters (max_tokens, temperature, seed) are set on a per-call copy of the model for those the
 class declares, so concurrent calls never share mutable settings. Usage comes from LangChain's `usage_metadata`.
 """
+
 from __future__ import annotations
 
 import functools
@@ -18,11 +19,10 @@ import re
 import threading
 
 from switchyard.configs.schema import StructuredMethod
-from switchyard.llm.backend import Messages, Reply, openai_client_error
-from switchyard.errors import LLMError, TransientLLMError
-from switchyard.llm.context import TokenSink
-from switchyard.errors import RunCancelled
+from switchyard.errors import LLMError, RunCancelled, TransientLLMError
 from switchyard.extras import needs_extra
+from switchyard.llm.backend import Messages, Reply, openai_client_error
+from switchyard.run_context import TokenSink
 
 SECRET_OR_PLACE = re.compile(r"key|token|secret|password|url|endpoint|host|port|timeout|retries|client", re.I)
 
@@ -38,8 +38,10 @@ def load_chat_model_class(path: str):
     """`package.module.Class` or `package.module:Class` -> the class; a clear `LLMError` otherwise."""
     module_name, sep, attr = path.partition(":") if ":" in path else path.rpartition(".")
     if not sep or not module_name or not attr:
-        raise LLMError(f"llm.chat_model {path!r} is not an import path like langchain_openai.ChatOpenAI nor a "
-                       f"provider:model string like openai:gpt-4o-mini")
+        raise LLMError(
+            f"llm.chat_model {path!r} is not an import path like langchain_openai.ChatOpenAI nor a "
+            f"provider:model string like openai:gpt-4o-mini"
+        )
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
@@ -63,8 +65,10 @@ def build_chat_model(spec: str, kwargs: dict):
     try:
         return make(**kwargs)
     except Exception as exc:  # bad or missing arguments, no credentials, an unknown provider or its package missing
-        raise LLMError(f"cannot build {spec}({', '.join(sorted(kwargs))}): {type(exc).__name__}: "
-                       f"{str(exc).strip().splitlines()[0] if str(exc).strip() else ''}") from None
+        raise LLMError(
+            f"cannot build {spec}({', '.join(sorted(kwargs))}): {type(exc).__name__}: "
+            f"{str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+        ) from None
 
 
 def chat_model_identity(spec: str, kwargs: dict) -> dict:
@@ -72,8 +76,11 @@ def chat_model_identity(spec: str, kwargs: dict) -> dict:
     the settings that change its replies (secrets, addresses, timeouts and retries are left out)."""
     named = spec.partition(":")[2] if is_provider_model(spec) else spec
     model = kwargs.get("model") or kwargs.get("model_name") or kwargs.get("model_id") or named
-    settings = {k: v for k, v in sorted(kwargs.items())
-                if k not in ("model", "model_name", "model_id") and not SECRET_OR_PLACE.search(k)}
+    settings = {
+        k: v
+        for k, v in sorted(kwargs.items())
+        if k not in ("model", "model_name", "model_id") and not SECRET_OR_PLACE.search(k)
+    }
     return {"backend": "langchain", "model": str(model), "chat_model": spec, "settings": settings}
 
 
@@ -91,8 +98,9 @@ class LangChainBackend:
         self.timeout_s = getattr(model, "request_timeout", None)
 
     @classmethod
-    def from_spec(cls, spec: str, kwargs: dict,
-                  structured_method: StructuredMethod = "function_calling") -> "LangChainBackend":
+    def from_spec(
+        cls, spec: str, kwargs: dict, structured_method: StructuredMethod = "function_calling"
+    ) -> LangChainBackend:
         """From `llm.chat_model` (a `provider:model` string or an import path) and `llm.chat_model_kwargs`."""
         return cls(build_chat_model(spec, kwargs), structured_method)
 
@@ -102,14 +110,28 @@ class LangChainBackend:
 
     def _for_call(self, max_tokens: int, temperature: float, seed: int | None, stream: bool):
         fields = type(self.model).model_fields
-        wanted = {"max_tokens": max_tokens, "temperature": temperature, "seed": seed,
-                  "stream_usage": True if stream else None}
+        wanted = {
+            "max_tokens": max_tokens,
+            "temperature": temperature,
+            "seed": seed,
+            "stream_usage": True if stream else None,
+        }
         update = {k: v for k, v in wanted.items() if v is not None and k in fields}
         return self.model.model_copy(update=update) if update else self.model
 
-    def chat(self, messages: Messages, *, max_tokens: int, temperature: float, json_schema: dict | None = None,
-             seed: int | None = None, on_token: TokenSink | None = None, cancelled: threading.Event | None = None,
-             tools: list[dict] | None = None, tool_choice: str | dict | None = None) -> Reply:
+    def chat(
+        self,
+        messages: Messages,
+        *,
+        max_tokens: int,
+        temperature: float,
+        json_schema: dict | None = None,
+        seed: int | None = None,
+        on_token: TokenSink | None = None,
+        cancelled: threading.Event | None = None,
+        tools: list[dict] | None = None,
+        tool_choice: str | dict | None = None,
+    ) -> Reply:
         from langchain_core.messages import convert_to_messages
 
         plain = json_schema is None and tools is None
@@ -188,7 +210,11 @@ def _reply(text: str, message, chunks: int | None) -> Reply:
 
 def _tool_calls(message) -> list[dict]:
     """LangChain's parsed tool calls (arguments back to JSON text) and the ones whose arguments did not parse."""
-    calls = [{"name": c.get("name") or "", "arguments": json.dumps(c.get("args") or {})}
-             for c in getattr(message, "tool_calls", None) or []]
-    return calls + [{"name": c.get("name") or "", "arguments": c.get("args") or ""}
-                    for c in getattr(message, "invalid_tool_calls", None) or []]
+    calls = [
+        {"name": c.get("name") or "", "arguments": json.dumps(c.get("args") or {})}
+        for c in getattr(message, "tool_calls", None) or []
+    ]
+    return calls + [
+        {"name": c.get("name") or "", "arguments": c.get("args") or ""}
+        for c in getattr(message, "invalid_tool_calls", None) or []
+    ]

@@ -2,6 +2,7 @@
 structured outputs. A llama.cpp context is never entered by two threads at once: calls take turns on a pool of
 `llm.instances` model instances (default 1), loaded once under a lock. Each call starts from an empty context, so
 its reply does not depend on the calls before it (see `LlamaCppBackend.fresh_context`)."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -9,17 +10,16 @@ import json
 import queue
 import re
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 
-from switchyard.llm.backend import Messages, Reply, fit_messages, openai_tool_calls
-from switchyard.errors import LLMError
-from switchyard.llm.context import TokenSink
-from switchyard.errors import RunCancelled
+from switchyard.errors import LLMError, RunCancelled
 from switchyard.extras import missing, needs_extra
+from switchyard.llm.backend import Messages, Reply, fit_messages, openai_tool_calls
+from switchyard.run_context import TokenSink
 
 PACKAGED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 # the function-calling format asks for more tool calls after each one until the model stops; only the first is used
@@ -50,7 +50,7 @@ class _TokenWatch:
         if self.prompt_len is None:
             self.prompt_len = len(input_ids)
         if self.on_token is not None:
-            self._send(self.model.detokenize(list(input_ids[self.prompt_len:])).decode("utf-8", "ignore"))
+            self._send(self.model.detokenize(list(input_ids[self.prompt_len :])).decode("utf-8", "ignore"))
         if self.cancelled is not None and self.cancelled.is_set():
             forced = np.full_like(scores, -np.inf)
             forced[self.model.token_eos()] = 0.0
@@ -60,7 +60,7 @@ class _TokenWatch:
     def _send(self, text: str) -> None:
         assert self.on_token is not None  # called only when there is a sink
         if len(text) > len(self.sent) and text.startswith(self.sent):
-            self.on_token(text[len(self.sent):])
+            self.on_token(text[len(self.sent) :])
             self.sent = text
 
     def flush(self, final: str) -> None:
@@ -78,8 +78,16 @@ class LlamaCppBackend:
     # reuse (bench/determinism.py --prefix-reuse measures both).
     fresh_context = True
 
-    def __init__(self, model_path: str | None = None, n_ctx: int = 2048, n_threads: int = 2, seed: int = 0,
-                 repeat_penalty: float = 1.1, instances: int = 1, chat_format: str | None = None):
+    def __init__(
+        self,
+        model_path: str | None = None,
+        n_ctx: int = 2048,
+        n_threads: int = 2,
+        seed: int = 0,
+        repeat_penalty: float = 1.1,
+        instances: int = 1,
+        chat_format: str | None = None,
+    ):
         if instances < 1:
             raise ValueError("instances must be >= 1")
         path = Path(model_path).expanduser() if model_path else packaged_gguf()
@@ -99,8 +107,14 @@ class LlamaCppBackend:
             from llama_cpp import Llama
 
         try:
-            return Llama(model_path=str(self.model_path), n_ctx=self.n_ctx, n_threads=self.n_threads,
-                         seed=self.seed, chat_format=self.chat_format, verbose=False)
+            return Llama(
+                model_path=str(self.model_path),
+                n_ctx=self.n_ctx,
+                n_threads=self.n_threads,
+                seed=self.seed,
+                chat_format=self.chat_format,
+                verbose=False,
+            )
         except Exception as exc:
             raise LLMError(f"cannot load GGUF model {self.model_path}: {exc}") from None
 
@@ -124,7 +138,7 @@ class LlamaCppBackend:
                     self._loaded += 1
             while model is None:
                 if cancelled is not None and cancelled.is_set():
-                    raise RunCancelled("the run was cancelled while waiting for the model")
+                    raise RunCancelled("the run was cancelled while waiting for the model") from None
                 try:
                     model = self._idle.get(timeout=0.2)
                 except queue.Empty:
@@ -134,9 +148,19 @@ class LlamaCppBackend:
         finally:
             self._idle.put(model)
 
-    def chat(self, messages: Messages, *, max_tokens: int, temperature: float, json_schema: dict | None = None,
-             seed: int | None = None, on_token: TokenSink | None = None, cancelled: threading.Event | None = None,
-             tools: list[dict] | None = None, tool_choice: str | dict | None = None) -> Reply:
+    def chat(
+        self,
+        messages: Messages,
+        *,
+        max_tokens: int,
+        temperature: float,
+        json_schema: dict | None = None,
+        seed: int | None = None,
+        on_token: TokenSink | None = None,
+        cancelled: threading.Event | None = None,
+        tools: list[dict] | None = None,
+        tool_choice: str | dict | None = None,
+    ) -> Reply:
         from llama_cpp import LogitsProcessorList
 
         kwargs: dict = {}
@@ -149,21 +173,32 @@ class LlamaCppBackend:
             elif on_token is not None or cancelled is not None:
                 watch = _TokenWatch(model, on_token, cancelled)
                 kwargs["logits_processor"] = LogitsProcessorList([watch])
-            out = self._complete(model, messages, max_tokens=max_tokens, temperature=temperature,
-                                 seed=self.seed if seed is None else seed, **kwargs)
+            out = self._complete(
+                model,
+                messages,
+                max_tokens=max_tokens,
+                temperature=temperature,
+                seed=self.seed if seed is None else seed,
+                **kwargs,
+            )
         usage = out.get("usage") or {}
         message = out["choices"][0]["message"]
         text = message.get("content") or ""
         if watch is not None:
             watch.flush(text)
-        return Reply(text, usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0),
-                     openai_tool_calls(message.get("tool_calls")))
+        return Reply(
+            text,
+            usage.get("prompt_tokens", 0),
+            usage.get("completion_tokens", 0),
+            openai_tool_calls(message.get("tool_calls")),
+        )
 
     def _complete(self, model, messages: Messages, *, max_tokens: int, **kwargs) -> dict:
         """One chat completion whose prompt fits the context with room for `max_tokens`: messages are counted with
         the model's tokenizer (plus the tools' schemas, which the chat format adds to the prompt) and the longest is
         shortened; if the chat template still overflows, the budget shrinks by the overflow and the call is retried
         once."""
+
         def count(text: str) -> int:
             return len(model.tokenize(text.encode("utf-8"), add_bos=False, special=False))
 
@@ -176,16 +211,21 @@ class LlamaCppBackend:
                 model.reset()  # no tokens kept: the next call evaluates its prompt from position 0
             try:
                 with _completions_capped(model, max_tokens) if tools else nullcontext():
-                    return model.create_chat_completion(messages=fit_messages(messages, budget, count),
-                                                        max_tokens=max_tokens, repeat_penalty=self.repeat_penalty,
-                                                        **kwargs)
+                    return model.create_chat_completion(
+                        messages=fit_messages(messages, budget, count),
+                        max_tokens=max_tokens,
+                        repeat_penalty=self.repeat_penalty,
+                        **kwargs,
+                    )
             except ValueError as exc:
                 overflow = _OVERFLOW.search(str(exc))
                 if overflow is None:
                     raise
                 if attempt:
-                    raise LLMError(f"the prompt does not fit the model's context ({self.n_ctx} tokens, llm.n_ctx) "
-                                   f"with {max_tokens} tokens left for the reply: {exc}") from None
+                    raise LLMError(
+                        f"the prompt does not fit the model's context ({self.n_ctx} tokens, llm.n_ctx) "
+                        f"with {max_tokens} tokens left for the reply: {exc}"
+                    ) from None
                 budget -= int(overflow.group(1)) - self.n_ctx + max_tokens + 16
         raise AssertionError("unreachable: the second attempt returns or raises")
 

@@ -1,6 +1,7 @@
 """`OpenAIBackend`: the `openai` client against any OpenAI-compatible server (structured output via
 `response_format=json_schema`; a reply that is not a chat completion is a misbehaving server, retried; a prompt the
 server refuses as longer than its context is shortened the way the embedded backend shortens it, and sent again)."""
+
 from __future__ import annotations
 
 import json
@@ -8,10 +9,9 @@ import math
 import os
 import threading
 
+from switchyard.errors import ContextOverflowError, LLMError, RunCancelled, TransientLLMError
 from switchyard.llm.backend import Messages, Reply, counted_tokens, fit_messages, openai_client_error, openai_tool_calls
-from switchyard.errors import ContextOverflowError, LLMError, TransientLLMError
-from switchyard.llm.context import TokenSink
-from switchyard.errors import RunCancelled
+from switchyard.run_context import TokenSink
 
 FIT_ATTEMPTS = 3  # requests a call may send: the prompt as given, then shortened by what each refusal said
 _MARGIN_TOKENS = 16  # shortened past the reported overflow, as token estimates from characters are rough
@@ -20,14 +20,22 @@ _MARGIN_TOKENS = 16  # shortened past the reported overflow, as token estimates 
 class OpenAIBackend:
     name = "openai"
 
-    def __init__(self, base_url: str | None, model: str, api_key_env: str = "OPENAI_API_KEY",
-                 timeout_s: float = 60.0, response_format: str = "json_schema", seed: int = 0):
+    def __init__(
+        self,
+        base_url: str | None,
+        model: str,
+        api_key_env: str = "OPENAI_API_KEY",
+        timeout_s: float = 60.0,
+        response_format: str = "json_schema",
+        seed: int = 0,
+    ):
         from openai import OpenAI
 
         key = os.environ.get(api_key_env)
         if not key and base_url is None:
-            raise LLMError(f"llm.backend=openai needs an API key in ${api_key_env} (or set llm.base_url for a "
-                           "local server)")
+            raise LLMError(
+                f"llm.backend=openai needs an API key in ${api_key_env} (or set llm.base_url for a local server)"
+            )
         self.base_url, self.model = base_url, model
         self.response_format = response_format
         self.seed = seed  # sent when a call brings no seed of its own: every request names one (llm.seed)
@@ -40,11 +48,26 @@ class OpenAIBackend:
     def where(self) -> str:
         return self.base_url or "api.openai.com"
 
-    def chat(self, messages: Messages, *, max_tokens: int, temperature: float, json_schema: dict | None = None,
-             seed: int | None = None, on_token: TokenSink | None = None, cancelled: threading.Event | None = None,
-             tools: list[dict] | None = None, tool_choice: str | dict | None = None) -> Reply:
-        kwargs: dict = {"model": self.model, "messages": messages, "max_tokens": max_tokens,
-                        "temperature": temperature, "seed": self.seed if seed is None else seed}
+    def chat(
+        self,
+        messages: Messages,
+        *,
+        max_tokens: int,
+        temperature: float,
+        json_schema: dict | None = None,
+        seed: int | None = None,
+        on_token: TokenSink | None = None,
+        cancelled: threading.Event | None = None,
+        tools: list[dict] | None = None,
+        tool_choice: str | dict | None = None,
+    ) -> Reply:
+        kwargs: dict = {
+            "model": self.model,
+            "messages": messages,
+            "max_tokens": max_tokens,
+            "temperature": temperature,
+            "seed": self.seed if seed is None else seed,
+        }
         if json_schema is not None:
             kwargs["response_format"] = self._response_format(json_schema)
         if tools is not None:
@@ -69,22 +92,26 @@ class OpenAIBackend:
             except ContextOverflowError as exc:
                 messages, max_tokens = kwargs["messages"], kwargs["max_tokens"]
                 if reported is not None and exc.prompt_tokens >= reported:
-                    raise LLMError(f"the LLM server at {self.where} overflows its context ({exc.context_tokens} "
-                                   f"tokens) with the prompt shortened too ({reported}, then {exc.prompt_tokens} "
-                                   "tokens counted): the overflow is in what it generates, not in the prompt: "
-                                   f"{exc}") from None
+                    raise LLMError(
+                        f"the LLM server at {self.where} overflows its context ({exc.context_tokens} "
+                        f"tokens) with the prompt shortened too ({reported}, then {exc.prompt_tokens} "
+                        "tokens counted): the overflow is in what it generates, not in the prompt: "
+                        f"{exc}"
+                    ) from None
                 reported = exc.prompt_tokens
                 chars_a_token = sum(len(m["content"]) for m in messages) / max(exc.prompt_tokens, 1)
 
                 def count(text: str) -> int:
-                    return math.ceil(len(text) / max(chars_a_token, 1e-9))
+                    return math.ceil(len(text) / max(chars_a_token, 1e-9))  # noqa: B023
 
                 overflow = exc.prompt_tokens + max_tokens - exc.context_tokens + _MARGIN_TOKENS
                 fitted = fit_messages(messages, counted_tokens(messages, count) - overflow, count)
                 if attempt == FIT_ATTEMPTS - 1 or fitted == messages:
-                    raise LLMError(f"the prompt does not fit the context of the LLM server at {self.where} "
-                                   f"({exc.context_tokens} tokens) with {max_tokens} tokens left for the reply: "
-                                   f"{exc}") from None
+                    raise LLMError(
+                        f"the prompt does not fit the context of the LLM server at {self.where} "
+                        f"({exc.context_tokens} tokens) with {max_tokens} tokens left for the reply: "
+                        f"{exc}"
+                    ) from None
                 kwargs = {**kwargs, "messages": fitted}
 
     def _create(self, kwargs: dict, json_schema: dict | None):
@@ -93,8 +120,9 @@ class OpenAIBackend:
         try:
             return self.client.chat.completions.create(**kwargs)
         except json.JSONDecodeError:  # declared JSON, but is not
-            raise TransientLLMError(f"misbehaving server at {self.where}: HTTP 200 with a body that is not "
-                                    "JSON") from None
+            raise TransientLLMError(
+                f"misbehaving server at {self.where}: HTTP 200 with a body that is not JSON"
+            ) from None
         except (openai.APIStatusError, openai.APIConnectionError) as exc:
             if json_schema is not None and self.response_format == "json_schema" and "json_object" in str(exc):
                 # the server (e.g. llama.cpp's) knows only json_object + schema: switch once and for all
@@ -113,9 +141,12 @@ class OpenAIBackend:
         if message is None:
             raise TransientLLMError(f"misbehaving server at {self.where}: a choice without a message")
         usage = getattr(out, "usage", None)
-        return Reply(message.content or "", getattr(usage, "prompt_tokens", 0) or 0,
-                     getattr(usage, "completion_tokens", 0) or 0,
-                     openai_tool_calls(getattr(message, "tool_calls", None)))
+        return Reply(
+            message.content or "",
+            getattr(usage, "prompt_tokens", 0) or 0,
+            getattr(usage, "completion_tokens", 0) or 0,
+            openai_tool_calls(getattr(message, "tool_calls", None)),
+        )
 
     def _streamed(self, stream, on_token: TokenSink, cancelled: threading.Event | None) -> Reply:
         parts: list[str] = []
@@ -143,8 +174,9 @@ class OpenAIBackend:
             raise TransientLLMError(f"misbehaving server at {self.where}: HTTP 200 without a chat-completion stream")
         if usage is None:  # the server ignores stream_options (llama.cpp's): one content chunk per token
             return Reply("".join(parts), 0, len(parts))
-        return Reply("".join(parts), getattr(usage, "prompt_tokens", 0) or 0,
-                     getattr(usage, "completion_tokens", 0) or 0)
+        return Reply(
+            "".join(parts), getattr(usage, "prompt_tokens", 0) or 0, getattr(usage, "completion_tokens", 0) or 0
+        )
 
     def _response_format(self, schema: dict) -> dict:
         if self.response_format == "json_object":

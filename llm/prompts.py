@@ -7,13 +7,17 @@ new prompt belongs here, not inline in a node, or manifests will not see it chan
 
 NOT_FOUND = "NOT FOUND"
 
-ANSWER_SYSTEM = ("Answer the question using only the numbered passages. Be brief (1-3 sentences). End every sentence "
-                 "with the number of the passage that supports it, like [1]. If the passages do not answer the "
-                 f"question, reply exactly: {NOT_FOUND}")
-SHORT_ANSWER_SYSTEM = ("Answer the question from the numbered passages. Reply with a JSON object: \"answer\" is the "
-                       "shortest exact answer copied from a passage (a name, number, date or short phrase, never a "
-                       "sentence), \"passage\" is the number of that passage. {rule}If no passage answers the "
-                       f"question, the answer is \"{NOT_FOUND}\".")
+ANSWER_SYSTEM = (
+    "Answer the question using only the numbered passages. Be brief (1-3 sentences). End every sentence "
+    "with the number of the passage that supports it, like [1]. If the passages do not answer the "
+    f"question, reply exactly: {NOT_FOUND}"
+)
+SHORT_ANSWER_SYSTEM = (
+    'Answer the question from the numbered passages. Reply with a JSON object: "answer" is the '
+    "shortest exact answer copied from a passage (a name, number, date or short phrase, never a "
+    'sentence), "passage" is the number of that passage. {rule}If no passage answers the '
+    f'question, the answer is "{NOT_FOUND}".'
+)
 SHORT_ANSWER_YES_NO = "The answer must be yes or no. "
 SHORT_ANSWER_CHOICE = "The answer must be one of: {options}. "
 SHORT_ANSWER_OPEN = "If several things answer it, list them all, separated by commas. "
@@ -22,31 +26,42 @@ CLOSED_BOOK_SYSTEM = "Answer the question briefly (a few words or one sentence) 
 
 # Small models fill a list-of-strings schema with junk far more often than a single field, so one query
 # (the default) asks for {"query": ...}.
-REWRITE_ONE = ("Rewrite the question into one short search engine query that would find the passages answering "
-               "it. Keep names, numbers and key terms. Reply as JSON: {\"query\": \"...\"}")
-REWRITE_MANY = ("Rewrite the question into {n} different short search engine queries that would find the passages "
-                "answering it. Keep names, numbers and key terms. Reply as JSON: {{\"queries\": [...]}}")
+REWRITE_ONE = (
+    "Rewrite the question into one short search engine query that would find the passages answering "
+    'it. Keep names, numbers and key terms. Reply as JSON: {"query": "..."}'
+)
+REWRITE_MANY = (
+    "Rewrite the question into {n} different short search engine queries that would find the passages "
+    'answering it. Keep names, numbers and key terms. Reply as JSON: {{"queries": [...]}}'
+)
 REWRITE_FEEDBACK = "\nEarlier queries found nothing useful: {feedback}. Try different words."
 
-GRADE_RELEVANCE = ("Does the passage contain information that helps answer the question? "
-                   "Reply as JSON {\"relevant\": true/false}.")
-RERANK_RELEVANCE = ("Rate how well the passage answers the question. Reply as JSON "
-                    "{\"relevant\": true/false, \"score\": 0-10}.")
-STRUCTURED_REPAIR = ("That reply was not valid ({error}). Reply with only a JSON object matching this schema: "
-                     "{schema}")
+GRADE_RELEVANCE = (
+    'Does the passage contain information that helps answer the question? Reply as JSON {"relevant": true/false}.'
+)
+RERANK_RELEVANCE = (
+    'Rate how well the passage answers the question. Reply as JSON {"relevant": true/false, "score": 0-10}.'
+)
+STRUCTURED_REPAIR = "That reply was not valid ({error}). Reply with only a JSON object matching this schema: {schema}"
 
 ROUTER_ACTIONS = (
     "rewrite(query): set a better search query | retrieve(query): search the documents | rerank: order the found "
     "passages | grade: check the passages are relevant | answer: answer from the relevant passages | "
-    "abstain(reason): stop, the documents do not hold the answer")
-ROUTER_SYSTEM = (f"You control a document question-answering pipeline. Actions: {ROUTER_ACTIONS}. "
-                 "Usual order: retrieve, rerank, grade, answer; rewrite and retrieve again when grading finds nothing "
-                 "relevant; abstain only when repeated searches find nothing.")
+    "abstain(reason): stop, the documents do not hold the answer"
+)
+ROUTER_SYSTEM = (
+    f"You control a document question-answering pipeline. Actions: {ROUTER_ACTIONS}. "
+    "Usual order: retrieve, rerank, grade, answer; rewrite and retrieve again when grading finds nothing "
+    "relevant; abstain only when repeated searches find nothing."
+)
 ROUTER_FORMAT_PLAN = ' Write the plan as JSON {"steps": [actions in order]}.'
-ROUTER_FORMAT_REACT = (' Think briefly, then act. Reply as JSON {"thought": "...", "action": "...", "query": '
-                       '"only for rewrite/retrieve", "reason": "only for abstain"}.')
-ROUTER_FORMAT_ZEROSHOT = (' Reply as JSON {"action": "...", "query": "only for rewrite/retrieve", '
-                          '"reason": "for abstain"}.')
+ROUTER_FORMAT_REACT = (
+    ' Think briefly, then act. Reply as JSON {"thought": "...", "action": "...", "query": '
+    '"only for rewrite/retrieve", "reason": "only for abstain"}.'
+)
+ROUTER_FORMAT_ZEROSHOT = (
+    ' Reply as JSON {"action": "...", "query": "only for rewrite/retrieve", "reason": "for abstain"}.'
+)
 ROUTER_FORMAT_TOOLS = " Call exactly one tool: the next action."
 ROUTER_FORMAT_TOOLS_REACT = " Think briefly (one sentence), then call exactly one tool: the next action."
 ROUTER_TOOLS_REPAIR = "That was not a valid tool call ({error}). Call exactly one of the tools: {tools}."
@@ -58,14 +73,18 @@ ROUTER_TOOL_GRADE = "Check that the passages are relevant to the question."
 ROUTER_TOOL_ANSWER = "Answer the question from the relevant passages."
 ROUTER_TOOL_ABSTAIN = "Stop: the documents do not hold the answer."
 ROUTER_TOOL_REPLY = "Reply directly, without the documents: only to a greeting, thanks or arithmetic."
-ROUTER_DIRECT_REPLY = (" Action reply: end with a direct reply and no search, only for a greeting, thanks or "
-                       "arithmetic; every other question needs the documents.")
+ROUTER_DIRECT_REPLY = (
+    " Action reply: end with a direct reply and no search, only for a greeting, thanks or "
+    "arithmetic; every other question needs the documents."
+)
 ROUTER_TOOL_QUERY = "a short search engine query"
 ROUTER_TOOL_REASON = "why the documents do not answer"
 
 # zeroshot-think: a free-text thought (its own call), then the zero-shot decision with that thought in view
-ROUTER_FORMAT_THINK = (" Think about the next step in one or two sentences: which action and why. Do not act yet; "
-                       "reply with the thought only.")
+ROUTER_FORMAT_THINK = (
+    " Think about the next step in one or two sentences: which action and why. Do not act yet; "
+    "reply with the thought only."
+)
 ROUTER_THOUGHT = "\nYour thought: {thought}"
 # plan-react: the plan, then a ReAct thought and action per step; examples from the sample corpus (never a question
 # of an evaluation set: tests/graphs/test_strategies.py checks)
@@ -83,14 +102,16 @@ PLAN_REACT_EXAMPLES = (
     'Action: {"thought": "grade as planned", "action": "grade"}\n'
     "Observation: verdict correct, 2 relevant passages\n"
     "Thought: Standard gauge on the high-speed lines; the passages answer it.\n"
-    'Action: {"thought": "enough evidence", "action": "answer"}')
+    'Action: {"thought": "enough evidence", "action": "answer"}'
+)
 
 # bolaa: a controller hands each step to one labor agent (search or answer), each with its own prompt and context
 BOLAA_CONTROLLER = (
     "You coordinate two agents answering a question from a document collection. search: writes search queries and "
     "runs retrieve, rerank and grade. answer: answers from the passages search kept, or abstains. Pick the agent "
     "that acts next and tell it in one sentence what to do. Usual order: search until grading finds relevant "
-    "passages, then answer.")
+    "passages, then answer."
+)
 BOLAA_CONTROLLER_JSON = ' Reply as JSON {"agent": "search" or "answer", "message": "..."}.'
 BOLAA_CONTROLLER_TOOLS = " Call exactly one tool: the agent that acts next, with your message to it."
 BOLAA_CONTROLLER_TOOL_SEARCH = "Hand the next step to the search agent."
@@ -101,11 +122,13 @@ BOLAA_SEARCH = (
     "You are the search agent of a document question-answering team. Actions: rewrite(query): set a better search "
     "query | retrieve(query): search the documents | rerank: order the found passages | grade: check the passages "
     "are relevant. Usual order: retrieve, rerank, grade; rewrite and retrieve again when grading finds nothing "
-    "relevant.")
+    "relevant."
+)
 BOLAA_SEARCH_JSON = ' Reply as JSON {"thought": "...", "action": "...", "query": "only for rewrite/retrieve"}.'
 BOLAA_ANSWER = (
     "You are the answer agent of a document question-answering team. Actions: answer: write the answer from the "
-    "passages below | abstain(reason): stop, the passages do not hold the answer.")
+    "passages below | abstain(reason): stop, the passages do not hold the answer."
+)
 BOLAA_ANSWER_JSON = ' Reply as JSON {"thought": "...", "action": "answer" or "abstain", "reason": "only for abstain"}.'
 BOLAA_TOOLS = " Think briefly (one sentence), then call exactly one tool."
 BOLAA_MESSAGE = "\nMessage from the controller: {message}"
@@ -115,19 +138,28 @@ AUTOGPT_SYSTEM = (
     "You are an autonomous agent answering a question from a document collection.\nGoals:\n1. Answer the question "
     "from the documents, with citations.\n2. Abstain only when repeated searches find nothing.\n3. Finish within "
     f"the steps left.\nCommands: {ROUTER_ACTIONS}.\nEach step: reason about the state, keep a short plan, criticise "
-    "your own plan, write down at most one new fact worth remembering, then choose one command.")
-AUTOGPT_JSON = (' Reply as JSON {"reasoning": "...", "plan": "...", "criticism": "...", "remember": "a new fact, or '
-                'empty", "command": "...", "query": "only for rewrite/retrieve", "reason": "only for abstain"}.')
-AUTOGPT_TOOLS = (" Write your reasoning, plan and criticism as text, then call exactly one tool: the command. "
-                 "Every tool takes `remember`: a new fact worth remembering, or nothing.")
+    "your own plan, write down at most one new fact worth remembering, then choose one command."
+)
+AUTOGPT_JSON = (
+    ' Reply as JSON {"reasoning": "...", "plan": "...", "criticism": "...", "remember": "a new fact, or '
+    'empty", "command": "...", "query": "only for rewrite/retrieve", "reason": "only for abstain"}.'
+)
+AUTOGPT_TOOLS = (
+    " Write your reasoning, plan and criticism as text, then call exactly one tool: the command. "
+    "Every tool takes `remember`: a new fact worth remembering, or nothing."
+)
 AUTOGPT_TOOL_REMEMBER = "a new fact worth remembering (optional)"
 AUTOGPT_MEMORY = "\nMemory:\n{memory}\nLast observation: {observation}"
-AUTOGPT_SUMMARISE = ("Merge these notes into one short note of at most {words} words. Keep names, numbers, queries "
-                     "tried and what they found.")
+AUTOGPT_SUMMARISE = (
+    "Merge these notes into one short note of at most {words} words. Keep names, numbers, queries "
+    "tried and what they found."
+)
 
-JUDGE_FAITHFULNESS = ("You check one claim against one passage. Reply with a JSON object: {\"supported\": true} when "
-                      "the passage states the claim or directly implies it, {\"supported\": false} when the passage "
-                      "does not say it or contradicts it. Judge only from the passage, not from what you know.")
+JUDGE_FAITHFULNESS = (
+    'You check one claim against one passage. Reply with a JSON object: {"supported": true} when '
+    'the passage states the claim or directly implies it, {"supported": false} when the passage '
+    "does not say it or contradicts it. Judge only from the passage, not from what you know."
+)
 
 
 def templates() -> dict[str, str]:

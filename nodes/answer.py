@@ -13,35 +13,51 @@ the `answer.ungrounded` fallback first when the corrective check judged the pass
 kept passage holding `answer.fallback_coverage` of the question's content words) and `extractive` (no
 LLM: the span of the best sentences that has the type the question asks for, or the best sentences themselves).
 """
+
 from __future__ import annotations
 
 from typing import Any, Literal
 
+from langgraph.runtime import Runtime
 from pydantic import BaseModel, create_model
 
-from langgraph.runtime import Runtime
-
 from switchyard.configs.schema import AnswerConfig
-from switchyard.llm.context import RunContext, TokenSink
 from switchyard.llm.prompts import ANSWER_SYSTEM, CLOSED_BOOK_SYSTEM, NOT_FOUND, SHORT_ANSWER_RULES, SHORT_ANSWER_SYSTEM
-from switchyard.nodes.citations import Citation, cite_record, split_sentences, verify_citations
+from switchyard.nodes.citations import Citation, cite_record, verify_citations
 from switchyard.nodes.grade import passage_coverage
 from switchyard.nodes.resources import Resources
-from switchyard.nodes.short_answer import (QuestionShape, clean_answer, extractive_span, grounded_in, match_option, occurs_in,
-                                question_shape, split_list, sub_spans)
+from switchyard.nodes.short_answer import (
+    QuestionShape,
+    clean_answer,
+    extractive_span,
+    grounded_in,
+    match_option,
+    occurs_in,
+    question_shape,
+    split_list,
+    sub_spans,
+)
 from switchyard.retrievers.documents import Passage
+from switchyard.run_context import RunContext, TokenSink
+from switchyard.text import split_sentences
 
 
 def _prompt(question: str, passages: list[Passage]) -> list[dict]:
     numbered = "\n".join(f"[{i}] {p.title}: {' '.join(p.text.split())}" for i, p in enumerate(passages, 1))
-    return [{"role": "system", "content": ANSWER_SYSTEM},
-            {"role": "user", "content": f"Passages:\n{numbered}\n\nQuestion: {question}"}]
+    return [
+        {"role": "system", "content": ANSWER_SYSTEM},
+        {"role": "user", "content": f"Passages:\n{numbered}\n\nQuestion: {question}"},
+    ]
 
 
 def ranked_sentences(question: str, passages: list[Passage], embedder) -> list[tuple[int, str, float]]:
     """(passage index, sentence, cosine to the question) for every passage sentence of 4+ words, best first."""
-    candidates = [(i, s) for i, p in enumerate(passages) for s in split_sentences(" ".join(p.text.split()))
-                  if len(s.split()) >= 4 and not s.startswith("#")]
+    candidates = [
+        (i, s)
+        for i, p in enumerate(passages)
+        for s in split_sentences(" ".join(p.text.split()))
+        if len(s.split()) >= 4 and not s.startswith("#")
+    ]
     if not candidates:
         return []
     scores = (embedder.run([s for _, s in candidates]) @ embedder.embed_query(question)).tolist()
@@ -74,8 +90,10 @@ def reply_model(shape: QuestionShape) -> type[ShortReply]:
 def _short_prompt(question: str, passages: list[Passage], shape: QuestionShape) -> list[dict]:
     rule = SHORT_ANSWER_RULES[shape.kind].format(options=" or ".join(shape.options))
     numbered = "\n".join(f"[{i}] {p.title}: {' '.join(p.text.split())}" for i, p in enumerate(passages, 1))
-    return [{"role": "system", "content": SHORT_ANSWER_SYSTEM.format(rule=rule)},
-            {"role": "user", "content": f"Passages:\n{numbered}\n\nQuestion: {question}"}]
+    return [
+        {"role": "system", "content": SHORT_ANSWER_SYSTEM.format(rule=rule)},
+        {"role": "user", "content": f"Passages:\n{numbered}\n\nQuestion: {question}"},
+    ]
 
 
 def answer(state: dict, runtime: Runtime[RunContext], res: Resources) -> dict:
@@ -83,8 +101,11 @@ def answer(state: dict, runtime: Runtime[RunContext], res: Resources) -> dict:
     run is streamed, the answer's tokens go out as `token` events (only this node's: rewrite, grading and router
     calls never reach the token stream)."""
     run = runtime.context
-    sink = (lambda text: runtime.stream_writer({"event": "token", "text": text})) \
-        if run is not None and run.stream_tokens else None
+    sink = (
+        (lambda text: runtime.stream_writer({"event": "token", "text": text}))
+        if run is not None and run.stream_tokens
+        else None
+    )
     return {"short_answer": "", "evidence": "", "grounding": {}, **_answer(state, res, run, sink)}
 
 
@@ -92,8 +113,12 @@ def _answer(state: dict, res: Resources, run: RunContext | None, sink: TokenSink
     cfg = res.config.answer
     question = state["question"]
     if cfg.method == "closed_book":  # the no-retrieval baseline: nothing to cite
-        text = res.llm.generate([{"role": "system", "content": CLOSED_BOOK_SYSTEM}, {"role": "user", "content": question}],
-                                max_tokens=res.config.llm.max_tokens, on_token=sink, run=run)
+        text = res.llm.generate(
+            [{"role": "system", "content": CLOSED_BOOK_SYSTEM}, {"role": "user", "content": question}],
+            max_tokens=res.config.llm.max_tokens,
+            on_token=sink,
+            run=run,
+        )
         return {"answer": text or cfg.abstain_message, "abstained": not text, "citations": [], "citation_check": {}}
     passages = state.get("graded", [])[: cfg.max_passages]
     if not passages:
@@ -103,8 +128,9 @@ def _answer(state: dict, res: Resources, run: RunContext | None, sink: TokenSink
     return sentences_answer(question, passages, res, run, sink)
 
 
-def sentences_answer(question: str, passages: list[Passage], res: Resources, run: RunContext | None = None,
-                     sink: TokenSink | None = None) -> dict:
+def sentences_answer(
+    question: str, passages: list[Passage], res: Resources, run: RunContext | None = None, sink: TokenSink | None = None
+) -> dict:
     """`answer.format: sentences`: 1-3 cited sentences, each checked against the passage it cites."""
     cfg = res.config.answer
     vectors = res.passage_vectors(passages)
@@ -114,16 +140,22 @@ def sentences_answer(question: str, passages: list[Passage], res: Resources, run
         return verify_citations(text, passages, res.embedder, cfg.support_threshold, passage_vectors=vectors)
 
     if cfg.method == "llm":
-        text = res.llm.generate(_prompt(question, passages), max_tokens=res.config.llm.max_tokens, on_token=sink,
-                                run=run)
+        text = res.llm.generate(
+            _prompt(question, passages), max_tokens=res.config.llm.max_tokens, on_token=sink, run=run
+        )
         if NOT_FOUND.lower() in text.lower()[: len(NOT_FOUND) + 10] or not text.strip():
             return abstention(cfg.abstain_message, "the model found no answer in the passages")
         # a looping answer, or one no passage supports, is replaced by the passages' own best sentences
         reason = "the model's answer was repetitive" if is_degenerate(text) else ""
         if not reason:
-            final, citations, check = verify_citations(text, passages, res.embedder, cfg.support_threshold,
-                                                       drop_unsupported=cfg.drop_unsupported,
-                                                       passage_vectors=vectors)
+            final, citations, check = verify_citations(
+                text,
+                passages,
+                res.embedder,
+                cfg.support_threshold,
+                drop_unsupported=cfg.drop_unsupported,
+                passage_vectors=vectors,
+            )
             if not citations:
                 reason = "no sentence of the model's answer was supported by the passages"
         if reason:
@@ -139,8 +171,14 @@ def sentences_answer(question: str, passages: list[Passage], res: Resources, run
 Ranked = list[tuple[int, str, float]]
 
 
-def short_answer(question: str, passages: list[Passage], res: Resources, verdict: str | None = None,
-                 run: RunContext | None = None, sink: TokenSink | None = None) -> dict:
+def short_answer(
+    question: str,
+    passages: list[Passage],
+    res: Resources,
+    verdict: str | None = None,
+    run: RunContext | None = None,
+    sink: TokenSink | None = None,
+) -> dict:
     """`answer.format: short`: propose a short answer (the model, or an extractive span), ground it, add evidence.
     `verdict` is the corrective check's (absent in an agent run that skipped it)."""
     cfg = res.config.answer
@@ -149,9 +187,13 @@ def short_answer(question: str, passages: list[Passage], res: Resources, verdict
     hint = None
     if cfg.method == "llm":
         model = reply_model(shape)
-        reply = res.llm.structured(_short_prompt(question, passages, shape), model,
-                                   model.model_construct(answer="", passage=0), max_tokens=cfg.short_max_tokens,
-                                   run=run)
+        reply = res.llm.structured(
+            _short_prompt(question, passages, shape),
+            model,
+            model.model_construct(answer="", passage=0),
+            max_tokens=cfg.short_max_tokens,
+            run=run,
+        )
         proposed, hint, source = clean_answer(reply.value.answer), reply.value.passage - 1, "llm"
         if not proposed or proposed.upper().startswith(NOT_FOUND):
             # The small model says "no answer" to answerable questions (7% of the HotpotQA tuning questions, the
@@ -159,9 +201,11 @@ def short_answer(question: str, passages: list[Passage], res: Resources, verdict
             # ambiguous but with a kept passage holding most of the question's words): there the extractive fallback
             # is tried before abstaining.
             if not (cfg.ungrounded == "extractive" and _passages_answer(question, passages, verdict, cfg)):
-                return abstention(cfg.abstain_message, "the model found no answer in the passages",
-                                  grounding={"status": "abstained", "shown": "abstention", "source": source,
-                                             "proposed": proposed})
+                return abstention(
+                    cfg.abstain_message,
+                    "the model found no answer in the passages",
+                    grounding={"status": "abstained", "shown": "abstention", "source": source, "proposed": proposed},
+                )
             proposed = ""
     else:
         proposed, source = _extractive_proposal(question, shape, ranked, cfg.span_sentences), "extractive"
@@ -171,16 +215,25 @@ def short_answer(question: str, passages: list[Passage], res: Resources, verdict
         fallback = _extractive_proposal(question, shape, ranked, cfg.span_sentences)
         found = ground(fallback, shape, passages, ranked, None, cfg.max_sentences, question)
         if found is not None:
-            grounding |= {"source": "extractive",
-                          "model_found_no_answer" if not proposed else "model_answer_ungrounded": True}
+            grounding |= {
+                "source": "extractive",
+                "model_found_no_answer" if not proposed else "model_answer_ungrounded": True,
+            }
     if found is None:
-        grounding |= {"status": "ungrounded",
-                      "reason": "the model found no answer" if source == "llm" and not proposed
-                      else "not yes/no or one of the options" if shape.kind != "open" and proposed
-                      else "the short answer occurs in no kept passage"}
+        grounding |= {
+            "status": "ungrounded",
+            "reason": "the model found no answer"
+            if source == "llm" and not proposed
+            else "not yes/no or one of the options"
+            if shape.kind != "open" and proposed
+            else "the short answer occurs in no kept passage",
+        }
         if cfg.ungrounded == "abstain" or not ranked:  # (`extractive` found no grounded span either)
-            return abstention(cfg.abstain_message, "the short answer is not grounded in the passages",
-                              grounding={**grounding, "shown": "abstention"})
+            return abstention(
+                cfg.abstain_message,
+                "the short answer is not grounded in the passages",
+                grounding={**grounding, "shown": "abstention"},
+            )
         result = compose("", [], ranked[: cfg.max_sentences], passages)
         return {**result, "grounding": {**grounding, "shown": "evidence"}}
     result = compose(found["short"], found["passages"], found["evidence"], passages)
@@ -210,8 +263,15 @@ def _extractive_proposal(question: str, shape: QuestionShape, ranked: Ranked, sp
     return ""  # yes/no: no LLM, no verdict; the evidence is shown alone
 
 
-def ground(proposed: str, shape: QuestionShape, passages: list[Passage], ranked: Ranked, hint: int | None,
-           max_sentences: int, question: str = "") -> dict | None:
+def ground(
+    proposed: str,
+    shape: QuestionShape,
+    passages: list[Passage],
+    ranked: Ranked,
+    hint: int | None,
+    max_sentences: int,
+    question: str = "",
+) -> dict | None:
     """{short, passages (indexes it occurs in), evidence (ranked entries), how, dropped} or None when ungrounded.
     An open answer (each item of a list) that occurs in no passage is replaced by its longest part that does."""
     if not proposed:
@@ -222,14 +282,28 @@ def ground(proposed: str, shape: QuestionShape, passages: list[Passage], ranked:
             return None
         if shape.kind == "yes_no":
             evidence = ranked[:max_sentences]
-            return {"short": option, "passages": [], "evidence": evidence, "how": "yes/no, with the evidence",
-                    "dropped": []} if evidence else None
+            return (
+                {
+                    "short": option,
+                    "passages": [],
+                    "evidence": evidence,
+                    "how": "yes/no, with the evidence",
+                    "dropped": [],
+                }
+                if evidence
+                else None
+            )
         j = grounded_in(option, passages, hint)
         if j is None:
             return None
         naming = [t for t in ranked if any(occurs_in(o, t[1]) for o in shape.options)]
-        return {"short": option, "passages": [j], "evidence": (naming or ranked)[:max_sentences],
-                "how": "one of the options, in a passage", "dropped": []}
+        return {
+            "short": option,
+            "passages": [j],
+            "evidence": (naming or ranked)[:max_sentences],
+            "how": "one of the options, in a passage",
+            "dropped": [],
+        }
     kept, where, dropped = [], [], []
     how = "occurs in a cited passage"
     for item in split_list(proposed):
@@ -273,10 +347,23 @@ def compose(short: str, short_passages: list[int], evidence: Ranked, passages: l
     head = f"{short} {cited}".strip() if short else ""
     text = f"{head}\n\n{evidence_text}".strip()
     citations = [cite_record(n, passages[j]) for n, j in enumerate(order, start=1)]
-    check = {"format": "short", "sentences": len(evidence), "kept": len(evidence), "corrected": 0, "dropped": 0,
-             "unsupported": 0, "removed": 0}
-    return {"answer": text, "short_answer": short, "evidence": evidence_text, "abstained": False,
-            "citations": citations, "citation_check": check}
+    check = {
+        "format": "short",
+        "sentences": len(evidence),
+        "kept": len(evidence),
+        "corrected": 0,
+        "dropped": 0,
+        "unsupported": 0,
+        "removed": 0,
+    }
+    return {
+        "answer": text,
+        "short_answer": short,
+        "evidence": evidence_text,
+        "abstained": False,
+        "citations": citations,
+        "citation_check": check,
+    }
 
 
 def is_degenerate(text: str, n: int = 3, max_repeats: int = 3) -> bool:
@@ -284,7 +371,7 @@ def is_degenerate(text: str, n: int = 3, max_repeats: int = 3) -> bool:
     words = text.lower().split()
     counts: dict[tuple, int] = {}
     for i in range(len(words) - n + 1):
-        gram = tuple(words[i:i + n])
+        gram = tuple(words[i : i + n])
         counts[gram] = counts.get(gram, 0) + 1
         if counts[gram] > max_repeats:
             return True
@@ -292,6 +379,10 @@ def is_degenerate(text: str, n: int = 3, max_repeats: int = 3) -> bool:
 
 
 def abstention(message: str, reason: str, check: dict | None = None, grounding: dict | None = None) -> dict:
-    out = {"answer": message, "abstained": True, "citations": [],
-           "citation_check": {**(check or {}), "abstain_reason": reason}}
+    out = {
+        "answer": message,
+        "abstained": True,
+        "citations": [],
+        "citation_check": {**(check or {}), "abstain_reason": reason},
+    }
     return {**out, "grounding": grounding} if grounding else out

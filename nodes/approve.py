@@ -13,6 +13,7 @@ graph's checkpointer until someone resumes it with `Command(resume=Approval(...)
 The human's answer is kept in the step record's `human` field, so traces and replays show it. LangGraph re-runs the
 node from its start when the run resumes; the node is cheap (no LLM call) and `interrupt` then returns the answer.
 """
+
 from __future__ import annotations
 
 import time
@@ -23,9 +24,9 @@ from langgraph.types import interrupt
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from switchyard.errors import ApprovalError
-from switchyard.llm.context import RunContext
 from switchyard.nodes.resources import Resources
 from switchyard.nodes.strategies.common import Decision, ReplyDecision, validation_error
+from switchyard.run_context import RunContext
 
 ARGUMENTS: dict[str, tuple[str, ...]] = {"rewrite": ("query",), "retrieve": ("query",), "abstain": ("reason",)}
 
@@ -36,8 +37,9 @@ class Approval(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     decision: Literal["approve", "edit", "reject"]
-    arguments: dict[str, Any] | None = Field(None, description="edit: the action's new arguments, e.g. "
-                                                               '{"query": "..."} for rewrite/retrieve')
+    arguments: dict[str, Any] | None = Field(
+        None, description='edit: the action\'s new arguments, e.g. {"query": "..."} for rewrite/retrieve'
+    )
     reason: str | None = Field(None, max_length=200, description="reject: why (the agent sees it)")
 
 
@@ -64,9 +66,13 @@ def checked_arguments(action: str, arguments: dict[str, Any] | None) -> dict[str
 def pending_action(state: dict) -> dict:
     """What the human is asked about: the router's decision as its guards left it."""
     decision = state.get("decision", {})
-    return {"step": decision.get("step", state.get("step_count", 0)), "action": state["next_action"],
-            "args": dict(state.get("action_args") or {}), "thought": decision.get("thought") or "",
-            "guard": decision.get("guard")}
+    return {
+        "step": decision.get("step", state.get("step_count", 0)),
+        "action": state["next_action"],
+        "args": dict(state.get("action_args") or {}),
+        "thought": decision.get("thought") or "",
+        "guard": decision.get("guard"),
+    }
 
 
 def approve(state: dict, runtime: Runtime[RunContext], res: Resources) -> dict:
@@ -79,14 +85,22 @@ def approve(state: dict, runtime: Runtime[RunContext], res: Resources) -> dict:
     if answer.decision == "edit":
         args = checked_arguments(action, answer.arguments)
         human = {"decision": "edit", "proposed": pending["args"]}
-        return {"approved": True, "action_args": args, "executed": [(action, args)],
-                "decision": {**decision, "args": args, "human": human}}
+        return {
+            "approved": True,
+            "action_args": args,
+            "executed": [(action, args)],
+            "decision": {**decision, "args": args, "human": human},
+        }
     human = {"decision": "reject", "reason": answer.reason or ""}
     said = f"rejected by the reviewer{': ' + answer.reason if answer.reason else ''}"
     if decision.get("guard") == "budget":  # no step left to decide again: the run ends without an answer
         args = {"reason": said}
-        return {"approved": True, "next_action": "abstain", "action_args": args,
-                "decision": {**decision, "action": "abstain", "args": args, "human": {**human, "proposed": action}}}
+        return {
+            "approved": True,
+            "next_action": "abstain",
+            "action_args": args,
+            "decision": {**decision, "action": "abstain", "args": args, "human": {**human, "proposed": action}},
+        }
     record = {**decision, "human": human, "observation": f"{action} {said}", "action_ms": 0.0, "action_llm_calls": 0}
     return {"approved": False, "decision": record, "agent_steps": [record]}
 

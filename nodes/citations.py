@@ -8,34 +8,13 @@ passage with one entity swapped still scores high; facts spread over two passage
 one clears the threshold, else dropped; the sentence is then reported as unsupported. Citations are renumbered
 1..m in order of first use, so `[n]` in the answer always points at `citations[n-1]`.
 """
-from __future__ import annotations
 
-import re
+from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
 from switchyard.retrievers.documents import Passage
-from switchyard.retrievers.stop_words import ENGLISH_STOP_WORDS
-
-CITATION_MARK = re.compile(r"\s*\[(\d+(?:\s*,\s*\d+)*)\]")  # "[2]" or "[1, 3]", with the space before it
-_SENT = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
-
-
-def split_sentences(text: str) -> list[str]:
-    return [s.strip() for s in _SENT.split(text.strip()) if s.strip()]
-
-
-def cited_numbers(sentence: str) -> set[int]:
-    """The 1-based passage numbers a sentence cites with [n] or [n, m] markers."""
-    return {int(n) for group in CITATION_MARK.findall(sentence) for n in group.split(",")}
-
-
-def strip_citations(text: str) -> str:
-    return CITATION_MARK.sub("", text).strip()
-
-
-def content_words(text: str) -> set[str]:
-    return {w for w in re.findall(r"\w+", text.lower()) if w not in ENGLISH_STOP_WORDS and len(w) > 1}
+from switchyard.text import cited_numbers, content_words, split_sentences, strip_citations
 
 
 def support_matrix(sentences: list[str], passages: list[Passage], embedder, passage_vectors=None) -> list[list[float]]:
@@ -56,8 +35,14 @@ def support_matrix(sentences: list[str], passages: list[Passage], embedder, pass
     return out
 
 
-def verify_citations(answer: str, passages: list[Passage], embedder, threshold: float,
-                     drop_unsupported: bool = False, passage_vectors=None) -> tuple[str, list[Citation], dict]:
+def verify_citations(
+    answer: str,
+    passages: list[Passage],
+    embedder,
+    threshold: float,
+    drop_unsupported: bool = False,
+    passage_vectors=None,
+) -> tuple[str, list[Citation], dict]:
     """Returns (answer with checked, renumbered [n] markers; citations; counts of what was changed).
 
     With `drop_unsupported`, sentences no passage supports are removed from the answer (counted as `removed`).
@@ -109,5 +94,6 @@ class Citation(BaseModel):
 
 
 def cite_record(n: int, passage: Passage) -> Citation:
-    return Citation(n=n, doc_id=passage.doc_id, title=passage.title, source=passage.source, page=passage.page,
-                    text=passage.text)
+    return Citation(
+        n=n, doc_id=passage.doc_id, title=passage.title, source=passage.source, page=passage.page, text=passage.text
+    )

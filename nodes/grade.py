@@ -6,6 +6,7 @@ bench/calibration/) and `llm` (a structured yes/no per passage).
 `correct` keeps every passage, `ambiguous` keeps only the relevant ones (at least the best), `incorrect` keeps none
 and sends the graph back to `rewrite` with feedback, at most `grade.max_retries` times.
 """
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -15,11 +16,11 @@ from langgraph.runtime import Runtime
 from pydantic import BaseModel
 
 from switchyard.llm.client import judge_passages
-from switchyard.llm.context import RunContext
 from switchyard.llm.prompts import GRADE_RELEVANCE
-from switchyard.nodes.citations import content_words
 from switchyard.nodes.resources import Resources
 from switchyard.retrievers.documents import Passage
+from switchyard.run_context import RunContext
+from switchyard.text import content_words
 
 GradeRoute = Literal["relevant", "retry", "exhausted"]
 GRADE_ROUTES: dict[str, str] = {"relevant": "answer", "retry": "rewrite", "exhausted": "abstain"}
@@ -81,14 +82,25 @@ def grade(state: dict, runtime: Runtime[RunContext], res: Resources) -> dict:
     question = state["question"]
     attempts = state.get("attempts", 0) + 1
     if not passages:
-        return {"graded": [], "verdict": "incorrect", "attempts": attempts,
-                "feedback": f"no passages matched {state.get('query', question)!r}"}
+        return {
+            "graded": [],
+            "verdict": "incorrect",
+            "attempts": attempts,
+            "feedback": f"no passages matched {state.get('query', question)!r}",
+        }
     cosines = _cosines(res, question, passages)
     passages = [replace(p, scores={**p.scores, "grade_cosine": float(c)}) for p, c in zip(passages, cosines)]
     if cfg.method == "llm":
-        grades = judge_passages(res.llm, GRADE_RELEVANCE, question,
-                                [p.text for p in passages], PassageGrade, PassageGrade(relevant=True), 12,
-                                run=runtime.context)
+        grades = judge_passages(
+            res.llm,
+            GRADE_RELEVANCE,
+            question,
+            [p.text for p in passages],
+            PassageGrade,
+            PassageGrade(relevant=True),
+            12,
+            run=runtime.context,
+        )
         flags = [g.relevant for g in grades]
         share = sum(flags) / len(flags)
         verdict = "correct" if share >= 0.5 else "ambiguous" if share > 0 else "incorrect"
@@ -97,8 +109,9 @@ def grade(state: dict, runtime: Runtime[RunContext], res: Resources) -> dict:
         covered = [passage_coverage(question, p) >= t.coverage for p in passages]
         flags = [c >= t.relevant or cov for c, cov in zip(cosines, covered)]
         best = max(cosines)
-        verdict = ("correct" if best >= t.correct else "incorrect" if best < t.incorrect and not any(covered)
-                   else "ambiguous")
+        verdict = (
+            "correct" if best >= t.correct else "incorrect" if best < t.incorrect and not any(covered) else "ambiguous"
+        )
         if verdict != "incorrect" and not any(flags):
             flags = [c == best for c in cosines]
     if verdict == "correct":

@@ -17,6 +17,7 @@ the reason) or `reply` (`graph.no_documents.message` for small talk, the result 
 `graph.router.direct_reply: true` decides itself: its `reply` action runs `reply` below, and nodes/router.py refuses
 it for a question these rules do not detect.
 """
+
 from __future__ import annotations
 
 import ast
@@ -26,30 +27,105 @@ from dataclasses import dataclass
 
 from langgraph.runtime import Runtime
 
-from switchyard.llm.context import RunContext
 from switchyard.nodes.answer import abstention
 from switchyard.nodes.resources import Resources
+from switchyard.run_context import RunContext
 
-_TRIGGERS = {"hi", "hello", "hey", "hiya", "howdy", "greetings", "yo", "thanks", "thank", "thx", "cheers", "bye",
-             "goodbye", "morning", "afternoon", "evening"}
-_FILLER = {"there", "good", "day", "how", "are", "you", "doing", "is", "it", "going", "very", "much", "a", "lot",
-           "so", "again", "for", "your", "the", "help", "ok", "okay", "great", "nice", "to", "meet", "see", "later",
-           "all", "everyone", "guys", "friend", "bot", "and", "i", "am", "fine", "well", "what's", "up", "whats",
-           "oh", "please", "many"}
+_TRIGGERS = {
+    "hi",
+    "hello",
+    "hey",
+    "hiya",
+    "howdy",
+    "greetings",
+    "yo",
+    "thanks",
+    "thank",
+    "thx",
+    "cheers",
+    "bye",
+    "goodbye",
+    "morning",
+    "afternoon",
+    "evening",
+}
+_FILLER = {
+    "there",
+    "good",
+    "day",
+    "how",
+    "are",
+    "you",
+    "doing",
+    "is",
+    "it",
+    "going",
+    "very",
+    "much",
+    "a",
+    "lot",
+    "so",
+    "again",
+    "for",
+    "your",
+    "the",
+    "help",
+    "ok",
+    "okay",
+    "great",
+    "nice",
+    "to",
+    "meet",
+    "see",
+    "later",
+    "all",
+    "everyone",
+    "guys",
+    "friend",
+    "bot",
+    "and",
+    "i",
+    "am",
+    "fine",
+    "well",
+    "what's",
+    "up",
+    "whats",
+    "oh",
+    "please",
+    "many",
+}
 _SMALL_TALK_PHRASES = {"how are you", "how are you doing", "what's up", "whats up", "how is it going"}
 
-_OPERATOR_WORDS = (("multiplied by", "*"), ("divided by", "/"), ("to the power of", "**"), ("plus", "+"),
-                   ("minus", "-"), ("times", "*"), ("over", "/"), ("×", "*"), ("÷", "/"), ("^", "**"))
+_OPERATOR_WORDS = (
+    ("multiplied by", "*"),
+    ("divided by", "/"),
+    ("to the power of", "**"),
+    ("plus", "+"),
+    ("minus", "-"),
+    ("times", "*"),
+    ("over", "/"),
+    ("×", "*"),
+    ("÷", "/"),
+    ("^", "**"),
+)
 _ARITHMETIC_PREFIX = re.compile(r"^(?:what(?:'s| is)|how much is|calculate|compute|evaluate|solve)\s+", re.I)
 _EXPRESSION = re.compile(r"^[\d\s.+\-*/%()]+$")
-_OPERATORS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
-              ast.Pow: operator.pow, ast.Mod: operator.mod}
+_OPERATORS = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.Pow: operator.pow,
+    ast.Mod: operator.mod,
+}
 _MAX_EXPONENT = 100  # 9 ** 9 ** 9 would take the process down
 
 
 @dataclass(frozen=True)
 class NoDocuments:
     """A question that needs no documents: its type (small_talk, arithmetic), why, and the direct reply's value."""
+
     type: str
     reason: str
     value: str = ""
@@ -63,7 +139,7 @@ def _evaluate(node: ast.AST) -> float | int:
         return -value if isinstance(node.op, ast.USub) else value
     if isinstance(node, ast.BinOp) and type(node.op) in _OPERATORS:
         left, right = _evaluate(node.left), _evaluate(node.right)
-        if isinstance(node.op, ast.Pow) and (abs(right) > _MAX_EXPONENT or abs(left) > 10 ** 6):
+        if isinstance(node.op, ast.Pow) and (abs(right) > _MAX_EXPONENT or abs(left) > 10**6):
             raise ValueError("exponent too large")
         return _OPERATORS[type(node.op)](left, right)
     raise ValueError(f"not arithmetic: {type(node).__name__}")
@@ -89,15 +165,20 @@ def is_small_talk(text: str) -> bool:
     words = re.findall(r"[a-z']+", text.lower())
     if " ".join(words) in _SMALL_TALK_PHRASES:
         return True
-    return bool(words) and any(w in _TRIGGERS for w in words) and all(w in _TRIGGERS | _FILLER for w in words) \
+    return (
+        bool(words)
+        and any(w in _TRIGGERS for w in words)
+        and all(w in _TRIGGERS | _FILLER for w in words)
         and not re.search(r"\d", text)
+    )
 
 
 def classify(question: str) -> NoDocuments | None:
     """What kind of question needing no documents this is, or None: it goes to the documents."""
     if is_small_talk(question):
-        return NoDocuments("small_talk", "small talk (a greeting, thanks or goodbye), not a question about the "
-                                         "documents")
+        return NoDocuments(
+            "small_talk", "small talk (a greeting, thanks or goodbye), not a question about the documents"
+        )
     value = arithmetic(question)
     if value is not None:
         return NoDocuments("arithmetic", f"arithmetic, not a question about the documents ({value})", value)
@@ -111,9 +192,15 @@ def route_question(state: dict, detect: bool) -> str:
 
 def _reply(kind: NoDocuments, message: str) -> dict:
     text = kind.value or message
-    return {"answer": text, "short_answer": text, "evidence": "", "abstained": False, "citations": [],
-            "citation_check": {},
-            "grounding": {"status": "no_documents", "shown": "reply", "type": kind.type}}
+    return {
+        "answer": text,
+        "short_answer": text,
+        "evidence": "",
+        "abstained": False,
+        "citations": [],
+        "citation_check": {},
+        "grounding": {"status": "no_documents", "shown": "reply", "type": kind.type},
+    }
 
 
 def no_documents(state: dict, runtime: Runtime[RunContext], res: Resources) -> dict:
@@ -124,8 +211,11 @@ def no_documents(state: dict, runtime: Runtime[RunContext], res: Resources) -> d
         kind = NoDocuments("unknown", "no documents were searched")
     if cfg.behaviour == "reply":
         return _reply(kind, cfg.message)
-    return abstention(res.config.answer.abstain_message, kind.reason,
-                      grounding={"status": "abstained", "shown": "abstention", "type": kind.type})
+    return abstention(
+        res.config.answer.abstain_message,
+        kind.reason,
+        grounding={"status": "abstained", "shown": "abstention", "type": kind.type},
+    )
 
 
 def reply(state: dict, runtime: Runtime[RunContext], res: Resources) -> dict:

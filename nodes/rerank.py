@@ -1,10 +1,11 @@
 """rerank: reorder the candidates with the configured reranker and keep `rerank.top_k`."""
+
 from __future__ import annotations
 
 from langgraph.runtime import Runtime
 
-from switchyard.llm.context import RunContext
 from switchyard.nodes.resources import Resources
+from switchyard.run_context import RunContext
 
 
 def rerank(state: dict, runtime: Runtime[RunContext], res: Resources) -> dict:

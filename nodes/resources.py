@@ -12,23 +12,25 @@ process the same `SharedModels`:
 `Resources` is what the nodes of one pipeline use: its config, its retrieval stack and its LLM, each built on first
 use (an LLM or embedder object is cheap; its weights load on first call or in `warm_up()`).
 """
+
 from __future__ import annotations
 
 import threading
-from typing import Callable, TypeVar
+from collections.abc import Callable
+from typing import TypeVar
 
 import numpy as np
 from pydantic import BaseModel
 
-from switchyard.retrievers.store import ChunkFetch
 from switchyard.configs.schema import EmbeddingConfig, LLMConfig, SwitchyardConfig, VectorFieldConfig
 from switchyard.llm.client import LLM
 from switchyard.llm.factory import build_llm
 from switchyard.retrievers.documents import Passage, search_text
 from switchyard.retrievers.embedder import TextEmbedder
-from switchyard.retrievers.vector_recording import build_embedder
 from switchyard.retrievers.lazy import Lazy
-from switchyard.retrievers.pipeline import RetrievalStack, field_embedder_settings
+from switchyard.retrievers.stack import RetrievalStack, field_embedder_settings
+from switchyard.retrievers.store import ChunkFetch
+from switchyard.retrievers.vector_recording import build_embedder
 
 T = TypeVar("T")
 
@@ -58,8 +60,9 @@ class SharedModels:
         """A vector field's model (retrieve.retrievers) on `config`'s runtime: one for every pipeline with that
         runtime and model."""
         settings = field_embedder_settings(config.model_dump(), field)
-        return self._get(config, lambda: build_embedder(**settings),
-                         kind=f"field:{settings['model']}:{settings['batch_size']}:")
+        return self._get(
+            config, lambda: build_embedder(**settings), kind=f"field:{settings['model']}:{settings['batch_size']}:"
+        )
 
     def llm(self, config: LLMConfig) -> LLM:
         return self._get(config, lambda: build_llm(config))
@@ -81,10 +84,18 @@ class Resources:
         self.config = config
         self.models = models or SharedModels()
         self._llm = Lazy(lambda: self.models.llm(config.llm))
-        self._stack = Lazy(lambda: RetrievalStack(
-            config, get_llm=lambda: self.llm, embedder=self.models.embedder(config.embedding),
-            field_embedders={name: self.models.field_embedder(config.embedding, f)
-                             for name, f in config.retrieve.retrievers.fields().items() if f.enabled}))
+        self._stack = Lazy(
+            lambda: RetrievalStack(
+                config,
+                get_llm=lambda: self.llm,
+                embedder=self.models.embedder(config.embedding),
+                field_embedders={
+                    name: self.models.field_embedder(config.embedding, f)
+                    for name, f in config.retrieve.retrievers.fields().items()
+                    if f.enabled
+                },
+            )
+        )
 
     @property
     def llm(self) -> LLM:

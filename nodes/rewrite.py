@@ -3,24 +3,25 @@
 Methods: `llm` (the model writes one or more search queries), `prf` (pseudo-relevance feedback: frequent
 distinctive terms of the top passages are added to the question, no LLM), `none` (the question as is).
 """
+
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from functools import lru_cache
-from typing import Annotated, Callable
+from typing import Annotated
 
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field, StringConstraints
 
 from switchyard.configs.schema import RewriteConfig
 from switchyard.llm.client import LLM
-from switchyard.llm.context import RunContext
 from switchyard.llm.prompts import REWRITE_FEEDBACK, REWRITE_MANY, REWRITE_ONE
 from switchyard.nodes.resources import Resources
 from switchyard.retrievers.bm25 import Tokenizer
 from switchyard.retrievers.search import Retrieval, Where
-from switchyard.retrievers.stop_words import ENGLISH_STOP_WORDS
-
+from switchyard.run_context import RunContext
+from switchyard.stop_words import ENGLISH_STOP_WORDS
 
 Query = Annotated[str, StringConstraints(min_length=2, max_length=160)]
 
@@ -67,25 +68,42 @@ def prf_expand(question: str, passages_text: list[str], n_terms: int) -> str:
 
 
 def rewrite(state: dict, runtime: Runtime[RunContext], res: Resources) -> dict:
-    queries = round_queries(state["question"], state.get("attempts", 0), state.get("feedback"), state.get("where"),
-                            res, runtime.context)
+    queries = round_queries(
+        state["question"], state.get("attempts", 0), state.get("feedback"), state.get("where"), res, runtime.context
+    )
     return {"queries": queries, "query": queries[0], "query_history": queries}
 
 
-def round_queries(question: str, attempts: int, feedback: str | None, where: Where, res: Resources,
-                  run: RunContext | None = None) -> list[str]:
+def round_queries(
+    question: str, attempts: int, feedback: str | None, where: Where, res: Resources, run: RunContext | None = None
+) -> list[str]:
     """The retrieval queries of a round (`attempts` rounds graded before it) under the configured method, with the
     pipeline's own stack and LLM (`rewrite_queries`)."""
     cfg = res.config.rewrite
     # only PRF reads the index here: the other methods build no retrieval stack
-    return rewrite_queries(question, attempts, feedback, where, config=cfg,
-                           retrieval=res.stack.retrieval if cfg.method == "prf" else None, get_llm=lambda: res.llm,
-                           run=run)
+    return rewrite_queries(
+        question,
+        attempts,
+        feedback,
+        where,
+        config=cfg,
+        retrieval=res.stack.retrieval if cfg.method == "prf" else None,
+        get_llm=lambda: res.llm,
+        run=run,
+    )
 
 
-def rewrite_queries(question: str, attempts: int, feedback: str | None, where: Where, *, config: RewriteConfig,
-                    retrieval: Retrieval | None, get_llm: Callable[[], LLM] | None,
-                    run: RunContext | None = None) -> list[str]:
+def rewrite_queries(
+    question: str,
+    attempts: int,
+    feedback: str | None,
+    where: Where,
+    *,
+    config: RewriteConfig,
+    retrieval: Retrieval | None,
+    get_llm: Callable[[], LLM] | None,
+    run: RunContext | None = None,
+) -> list[str]:
     """The retrieval queries of a round (`attempts` rounds graded before it) under the `config` method; PRF
     searches with the run's filter, through the one retrieval path (`retrieval`, needed by PRF only). The `llm`
     method calls `get_llm()` once for its one structured call; without `get_llm` it keeps the question as is, as
@@ -112,13 +130,22 @@ def rewrite_queries(question: str, attempts: int, feedback: str | None, where: W
         messages = [{"role": "system", "content": prompt}, {"role": "user", "content": question}]
         # fallbacks are built unvalidated: the length limits are for the model's queries, not the user's question
         if n == 1:
-            result = llm.structured(messages, RewrittenQuery,
-                                    fallback=RewrittenQuery.model_construct(query=question), max_tokens=64, run=run)
+            result = llm.structured(
+                messages,
+                RewrittenQuery,
+                fallback=RewrittenQuery.model_construct(query=question),
+                max_tokens=64,
+                run=run,
+            )
             generated = [result.value.query]
         else:
-            results = llm.structured(messages, RewrittenQueries,
-                                     fallback=RewrittenQueries.model_construct(queries=[question]),
-                                     max_tokens=48 * n, run=run)
+            results = llm.structured(
+                messages,
+                RewrittenQueries,
+                fallback=RewrittenQueries.model_construct(queries=[question]),
+                max_tokens=48 * n,
+                run=run,
+            )
             generated = list(results.value.queries)[:n]
         # the first round also searches the question itself: a weak model's rewrite must not lose it
         queries = _dedupe(([question] if attempts == 0 else []) + generated) or [question]

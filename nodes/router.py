@@ -26,6 +26,7 @@ is a tool (`ROUTER_TOOLS`, OpenAI format) and the model chooses by a native tool
 thought. A reply without a valid call (no call, an unknown tool, arguments that are not a JSON object or break the
 `Decision` limits) gets one repair round, then the `invalid` guard, exactly as a JSON reply that does not validate.
 """
+
 from __future__ import annotations
 
 import json
@@ -33,18 +34,38 @@ import time
 
 from langgraph.runtime import Runtime
 
-from switchyard.llm import telemetry
-from switchyard.llm.context import RunContext
-from switchyard.nodes.citations import content_words
+from switchyard import tracing
 from switchyard.nodes.grade import GRADE_ROUTES, route_after_grade
 from switchyard.nodes.no_documents import classify
 from switchyard.nodes.resources import Resources
 from switchyard.nodes.strategies import STRATEGIES
-from switchyard.nodes.strategies.common import (ACTIONS, ROUTER_TOOLS, Action, Decision, Plan, decision_from_tool_call,
-                                     summarize_state)
+from switchyard.nodes.strategies.common import (
+    ACTIONS,
+    ROUTER_TOOLS,
+    Action,
+    Decision,
+    Plan,
+    decision_from_tool_call,
+    summarize_state,
+)
+from switchyard.run_context import RunContext
+from switchyard.text import content_words
 
-__all__ = ["ACTIONS", "ROUTER_TOOLS", "Action", "Decision", "Plan", "decision_from_tool_call", "summarize_state",
-           "FIXED_SEQUENCE", "fixed_next", "is_grounded", "is_repeat", "route", "choose_edge"]
+__all__ = [
+    "ACTIONS",
+    "ROUTER_TOOLS",
+    "Action",
+    "Decision",
+    "Plan",
+    "decision_from_tool_call",
+    "summarize_state",
+    "FIXED_SEQUENCE",
+    "fixed_next",
+    "is_grounded",
+    "is_repeat",
+    "route",
+    "choose_edge",
+]
 
 
 FIXED_SEQUENCE: tuple[str, ...] = ("rewrite", "retrieve", "rerank", "grade")  # then `route_after_grade`
@@ -75,8 +96,7 @@ _INPUTS = {"rerank": {"retrieve"}, "grade": {"retrieve", "rerank"}, "rewrite": {
 
 def is_grounded(query: str, state: dict) -> bool:
     """Does the query share a content word with what the run knows: the question, the current query, the passages?"""
-    known = " ".join([state["question"], state.get("query") or ""]
-                     + [p.text for p in state.get("candidates", [])])
+    known = " ".join([state["question"], state.get("query") or ""] + [p.text for p in state.get("candidates", [])])
     return bool(content_words(query) & content_words(known))
 
 
@@ -102,17 +122,35 @@ def route(state: dict, runtime: Runtime[RunContext], res: Resources) -> dict:
     """The router node: the next action, with the decision's own LLM cost in its record."""
     run = runtime.context or RunContext()
     cfg = res.config.graph.router
-    with telemetry.span("decision", {telemetry.SPAN_KIND: "AGENT", "switchyard.agent.strategy": cfg.strategy,
-                                     "switchyard.agent.protocol": cfg.protocol}) as span, run.metered() as spent:
+    with (
+        tracing.span(
+            "decision",
+            {
+                tracing.SPAN_KIND: "AGENT",
+                "switchyard.agent.strategy": cfg.strategy,
+                "switchyard.agent.protocol": cfg.protocol,
+            },
+        ) as span,
+        run.metered() as spent,
+    ):
         update = _decide(state, res, run)
         record = update["decision"]
         if span.is_recording():
-            span.set_attributes({"switchyard.agent.step": record["step"], "switchyard.agent.action": record["action"],
-                                 "switchyard.agent.guard": record["guard"] or "",
-                                 "switchyard.agent.llm_calls": spent.llm_calls})
-            if telemetry.capture_content():  # a query or reason in args is text like the question
-                span.set_attributes({"switchyard.agent.args": json.dumps(record["args"], ensure_ascii=False),
-                                     "switchyard.agent.thought": record["thought"]})
+            span.set_attributes(
+                {
+                    "switchyard.agent.step": record["step"],
+                    "switchyard.agent.action": record["action"],
+                    "switchyard.agent.guard": record["guard"] or "",
+                    "switchyard.agent.llm_calls": spent.llm_calls,
+                }
+            )
+            if tracing.capture_content():  # a query or reason in args is text like the question
+                span.set_attributes(
+                    {
+                        "switchyard.agent.args": json.dumps(record["args"], ensure_ascii=False),
+                        "switchyard.agent.thought": record["thought"],
+                    }
+                )
     update["decision"].update(spent.as_dict())
     if spent.repairs:  # only when a reply needed the repair round, so that clean records stay as they were
         update["decision"]["repairs"] = spent.repairs
@@ -160,10 +198,23 @@ def _decide(state: dict, res: Resources, run: RunContext) -> dict:
             if is_repeat(action, args, executed):
                 action, args = ("answer" if _has_passages(state) else "abstain"), {}
 
-    decision_record = {"step": step, "thought": thought, "action": action, "args": args, "guard": guard, **extra,
-                       "router_ms": round((time.perf_counter() - started) * 1e3, 2)}
-    return {"next_action": action, "action_args": args, "step_count": step, **kept,
-            "decision": decision_record, "executed": [(action, args)]}
+    decision_record = {
+        "step": step,
+        "thought": thought,
+        "action": action,
+        "args": args,
+        "guard": guard,
+        **extra,
+        "router_ms": round((time.perf_counter() - started) * 1e3, 2),
+    }
+    return {
+        "next_action": action,
+        "action_args": args,
+        "step_count": step,
+        **kept,
+        "decision": decision_record,
+        "executed": [(action, args)],
+    }
 
 
 def choose_edge(state: dict) -> str:

@@ -6,21 +6,29 @@ LLM call), the one retrieval path (retrievers/search.py), then the configured re
     result = search_passages(question, stack=stack, get_llm=lambda: llm, where="source~handbook", top_k=5)
     print(json.dumps(search_json(question, result, stack), indent=2))   # `cli.py search --json`
 """
+
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from switchyard.configs.loader import config_to_dict
 from switchyard.llm.client import LLM
-from switchyard.llm.context import RunContext, Scope
 from switchyard.nodes.rewrite import rewrite_queries
-from switchyard.retrievers.pipeline import RetrievalStack
 from switchyard.retrievers.search import SearchResult, Where
+from switchyard.retrievers.stack import RetrievalStack
+from switchyard.run_context import RunContext, Scope
 
 
-def search_passages(question: str, *, stack: RetrievalStack, groups: Scope | None,
-                    get_llm: Callable[[], LLM] | None = None, where: Where = None, top_k: int | None = None,
-                    rerank: bool = True) -> SearchResult:
+def search_passages(
+    question: str,
+    *,
+    stack: RetrievalStack,
+    groups: Scope | None,
+    get_llm: Callable[[], LLM] | None = None,
+    where: Where = None,
+    top_k: int | None = None,
+    rerank: bool = True,
+) -> SearchResult:
     """The passages `question` retrieves in `ask`'s first round under `stack.config`: its rewrite's queries, the
     one retrieval path with `where` and the caller's scope `groups` (its access groups, or `ALL`; required: None is
     refused by the retrieval path, never widened), then the reranker
@@ -30,13 +38,26 @@ def search_passages(question: str, *, stack: RetrievalStack, groups: Scope | Non
     stack.store.table()
     run = RunContext(groups=groups)
     config = stack.config.rewrite
-    queries = rewrite_queries(question, 0, None, where, config=config,
-                              retrieval=stack.retrieval if config.method == "prf" else None, get_llm=get_llm, run=run)
+    queries = rewrite_queries(
+        question,
+        0,
+        None,
+        where,
+        config=config,
+        retrieval=stack.retrieval if config.method == "prf" else None,
+        get_llm=get_llm,
+        run=run,
+    )
     return stack.retrieval.search(question, queries, where=where, top_k=top_k, rerank=rerank, run=run)
 
 
 def search_json(query: str, result: SearchResult, stack: RetrievalStack) -> dict:
     """The JSON object of a search (`cli.py search --json`): the query, the collection, the passages, the timings
     and the resolved config."""
-    return {"query": query, "collection": stack.collection, "results": [p.to_dict() for p in result.passages],
-            "timings_ms": result.timings_ms, "config": config_to_dict(stack.config)}
+    return {
+        "query": query,
+        "collection": stack.collection,
+        "results": [p.to_dict() for p in result.passages],
+        "timings_ms": result.timings_ms,
+        "config": config_to_dict(stack.config),
+    }

@@ -8,25 +8,78 @@
 - `clean_answer` / `match_option`: the model's short answer, tidied, and mapped onto yes/no or one of the options.
 - `extractive_span`: the no-LLM short answer, a span of the best sentences matching the expected type.
 """
+
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
 from typing import Literal
 
-from switchyard.nodes.citations import content_words, strip_citations
 from switchyard.retrievers.documents import Passage
+from switchyard.text import content_words, strip_citations
 
 Kind = Literal["yes_no", "choice", "open"]
 Expects = Literal["number", "date", "name", "phrase"]
 
-_AUX = {"is", "are", "was", "were", "do", "does", "did", "can", "could", "has", "have", "had", "will", "would",
-        "should", "shall", "may", "might", "must"}
+_AUX = {
+    "is",
+    "are",
+    "was",
+    "were",
+    "do",
+    "does",
+    "did",
+    "can",
+    "could",
+    "has",
+    "have",
+    "had",
+    "will",
+    "would",
+    "should",
+    "shall",
+    "may",
+    "might",
+    "must",
+}
 _CONNECT = {"of", "the", "for", "and", "&", "de", "la", "von", "van", "der", "du", "le", "y"}
-_MONTHS = ["january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
-           "november", "december"]
-_NUMBER_WORDS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
-                 "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen", "twenty"]
+_MONTHS = [
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+]
+_NUMBER_WORDS = [
+    "zero",
+    "one",
+    "two",
+    "three",
+    "four",
+    "five",
+    "six",
+    "seven",
+    "eight",
+    "nine",
+    "ten",
+    "eleven",
+    "twelve",
+    "thirteen",
+    "fourteen",
+    "fifteen",
+    "sixteen",
+    "seventeen",
+    "eighteen",
+    "nineteen",
+    "twenty",
+]
 _WORD = re.compile(r"[\w'’&.-]+")
 
 
@@ -83,12 +136,17 @@ def _options(q: str) -> list[str]:
 def _expected_type(q: str) -> Expects:
     if q.startswith(("how many", "how much", "how old", "how long", "how tall", "how far", "what percentage")):
         return "number"
-    if q.startswith(("when", "what year", "in what year", "in which year", "what date", "on what date")) \
-            or " what year" in q or " which year" in q:
+    if (
+        q.startswith(("when", "what year", "in what year", "in which year", "what date", "on what date"))
+        or " what year" in q
+        or " which year" in q
+    ):
         return "date"
-    if q.startswith(("who", "whom", "whose", "where", "which", "what is the name", "what was the name")) \
-            or re.match(r"(what|which) (\w+ )?(person|city|country|team|company|band|film|actor|author|state|"
-                        r"university|town|county|group|club|name|magazine|album|song|novel|show|series)", q):
+    if q.startswith(("who", "whom", "whose", "where", "which", "what is the name", "what was the name")) or re.match(
+        r"(what|which) (\w+ )?(person|city|country|team|company|band|film|actor|author|state|"
+        r"university|town|county|group|club|name|magazine|album|song|novel|show|series)",
+        q,
+    ):
         return "name"
     return "phrase"
 
@@ -119,9 +177,11 @@ def variants(answer: str) -> set[str]:
 
 def _parse_date(text: str) -> tuple[int, int, int] | None:
     months = "|".join(_MONTHS)
-    for pattern, order in ((rf"^(\d{{1,2}}) ({months}) (\d{{3,4}})$", "dmy"),
-                           (rf"^({months}) (\d{{1,2}}) (\d{{3,4}})$", "mdy"),
-                           (r"^(\d{3,4}) (\d{1,2}) (\d{1,2})$", "ymd")):
+    for pattern, order in (
+        (rf"^(\d{{1,2}}) ({months}) (\d{{3,4}})$", "dmy"),
+        (rf"^({months}) (\d{{1,2}}) (\d{{3,4}})$", "mdy"),
+        (r"^(\d{3,4}) (\d{1,2}) (\d{1,2})$", "ymd"),
+    ):
         m = re.match(pattern, text)
         if m:
             parts = dict(zip(order, m.groups()))
@@ -203,8 +263,10 @@ def candidate_spans(sentence: str, expects: Expects, question_words: set[str]) -
     protect?" -> "workers on a track")."""
     if expects == "date":
         return [(d, 0.3) for d in _DATE.findall(sentence)] + [(y, 0.0) for y in _YEAR.findall(sentence)]
-    names = [(span, (0.5 if prev == "by" else 0.0) - (0.3 if start == 0 else 0.0) + (0.2 if " " in span else 0.0))
-             for span, start, prev in _names(sentence)]
+    names = [
+        (span, (0.5 if prev == "by" else 0.0) - (0.3 if start == 0 else 0.0) + (0.2 if " " in span else 0.0))
+        for span, start, prev in _names(sentence)
+    ]
     if expects == "number":
         return [(n.rstrip(",."), 0.3) for n in _NUMBER.findall(sentence)] + [(n, b - 0.5) for n, b in names]
     if expects == "name":
@@ -220,7 +282,7 @@ def _after_question(sentence: str, question_words: set[str]) -> str:
     ends = [m.end() for m in _WORD.finditer(sentence) if len(m.group()) > 3 and m.group().lower()[:5] in stems]
     if not ends:
         return ""
-    clause = re.split(r"[,;:.!?()]", sentence[ends[-1]:], maxsplit=1)[0]
+    clause = re.split(r"[,;:.!?()]", sentence[ends[-1] :], maxsplit=1)[0]
     return " ".join(clause.split()[:6])
 
 

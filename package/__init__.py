@@ -11,6 +11,7 @@ Installed, every layer lives under this package (`switchyard.graphs`, `switchyar
 the top-level folders, which packaging maps in (pyproject.toml). Importing or using the library changes nothing in
 the host process: no environment variable, thread, logging handler or OpenTelemetry provider is set up by it.
 """
+
 from __future__ import annotations
 
 from importlib import import_module
@@ -24,7 +25,7 @@ _EXPORTS: dict[str, str] = {
     "load_config": "switchyard.configs.loader",
     "SwitchyardConfig": "switchyard.configs.schema",
     # the pipeline and what it returns
-    "Pipeline": "switchyard.graphs.app",
+    "Pipeline": "switchyard.graphs.pipeline",
     "build_graph": "switchyard.graphs.build",
     "AskResult": "switchyard.graphs.results",
     "Citation": "switchyard.nodes.citations",
@@ -34,12 +35,12 @@ _EXPORTS: dict[str, str] = {
     "TraceEntry": "switchyard.graphs.results",
     "Usage": "switchyard.graphs.results",
     "Approval": "switchyard.nodes.approve",
-    "RunContext": "switchyard.llm.context",
+    "RunContext": "switchyard.run_context",
     "SharedModels": "switchyard.nodes.resources",
     # retrieval and ingestion
     "Passage": "switchyard.retrievers.documents",
-    "RetrievalStack": "switchyard.retrievers.pipeline",
-    "SwitchyardRetriever": "switchyard.retrievers.langchain_retriever",
+    "RetrievalStack": "switchyard.retrievers.stack",
+    "SwitchyardRetriever": "switchyard.graphs.langchain_retriever",
     # evaluation
     "load_dataset": "switchyard.evaluation.datasets",
     "Evaluator": "switchyard.evaluation.runner",
@@ -80,18 +81,32 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:  # for type checkers and IDEs: the same names, imported eagerly
     from switchyard.configs.loader import load_config
     from switchyard.configs.schema import SwitchyardConfig
-    from switchyard.errors import (AccessError, ApprovalError, CollectionNotFound, ConfigError, ContextOverflowError,
-                                   FilterError, LLMError, MissingExtra, PauseExpired, QuestionError, RunCancelled,
-                                   StoreError, SwitchyardError, UnknownThread, UsageError)
+    from switchyard.errors import (
+        AccessError,
+        ApprovalError,
+        CollectionNotFound,
+        ConfigError,
+        ContextOverflowError,
+        FilterError,
+        LLMError,
+        MissingExtra,
+        PauseExpired,
+        QuestionError,
+        RunCancelled,
+        StoreError,
+        SwitchyardError,
+        UnknownThread,
+        UsageError,
+    )
     from switchyard.evaluation.datasets import load_dataset
     from switchyard.evaluation.runner import Evaluator
-    from switchyard.graphs.app import Pipeline
     from switchyard.graphs.build import build_graph
+    from switchyard.graphs.langchain_retriever import SwitchyardRetriever
+    from switchyard.graphs.pipeline import Pipeline
     from switchyard.graphs.results import AskResult, Paused, PendingAction, StreamEvent, TraceEntry, Usage
-    from switchyard.llm.context import RunContext
     from switchyard.nodes.approve import Approval
     from switchyard.nodes.citations import Citation
     from switchyard.nodes.resources import SharedModels
     from switchyard.retrievers.documents import Passage
-    from switchyard.retrievers.langchain_retriever import SwitchyardRetriever
-    from switchyard.retrievers.pipeline import RetrievalStack
+    from switchyard.retrievers.stack import RetrievalStack
+    from switchyard.run_context import RunContext

@@ -1,4 +1,5 @@
 """`python -m switchyard …`: the command line (switchyard.cli)."""
+
 import sys
 
 from switchyard.cli import main

@@ -7,6 +7,7 @@ Every error ends in a one-line `error: …` on stderr and a non-zero exit, never
 (`$SWITCHYARD_CACHE_DIR/errors.log`, default ~/.cache/switchyard; SWITCHYARD_DEBUG=1 raises it instead). A closed
 pipe (`cli.py list --json | head`) ends the command quietly, as Unix tools do.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -58,21 +59,33 @@ def _served(config_help: str) -> argparse.ArgumentParser:
 
 def build_parser() -> argparse.ArgumentParser:
     common = _common()
-    parser = argparse.ArgumentParser(prog="cli.py", description="Switchyard: retrieval-augmented QA over your documents")
+    parser = argparse.ArgumentParser(
+        prog="cli.py", description="Switchyard: retrieval-augmented QA over your documents"
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("ingest", parents=[common], help="add or update documents (files or folders)")
     p.add_argument("paths", nargs="+", metavar="PATH")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
-    p.add_argument("--acl", metavar="LABELS", help="access labels of the documents, e.g. hr,finance: only keys with "
-                                                   "one of these groups read them (a corpus record's own `acl` wins)")
-    p.add_argument("--ray", metavar="ADDRESS", help="read, chunk and embed on the Ray cluster at ADDRESS (`auto`: the "
-                                                    "one running here); needs the ray extra (docs/ray.md)")
+    p.add_argument(
+        "--acl",
+        metavar="LABELS",
+        help="access labels of the documents, e.g. hr,finance: only keys with "
+        "one of these groups read them (a corpus record's own `acl` wins)",
+    )
+    p.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        help="read, chunk and embed on the Ray cluster at ADDRESS (`auto`: the "
+        "one running here); needs the ray extra (docs/ray.md)",
+    )
 
     p = sub.add_parser("ask", parents=[common], help="answer a question over the indexed documents")
     p.add_argument("question")
-    p.add_argument("--where", metavar="FILTER", help="restrict retrieval, e.g. \"source~handbook\"")
-    p.add_argument("--json", action="store_true", help="print one JSON object (answer, citations, trace, usage, config)")
+    p.add_argument("--where", metavar="FILTER", help='restrict retrieval, e.g. "source~handbook"')
+    p.add_argument(
+        "--json", action="store_true", help="print one JSON object (answer, citations, trace, usage, config)"
+    )
     p.add_argument("--trace", action="store_true", help="show every node's input/output summary and timing")
 
     p = sub.add_parser("trace", help="replay a saved run (`ask --json` output) step by step")
@@ -86,7 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("search", parents=[common], help="ranked passages for a query")
     p.add_argument("query")
     p.add_argument("--k", type=int, default=None, help="passages to show (default: rerank.top_k)")
-    p.add_argument("--where", metavar="FILTER", help="metadata filter, e.g. \"source~manual and page=2\"")
+    p.add_argument("--where", metavar="FILTER", help='metadata filter, e.g. "source~manual and page=2"')
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
     p = sub.add_parser("list", parents=[common], help="indexed documents")
@@ -95,19 +108,29 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("delete", parents=[common], help="remove documents by id or by source path")
     p.add_argument("targets", nargs="+", metavar="DOC_ID|PATH")
 
-    p = sub.add_parser("eval-retrieval", parents=[common],
-                       help="nDCG/recall/MRR on BEIR folders (several: one table and the macro average)")
+    p = sub.add_parser(
+        "eval-retrieval",
+        parents=[common],
+        help="nDCG/recall/MRR on BEIR folders (several: one table and the macro average)",
+    )
     p.add_argument("datasets", nargs="+", metavar="DIR")
-    p.add_argument("--fusion", dest="fusions", action="append", default=[], metavar="NAME=KEY=VALUE",
-                   help="also score a fusion variant NAME with retrieve.fusion.KEY=VALUE over the same lists, e.g. "
-                        "--fusion z=normalization=zscore (repeat a NAME to set several keys)")
+    p.add_argument(
+        "--fusion",
+        dest="fusions",
+        action="append",
+        default=[],
+        metavar="NAME=KEY=VALUE",
+        help="also score a fusion variant NAME with retrieve.fusion.KEY=VALUE over the same lists, e.g. "
+        "--fusion z=normalization=zscore (repeat a NAME to set several keys)",
+    )
     p.add_argument("--split", default="test", help="qrels split to score (default: test)")
     p.add_argument("--limit", type=int, help="only the first N queries (sorted by id)")
     p.add_argument("--json", action="store_true")
     p.add_argument("--out", metavar="FILE", help="also write the JSON result (with the resolved config) here")
 
-    p = sub.add_parser("fit-adapter", parents=[common],
-                       help="fit a query adapter for dense search on a BEIR folder's labelled queries")
+    p = sub.add_parser(
+        "fit-adapter", parents=[common], help="fit a query adapter for dense search on a BEIR folder's labelled queries"
+    )
     p.add_argument("dataset", metavar="DIR")
     p.add_argument("--out", required=True, metavar="FILE.npz", help="where to write the adapter")
     p.add_argument("--split", default="train", help="qrels split to learn from (default: train)")
@@ -125,42 +148,93 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--corpus", metavar="PATH", help="documents to index, for a plain JSONL dataset")
     _index_dir_option(p, "where eval collections live (default: DIR/index)")
     _set_option(p, EVERY_CONFIG_HELP)
-    p.add_argument("--judge", metavar="YAML", help="also judge faithfulness with the LLM of this config's llm: "
-                   "section (off by default; e.g. configs/fixed-openai.yaml)")
-    p.add_argument("--baseline", metavar="NAME", help="config the others are paired against (default: fixed, if "
-                   "compared, else the first)")
+    p.add_argument(
+        "--judge",
+        metavar="YAML",
+        help="also judge faithfulness with the LLM of this config's llm: "
+        "section (off by default; e.g. configs/fixed-openai.yaml)",
+    )
+    p.add_argument(
+        "--baseline",
+        metavar="NAME",
+        help="config the others are paired against (default: fixed, if compared, else the first)",
+    )
     p.add_argument("--retry-errors", action="store_true", help="ask again the questions that failed last time")
-    p.add_argument("--workers", type=int, default=1, metavar="N",
-                   help="questions in flight at once through one process (default 1; e.g. 8 against a model server)")
-    p.add_argument("--plot-metric", choices=["f1", "contains", "exact_match"], default="f1",
-                   help="accuracy metric of the plots (default: f1)")
-    p.add_argument("--llm-cache", metavar="DIR", help="record every LLM request and reply in DIR; requests "
-                   "recorded before are answered from it (sets llm.cache_dir)")
-    p.add_argument("--vector-cache", metavar="DIR", help="record every embedding vector computed in DIR; texts "
-                   "recorded before are answered from it (sets embedding.vector_cache)")
-    p.add_argument("--replay", action="store_true", help="answer every LLM request from --llm-cache DIR, with no "
-                   "model, and every embedding from --vector-cache DIR; what was never recorded is an error")
-    p.add_argument("--allow-mixed", action="store_true", help="resume into --out even though its manifest differs "
-                   "(code, models, prompts, configs, collections...); the differences are recorded")
-    p.add_argument("--ray", metavar="ADDRESS", help="ask the questions on the Ray cluster at ADDRESS (`auto`: the "
-                                                    "one running here), ray.actors actors; needs the ray extra")
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="questions in flight at once through one process (default 1; e.g. 8 against a model server)",
+    )
+    p.add_argument(
+        "--plot-metric",
+        choices=["f1", "contains", "exact_match"],
+        default="f1",
+        help="accuracy metric of the plots (default: f1)",
+    )
+    p.add_argument(
+        "--llm-cache",
+        metavar="DIR",
+        help="record every LLM request and reply in DIR; requests "
+        "recorded before are answered from it (sets llm.cache_dir)",
+    )
+    p.add_argument(
+        "--vector-cache",
+        metavar="DIR",
+        help="record every embedding vector computed in DIR; texts "
+        "recorded before are answered from it (sets embedding.vector_cache)",
+    )
+    p.add_argument(
+        "--replay",
+        action="store_true",
+        help="answer every LLM request from --llm-cache DIR, with no "
+        "model, and every embedding from --vector-cache DIR; what was never recorded is an error",
+    )
+    p.add_argument(
+        "--allow-mixed",
+        action="store_true",
+        help="resume into --out even though its manifest differs "
+        "(code, models, prompts, configs, collections...); the differences are recorded",
+    )
+    p.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        help="ask the questions on the Ray cluster at ADDRESS (`auto`: the "
+        "one running here), ray.actors actors; needs the ray extra",
+    )
     p.add_argument("--no-progress", action="store_true")
 
-    p = sub.add_parser("serve", parents=[_served("pipeline to serve, by file or shipped name (repeatable; default: "
-                                                 "fixed); requests pick one by its file stem")],
-                       help="run the HTTP service (API, streaming, OpenAI-compatible endpoint, web page)")
+    p = sub.add_parser(
+        "serve",
+        parents=[
+            _served(
+                "pipeline to serve, by file or shipped name (repeatable; default: "
+                "fixed); requests pick one by its file stem"
+            )
+        ],
+        help="run the HTTP service (API, streaming, OpenAI-compatible endpoint, web page)",
+    )
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
-    p.add_argument("--max-in-flight", type=int, default=4, metavar="N",
-                   help="runs at once; beyond it requests get 429 with Retry-After (default 4)")
+    p.add_argument(
+        "--max-in-flight",
+        type=int,
+        default=4,
+        metavar="N",
+        help="runs at once; beyond it requests get 429 with Retry-After (default 4)",
+    )
     p.add_argument("--timeout", type=float, default=120.0, metavar="S", help="per-request run timeout (default 120)")
     p.add_argument("--max-question-chars", type=int, default=2000, metavar="N")
     p.add_argument("--max-upload-files", type=int, default=20, metavar="N")
     p.add_argument("--max-upload-mb", type=float, default=20.0, metavar="MB", help="per uploaded file (default 20)")
     _upload_dir_option(p, f"where uploaded files are kept (default {UPLOAD_DIR})")
     p.add_argument("--no-warm-up", action="store_true", help="load models on the first request, not at start")
-    p.add_argument("--audit-log", metavar="FILE", help="append one JSON line per request here (key name, route, "
-                                                       "collection, status, ms; never the key)")
+    p.add_argument(
+        "--audit-log",
+        metavar="FILE",
+        help="append one JSON line per request here (key name, route, collection, status, ms; never the key)",
+    )
     p.add_argument("--audit-questions", action="store_true", help="put the question in the audit lines too")
 
     p = sub.add_parser("keys", help="API keys of the index: create (printed once), list, revoke")
@@ -172,8 +246,12 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--collections", metavar="C1,C2", help="the collections it may read (required unless --admin)")
     k.add_argument("--write", action="store_true", help="may also upload to and delete from them")
     k.add_argument("--admin", action="store_true", help="every collection and document; may create collections")
-    k.add_argument("--groups", metavar="G1,G2", help="access groups: documents labelled (ingest --acl) with one of "
-                                                     "them are readable; unlabelled ones always are")
+    k.add_argument(
+        "--groups",
+        metavar="G1,G2",
+        help="access groups: documents labelled (ingest --acl) with one of "
+        "them are readable; unlabelled ones always are",
+    )
     k.add_argument("--rpm", type=int, default=0, metavar="N", help="requests per minute (default 0: no limit)")
     k.add_argument("--max-in-flight", type=int, default=0, metavar="N", help="runs at once (default 0: no limit)")
     k = keys.add_parser("list", parents=[key_common], help="the keys (names and rights; never the keys)")
@@ -181,10 +259,17 @@ def build_parser() -> argparse.ArgumentParser:
     k = keys.add_parser("revoke", parents=[key_common], help="delete a key: it stops working at once")
     k.add_argument("name")
 
-    sub.add_parser("mcp", parents=[_served("pipeline the `ask` tool can use, by file or shipped name (repeatable; "
-                                           "default: fixed); the first is the default and the one `search` uses")],
-                   help="serve the MCP server over stdio (tools search, ask, list_collections; documents as "
-                        "resources), for MCP hosts such as Claude Desktop")
+    sub.add_parser(
+        "mcp",
+        parents=[
+            _served(
+                "pipeline the `ask` tool can use, by file or shipped name (repeatable; "
+                "default: fixed); the first is the default and the one `search` uses"
+            )
+        ],
+        help="serve the MCP server over stdio (tools search, ask, list_collections; documents as "
+        "resources), for MCP hosts such as Claude Desktop",
+    )
 
     p = sub.add_parser("config", parents=[common], help="show the resolved config")
     p.add_argument("action", choices=["show"])
@@ -192,11 +277,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-COMMANDS = {"ingest": documents.cmd_ingest, "ask": query.cmd_ask, "trace": query.cmd_trace, "graph": query.cmd_graph,
-            "search": query.cmd_search, "list": documents.cmd_list, "delete": documents.cmd_delete,
-            "eval-retrieval": evaluate.cmd_eval_retrieval, "fit-adapter": evaluate.cmd_fit_adapter,
-            "eval": evaluate.cmd_eval, "serve": serve.cmd_serve, "mcp": serve.cmd_mcp, "keys": serve.cmd_keys,
-            "config": config.cmd_config}
+COMMANDS = {
+    "ingest": documents.cmd_ingest,
+    "ask": query.cmd_ask,
+    "trace": query.cmd_trace,
+    "graph": query.cmd_graph,
+    "search": query.cmd_search,
+    "list": documents.cmd_list,
+    "delete": documents.cmd_delete,
+    "eval-retrieval": evaluate.cmd_eval_retrieval,
+    "fit-adapter": evaluate.cmd_fit_adapter,
+    "eval": evaluate.cmd_eval,
+    "serve": serve.cmd_serve,
+    "mcp": serve.cmd_mcp,
+    "keys": serve.cmd_keys,
+    "config": config.cmd_config,
+}
 
 
 def _log_unexpected(exc: BaseException) -> Path | None:

@@ -6,6 +6,7 @@ the full traceback to the log.
 Each class keeps the builtin base it always had (`ValueError` for bad input, `RuntimeError` for failures), so code
 catching those keeps working. Modules raise the subclass that fits; add a new one here when no class fits.
 """
+
 from __future__ import annotations
 
 EXIT_FAIL, EXIT_USAGE = 1, 2

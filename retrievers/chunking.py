@@ -3,6 +3,7 @@
 Chunk sizes are counted with the embedding model's own tokenizer (loaded from the packaged tokenizer.json), so a
 chunk never exceeds what the model reads and the splitter never reaches for tiktoken/NLTK downloads.
 """
+
 from __future__ import annotations
 
 from functools import lru_cache
@@ -91,8 +92,9 @@ class SentenceWindows:
     def run(self, chunk: Chunk) -> list[str]:
         if len(self._count(chunk.text)) <= self.window_tokens:
             return [search_text(chunk.title, chunk.text)]
-        return [search_text(chunk.title, piece) for piece in self._splitter.split_text(chunk.text)] \
-            or [search_text(chunk.title, chunk.text)]
+        return [search_text(chunk.title, piece) for piece in self._splitter.split_text(chunk.text)] or [
+            search_text(chunk.title, chunk.text)
+        ]
 
 
 def _sentence_splitter(size: int, overlap: int, tokenizer):

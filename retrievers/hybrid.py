@@ -1,4 +1,5 @@
 """Hybrid retrieval: run the lexical and dense retrievers, then fuse their rankings (see retrievers.fusion)."""
+
 from __future__ import annotations
 
 import contextvars
@@ -24,9 +25,17 @@ class HybridRetriever:
 
     name = "hybrid"
 
-    def __init__(self, retrievers: list, method: FusionMethod = "convex", weights: dict[str, float] | None = None,
-                 rrf_k: float = 60.0, top_k: int = 20, normalization: Normalization = "minmax",
-                 adaptive_power: float = 0.0, adaptive_depth: int = 100):
+    def __init__(
+        self,
+        retrievers: list,
+        method: FusionMethod = "convex",
+        weights: dict[str, float] | None = None,
+        rrf_k: float = 60.0,
+        top_k: int = 20,
+        normalization: Normalization = "minmax",
+        adaptive_power: float = 0.0,
+        adaptive_depth: int = 100,
+    ):
         if not retrievers:
             raise ValueError("at least one retriever is needed")
         if top_k < 1:
@@ -58,8 +67,11 @@ class HybridRetriever:
     def run_each(self, query: str, where: list[Clause] | None = None) -> dict[str, list[Passage]]:
         first, *others = self.retrievers
         pool = self._executor() if others else None
-        futures = [pool.submit(contextvars.copy_context().run, r.run, query, where=where)
-                   for r in others] if pool is not None else []
+        futures = (
+            [pool.submit(contextvars.copy_context().run, r.run, query, where=where) for r in others]
+            if pool is not None
+            else []
+        )
         ranked = {first.name: first.run(query, where=where)}
         for r, future in zip(others, futures):
             ranked[r.name] = future.result()
@@ -67,15 +79,21 @@ class HybridRetriever:
 
     def fuse(self, ranked: dict[str, list[Passage]], top_k: int | None = None) -> list[Passage]:
         if len(ranked) == 1:  # a single retriever: keep its own scores and order
-            (name, passages), = ranked.items()
+            ((name, passages),) = ranked.items()
             fused = []
             for rank, p in enumerate(passages, start=1):
                 p.scores[name], p.ranks[name] = p.score, rank
                 fused.append(p)
         else:
-            fused = fuse(ranked, method=self.method, weights=self.weights, rrf_k=self.rrf_k,
-                         normalization=self.normalization, adaptive_power=self.adaptive_power,
-                         adaptive_depth=self.adaptive_depth)
+            fused = fuse(
+                ranked,
+                method=self.method,
+                weights=self.weights,
+                rrf_k=self.rrf_k,
+                normalization=self.normalization,
+                adaptive_power=self.adaptive_power,
+                adaptive_depth=self.adaptive_depth,
+            )
         return fused[: top_k or self.top_k]
 
     def run(self, query: str, top_k: int | None = None, where: list[Clause] | None = None) -> list[Passage]:

@@ -5,6 +5,7 @@ one is replaced; documents that disappeared from a corpus file that still loads 
 documents is written by one atomic commit (see IndexStore.write_documents), so killing an ingest at any moment
 leaves every document either as it was or fully replaced, and re-running finishes the job.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -12,25 +13,33 @@ import json
 import os
 import sys
 import time
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Protocol, Sequence
+from typing import Protocol
 
 import numpy as np
 
+from switchyard.errors import NotFound
 from switchyard.retrievers.chunking import Chunker, SentenceWindows
 from switchyard.retrievers.documents import LoadError, SourceDocument, search_text, sha256_hex
 from switchyard.retrievers.embedder import Embedder
-from switchyard.llm.context import ALL, Scope
 from switchyard.retrievers.filters import parse_labels
 from switchyard.retrievers.loaders import iter_files, load_file
 from switchyard.retrievers.store import IndexStore
-from switchyard.errors import NotFound
+from switchyard.run_context import ALL, Scope
 
 
-def corpus_collection(paths: list[Path], chunk_size: int, chunk_overlap: int, embedding_model: str,
-                      prefix: str = "eval", windows: tuple[int, int] | None = None, fields: Iterable[str] = (),
-                      vectors: str | Path | None = None) -> str:
+def corpus_collection(
+    paths: list[Path],
+    chunk_size: int,
+    chunk_overlap: int,
+    embedding_model: str,
+    prefix: str = "eval",
+    windows: tuple[int, int] | None = None,
+    fields: Iterable[str] = (),
+    vectors: str | Path | None = None,
+) -> str:
     """A collection name keyed by the corpus content and the settings that shape the index, so benchmark runs
     ingest a corpus once and reuse it. `fields`: the keys of the vector fields it holds (`field_key`). `vectors`: the vector recording the index is built from (its folder), so a
     replay never reuses an index embedded by this machine's runtime."""
@@ -64,22 +73,32 @@ class IngestReport:
         return self.added + self.updated + self.unchanged
 
     def summary(self) -> str:
-        return (f"{self.added} added, {self.updated} updated, {self.unchanged} unchanged, {self.removed} removed; "
-                f"{self.chunks_written} chunks written from {self.files} file(s) in {self.seconds:.1f}s; "
-                f"{len(self.errors)} error(s)")
+        return (
+            f"{self.added} added, {self.updated} updated, {self.unchanged} unchanged, {self.removed} removed; "
+            f"{self.chunks_written} chunks written from {self.files} file(s) in {self.seconds:.1f}s; "
+            f"{len(self.errors)} error(s)"
+        )
 
 
 @dataclass(frozen=True)
 class FieldEncoder:
     """How a vector field embeds a chunk at ingest: its model, with its passage prefix."""
+
     embedder: Embedder
     passage_prefix: str = ""
 
 
 class Ingestor:
-    def __init__(self, store: IndexStore, embedder: Embedder, chunker: Chunker, batch_docs: int = 64,
-                 progress: bool | None = None, windows: SentenceWindows | None = None,
-                 fields: dict[str, FieldEncoder] | None = None):
+    def __init__(
+        self,
+        store: IndexStore,
+        embedder: Embedder,
+        chunker: Chunker,
+        batch_docs: int = 64,
+        progress: bool | None = None,
+        windows: SentenceWindows | None = None,
+        fields: dict[str, FieldEncoder] | None = None,
+    ):
         """`windows` must be given exactly when the collection holds window vectors (IndexStore.windows), `fields`
         (name -> its encoder) for exactly the vector fields it holds (IndexStore.vector_fields)."""
         if batch_docs < 1:
@@ -103,8 +122,9 @@ class Ingestor:
             settings += f"/acl {','.join(doc.acl)}"
         return sha256_hex(doc.title, doc.text, repr(doc.page_starts), settings)
 
-    def run(self, paths: Sequence[str | Path], acl: str | list[str] | None = None,
-            executor: "IngestExecutor | None" = None) -> IngestReport:
+    def run(
+        self, paths: Sequence[str | Path], acl: str | list[str] | None = None, executor: IngestExecutor | None = None
+    ) -> IngestReport:
         """`acl`: access labels for the documents that carry none of their own (a corpus record's `acl` field);
         re-ingesting with other labels updates them. `executor` reads the files and prepares (chunks and embeds)
         the batches; default: this process (retrievers/ray_ingest.py does both on a Ray cluster). Whoever does
@@ -143,8 +163,11 @@ class Ingestor:
                     continue
                 state = states.get(doc.doc_id)
                 if state and state["source"] != doc.source:
-                    report.errors.append(LoadError(doc.source, f"document id {doc.doc_id!r} is already indexed "
-                                                               f"from {state['source']}; skipped"))
+                    report.errors.append(
+                        LoadError(
+                            doc.source, f"document id {doc.doc_id!r} is already indexed from {state['source']}; skipped"
+                        )
+                    )
                     continue
                 seen.add(doc.doc_id)
                 file_docs.add(doc.doc_id)
@@ -157,10 +180,15 @@ class Ingestor:
                 vanished |= {d for d, s in states.items() if s["source"] == source and d not in file_docs}
 
         bar = tqdm(total=len(pending), desc="indexing", unit="doc", disable=not self.progress)
-        batches = [pending[start:start + self.batch_docs] for start in range(0, len(pending), self.batch_docs)]
+        batches = [pending[start : start + self.batch_docs] for start in range(0, len(pending), self.batch_docs)]
         for batch, prepared in zip(batches, executor.prepare(batches)):  # in order: the commits of a local run
-            self.store.write_documents([doc.doc_id for doc, _ in batch], prepared.chunks, prepared.vectors,
-                                       prepared.window_vectors, prepared.field_vectors)
+            self.store.write_documents(
+                [doc.doc_id for doc, _ in batch],
+                prepared.chunks,
+                prepared.vectors,
+                prepared.window_vectors,
+                prepared.field_vectors,
+            )
             for doc, _ in batch:
                 if doc.doc_id in states:
                     report.updated += 1
@@ -186,14 +214,20 @@ class Ingestor:
 @dataclass
 class PreparedBatch:
     """A batch of documents chunked and embedded, ready for IndexStore.write_documents."""
+
     chunks: list
     vectors: np.ndarray
     window_vectors: list[np.ndarray] | None
     field_vectors: dict[str, np.ndarray] = field(default_factory=dict)
 
 
-def prepare_batch(batch: list[tuple[SourceDocument, str]], chunker: Chunker, embedder: Embedder,
-                  windows: SentenceWindows | None, fields: dict[str, FieldEncoder] | None = None) -> PreparedBatch:
+def prepare_batch(
+    batch: list[tuple[SourceDocument, str]],
+    chunker: Chunker,
+    embedder: Embedder,
+    windows: SentenceWindows | None,
+    fields: dict[str, FieldEncoder] | None = None,
+) -> PreparedBatch:
     """Chunk a batch of (document, content hash) and embed its chunks (and their windows, and with `fields` each
     vector field's vectors): the one way a batch is prepared, in this process or in a Ray actor."""
     chunks = []
@@ -202,8 +236,10 @@ def prepare_batch(batch: list[tuple[SourceDocument, str]], chunker: Chunker, emb
     texts = [search_text(c.title, c.text) for c in chunks]
     vectors = embedder.run(texts)
     window_vectors = _window_vectors(embedder, windows, chunks, texts, vectors) if windows else None
-    field_vectors = {name: encoder.embedder.run([encoder.passage_prefix + t for t in texts])
-                     for name, encoder in (fields or {}).items()}
+    field_vectors = {
+        name: encoder.embedder.run([encoder.passage_prefix + t for t in texts])
+        for name, encoder in (fields or {}).items()
+    }
     return PreparedBatch(chunks, vectors, window_vectors, field_vectors)
 
 
@@ -233,8 +269,9 @@ class LocalExecutor:
         return (self._prepare(batch) for batch in batches)
 
 
-def _window_vectors(embedder: Embedder, windows: SentenceWindows, chunks: list, texts: list[str],
-                   vectors: np.ndarray) -> list[np.ndarray]:
+def _window_vectors(
+    embedder: Embedder, windows: SentenceWindows, chunks: list, texts: list[str], vectors: np.ndarray
+) -> list[np.ndarray]:
     """Each chunk's window vectors; a window that is the chunk's whole search text reuses the chunk's vector."""
     known = dict(zip(texts, vectors))
     per_chunk = [windows.run(c) for c in chunks]
@@ -254,8 +291,11 @@ def matching_documents(docs: list[dict], targets: Iterable[str]) -> list[str]:
         path = Path(target).expanduser()
         if not found and (path.exists() or os.sep in target or "." in target):
             resolved = str(path.resolve())
-            found = {d["doc_id"] for d in docs
-                     if d["source"] == resolved or d["source"].startswith(resolved.rstrip(os.sep) + os.sep)}
+            found = {
+                d["doc_id"]
+                for d in docs
+                if d["source"] == resolved or d["source"].startswith(resolved.rstrip(os.sep) + os.sep)
+            }
         if not found:
             raise NotFound(f"no indexed document matches {target!r} (see `cli.py list`); nothing deleted")
         matched |= found

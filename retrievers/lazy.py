@@ -1,8 +1,10 @@
 """`Lazy`: a heavy object (a model, a connection) built on first use, exactly once, however many threads ask."""
+
 from __future__ import annotations
 
 import threading
-from typing import Callable, Generic, TypeVar
+from collections.abc import Callable
+from typing import Generic, TypeVar
 
 T = TypeVar("T")
 

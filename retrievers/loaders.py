@@ -2,14 +2,15 @@
 
 Every failure becomes a LoadError naming the file, so one bad file never stops the others.
 """
+
 from __future__ import annotations
 
 import hashlib
 import json
 import re
+from collections.abc import Iterable, Iterator
 from html.parser import HTMLParser
 from pathlib import Path
-from typing import Iterable, Iterator
 
 from switchyard.errors import AccessError, PdfError
 from switchyard.retrievers.documents import LoadError, SourceDocument
@@ -42,8 +43,11 @@ def iter_files(paths: Iterable[str | Path]) -> Iterator[Path | LoadError]:
                     if child.suffix.lower() in SUPPORTED_SUFFIXES:
                         yield child
         elif path.suffix.lower() not in SUPPORTED_SUFFIXES:
-            yield LoadError(str(path), f"unsupported file type '{path.suffix or '(none)'}' "
-                                       f"(supported: {', '.join(sorted(SUPPORTED_SUFFIXES))})")
+            yield LoadError(
+                str(path),
+                f"unsupported file type '{path.suffix or '(none)'}' "
+                f"(supported: {', '.join(sorted(SUPPORTED_SUFFIXES))})",
+            )
         else:
             yield path
 
@@ -103,8 +107,29 @@ def _first_line_title(text: str) -> str | None:
 
 class _HTMLText(HTMLParser):
     _SKIP = {"script", "style", "noscript", "template", "head"}
-    _BLOCK = {"p", "div", "br", "li", "tr", "h1", "h2", "h3", "h4", "h5", "h6", "section", "article", "pre",
-              "blockquote", "table", "ul", "ol", "header", "footer", "title"}
+    _BLOCK = {
+        "p",
+        "div",
+        "br",
+        "li",
+        "tr",
+        "h1",
+        "h2",
+        "h3",
+        "h4",
+        "h5",
+        "h6",
+        "section",
+        "article",
+        "pre",
+        "blockquote",
+        "table",
+        "ul",
+        "ol",
+        "header",
+        "footer",
+        "title",
+    }
 
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)

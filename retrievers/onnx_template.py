@@ -10,6 +10,7 @@ do not change with the way the file was made.
 
     .venv/bin/python -m switchyard.retrievers.onnx_template EXPORT.onnx MODEL_DIR OUT.onnx   # make a template
 """
+
 from __future__ import annotations
 
 import hashlib

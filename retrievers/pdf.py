@@ -6,6 +6,7 @@ at the top or bottom of most pages, digits ignored), bare page numbers, and foot
 symbols inside body text). Footnote bodies (small text below the last body line) are moved to a "Notes" section at
 the end of the document so that their content stays searchable without splitting the page's last sentence.
 """
+
 from __future__ import annotations
 
 import math
@@ -14,9 +15,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from switchyard.retrievers.documents import SourceDocument
 from switchyard.errors import PdfError
-
+from switchyard.retrievers.documents import SourceDocument
 
 _MARKER = re.compile(r"^[\d*†‡§¶]{1,3}$")
 _PAGE_NUMBER = re.compile(r"^(page\s*)?[-–—(\[]?\s*(\d{1,4}|[ivxlcdm]{1,7})\s*[-–—)\]]?(\s*(of|/)\s*\d{1,4})?$", re.I)
@@ -196,7 +196,9 @@ def _clean_page(lines: list[_Line], body: float, running: set[str], notes: list,
             continue
         if line.size >= small:
             # drop small marker pieces (footnote references) inside body lines
-            text = "".join(p.text for p in line.pieces if not (p.size < small and _MARKER.match(p.text.strip()))).strip()
+            text = "".join(
+                p.text for p in line.pieces if not (p.size < small and _MARKER.match(p.text.strip()))
+            ).strip()
         if text:
             kept.append(re.sub(r"[ \t]+", " ", text))
     return kept

@@ -10,6 +10,7 @@ abstract that some train claim cites, it lifts dense retrieval a lot; on HotpotQ
 paragraphs no training question touched, it does nothing (docs/benchmarks.md, issue 11). Fit it on labelled (or
 logged and clicked) queries of the collection it will serve; it is off by default.
 """
+
 from __future__ import annotations
 
 import json
@@ -18,10 +19,10 @@ from pathlib import Path
 
 import numpy as np
 
-from switchyard.retrievers.store import ChunkFetch, IndexStore, VectorSearch
-from switchyard.retrievers.lazy import Lazy
 from switchyard.errors import AdapterError
 from switchyard.extras import needs_extra
+from switchyard.retrievers.lazy import Lazy
+from switchyard.retrievers.store import ChunkFetch, IndexStore, VectorSearch
 
 ADAPTER_FORMAT = 1
 
@@ -30,6 +31,7 @@ ADAPTER_FORMAT = 1
 class AdapterExample:
     """One labelled query: its vector, every searched vector of its relevant documents, and one array of searched
     vectors per hard negative chunk."""
+
     query: np.ndarray
     positive: np.ndarray
     negatives: list[np.ndarray]
@@ -55,8 +57,9 @@ class QueryAdapter:
         if matrix.ndim != 2 or matrix.shape[0] != matrix.shape[1] or not np.isfinite(matrix).all():
             raise AdapterError(f"{self.path}: the adapter matrix must be square and finite, got {matrix.shape}")
         if meta.get("format") != ADAPTER_FORMAT:
-            raise AdapterError(f"{self.path}: unknown adapter format {meta.get('format')!r} "
-                               f"(expected {ADAPTER_FORMAT})")
+            raise AdapterError(
+                f"{self.path}: unknown adapter format {meta.get('format')!r} (expected {ADAPTER_FORMAT})"
+            )
         matrix.setflags(write=False)
         return matrix, meta
 
@@ -75,9 +78,11 @@ class QueryAdapter:
         """Refuse an adapter fitted for another embedding model (its vectors live in another space)."""
         meta = self.meta
         if meta.get("model") != model or self.matrix.shape[0] != dim:
-            raise AdapterError(f"query adapter {self.path} was fitted for {meta.get('model')!r} "
-                               f"({self.matrix.shape[0]}-dim vectors); this collection is embedded with {model!r} "
-                               f"({dim}-dim): fit an adapter for it or drop retrieve.retrievers.dense.query_adapter")
+            raise AdapterError(
+                f"query adapter {self.path} was fitted for {meta.get('model')!r} "
+                f"({self.matrix.shape[0]}-dim vectors); this collection is embedded with {model!r} "
+                f"({dim}-dim): fit an adapter for it or drop retrieve.retrievers.dense.query_adapter"
+            )
 
     def run(self, vector: np.ndarray) -> np.ndarray:
         return apply_adapter(self.matrix, vector)
@@ -112,8 +117,13 @@ def check_fit_settings(epochs: int, learning_rate: float, temperature: float, ne
         raise AdapterError("need epochs >= 1, learning rate > 0, temperature > 0 and negatives >= 1")
 
 
-def fit(examples: list[AdapterExample], epochs: int = 3, learning_rate: float = 1e-3, temperature: float = 0.05,
-        seed: int = 0) -> np.ndarray:
+def fit(
+    examples: list[AdapterExample],
+    epochs: int = 3,
+    learning_rate: float = 1e-3,
+    temperature: float = 0.05,
+    seed: int = 0,
+) -> np.ndarray:
     """The adapter matrix A (d x d) after `epochs` passes of Adam over the examples, one query per step, in an
     order drawn from `seed`. A chunk scores max over its vectors of cos(adapted q, v), as dense search does."""
     check_fit_settings(epochs, learning_rate, temperature)
@@ -146,8 +156,9 @@ def fit(examples: list[AdapterExample], epochs: int = 3, learning_rate: float = 
     return matrix.detach().numpy().copy()
 
 
-def collect_examples(store: IndexStore, query_vectors: dict[str, np.ndarray], qrels: dict[str, dict[str, float]],
-                     negatives: int = 30) -> tuple[list[AdapterExample], int]:
+def collect_examples(
+    store: IndexStore, query_vectors: dict[str, np.ndarray], qrels: dict[str, dict[str, float]], negatives: int = 30
+) -> tuple[list[AdapterExample], int]:
     """Training examples for `fit` from labelled queries (query id -> vector, query id -> {doc_id: grade}); the hard
     negatives are the first `negatives` non-relevant chunks of an exact-as-configured dense search. Returns the
     examples and how many queries were skipped (no relevant document in the collection)."""
@@ -169,6 +180,11 @@ def collect_examples(store: IndexStore, query_vectors: dict[str, np.ndarray], qr
         if not positive:
             skipped += 1
             continue
-        examples.append(AdapterExample(np.asarray(query_vectors[qid], dtype=np.float32), np.concatenate(positive),
-                                       [by_chunk[c][1] for c in negative_ids if c in by_chunk]))
+        examples.append(
+            AdapterExample(
+                np.asarray(query_vectors[qid], dtype=np.float32),
+                np.concatenate(positive),
+                [by_chunk[c][1] for c in negative_ids if c in by_chunk],
+            )
+        )
     return examples, skipped

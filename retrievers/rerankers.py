@@ -7,23 +7,24 @@
   combined with the fused score (min-max normalised over the candidate list).
 - `llm`: the LLM rates each candidate 0-10 for the query (one structured call per passage).
 """
+
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 from pydantic import BaseModel, Field
 
+from switchyard.errors import RerankerError
+from switchyard.extras import needs_extra
 from switchyard.llm.client import LLM, judge_passages
-from switchyard.llm.context import RunContext
 from switchyard.llm.prompts import RERANK_RELEVANCE
 from switchyard.retrievers.documents import Passage, search_text
 from switchyard.retrievers.fusion import min_max
 from switchyard.retrievers.lazy import Lazy
-from switchyard.errors import RerankerError
-from switchyard.extras import needs_extra
+from switchyard.run_context import RunContext
 
 
 def _ordered(passages: list[Passage], scores: list[float], name: str, top_k: int) -> list[Passage]:
@@ -44,8 +45,9 @@ class NoReranker:
             raise ValueError("top_k must be >= 1")
         self.top_k = top_k
 
-    def run(self, query: str, passages: list[Passage], top_k: int | None = None,
-            run: RunContext | None = None) -> list[Passage]:
+    def run(
+        self, query: str, passages: list[Passage], top_k: int | None = None, run: RunContext | None = None
+    ) -> list[Passage]:
         return passages[: top_k or self.top_k]
 
 
@@ -85,14 +87,16 @@ class CrossEncoderReranker:
     def warm_up(self) -> None:
         self._model.get()
 
-    def run(self, query: str, passages: list[Passage], top_k: int | None = None,
-            run: RunContext | None = None) -> list[Passage]:
+    def run(
+        self, query: str, passages: list[Passage], top_k: int | None = None, run: RunContext | None = None
+    ) -> list[Passage]:
         if not passages:
             return []
         model = self.model
         with self._predict_lock:  # one tokenizer, one model: calls from several runs take turns
-            scores = model.predict([(query, p.text) for p in passages], batch_size=self.batch_size,
-                                   show_progress_bar=False)
+            scores = model.predict(
+                [(query, p.text) for p in passages], batch_size=self.batch_size, show_progress_bar=False
+            )
         return _ordered(passages, list(np.asarray(scores, dtype=float)), self.name, top_k or self.top_k)
 
 
@@ -110,8 +114,9 @@ class DenseRescoreReranker:
         self.top_k = top_k
         self.weight = weight
 
-    def run(self, query: str, passages: list[Passage], top_k: int | None = None,
-            run: RunContext | None = None) -> list[Passage]:
+    def run(
+        self, query: str, passages: list[Passage], top_k: int | None = None, run: RunContext | None = None
+    ) -> list[Passage]:
         if not passages:
             return []
         vectors = self.embedder.run([query] + [search_text(p.title, p.text) for p in passages])
@@ -143,10 +148,18 @@ class LLMReranker:
         self.get_llm = get_llm
         self.top_k = top_k
 
-    def run(self, query: str, passages: list[Passage], top_k: int | None = None,
-            run: RunContext | None = None) -> list[Passage]:
+    def run(
+        self, query: str, passages: list[Passage], top_k: int | None = None, run: RunContext | None = None
+    ) -> list[Passage]:
         if not passages:
             return []
-        judged = judge_passages(self.get_llm(), RERANK_RELEVANCE, query, [p.text for p in passages], Relevance,
-                                Relevance(relevant=False, score=0), run=run)
+        judged = judge_passages(
+            self.get_llm(),
+            RERANK_RELEVANCE,
+            query,
+            [p.text for p in passages],
+            Relevance,
+            Relevance(relevant=False, score=0),
+            run=run,
+        )
         return _ordered(passages, [float(j.score) for j in judged], self.name, top_k or self.top_k)

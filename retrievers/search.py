@@ -8,6 +8,7 @@ required: no run, or a run whose `groups` is None, is an `AccessError` (closed b
     passages = stack.retrieval.run(["who patented the knuckle coupler"], where="source~couplers", run=RunContext())
     result = stack.retrieval.search(question, queries, where=..., rerank=True, run=run)   # + the reranker
 """
+
 from __future__ import annotations
 
 import json
@@ -15,20 +16,20 @@ import time
 from copy import copy
 from dataclasses import dataclass, field
 
-from switchyard.llm import telemetry
-from switchyard.llm.context import RunContext
+from switchyard import tracing
 from switchyard.retrievers.documents import Passage
 from switchyard.retrievers.filters import Clause, parse_filter, scope_clauses
 from switchyard.retrievers.fusion import reciprocal_rank_fusion
 from switchyard.retrievers.hybrid import HybridRetriever
+from switchyard.run_context import RunContext
 
 Where = str | list[Clause] | None
 
 
 @dataclass
 class SearchResult:
-    passages: list[Passage]                                    # reranked, best first
-    candidates: list[Passage] = field(default_factory=list)    # the fused list before reranking
+    passages: list[Passage]  # reranked, best first
+    candidates: list[Passage] = field(default_factory=list)  # the fused list before reranking
     timings_ms: dict[str, float] = field(default_factory=dict)
 
 
@@ -41,8 +42,15 @@ class Retrieval:
     """Hybrid search for the queries of one round (several queries are fused by RRF, `rrf_k`), then, for `search`,
     the configured reranker. Holds no per-call state: safe to share between threads."""
 
-    def __init__(self, retriever: HybridRetriever, reranker, top_k: int = 20, rerank_top_k: int = 5,
-                 rrf_k: float = 60.0, collection: str = ""):
+    def __init__(
+        self,
+        retriever: HybridRetriever,
+        reranker,
+        top_k: int = 20,
+        rerank_top_k: int = 5,
+        rrf_k: float = 60.0,
+        collection: str = "",
+    ):
         self.retriever = retriever
         self.collection = collection  # named in trace spans
         self.reranker = reranker
@@ -50,8 +58,9 @@ class Retrieval:
         self.rerank_top_k = rerank_top_k
         self.rrf_k = rrf_k
 
-    def run(self, queries: list[str], where: Where = None, top_k: int | None = None,
-            run: RunContext | None = None) -> list[Passage]:
+    def run(
+        self, queries: list[str], where: Where = None, top_k: int | None = None, run: RunContext | None = None
+    ) -> list[Passage]:
         """The fused passages of a round: each query searched with the filter, several queries fused by RRF. Only
         chunks readable within `run.groups` (the caller's groups, or ALL; required): the access clause is ANDed to
         the caller's filter inside each LanceDB query, so a filter can only narrow what is read."""
@@ -59,11 +68,15 @@ class Retrieval:
         if not queries:
             raise ValueError("at least one query is needed")
         k = top_k or self.top_k
-        attributes = {telemetry.SPAN_KIND: "RETRIEVER", "switchyard.retrieval.collection": self.collection,
-                      "switchyard.retrieval.k": k, "switchyard.retrieval.queries": len(queries)}
+        attributes = {
+            tracing.SPAN_KIND: "RETRIEVER",
+            "switchyard.retrieval.collection": self.collection,
+            "switchyard.retrieval.k": k,
+            "switchyard.retrieval.queries": len(queries),
+        }
         if where:
             attributes["switchyard.retrieval.filter"] = where if isinstance(where, str) else repr(where)
-        with telemetry.span("retrieval", attributes) as span:
+        with tracing.span("retrieval", attributes) as span:
             admitted = clauses(where) + access
             ranked = {f"q{i}": self.retriever.run(q, where=admitted) for i, q in enumerate(queries)}
             if len(ranked) == 1:
@@ -75,13 +88,21 @@ class Retrieval:
                 span.set_attributes(_retrieval_attributes(queries, passages))
         return passages
 
-    def rerank(self, question: str, passages: list[Passage], top_k: int | None = None,
-               run: RunContext | None = None) -> list[Passage]:
+    def rerank(
+        self, question: str, passages: list[Passage], top_k: int | None = None, run: RunContext | None = None
+    ) -> list[Passage]:
         """The configured reranker over copies of `passages` (their score dicts are not shared with the input)."""
         return self.reranker.run(question, [_copy(p) for p in passages], top_k=top_k or self.rerank_top_k, run=run)
 
-    def search(self, question: str, queries: list[str] | None = None, where: Where = None, top_k: int | None = None,
-               rerank: bool = True, run: RunContext | None = None) -> SearchResult:
+    def search(
+        self,
+        question: str,
+        queries: list[str] | None = None,
+        where: Where = None,
+        top_k: int | None = None,
+        rerank: bool = True,
+        run: RunContext | None = None,
+    ) -> SearchResult:
         """`run(queries or [question])`, then the reranker (or the first `top_k` without it), timed."""
         t0 = time.perf_counter()
         candidates = self.run(queries or [question], where, run=run)
@@ -94,13 +115,15 @@ class Retrieval:
 
 def _retrieval_attributes(queries: list[str], passages: list[Passage], top: int = 5) -> dict:
     """What a retrieval span shows of its result: the count, the top scores and documents (OpenInference names)."""
-    attributes: dict = {"switchyard.retrieval.returned": len(passages),
-                        "switchyard.retrieval.top_scores": [float(p.score) for p in passages[:top]]}
+    attributes: dict = {
+        "switchyard.retrieval.returned": len(passages),
+        "switchyard.retrieval.top_scores": [float(p.score) for p in passages[:top]],
+    }
     for i, p in enumerate(passages[:top]):
         attributes[f"retrieval.documents.{i}.document.id"] = p.chunk_id
         attributes[f"retrieval.documents.{i}.document.score"] = float(p.score)
         attributes[f"retrieval.documents.{i}.document.metadata"] = json.dumps({"doc_id": p.doc_id})
-    if telemetry.capture_content():
+    if tracing.capture_content():
         attributes["input.value"] = " | ".join(queries)
     return attributes
 

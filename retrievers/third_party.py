@@ -4,6 +4,7 @@ NLTK (llama-index's sentence splitter, the `rank_bm25` backend's stemmer) import
 `KMP_DUPLICATE_LIB_OK` and `KMP_INIT_AT_FORK` in `os.environ` when it is imported. A library must leave its host's
 environment as it found it, so these imports go through `import_keeping_environment`.
 """
+
 from __future__ import annotations
 
 import importlib

@@ -24,6 +24,7 @@ the folder's one runtime, and loading keeps the one in the later segment.
 One recording holds one runtime per model: recording into a folder whose vectors of that model came from another
 backend or precision is refused, since the folder would then replay a mix.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -45,7 +46,7 @@ from switchyard.retrievers.lazy import Lazy
 
 
 def vector_key(model: str, text: str) -> bytes:
-    return hashlib.sha256(f"{model}\n{text}".encode("utf-8")).digest()
+    return hashlib.sha256(f"{model}\n{text}".encode()).digest()
 
 
 def _first_words(text: str, n: int = 10) -> str:
@@ -69,8 +70,8 @@ class VectorRecording:
         self.model = model
         self.replay = replay
         self.flush_every = flush_every
-        self.replayed = 0   # vectors answered from the recording
-        self.recorded = 0   # vectors computed and recorded
+        self.replayed = 0  # vectors answered from the recording
+        self.recorded = 0  # vectors computed and recorded
         self._lock = threading.Lock()
         self._vectors: dict[bytes, np.ndarray] | None = None  # loaded on first use
         self._runtime: dict | None = None
@@ -98,8 +99,10 @@ class VectorRecording:
                     runtime = json.loads(str(data["runtime"]))
                     keys, values = data["keys"], data["vectors"]
             except (OSError, ValueError, KeyError) as exc:
-                raise EmbedderError(f"{path} is not a vector recording segment ({type(exc).__name__}: {exc}); "
-                                    "delete it to record its vectors again") from None
+                raise EmbedderError(
+                    f"{path} is not a vector recording segment ({type(exc).__name__}: {exc}); "
+                    "delete it to record its vectors again"
+                ) from None
             if runtime.get("model") != self.model:
                 continue  # another model whose name makes the same file prefix
             self._check_runtime(runtime, path)
@@ -132,10 +135,14 @@ class VectorRecording:
         elif recorded != self._runtime:
             held = f"{self.root} holds {self.model} vectors computed by {_describe(self._runtime)}"
             if where is None:
-                raise EmbedderError(f"{held}, but this machine computes them by {_describe(recorded)}: replay them "
-                                    "(eval --replay) or record into another folder; one recording holds one runtime")
-            raise EmbedderError(f"{held}, but {where.name} holds some computed by {_describe(recorded)}: one "
-                                "recording holds one runtime; move that segment to another folder")
+                raise EmbedderError(
+                    f"{held}, but this machine computes them by {_describe(recorded)}: replay them "
+                    "(eval --replay) or record into another folder; one recording holds one runtime"
+                )
+            raise EmbedderError(
+                f"{held}, but {where.name} holds some computed by {_describe(recorded)}: one "
+                "recording holds one runtime; move that segment to another folder"
+            )
 
     def runtime(self) -> dict | None:
         """{backend, precision, dim} the recorded vectors of this model were computed with (None: none recorded)."""
@@ -156,7 +163,8 @@ class VectorRecording:
                 where = self.root if self.root.is_dir() else f"{self.root} (no such folder)"
                 raise VectorCacheMiss(
                     f"{len(missing)} of {len(texts)} text(s) have no recorded {self.model} vector in {where} (first: "
-                    f"{_first_words(missing[0])!r}); record them first (eval --vector-cache DIR without --replay)")
+                    f"{_first_words(missing[0])!r}); record them first (eval --vector-cache DIR without --replay)"
+                )
         return found
 
     # -- recording ------------------------------------------------------------------------------------------
@@ -169,8 +177,12 @@ class VectorRecording:
             raise ValueError(f"{len(texts)} texts but {len(vectors)} vectors")
         if not len(texts):
             return
-        entry = {"model": self.model, "backend": runtime["backend"], "precision": runtime["precision"],
-                 "dim": int(vectors.shape[1])}
+        entry = {
+            "model": self.model,
+            "backend": runtime["backend"],
+            "precision": runtime["precision"],
+            "dim": int(vectors.shape[1]),
+        }
         with self._lock:
             stored = self._load()
             self._check_runtime(entry, None)
@@ -208,8 +220,9 @@ def _write_npz(path: Path, keys: np.ndarray, vectors: np.ndarray, runtime: dict)
     """A segment or packed file, written whole to a temporary file renamed into place."""
     buffer = io.BytesIO()
     np.savez_compressed(buffer, keys=keys, vectors=vectors, runtime=np.array(json.dumps(runtime, sort_keys=True)))
-    with tempfile.NamedTemporaryFile("wb", dir=path.parent, prefix=f".{path.stem}-", suffix=".tmp",
-                                     delete=False) as tmp:
+    with tempfile.NamedTemporaryFile(
+        "wb", dir=path.parent, prefix=f".{path.stem}-", suffix=".tmp", delete=False
+    ) as tmp:
         tmp.write(buffer.getvalue())
     os.chmod(tmp.name, 0o644)
     os.replace(tmp.name, path)
@@ -305,17 +318,31 @@ class RecordingEmbedder(QueryVectorCache):
         return np.stack(found).astype(np.float32, copy=False)
 
 
-def build_embedder(model: str = "minilm", batch_size: int = 32, device: str = "cpu",
-                   backend: EmbeddingBackend = "torch", threads: int | None = None, cache_dir: str | None = None,
-                   precision: EmbeddingPrecision = "auto", vector_cache: str | None = None,
-                   replay: bool = False) -> TextEmbedder:
+def build_embedder(
+    model: str = "minilm",
+    batch_size: int = 32,
+    device: str = "cpu",
+    backend: EmbeddingBackend = "torch",
+    threads: int | None = None,
+    cache_dir: str | None = None,
+    precision: EmbeddingPrecision = "auto",
+    vector_cache: str | None = None,
+    replay: bool = False,
+) -> TextEmbedder:
     """The embedder an `embedding` config section describes (`build_embedder(**section.model_dump())`): the model,
     wrapped in a `RecordingEmbedder` when `vector_cache` names a recording (`replay`: answered only from it). Building
     loads nothing: the model loads on first use, and never under replay."""
     if replay and not vector_cache:
         raise ValueError("replay needs vector_cache (the folder of recorded vectors)")
-    inner = Embedder(model, batch_size=batch_size, device=device, backend=backend, threads=threads,
-                     cache_dir=cache_dir, precision=precision)
+    inner = Embedder(
+        model,
+        batch_size=batch_size,
+        device=device,
+        backend=backend,
+        threads=threads,
+        cache_dir=cache_dir,
+        precision=precision,
+    )
     if not vector_cache:
         return inner
     return RecordingEmbedder(inner, VectorRecording(vector_cache, model, replay=replay))

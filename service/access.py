@@ -5,11 +5,12 @@ HTTP, a tool error over MCP), with the same words, so a key learns nothing of th
 documents a caller reads inside a collection is its access scope (`Principal.scope`: its groups, or ALL), carried down to the LanceDB
 queries by every search, run, listing and count.
 """
+
 from __future__ import annotations
 
 from switchyard.configs.schema import StoreConfig
 from switchyard.errors import CollectionNotFound, UnknownPipeline, UsageError
-from switchyard.graphs.app import Pipeline
+from switchyard.graphs.pipeline import Pipeline
 from switchyard.service.keys import Principal
 from switchyard.service.registry import PipelineRegistry
 
@@ -25,8 +26,9 @@ class CollectionAccess:
 
     def missing(self, principal: Principal, name: str) -> CollectionNotFound:
         """The error of a collection that does not exist or that `principal` may not read (the same words)."""
-        return CollectionNotFound(f"collection {name!r} does not exist "
-                                  f"(collections: {', '.join(self.visible(principal)) or 'none'})")
+        return CollectionNotFound(
+            f"collection {name!r} does not exist (collections: {', '.join(self.visible(principal)) or 'none'})"
+        )
 
     def check(self, principal: Principal, name: str, must_exist: bool = True) -> str:
         """`name` if `principal` may read it and (with `must_exist`) it exists; else `missing`."""
@@ -54,6 +56,7 @@ def valid_collection_name(name: str) -> str:
     try:
         StoreConfig(collection=name)
     except ValueError:
-        raise UsageError(f"invalid collection name {name!r} (1-64 letters, digits, '_', '.', '-', starting with a "
-                         "letter or digit)") from None
+        raise UsageError(
+            f"invalid collection name {name!r} (1-64 letters, digits, '_', '.', '-', starting with a letter or digit)"
+        ) from None
     return name

@@ -25,6 +25,7 @@ Access (service/keys.py, service/access.py): every route resolves its collection
 (service/dependencies.py); a collection the caller may not read answers exactly like one that does not exist (404),
 and every run, search, listing and count carries the caller's access groups down to the LanceDB queries.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -35,9 +36,8 @@ from fastapi import FastAPI
 from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
 
-from switchyard import otel_sdk
+from switchyard import otel_sdk, tracing
 from switchyard.extras import needs_extra
-from switchyard.llm import telemetry
 from switchyard.service import error_responses
 from switchyard.service.audit import AuditLog, AuditMiddleware
 from switchyard.service.auth import BearerAuth
@@ -70,8 +70,12 @@ def create_app(settings: ServiceSettings | None = None) -> FastAPI:
                 service.threads.close()
             await asyncio.to_thread(otel_sdk.flush)
 
-    app = FastAPI(title="Switchyard", version="0.1.0", lifespan=lifespan,
-                  description="Retrieval-augmented question answering: fixed pipeline and agent variants.")
+    app = FastAPI(
+        title="Switchyard",
+        version="0.1.0",
+        lifespan=lifespan,
+        description="Retrieval-augmented question answering: fixed pipeline and agent variants.",
+    )
     app.state.service = service
     error_responses.install(app)
     for router in ROUTERS:
@@ -109,7 +113,7 @@ class TraceIdHeader:
         self.app = app
 
     async def __call__(self, scope, receive, send):
-        trace_id = telemetry.current_trace_id() if scope["type"] == "http" else None
+        trace_id = tracing.current_trace_id() if scope["type"] == "http" else None
         if trace_id is None:
             await self.app(scope, receive, send)
             return

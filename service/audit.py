@@ -9,13 +9,14 @@ one). The question is added only with `questions=True` (`serve --audit-questions
 question in `request.state.audit` (see `note`). Lines go to a file (`serve --audit-log FILE`) or, without one, to the
 `switchyard.audit` logger.
 """
+
 from __future__ import annotations
 
 import json
 import logging
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 log = logging.getLogger("switchyard.audit")
@@ -71,10 +72,15 @@ class AuditMiddleware:
         finally:
             state = scope.get("state") or {}
             principal, noted = state.get("principal"), state.get("audit") or {}
-            record = {"time": datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
-                      "key": principal.name if principal else None, "method": scope.get("method"),
-                      "route": scope.get("path"), "collection": noted.get("collection"), "status": status["code"],
-                      "ms": round((time.perf_counter() - started) * 1e3, 1)}
+            record = {
+                "time": datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+                "key": principal.name if principal else None,
+                "method": scope.get("method"),
+                "route": scope.get("path"),
+                "collection": noted.get("collection"),
+                "status": status["code"],
+                "ms": round((time.perf_counter() - started) * 1e3, 1),
+            }
             if self.audit.questions and noted.get("question") is not None:
                 record["question"] = noted["question"]
             try:

@@ -9,6 +9,7 @@ user). The credential is never logged. An authenticated request carries its `Pri
 `request.state.principal`, which the routes and the MCP server's access check read; a key past its requests per
 minute gets 429 with `Retry-After`.
 """
+
 from __future__ import annotations
 
 import hmac
@@ -44,15 +45,23 @@ class BearerAuth:
             return
         principal = self._authenticate(scope)
         if principal is None:
-            await _reply(send, 401, "missing or wrong bearer token or API key (Authorization: Bearer <key>)",
-                         [(b"www-authenticate", b"Bearer")])
+            await _reply(
+                send,
+                401,
+                "missing or wrong bearer token or API key (Authorization: Bearer <key>)",
+                [(b"www-authenticate", b"Bearer")],
+            )
             return
         scope.setdefault("state", {})["principal"] = principal
         if principal.rpm:
             wait = self.limiter.hit(principal.name, principal.rpm)
             if wait is not None:
-                await _reply(send, 429, f"key {principal.name!r} is past its {principal.rpm} requests per minute; "
-                                        "retry shortly", [(b"retry-after", str(max(1, math.ceil(wait))).encode())])
+                await _reply(
+                    send,
+                    429,
+                    f"key {principal.name!r} is past its {principal.rpm} requests per minute; retry shortly",
+                    [(b"retry-after", str(max(1, math.ceil(wait))).encode())],
+                )
                 return
         await self.app(scope, receive, send)
 
@@ -75,7 +84,11 @@ class BearerAuth:
 
 async def _reply(send, status: int, detail: str, headers: list[tuple[bytes, bytes]]) -> None:
     body = json.dumps({"detail": detail}).encode()
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-                            *headers]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *headers],
+        }
+    )
     await send({"type": "http.response.body", "body": body})

@@ -1,6 +1,7 @@
 """The `Service`: what every route shares (pipelines, collection access, upload jobs, keys, paused runs, metrics, the
 run slots) and how a run is made within the service's limits (runs in flight, the request timeout). Routes reach it
 through the providers of service/dependencies.py; the MCP tool `ask` through `bounded_ask`."""
+
 from __future__ import annotations
 
 import asyncio
@@ -9,10 +10,10 @@ import threading
 import anyio
 
 from switchyard.errors import PauseExpired, QuestionError, ServiceError, SwitchyardError, UnknownThread
-from switchyard.graphs.app import Pipeline
+from switchyard.graphs.pipeline import Pipeline
 from switchyard.graphs.results import Answer, AskResult, ErrorEvent, Paused
-from switchyard.llm.context import RunContext
 from switchyard.nodes.approve import Approval, checked_arguments
+from switchyard.run_context import RunContext
 from switchyard.service.access import CollectionAccess
 from switchyard.service.error_responses import run_error
 from switchyard.service.job_store import job_store_path
@@ -31,7 +32,7 @@ class Slot:
     """One run's place among those in flight; `release()` may be called more than once (stream end, response
     end), the place is given back once."""
 
-    def __init__(self, service: "Service", principal: Principal):
+    def __init__(self, service: Service, principal: Principal):
         self._service = service
         self._principal = principal
         self._released = threading.Event()
@@ -73,16 +74,17 @@ class Service:
         self.registry = PipelineRegistry(settings.configs, settings.overrides)
         self.access = CollectionAccess(self.registry)
         store_uri = self.registry.configs[self.registry.default].store.uri  # where registry.stack ingests
-        self.jobs = IngestJobs(settings.upload_dir, self.registry.stack,
-                               job_store_path(store_uri, settings.upload_dir))
+        self.jobs = IngestJobs(settings.upload_dir, self.registry.stack, job_store_path(store_uri, settings.upload_dir))
         self.metrics = ServiceMetrics()
         self.slots = RunSlots(settings.max_in_flight)
         self.key_runs = KeyRuns()
         self.keys = KeyStore(keys_path(store_uri, settings.upload_dir))
         # paused runs (graph.router.approve) beside the index; no file unless a served pipeline pauses
-        self.threads = (PausedRuns(threads_path(store_uri, settings.upload_dir),
-                                   stale_after_s=2 * settings.request_timeout_s)
-                        if self.registry.pauses() else None)
+        self.threads = (
+            PausedRuns(threads_path(store_uri, settings.upload_dir), stale_after_s=2 * settings.request_timeout_s)
+            if self.registry.pauses()
+            else None
+        )
         if self.threads is not None:
             self.registry.checkpointer = self.threads.checkpointer
 
@@ -101,14 +103,18 @@ class Service:
         limit = principal.max_in_flight
         if limit and not self.key_runs.try_acquire(principal.name, limit):
             self.metrics.rejected.labels("key_in_flight").inc()
-            raise ServiceError(429, f"key {principal.name!r} has {limit} runs in flight; retry shortly",
-                               {"Retry-After": str(RETRY_AFTER_S)})
+            raise ServiceError(
+                429,
+                f"key {principal.name!r} has {limit} runs in flight; retry shortly",
+                {"Retry-After": str(RETRY_AFTER_S)},
+            )
         if not self.slots.try_acquire():
             if limit:
                 self.key_runs.release(principal.name)
             self.metrics.rejected.labels("in_flight").inc()
-            raise ServiceError(429, f"{self.slots.limit} runs are in flight; retry shortly",
-                               {"Retry-After": str(RETRY_AFTER_S)})
+            raise ServiceError(
+                429, f"{self.slots.limit} runs are in flight; retry shortly", {"Retry-After": str(RETRY_AFTER_S)}
+            )
         self.metrics.runs_in_flight.inc()
         return Slot(self, principal)
 
@@ -121,22 +127,23 @@ class Service:
     def timed_out(self) -> ServiceError:
         return ServiceError(504, f"the run timed out after {self.settings.request_timeout_s:g}s")
 
-    async def ask(self, pipe: Pipeline, name: str, question: str, where: str | None,
-                  principal: Principal) -> AskResult:
+    async def ask(self, pipe: Pipeline, name: str, question: str, where: str | None, principal: Principal) -> AskResult:
         """One run with the request timeout, reading what `principal` may read; a timed-out run is cancelled (its
         LLM calls stop)."""
         try:
-            result = await asyncio.wait_for(pipe.aask(question, where, groups=principal.scope),
-                                            self.settings.request_timeout_s)
-        except asyncio.TimeoutError:
+            result = await asyncio.wait_for(
+                pipe.aask(question, where, groups=principal.scope), self.settings.request_timeout_s
+            )
+        except TimeoutError:
             raise self.timed_out() from None
         except Exception as exc:
             raise run_error(exc) from None
         self.metrics.observe_run(name, result.usage.model_dump())
         return result
 
-    async def bounded_ask(self, pipe: Pipeline, name: str, question: str, where: str | None,
-                          principal: Principal) -> AskResult:
+    async def bounded_ask(
+        self, pipe: Pipeline, name: str, question: str, where: str | None, principal: Principal
+    ) -> AskResult:
         """`ask` within the service's limits (question length, runs in flight, timeout), as `/v1/ask` runs it; the
         MCP tool `ask` goes through here."""
         self.check_question(question)
@@ -147,8 +154,9 @@ class Service:
             slot.release()
 
     # -- a human in the loop (graph.router.approve) -----------------------------------------------------------
-    async def start_thread(self, pipe: Pipeline, name: str, question: str, where: str | None,
-                           principal: Principal) -> Paused | ThreadDone:
+    async def start_thread(
+        self, pipe: Pipeline, name: str, question: str, where: str | None, principal: Principal
+    ) -> Paused | ThreadDone:
         """Run until the first pause (recorded as the principal's thread) or the answer."""
         context = RunContext(groups=principal.scope)
         try:
@@ -157,8 +165,9 @@ class Service:
             pipe.forget(context.run_id)
             raise
         if isinstance(outcome, Paused):
-            self.threads.add(outcome.thread_id, principal.name, name, pipe.resources.stack.collection,
-                             outcome.expires_at.timestamp())
+            self.threads.add(
+                outcome.thread_id, principal.name, name, pipe.resources.stack.collection, outcome.expires_at.timestamp()
+            )
             return outcome
         return ThreadDone(**dict(outcome), thread_id=context.run_id)
 
@@ -175,8 +184,9 @@ class Service:
             return
         if thread.state != "expired":
             self.threads.finish(thread.id, "expired")
-        raise PauseExpired(f"the pause of run {thread.id!r} expired (graph.router.approve_timeout_s); it cannot be "
-                           "resumed")
+        raise PauseExpired(
+            f"the pause of run {thread.id!r} expired (graph.router.approve_timeout_s); it cannot be resumed"
+        )
 
     async def resume_thread(self, principal: Principal, thread_id: str, approval: Approval) -> Paused | ThreadDone:
         """Answer a paused run: 404 (not the principal's), 410 (expired), 409 (being resumed or finished), 422
@@ -191,12 +201,14 @@ class Service:
         slot = self.acquire(principal)
         try:
             if not self.threads.claim(thread_id):
-                raise ServiceError(409, f"run {thread_id!r} is being resumed by another request, or its pause has "
-                                        "just expired")
+                raise ServiceError(
+                    409, f"run {thread_id!r} is being resumed by another request, or its pause has just expired"
+                )
             context = RunContext(run_id=thread_id, groups=principal.scope)
             try:
-                outcome = await self._pausing(lambda: pipe.resume(thread_id, approval, context=context), context,
-                                              thread.pipeline)
+                outcome = await self._pausing(
+                    lambda: pipe.resume(thread_id, approval, context=context), context, thread.pipeline
+                )
             except SwitchyardError as exc:
                 self.threads.finish(thread_id, "expired" if exc.http_status == 410 else "failed")
                 raise
@@ -212,7 +224,7 @@ class Service:
         """`run()` (a start or resume, synchronous: the checkpointer is) in a thread, with the request timeout."""
         try:
             outcome = await asyncio.wait_for(asyncio.to_thread(run), self.settings.request_timeout_s)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             context.cancelled.set()
             raise self.timed_out() from None
         except Exception as exc:
@@ -221,8 +233,9 @@ class Service:
             self.metrics.observe_run(name, outcome.usage.model_dump())
         return outcome
 
-    async def events(self, pipe: Pipeline, name: str, question: str, where: str | None, slot: Slot,
-                     principal: Principal):
+    async def events(
+        self, pipe: Pipeline, name: str, question: str, where: str | None, slot: Slot, principal: Principal
+    ):
         """The run's events; past the request timeout the run is cancelled (its LLM work stops) and ends with an
         `error` event. The slot is given back when the stream ends or the client goes away."""
         context = RunContext(groups=principal.scope)
@@ -244,5 +257,9 @@ class Service:
                 await events.aclose()
 
 
-_STATES = {"running": "being resumed by another request", "done": "finished", "failed": "finished (it failed)",
-           "expired": "expired"}
+_STATES = {
+    "running": "being resumed by another request",
+    "done": "finished",
+    "failed": "finished (it failed)",
+    "expired": "expired",
+}

@@ -6,15 +6,17 @@ starts where they end.
 The order of the checks is the order of the replies a client sees: the body (422), the question (400, 413), the
 pipeline (404) and collection (400, 404), a stream's readiness (400), then a place among the runs in flight (429).
 """
+
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Annotated, AsyncIterator
+from typing import Annotated
 
 from fastapi import Depends, Request
 
 from switchyard.errors import ServiceError, UsageError
-from switchyard.graphs.app import Pipeline
+from switchyard.graphs.pipeline import Pipeline
 from switchyard.retrievers.store import IndexStore
 from switchyard.service.access import valid_collection_name
 from switchyard.service.audit import note
@@ -49,8 +51,9 @@ def require_write(principal: Principal, collection: str) -> None:
         raise ServiceError(403, f"key {principal.name!r} may not change collection {collection!r} (needs --write)")
 
 
-def readable_pipeline(service: Service, principal: Principal, pipeline: str | None, collection: str | None,
-                      create: bool = False) -> tuple[Pipeline, str]:
+def readable_pipeline(
+    service: Service, principal: Principal, pipeline: str | None, collection: str | None, create: bool = False
+) -> tuple[Pipeline, str]:
     """The named pipeline (default: the first) over `collection` (default: the pipeline's own) if `principal` may
     read it, and its name. A collection that does not exist is a 404 unless `create` (an upload): pipelines are
     kept per collection, so a client cannot make the server build one for any name it likes. A collection the
@@ -78,13 +81,22 @@ class Question:
     text: str
     where: str | None
     pipe: Pipeline
-    name: str          # the pipeline's name
+    name: str  # the pipeline's name
     principal: Principal
 
 
-def readable_question(request: Request, service: Service, principal: Principal, text: str, pipeline: str | None,
-                      collection: str | None, where: str | None, *, what: str = "question",
-                      unattended: bool = False) -> Question:
+def readable_question(
+    request: Request,
+    service: Service,
+    principal: Principal,
+    text: str,
+    pipeline: str | None,
+    collection: str | None,
+    where: str | None,
+    *,
+    what: str = "question",
+    unattended: bool = False,
+) -> Question:
     """The preamble of every run: the audit note, the question's checks, the readable pipeline; `unattended` (a
     stream, the chat endpoint): a question its pipeline can start on now, and a pipeline that does not pause for
     a human's approval."""
@@ -98,9 +110,11 @@ def readable_question(request: Request, service: Service, principal: Principal, 
         except Exception as exc:
             raise run_error(exc) from None
         if pipe.pauses:
-            raise UsageError(f"pipeline {name!r} pauses for a human's approval before each action "
-                             "(graph.router.approve): ask with POST /v1/ask, answer with "
-                             "POST /v1/threads/{thread_id}/resume")
+            raise UsageError(
+                f"pipeline {name!r} pauses for a human's approval before each action "
+                "(graph.router.approve): ask with POST /v1/ask, answer with "
+                "POST /v1/threads/{thread_id}/resume"
+            )
     return Question(text, where, pipe, name, principal)
 
 
@@ -109,19 +123,21 @@ def ask_question(body: AskRequest, request: Request, service: ServiceDep, princi
 
 
 def stream_question(body: AskRequest, request: Request, service: ServiceDep, principal: PrincipalDep) -> Question:
-    return readable_question(request, service, principal, body.question, body.pipeline, body.collection, body.where,
-                             unattended=True)
+    return readable_question(
+        request, service, principal, body.question, body.pipeline, body.collection, body.where, unattended=True
+    )
 
 
 def chat_question(body: ChatRequest, request: Request, service: ServiceDep, principal: PrincipalDep) -> Question:
-    return readable_question(request, service, principal, question_of(body), body.model, body.collection, None,
-                             unattended=True)
+    return readable_question(
+        request, service, principal, question_of(body), body.model, body.collection, None, unattended=True
+    )
 
 
-def search_question(body: SearchRequest, request: Request, service: ServiceDep,
-                    principal: PrincipalDep) -> Question:
-    return readable_question(request, service, principal, body.query, body.pipeline, body.collection, body.where,
-                             what="query")
+def search_question(body: SearchRequest, request: Request, service: ServiceDep, principal: PrincipalDep) -> Question:
+    return readable_question(
+        request, service, principal, body.query, body.pipeline, body.collection, body.where, what="query"
+    )
 
 
 AskQuestion = Annotated[Question, Depends(ask_question)]
@@ -134,6 +150,7 @@ def reply_slot(question_provider):
     """The run slot of a route that replies once its run is done: taken after the question's checks (429 beyond
     the limits), given back when the route returns, before its reply is sent (the client's next request finds it
     free)."""
+
     async def slot(service: ServiceDep, question: Question = Depends(question_provider)) -> AsyncIterator[Slot]:
         taken = service.acquire(question.principal)
         try:
@@ -148,6 +165,7 @@ def stream_slot(question_provider):
     """The run slot of a route that streams: taken after the question's checks (429 beyond the limits); the route
     hands it to its stream, which gives it back when the stream ends or its client goes away, and to its response
     (`background=BackgroundTask(slot.release)`) for a client that left before the stream began."""
+
     async def slot(service: ServiceDep, question: Question = Depends(question_provider)) -> Slot:
         return service.acquire(question.principal)
 

@@ -2,6 +2,7 @@
 with the status its class carries (`ServiceError`: per instance, with its headers, e.g. `Retry-After`) and its one
 line; anything else a 500 `internal error: TYPE: message`, its traceback in the log. The chat endpoint words the
 same errors the OpenAI way (routes/chat.py)."""
+
 from __future__ import annotations
 
 import logging

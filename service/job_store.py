@@ -10,6 +10,7 @@ unfinished jobs of owners whose lock it can take (their process is gone) and lea
 server sharing the store. Writes are serialized by a lock (one connection per store) and by SQLite's own locking
 between processes; every write is one transaction with `synchronous=FULL`.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -46,8 +47,8 @@ CREATE TABLE IF NOT EXISTS job_files (
 @dataclass
 class FileStatus:
     name: str
-    path: str = ""                  # where the upload is kept (upload_dir/<collection>/<name>); not shown to clients
-    status: str = "queued"          # queued | indexed | unchanged | error
+    path: str = ""  # where the upload is kept (upload_dir/<collection>/<name>); not shown to clients
+    status: str = "queued"  # queued | indexed | unchanged | error
     error: str | None = None
     added: int = 0
     updated: int = 0
@@ -57,27 +58,38 @@ class FileStatus:
 class Job:
     id: str
     collection: str
-    state: str = "queued"           # queued | running | done | failed
+    state: str = "queued"  # queued | running | done | failed
     files: list[FileStatus] = field(default_factory=list)
     created: float = field(default_factory=time.time)
     started: float | None = None
     finished: float | None = None
     error: str | None = None
-    attempts: int = 0               # times a process started it; > 1: resumed after a server stopped during it
-    owner: str | None = None        # the store instance (process) that runs it
-    acl: tuple[str, ...] = ()       # access labels of the uploaded documents (the upload's `acl` field)
+    attempts: int = 0  # times a process started it; > 1: resumed after a server stopped during it
+    owner: str | None = None  # the store instance (process) that runs it
+    acl: tuple[str, ...] = ()  # access labels of the uploaded documents (the upload's `acl` field)
 
     @property
     def resumed(self) -> bool:
         return self.attempts > 1
 
     def to_dict(self) -> dict:
-        files = [{"name": f.name, "status": f.status, "error": f.error, "added": f.added, "updated": f.updated}
-                 for f in self.files]
+        files = [
+            {"name": f.name, "status": f.status, "error": f.error, "added": f.added, "updated": f.updated}
+            for f in self.files
+        ]
         done = sum(f.status != "queued" for f in self.files)
-        return {"id": self.id, "collection": self.collection, "state": self.state, "files": files,
-                "created": self.created, "started": self.started, "finished": self.finished, "error": self.error,
-                "resumed": self.resumed, "progress": {"files_done": done, "files_total": len(self.files)}}
+        return {
+            "id": self.id,
+            "collection": self.collection,
+            "state": self.state,
+            "files": files,
+            "created": self.created,
+            "started": self.started,
+            "finished": self.finished,
+            "error": self.error,
+            "resumed": self.resumed,
+            "progress": {"files_done": done, "files_total": len(self.files)},
+        }
 
 
 def job_store_path(store_uri: str, upload_dir: Path) -> Path:
@@ -109,8 +121,10 @@ class JobStore:
             if "acl" not in {row[1] for row in db.execute("PRAGMA table_info(jobs)")}:  # a store made before labels
                 db.execute("ALTER TABLE jobs ADD COLUMN acl TEXT")
             old = time.time() - KEEP_FINISHED_S
-            db.execute("DELETE FROM job_files WHERE job_id IN (SELECT id FROM jobs WHERE state NOT IN (?, ?) "
-                       "AND created < ?)", (*UNFINISHED, old))
+            db.execute(
+                "DELETE FROM job_files WHERE job_id IN (SELECT id FROM jobs WHERE state NOT IN (?, ?) AND created < ?)",
+                (*UNFINISHED, old),
+            )
             db.execute("DELETE FROM jobs WHERE state NOT IN (?, ?) AND created < ?", (*UNFINISHED, old))
 
     @contextlib.contextmanager
@@ -122,42 +136,75 @@ class JobStore:
     def save(self, job: Job) -> None:
         """Record the job and its files as they are now (one transaction)."""
         with self._tx() as db:
-            db.execute("INSERT INTO jobs (id, collection, state, error, created, started, finished, attempts, owner, "
-                       "acl) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET state = "
-                       "excluded.state, error = excluded.error, started = excluded.started, finished = "
-                       "excluded.finished, attempts = excluded.attempts, owner = excluded.owner",
-                       (job.id, job.collection, job.state, job.error, job.created, job.started, job.finished,
-                        job.attempts, job.owner, ",".join(job.acl)))
+            db.execute(
+                "INSERT INTO jobs (id, collection, state, error, created, started, finished, attempts, owner, "
+                "acl) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET state = "
+                "excluded.state, error = excluded.error, started = excluded.started, finished = "
+                "excluded.finished, attempts = excluded.attempts, owner = excluded.owner",
+                (
+                    job.id,
+                    job.collection,
+                    job.state,
+                    job.error,
+                    job.created,
+                    job.started,
+                    job.finished,
+                    job.attempts,
+                    job.owner,
+                    ",".join(job.acl),
+                ),
+            )
             db.execute("DELETE FROM job_files WHERE job_id = ?", (job.id,))
-            db.executemany("INSERT INTO job_files (job_id, position, name, path, status, error, added, updated) "
-                           "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                           [(job.id, i, f.name, f.path, f.status, f.error, f.added, f.updated)
-                            for i, f in enumerate(job.files)])
+            db.executemany(
+                "INSERT INTO job_files (job_id, position, name, path, status, error, added, updated) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [(job.id, i, f.name, f.path, f.status, f.error, f.added, f.updated) for i, f in enumerate(job.files)],
+            )
 
     def load(self, job_id: str) -> Job | None:
         with self._lock:
-            row = self._conn.execute("SELECT id, collection, state, error, created, started, finished, attempts, "
-                                     "owner, acl FROM jobs WHERE id = ?", (job_id,)).fetchone()
+            row = self._conn.execute(
+                "SELECT id, collection, state, error, created, started, finished, attempts, "
+                "owner, acl FROM jobs WHERE id = ?",
+                (job_id,),
+            ).fetchone()
             if row is None:
                 return None
-            files = self._conn.execute("SELECT name, path, status, error, added, updated FROM job_files "
-                                       "WHERE job_id = ? ORDER BY position", (job_id,)).fetchall()
-        return Job(row[0], row[1], row[2], files=[FileStatus(*f) for f in files], error=row[3], created=row[4], started=row[5],
-                   finished=row[6], attempts=row[7], owner=row[8], acl=tuple(filter(None, (row[9] or "").split(","))))
+            files = self._conn.execute(
+                "SELECT name, path, status, error, added, updated FROM job_files WHERE job_id = ? ORDER BY position",
+                (job_id,),
+            ).fetchall()
+        return Job(
+            row[0],
+            row[1],
+            row[2],
+            files=[FileStatus(*f) for f in files],
+            error=row[3],
+            created=row[4],
+            started=row[5],
+            finished=row[6],
+            attempts=row[7],
+            owner=row[8],
+            acl=tuple(filter(None, (row[9] or "").split(","))),
+        )
 
     def claim_orphans(self) -> list[Job]:
         """Take over the unfinished jobs whose owner is gone (oldest first): each becomes this store's, queued
         again. A job that another live store runs is left alone, and of two stores claiming at once one wins."""
         with self._lock:
-            rows = self._conn.execute("SELECT id, owner FROM jobs WHERE state IN (?, ?) AND (owner IS NULL OR "
-                                      "owner != ?) ORDER BY created", (*UNFINISHED, self.owner)).fetchall()
+            rows = self._conn.execute(
+                "SELECT id, owner FROM jobs WHERE state IN (?, ?) AND (owner IS NULL OR owner != ?) ORDER BY created",
+                (*UNFINISHED, self.owner),
+            ).fetchall()
         claimed = []
         for job_id, owner in rows:
             if owner and self._owner_alive(owner):
                 continue
             with self._tx() as db:
-                won = db.execute("UPDATE jobs SET owner = ?, state = 'queued' WHERE id = ? AND owner IS ?",
-                                 (self.owner, job_id, owner)).rowcount
+                won = db.execute(
+                    "UPDATE jobs SET owner = ?, state = 'queued' WHERE id = ? AND owner IS ?",
+                    (self.owner, job_id, owner),
+                ).rowcount
             if won:
                 job = self.load(job_id)
                 assert job is not None  # just claimed, unfinished: only finished jobs are ever deleted
@@ -166,7 +213,7 @@ class JobStore:
                     with contextlib.suppress(OSError):
                         os.unlink(self._owners / f"{owner}.lock")
         for lock in self._owners.glob("*.lock"):  # those of processes gone with no job left; an hour old at least,
-            with contextlib.suppress(OSError):   # so never one a starting process has created but not locked yet
+            with contextlib.suppress(OSError):  # so never one a starting process has created but not locked yet
                 if time.time() - lock.stat().st_mtime > 3600 and not self._owner_alive(lock.stem):
                     lock.unlink()
         return claimed

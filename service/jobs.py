@@ -13,6 +13,7 @@ At start (`recover`), the unfinished jobs of a server that is gone are resumed: 
 ingested again (ingest is idempotent: what was committed before the stop comes out `unchanged`), and the job says
 `resumed: true`. A job that cannot be resumed fails with a reason that says the server stopped during it.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -24,11 +25,11 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Callable
 
-from switchyard.retrievers.pipeline import RetrievalStack
+from switchyard.retrievers.stack import RetrievalStack
 from switchyard.service.job_store import MAX_ATTEMPTS, FileStatus, Job, JobStore
 
 log = logging.getLogger("switchyard.service")
@@ -105,8 +106,11 @@ class IngestJobs:
             else:
                 self._executor.submit(self._run, job)
         if claimed:
-            log.warning("took over %d unfinished upload job(s) of a stopped server: %s", len(claimed),
-                        ", ".join(j.id for j in claimed))
+            log.warning(
+                "took over %d unfinished upload job(s) of a stopped server: %s",
+                len(claimed),
+                ", ".join(j.id for j in claimed),
+            )
         return [j.id for j in claimed]
 
     def _run(self, job: Job) -> None:

@@ -7,6 +7,7 @@ id, the salt and the hash, never the key; `keys create` prints the key once. Wri
 replace the file atomically, so concurrent `keys create` commands and a server reading the file never see half of
 it; a server re-reads the file when it changes, so a revoked key stops working at once.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -24,10 +25,10 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from switchyard.llm.context import ALL, Scope
 from switchyard.configs.schema import StoreConfig
 from switchyard.errors import AccessError
 from switchyard.retrievers.filters import parse_labels
+from switchyard.run_context import ALL, Scope
 from switchyard.service.settings import beside_index
 
 KEYS_NAME = ".switchyard-keys.json"
@@ -69,8 +70,8 @@ class Principal:
         return ALL if self.groups is None else self.groups
 
 
-LOCAL = Principal("local")    # stdio, in-process, or a server with neither token nor keys
-TOKEN = Principal("token")    # the holder of SWITCHYARD_API_TOKEN
+LOCAL = Principal("local")  # stdio, in-process, or a server with neither token nor keys
+TOKEN = Principal("token")  # the holder of SWITCHYARD_API_TOKEN
 
 
 @dataclass(frozen=True)
@@ -88,8 +89,15 @@ class KeyRecord:
     created: float
 
     def principal(self) -> Principal:
-        return Principal(self.name, None if self.admin else self.collections, self.write, self.admin,
-                         None if self.admin else self.groups, self.rpm, self.max_in_flight)
+        return Principal(
+            self.name,
+            None if self.admin else self.collections,
+            self.write,
+            self.admin,
+            None if self.admin else self.groups,
+            self.rpm,
+            self.max_in_flight,
+        )
 
     def public(self) -> dict:
         """What `keys list` shows: everything but the salt and hash."""
@@ -129,8 +137,10 @@ class KeyStore:
             return {}
         except (OSError, ValueError) as exc:
             raise AccessError(f"cannot read the key file {self.path}: {exc}") from None
-        return {r["key_id"]: KeyRecord(**{**r, "collections": tuple(r["collections"]), "groups": tuple(r["groups"])})
-                for r in data.get("keys", [])}
+        return {
+            r["key_id"]: KeyRecord(**{**r, "collections": tuple(r["collections"]), "groups": tuple(r["groups"])})
+            for r in data.get("keys", [])
+        }
 
     def records(self) -> dict[str, KeyRecord]:
         """The keys by id, re-read when the file changed (a key created or revoked by another process)."""
@@ -176,14 +186,25 @@ class KeyStore:
             os.fsync(out.fileno())
         os.replace(tmp, self.path)
 
-    def create(self, name: str, collections: Sequence[str] | str | None = None, *, write: bool = False,
-               admin: bool = False, groups: Sequence[str] | str | None = None, rpm: int = 0,
-               max_in_flight: int = 0) -> str:
+    def create(
+        self,
+        name: str,
+        collections: Sequence[str] | str | None = None,
+        *,
+        write: bool = False,
+        admin: bool = False,
+        groups: Sequence[str] | str | None = None,
+        rpm: int = 0,
+        max_in_flight: int = 0,
+    ) -> str:
         """Record a new key and return it (the only time it is seen in clear)."""
         if not _NAME.match(name or ""):
             raise AccessError(f"invalid key name {name!r} (1-64 letters, digits, '_', '.', '-')")
-        names = [c.strip() for c in (collections.split(",") if isinstance(collections, str) else collections or [])
-                 if c.strip()]
+        names = [
+            c.strip()
+            for c in (collections.split(",") if isinstance(collections, str) else collections or [])
+            if c.strip()
+        ]
         for collection in names:
             try:
                 StoreConfig(collection=collection)
@@ -194,9 +215,19 @@ class KeyStore:
         if rpm < 0 or max_in_flight < 0:
             raise AccessError("limits must be >= 0 (0: no limit)")
         secret, salt = secrets.token_urlsafe(32), secrets.token_bytes(16)
-        record = KeyRecord(name=name, key_id=secrets.token_hex(6), salt=salt.hex(), hash=_digest(secret, salt),
-                           collections=tuple(sorted(set(names))), write=write, admin=admin,
-                           groups=parse_labels(groups), rpm=rpm, max_in_flight=max_in_flight, created=time.time())
+        record = KeyRecord(
+            name=name,
+            key_id=secrets.token_hex(6),
+            salt=salt.hex(),
+            hash=_digest(secret, salt),
+            collections=tuple(sorted(set(names))),
+            write=write,
+            admin=admin,
+            groups=parse_labels(groups),
+            rpm=rpm,
+            max_in_flight=max_in_flight,
+            created=time.time(),
+        )
         with self._locked():
             records = self._read()
             if any(r.name == name for r in records.values()):

@@ -25,12 +25,14 @@ question, ...) and invalid arguments reach the client as a tool error (`isError`
 unexpected as one line `internal error: TYPE: message`, its traceback in the server's log. A failed call never
 ends the session.
 """
+
 from __future__ import annotations
 
 import functools
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Annotated, Any, Awaitable, Callable, Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import quote
 
 import anyio
@@ -43,7 +45,7 @@ from mcp_types import INVALID_PARAMS, ListResourcesResult, PaginatedRequestParam
 from pydantic import BaseModel, Field, ValidationError
 
 from switchyard.errors import CollectionNotFound, SwitchyardError, first_line
-from switchyard.graphs.app import Pipeline
+from switchyard.graphs.pipeline import Pipeline
 from switchyard.graphs.results import AskResult
 from switchyard.nodes.citations import Citation
 from switchyard.service.access import CollectionAccess
@@ -57,8 +59,14 @@ log = logging.getLogger("switchyard.mcp")
 DOCUMENT_URI = "switchyard://{collection}/documents/{doc_id}"
 PAGE_SIZE = 200  # documents per resources/list page
 LOCAL_HOSTS = ["127.0.0.1", "127.0.0.1:*", "localhost", "localhost:*", "[::1]", "[::1]:*"]
-LOCAL_ORIGINS = ["http://127.0.0.1", "http://127.0.0.1:*", "http://localhost", "http://localhost:*",
-                 "http://[::1]", "http://[::1]:*"]
+LOCAL_ORIGINS = [
+    "http://127.0.0.1",
+    "http://127.0.0.1:*",
+    "http://localhost",
+    "http://localhost:*",
+    "http://[::1]",
+    "http://[::1]:*",
+]
 
 # (pipeline, its name, question, where, principal) -> the `ask` result, reading what the principal may read; the HTTP
 # service passes one that applies its limits
@@ -66,6 +74,7 @@ AskRunner = Callable[[Pipeline, str, str, str | None, Principal], Awaitable[AskR
 
 
 # -- who is asking, and what they may see ---------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Caller:
@@ -91,6 +100,7 @@ def caller_from_request(request) -> Caller:
 
 
 # -- what the tools return ------------------------------------------------------------------------------------------
+
 
 class PassageOut(BaseModel):
     doc_id: str = Field(description="the document's id (read it as resource switchyard://COLLECTION/documents/ID)")
@@ -129,6 +139,7 @@ READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempot
 
 # -- errors ---------------------------------------------------------------------------------------------------------
 
+
 def _one_line_errors(tool: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
     """Our errors become a tool error with their one line; anything else one line too, its traceback logged."""
 
@@ -147,8 +158,9 @@ def _one_line_errors(tool: Callable[..., Awaitable[Any]]) -> Callable[..., Await
 
 def _validation_line(exc: ValidationError) -> str:
     """`k: Input should be greater than or equal to 1; question: Field required` from pydantic's many lines."""
-    return "; ".join(f"{'.'.join(str(part) for part in err['loc']) or 'arguments'}: {err['msg']}"
-                     for err in exc.errors())
+    return "; ".join(
+        f"{'.'.join(str(part) for part in err['loc']) or 'arguments'}: {err['msg']}" for err in exc.errors()
+    )
 
 
 class SwitchyardMCP(MCPServer):
@@ -163,8 +175,9 @@ class SwitchyardMCP(MCPServer):
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:
             if type(exc) is ToolError and isinstance(exc.__cause__, ValidationError):
-                raise ToolError(f"Error executing tool {name}: invalid arguments: "
-                                 f"{_validation_line(exc.__cause__)}") from exc.__cause__
+                raise ToolError(
+                    f"Error executing tool {name}: invalid arguments: {_validation_line(exc.__cause__)}"
+                ) from exc.__cause__
             raise
 
     # the SDK lists only resources registered up front; documents come and go, so they are listed when asked
@@ -183,9 +196,15 @@ class SwitchyardMCP(MCPServer):
         for collection in self.access.visible(caller.principal):
             for doc in self.access.registry.stack(collection).store.list_documents(caller.principal.scope):
                 if offset <= seen < offset + PAGE_SIZE:
-                    out.append(Resource(uri=document_uri(collection, doc["doc_id"]), name=doc["doc_id"],
-                                        title=doc["title"], mime_type="text/plain",
-                                        description=f"{collection}: {doc['source']} ({doc['chunks']} chunks)"))
+                    out.append(
+                        Resource(
+                            uri=document_uri(collection, doc["doc_id"]),
+                            name=doc["doc_id"],
+                            title=doc["title"],
+                            mime_type="text/plain",
+                            description=f"{collection}: {doc['source']} ({doc['chunks']} chunks)",
+                        )
+                    )
                 seen += 1
                 if seen > offset + PAGE_SIZE:
                     return out, True
@@ -204,7 +223,7 @@ def document_text(chunks) -> str:
         if end is None or chunk.start_char >= end:
             parts.append(("\n" if parts else "") + chunk.text)
         elif chunk.end_char > end and chunk.end_char - chunk.start_char == len(chunk.text):
-            parts.append(chunk.text[end - chunk.start_char:])
+            parts.append(chunk.text[end - chunk.start_char :])
         elif chunk.end_char > end:  # offsets that do not match the text: keep the whole chunk
             parts.append("\n" + chunk.text)
         end = chunk.end_char if end is None else max(end, chunk.end_char)
@@ -213,13 +232,16 @@ def document_text(chunks) -> str:
 
 # -- the app --------------------------------------------------------------------------------------------------------
 
-def create_mcp_server(registry: PipelineRegistry, *, access: CollectionAccess | None = None,
-                      ask_runner: AskRunner | None = None) -> SwitchyardMCP:
+
+def create_mcp_server(
+    registry: PipelineRegistry, *, access: CollectionAccess | None = None, ask_runner: AskRunner | None = None
+) -> SwitchyardMCP:
     """The MCP app over `registry`'s pipelines. `ask_runner` runs an `ask` (default: `Pipeline.aask`)."""
     access = access or CollectionAccess(registry)
 
-    async def plain_ask(pipe: Pipeline, _name: str, question: str, where: str | None,
-                        principal: Principal) -> AskResult:
+    async def plain_ask(
+        pipe: Pipeline, _name: str, question: str, where: str | None, principal: Principal
+    ) -> AskResult:
         return await pipe.aask(question, where, groups=principal.scope)
 
     run_ask = ask_runner or plain_ask
@@ -227,11 +249,15 @@ def create_mcp_server(registry: PipelineRegistry, *, access: CollectionAccess | 
     root = logging.getLogger()
     handlers, level = root.handlers[:], root.level
     server = SwitchyardMCP(
-        access, name="switchyard", title="Switchyard", version="0.1.0",
+        access,
+        name="switchyard",
+        title="Switchyard",
+        version="0.1.0",
         instructions="Search and question answering over the user's indexed documents. `search` returns ranked "
-                     "passages; `ask` answers with [n] citations of those passages; `list_collections` names the "
-                     "collections; each document is a resource, switchyard://COLLECTION/documents/DOC_ID.",
-        log_level="WARNING")
+        "passages; `ask` answers with [n] citations of those passages; `list_collections` names the "
+        "collections; each document is a resource, switchyard://COLLECTION/documents/DOC_ID.",
+        log_level="WARNING",
+    )
     root.handlers[:], root.level = handlers, level  # the SDK configures the root logger when built: undo that
 
     def pipeline_for(caller: Caller, name: str | None, collection: str | None) -> tuple[Pipeline, str, str]:
@@ -245,11 +271,18 @@ def create_mcp_server(registry: PipelineRegistry, *, access: CollectionAccess | 
     async def search(
         query: Annotated[str, Field(description="what to look for: a question or keywords")],
         ctx: Context,
-        collection: Annotated[str | None, Field(description="collection to search (default: the default "
-                                                            "pipeline's own; see list_collections)")] = None,
+        collection: Annotated[
+            str | None,
+            Field(description="collection to search (default: the default pipeline's own; see list_collections)"),
+        ] = None,
         k: Annotated[int, Field(ge=1, le=MAX_K, description="passages to return")] = 5,
-        where: Annotated[str | None, Field(description='metadata filter, e.g. "source~handbook and page=2" '
-                                                       '(clauses FIELD=V, FIELD!=V, FIELD~TEXT, page>=N ...)')] = None,
+        where: Annotated[
+            str | None,
+            Field(
+                description='metadata filter, e.g. "source~handbook and page=2" '
+                "(clauses FIELD=V, FIELD!=V, FIELD~TEXT, page>=N ...)"
+            ),
+        ] = None,
     ) -> SearchOut:
         """Ranked passages of the indexed documents for a query: hybrid (BM25 + dense) retrieval, exactly what
         `ask` retrieves first. Each passage has its document id, title, source, page, score and text."""
@@ -258,9 +291,13 @@ def create_mcp_server(registry: PipelineRegistry, *, access: CollectionAccess | 
         def run() -> SearchOut:
             pipe, _, name = pipeline_for(caller, None, collection)
             result = pipe.search(query, where=where, top_k=k, groups=caller.principal.scope)
-            return SearchOut(collection=name, passages=[
-                PassageOut(doc_id=p.doc_id, title=p.title, source=p.source, page=p.page, score=p.score, text=p.text)
-                for p in result.passages])
+            return SearchOut(
+                collection=name,
+                passages=[
+                    PassageOut(doc_id=p.doc_id, title=p.title, source=p.source, page=p.page, score=p.score, text=p.text)
+                    for p in result.passages
+                ],
+            )
 
         return await anyio.to_thread.run_sync(run)
 
@@ -269,10 +306,12 @@ def create_mcp_server(registry: PipelineRegistry, *, access: CollectionAccess | 
     async def ask(
         question: Annotated[str, Field(description="the question")],
         ctx: Context,
-        pipeline: Annotated[str | None, Field(description="pipeline (config) to answer with; default: the "
-                                                          "server's first")] = None,
-        collection: Annotated[str | None, Field(description="collection to answer from (default: the "
-                                                            "pipeline's own)")] = None,
+        pipeline: Annotated[
+            str | None, Field(description="pipeline (config) to answer with; default: the server's first")
+        ] = None,
+        collection: Annotated[
+            str | None, Field(description="collection to answer from (default: the pipeline's own)")
+        ] = None,
         where: Annotated[str | None, Field(description='metadata filter, e.g. "source~handbook"')] = None,
     ) -> AskOut:
         """Answer a question from the indexed documents, with [n] citations of the passages used: a short answer
@@ -281,8 +320,13 @@ def create_mcp_server(registry: PipelineRegistry, *, access: CollectionAccess | 
         caller = caller_of(ctx)
         pipe, name, _ = await anyio.to_thread.run_sync(pipeline_for, caller, pipeline, collection)
         result = await run_ask(pipe, name, question, where, caller.principal)
-        return AskOut(short_answer=result.short_answer, answer=result.answer, evidence=result.evidence,
-                      abstained=result.abstained, citations=result.citations)
+        return AskOut(
+            short_answer=result.short_answer,
+            answer=result.answer,
+            evidence=result.evidence,
+            abstained=result.abstained,
+            citations=result.citations,
+        )
 
     @server.tool(annotations=READ_ONLY)
     @_one_line_errors
@@ -295,14 +339,19 @@ def create_mcp_server(registry: PipelineRegistry, *, access: CollectionAccess | 
             for name in access.visible(caller.principal):
                 store = registry.stack(name).store
                 groups = caller.principal.scope
-                out.append(CollectionOut(name=name, documents=len(store.list_documents(groups)),
-                                         chunks=store.count(groups)))
+                out.append(
+                    CollectionOut(name=name, documents=len(store.list_documents(groups)), chunks=store.count(groups))
+                )
             return CollectionsOut(collections=out)
 
         return await anyio.to_thread.run_sync(run)
 
-    @server.resource(DOCUMENT_URI, name="document", mime_type="text/plain",
-                     description="The text of one indexed document (its chunks joined in order).")
+    @server.resource(
+        DOCUMENT_URI,
+        name="document",
+        mime_type="text/plain",
+        description="The text of one indexed document (its chunks joined in order).",
+    )
     async def document(collection: str, doc_id: str, ctx: Context) -> str:
         caller = caller_of(ctx)
 
@@ -328,7 +377,8 @@ def http_endpoint(server: SwitchyardMCP, *, local_only: bool) -> StreamableHTTPA
     can answer any request. `local_only`: accept only requests addressed to this machine (Host and Origin
     127.0.0.1/localhost), the DNS-rebinding protection an unauthenticated local server needs. Run
     `server.session_manager.run()` around serving (the app's lifespan)."""
-    security = TransportSecuritySettings(enable_dns_rebinding_protection=local_only, allowed_hosts=LOCAL_HOSTS,
-                                         allowed_origins=LOCAL_ORIGINS)
+    security = TransportSecuritySettings(
+        enable_dns_rebinding_protection=local_only, allowed_hosts=LOCAL_HOSTS, allowed_origins=LOCAL_ORIGINS
+    )
     server.streamable_http_app(stateless_http=True, json_response=True, transport_security=security)
     return StreamableHTTPASGIApp(server.session_manager)

@@ -3,6 +3,7 @@
 Each app has its own registry (several apps can live in one process, as in tests). Requests are labelled by route
 template (`/v1/jobs/{job_id}`), never by the raw path, so the label set stays bounded.
 """
+
 from __future__ import annotations
 
 import time
@@ -15,18 +16,26 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 class ServiceMetrics:
     def __init__(self):
         self.registry = CollectorRegistry()
-        self.requests = Counter("switchyard_requests_total", "HTTP requests", ["route", "method", "status"],
-                                registry=self.registry)
-        self.latency = Histogram("switchyard_request_seconds", "HTTP request latency (to the last byte)", ["route"],
-                                 buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120),
-                                 registry=self.registry)
-        self.llm_calls = Counter("switchyard_llm_calls_total", "LLM calls made by runs", ["pipeline"],
-                                 registry=self.registry)
-        self.llm_tokens = Counter("switchyard_llm_tokens_total", "LLM tokens used by runs", ["pipeline", "kind"],
-                                  registry=self.registry)
+        self.requests = Counter(
+            "switchyard_requests_total", "HTTP requests", ["route", "method", "status"], registry=self.registry
+        )
+        self.latency = Histogram(
+            "switchyard_request_seconds",
+            "HTTP request latency (to the last byte)",
+            ["route"],
+            buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120),
+            registry=self.registry,
+        )
+        self.llm_calls = Counter(
+            "switchyard_llm_calls_total", "LLM calls made by runs", ["pipeline"], registry=self.registry
+        )
+        self.llm_tokens = Counter(
+            "switchyard_llm_tokens_total", "LLM tokens used by runs", ["pipeline", "kind"], registry=self.registry
+        )
         self.runs_in_flight = Gauge("switchyard_runs_in_flight", "pipeline runs in progress", registry=self.registry)
-        self.rejected = Counter("switchyard_rejected_total", "runs refused (back-pressure)", ["reason"],
-                                registry=self.registry)
+        self.rejected = Counter(
+            "switchyard_rejected_total", "runs refused (back-pressure)", ["reason"], registry=self.registry
+        )
 
     def observe_run(self, pipeline: str, usage: dict) -> None:
         self.llm_calls.labels(pipeline).inc(usage.get("llm_calls", 0))

@@ -8,14 +8,16 @@
   generation); when the verified answer differs from what was streamed, it follows as "Verified answer: …" before
   the sources, so the text a client keeps always ends with the authoritative answer.
 """
+
 from __future__ import annotations
 
 import json
 import time
-from typing import AsyncIterator
+from collections.abc import AsyncIterator
 
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict
+
 from switchyard.graphs.results import Answer, AskResult, ErrorEvent, RunStart, StreamEvent, Token
 
 
@@ -58,18 +60,29 @@ def _usage(result: AskResult) -> dict:
 
 
 def chat_completion(result: AskResult, model: str) -> dict:
-    return {"id": f"chatcmpl-{result.run_id}", "object": "chat.completion", "created": int(time.time()),
-            "model": model,
-            "choices": [{"index": 0, "finish_reason": "stop",
-                         "message": {"role": "assistant", "content": result.answer + sources_text(result)}}],
-            "usage": _usage(result), "sources": sources_of(result),
-            "switchyard": {"run_id": result.run_id, "abstained": result.abstained}}
+    return {
+        "id": f"chatcmpl-{result.run_id}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "stop",
+                "message": {"role": "assistant", "content": result.answer + sources_text(result)},
+            }
+        ],
+        "usage": _usage(result),
+        "sources": sources_of(result),
+        "switchyard": {"run_id": result.run_id, "abstained": result.abstained},
+    }
 
 
 def openai_error(status: int, message: str, headers: dict | None = None) -> JSONResponse:
     kind = "invalid_request_error" if status < 500 else "server_error"
-    return JSONResponse({"error": {"message": message, "type": kind, "code": status}}, status_code=status,
-                        headers=headers)
+    return JSONResponse(
+        {"error": {"message": message, "type": kind, "code": status}}, status_code=status, headers=headers
+    )
 
 
 async def chat_stream(events: AsyncIterator[StreamEvent], model: str) -> AsyncIterator[dict]:
@@ -77,10 +90,19 @@ async def chat_stream(events: AsyncIterator[StreamEvent], model: str) -> AsyncIt
     created, run_id, streamed = int(time.time()), "", []
 
     def chunk(delta: dict, finish: str | None = None, **extra) -> dict:
-        return {"data": json.dumps({"id": f"chatcmpl-{run_id}", "object": "chat.completion.chunk",
-                                    "created": created, "model": model,
-                                    "choices": [{"index": 0, "delta": delta, "finish_reason": finish}], **extra},
-                                   ensure_ascii=False)}
+        return {
+            "data": json.dumps(
+                {
+                    "id": f"chatcmpl-{run_id}",
+                    "object": "chat.completion.chunk",
+                    "created": created,
+                    "model": model,
+                    "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+                    **extra,
+                },
+                ensure_ascii=False,
+            )
+        }
 
     async for event in events:
         if isinstance(event, RunStart):
@@ -91,10 +113,14 @@ async def chat_stream(events: AsyncIterator[StreamEvent], model: str) -> AsyncIt
             yield chunk({"content": event.text})
         elif isinstance(event, Answer):
             result = event.result
-            tail = "" if "".join(streamed).strip() == result.answer.strip() else \
-                (("\n\nVerified answer: " if streamed else "") + result.answer)
-            yield chunk({"content": tail + sources_text(result)}, "stop", usage=_usage(result),
-                        sources=sources_of(result))
+            tail = (
+                ""
+                if "".join(streamed).strip() == result.answer.strip()
+                else (("\n\nVerified answer: " if streamed else "") + result.answer)
+            )
+            yield chunk(
+                {"content": tail + sources_text(result)}, "stop", usage=_usage(result), sources=sources_of(result)
+            )
         elif isinstance(event, ErrorEvent):
             yield chunk({"content": f"\n\nerror: {event.message}"}, "error")
     yield {"data": "[DONE]"}

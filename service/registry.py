@@ -3,6 +3,7 @@
 The named configs are loaded and checked at start. A request for another collection gets a pipeline built from the
 same config with `store.collection` changed, sharing the loaded LLM and embedding model; it is built once and kept.
 """
+
 from __future__ import annotations
 
 import threading
@@ -12,12 +13,12 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from switchyard.configs.loader import load_config, resolve_config_path
 from switchyard.configs.schema import SwitchyardConfig
-from switchyard.graphs.app import Pipeline
-from switchyard.graphs.draw import render
-from switchyard.nodes.resources import SharedModels
-from switchyard.retrievers.pipeline import RetrievalStack
 from switchyard.errors import UnknownPipeline
 from switchyard.extras import check_config
+from switchyard.graphs.draw import render
+from switchyard.graphs.pipeline import Pipeline
+from switchyard.nodes.resources import SharedModels
+from switchyard.retrievers.stack import RetrievalStack
 
 
 class PipelineRegistry:
@@ -72,6 +73,13 @@ class PipelineRegistry:
         return self.get(self.default, collection).resources.stack
 
     def describe(self) -> list[dict]:
-        return [{"name": n, "mode": c.graph.mode, "config": str(self.paths[n]),
-                 "mermaid": render(self.get(n).graph, "mermaid"), "approve": self.get(n).pauses}
-                for n, c in self.configs.items()]
+        return [
+            {
+                "name": n,
+                "mode": c.graph.mode,
+                "config": str(self.paths[n]),
+                "mermaid": render(self.get(n).graph, "mermaid"),
+                "approve": self.get(n).pauses,
+            }
+            for n, c in self.configs.items()
+        ]

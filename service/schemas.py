@@ -1,5 +1,6 @@
 """The JSON the service answers with, as pydantic models, so the OpenAPI document shows the real response schemas.
 The ask result and the stream events are the pipeline's own models (graphs/results.py)."""
+
 from __future__ import annotations
 
 from datetime import datetime
@@ -22,12 +23,12 @@ class AskRequest(BaseModel):
 
 class SearchRequest(BaseModel):
     query: str = Field(description="what to look for: a question or keywords")
-    pipeline: str | None = Field(None, description="a served pipeline's name (config file stem) whose retrieval "
-                                                   "runs; default: first")
+    pipeline: str | None = Field(
+        None, description="a served pipeline's name (config file stem) whose retrieval runs; default: first"
+    )
     collection: str | None = Field(None, description="collection to search; default: the pipeline's own")
     where: str | None = Field(None, description='metadata filter, e.g. "source~handbook and page=2"')
-    k: int | None = Field(None, ge=1, le=MAX_K, description="passages to return; default: the pipeline's "
-                                                            "rerank.top_k")
+    k: int | None = Field(None, ge=1, le=MAX_K, description="passages to return; default: the pipeline's rerank.top_k")
 
 
 class Health(BaseModel):
@@ -40,7 +41,7 @@ class PipelineInfo(BaseModel):
     mode: GraphMode
     config: str
     mermaid: str
-    approve: bool = False       # graph.router.approve: its runs pause for a human before each action
+    approve: bool = False  # graph.router.approve: its runs pause for a human before each action
 
 
 class ThreadDone(AskResult):

@@ -1,6 +1,7 @@
 """How the service's SQLite stores (background jobs, paused runs) open their file and write: one connection shared
 by the store's threads (each store serializes its calls with its own lock), WAL so that readers in other processes
 never wait for a writer, and writes as `BEGIN IMMEDIATE` transactions so that two processes never interleave."""
+
 from __future__ import annotations
 
 import contextlib

@@ -9,6 +9,7 @@ one gets 409), `done`, `expired` (never resumed in time; its checkpoints are del
 A live resume ends within the request timeout, so a `running` claim older than `stale_after_s` belongs to a process
 that died mid-resume: `get` reports that thread `failed` (its checkpoints deleted) instead of "being resumed" forever.
 """
+
 from __future__ import annotations
 
 import sqlite3
@@ -37,10 +38,10 @@ CREATE TABLE IF NOT EXISTS threads (
 @dataclass
 class Thread:
     id: str
-    owner: str          # the principal (key) that started it: only it may see or resume it
+    owner: str  # the principal (key) that started it: only it may see or resume it
     pipeline: str
     collection: str
-    state: str          # paused | running | done | expired | failed
+    state: str  # paused | running | done | expired | failed
     expires_at: float
 
     def expired(self) -> bool:
@@ -64,8 +65,10 @@ class PausedRuns:
             self.checkpointer.setup()
             with write_transaction(self._conn) as db:
                 db.execute(_SCHEMA)
-                db.execute("DELETE FROM threads WHERE state NOT IN ('paused', 'running') AND updated < ?",
-                           (time.time() - KEEP_FINISHED_S,))
+                db.execute(
+                    "DELETE FROM threads WHERE state NOT IN ('paused', 'running') AND updated < ?",
+                    (time.time() - KEEP_FINISHED_S,),
+                )
         except (OSError, sqlite3.Error) as exc:  # e.g. a read-only index folder: one clear line at start
             raise StoreError(f"cannot keep paused runs in {self.path}: {first_line(exc)}") from exc
         self._lock = threading.Lock()
@@ -76,14 +79,18 @@ class PausedRuns:
 
     def add(self, thread_id: str, owner: str, pipeline: str, collection: str, expires_at: float) -> None:
         now = time.time()
-        self._write("INSERT INTO threads (id, owner, pipeline, collection, state, expires_at, created, updated) "
-                    "VALUES (?, ?, ?, ?, 'paused', ?, ?, ?)", (thread_id, owner, pipeline, collection, expires_at,
-                                                               now, now))
+        self._write(
+            "INSERT INTO threads (id, owner, pipeline, collection, state, expires_at, created, updated) "
+            "VALUES (?, ?, ?, ?, 'paused', ?, ?, ?)",
+            (thread_id, owner, pipeline, collection, expires_at, now, now),
+        )
 
     def get(self, thread_id: str) -> Thread | None:
         with self._lock:
-            row = self._conn.execute("SELECT id, owner, pipeline, collection, state, expires_at, updated "
-                                     "FROM threads WHERE id = ?", (thread_id,)).fetchone()
+            row = self._conn.execute(
+                "SELECT id, owner, pipeline, collection, state, expires_at, updated FROM threads WHERE id = ?",
+                (thread_id,),
+            ).fetchone()
         if row is None:
             return None
         thread, claimed_at = Thread(*row[:-1]), row[-1]
@@ -94,12 +101,20 @@ class PausedRuns:
 
     def claim(self, thread_id: str) -> bool:
         """paused -> running, if it still waits and has not expired; False when another resume got it first."""
-        return self._write("UPDATE threads SET state = 'running', updated = ? WHERE id = ? AND state = 'paused' "
-                           "AND expires_at > ?", (time.time(), thread_id, time.time())) == 1
+        return (
+            self._write(
+                "UPDATE threads SET state = 'running', updated = ? WHERE id = ? AND state = 'paused' "
+                "AND expires_at > ?",
+                (time.time(), thread_id, time.time()),
+            )
+            == 1
+        )
 
     def paused(self, thread_id: str, expires_at: float) -> None:
-        self._write("UPDATE threads SET state = 'paused', expires_at = ?, updated = ? WHERE id = ?",
-                    (expires_at, time.time(), thread_id))
+        self._write(
+            "UPDATE threads SET state = 'paused', expires_at = ?, updated = ? WHERE id = ?",
+            (expires_at, time.time(), thread_id),
+        )
 
     def finish(self, thread_id: str, state: str) -> None:
         """done, expired or failed; the run's checkpoints are deleted."""

@@ -1,6 +1,7 @@
 """Real HTTP servers on 127.0.0.1 for tests: `QuietHandler` (the request handler every test server shares),
 `LoopbackServer` (one on a free port) and `CannedServer` (an OpenAI-compatible stand-in that misbehaves the same way
 on every request)."""
+
 import http.server
 import json
 import threading
@@ -25,15 +26,29 @@ class QuietHandler(http.server.BaseHTTPRequestHandler):
         OpenAI sends them with `include_usage`: the text, the finish reason, then the usage with no choices."""
         head = {"id": "x", "created": 0, "model": model}
         if not stream:
-            self.send_body(json.dumps({**head, "object": "chat.completion", "usage": usage, "choices": [
-                {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}]}).encode(),
-                "application/json")
+            self.send_body(
+                json.dumps(
+                    {
+                        **head,
+                        "object": "chat.completion",
+                        "usage": usage,
+                        "choices": [
+                            {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}
+                        ],
+                    }
+                ).encode(),
+                "application/json",
+            )
             return
         chunk = {**head, "object": "chat.completion.chunk"}
-        events = [{**chunk, "choices": [{"index": 0, "delta": {"role": "assistant", "content": text},
-                                         "finish_reason": None}]},
-                  {**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
-                  {**chunk, "choices": [], "usage": usage}]
+        events = [
+            {
+                **chunk,
+                "choices": [{"index": 0, "delta": {"role": "assistant", "content": text}, "finish_reason": None}],
+            },
+            {**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+            {**chunk, "choices": [], "usage": usage},
+        ]
         body = "".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n"
         self.send_body(body.encode(), "text/event-stream")
 

@@ -1,4 +1,5 @@
 """Shared fixtures: the real packaged embedding model (loaded once per session) and temp-dir indexes."""
+
 from __future__ import annotations
 
 import sys
@@ -28,7 +29,7 @@ def embedder():
 def make_stack(tmp_path, embedder):
     """RetrievalStack over a fresh index in tmp_path, sharing the session's embedding model."""
     from switchyard.configs.loader import load_config
-    from switchyard.retrievers.pipeline import RetrievalStack
+    from switchyard.retrievers.stack import RetrievalStack
 
     def make(*overrides: str, collection: str | None = None, uri: Path | None = None):
         cfg = load_config(None, [f"store.uri={uri or tmp_path / 'index'}", *overrides])
@@ -48,7 +49,7 @@ def handbook_pdf(tmp_path):
 def sample_index(tmp_path_factory, embedder):
     """The bundled sample corpus ingested once per session (read-only for tests)."""
     from switchyard.configs.loader import load_config
-    from switchyard.retrievers.pipeline import RetrievalStack
+    from switchyard.retrievers.stack import RetrievalStack
 
     uri = tmp_path_factory.mktemp("sample") / "index"
     stack = RetrievalStack(load_config(None, [f"store.uri={uri}"]), embedder=embedder)
@@ -62,7 +63,7 @@ def make_pipeline(sample_index, embedder):
     The graph tests script whole-sentence answers, so the answer format is `sentences` unless a test names one
     (`answer_format="short"`: the scripted answer is then the JSON short answer)."""
     from switchyard.configs.loader import load_config
-    from switchyard.graphs.app import Pipeline
+    from switchyard.graphs.pipeline import Pipeline
     from switchyard.nodes.resources import SharedModels
 
     def make(*overrides: str, llm=None, config_file=None, answer_format: str = "sentences"):
@@ -95,9 +96,28 @@ def llama_server():
 
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "llama_cpp.server", "--model", str(packaged_gguf()), "--host", "127.0.0.1",
-         "--port", str(port), "--n_threads", "2", "--n_ctx", "2048", "--model_alias", "smollm2",
-         "--verbose", "False"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        [
+            sys.executable,
+            "-m",
+            "llama_cpp.server",
+            "--model",
+            str(packaged_gguf()),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--n_threads",
+            "2",
+            "--n_ctx",
+            "2048",
+            "--model_alias",
+            "smollm2",
+            "--verbose",
+            "False",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     url = f"http://127.0.0.1:{port}/v1"
     wait_until_serving(f"{url}/models", proc, "llama_cpp.server", log=lambda: proc.stderr.read().decode())
     yield url

@@ -10,14 +10,17 @@ Run on its own it prints one line per span it receives, to see a run's spans wit
 
     .venv/bin/python -m tests.otlp_receiver --port 4318
 """
+
 from __future__ import annotations
 
 import argparse
 import threading
 from dataclasses import dataclass, field
 
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (ExportTraceServiceRequest,
-                                                                      ExportTraceServiceResponse)
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
 from tests.canned_server import LoopbackServer, QuietHandler
@@ -28,13 +31,13 @@ KINDS = {0: "UNSPECIFIED", 1: "INTERNAL", 2: "SERVER", 3: "CLIENT", 4: "PRODUCER
 @dataclass
 class ReceivedSpan:
     name: str
-    trace_id: str          # 32 hex digits
-    span_id: str           # 16 hex digits
-    parent_id: str         # "" for a root span
+    trace_id: str  # 32 hex digits
+    span_id: str  # 16 hex digits
+    parent_id: str  # "" for a root span
     kind: str
     service: str
     attributes: dict = field(default_factory=dict)
-    status: int = 0        # 0 unset, 1 ok, 2 error
+    status: int = 0  # 0 unset, 1 ok, 2 error
     start_ns: int = 0
     end_ns: int = 0
 
@@ -57,11 +60,20 @@ def decode(body: bytes) -> list[ReceivedSpan]:
         resource = {kv.key: _value(kv.value) for kv in resource_spans.resource.attributes}
         for scope_spans in resource_spans.scope_spans:
             for s in scope_spans.spans:
-                spans.append(ReceivedSpan(
-                    name=s.name, trace_id=s.trace_id.hex(), span_id=s.span_id.hex(), parent_id=s.parent_span_id.hex(),
-                    kind=KINDS.get(s.kind, str(s.kind)), service=resource.get("service.name", ""),
-                    attributes={kv.key: _value(kv.value) for kv in s.attributes}, status=s.status.code,
-                    start_ns=s.start_time_unix_nano, end_ns=s.end_time_unix_nano))
+                spans.append(
+                    ReceivedSpan(
+                        name=s.name,
+                        trace_id=s.trace_id.hex(),
+                        span_id=s.span_id.hex(),
+                        parent_id=s.parent_span_id.hex(),
+                        kind=KINDS.get(s.kind, str(s.kind)),
+                        service=resource.get("service.name", ""),
+                        attributes={kv.key: _value(kv.value) for kv in s.attributes},
+                        status=s.status.code,
+                        start_ns=s.start_time_unix_nano,
+                        end_ns=s.end_time_unix_nano,
+                    )
+                )
     return spans
 
 
@@ -111,8 +123,11 @@ def main() -> None:
 
     def show(s: ReceivedSpan) -> None:
         interesting = {k: v for k, v in s.attributes.items() if not k.startswith("retrieval.documents.")}
-        print(f"{s.trace_id} {s.span_id} <- {s.parent_id or 'root':16} {s.name} "
-              f"{(s.end_ns - s.start_ns) / 1e6:.1f} ms {interesting}", flush=True)
+        print(
+            f"{s.trace_id} {s.span_id} <- {s.parent_id or 'root':16} {s.name} "
+            f"{(s.end_ns - s.start_ns) / 1e6:.1f} ms {interesting}",
+            flush=True,
+        )
 
     receiver = OtlpReceiver(args.port, on_span=show)
     print(f"OTLP/HTTP receiver on {receiver.origin} (Ctrl-C stops it)", flush=True)

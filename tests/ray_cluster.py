@@ -6,6 +6,7 @@ with `ray stop`, which would stop every cluster of the machine, other people's t
 machine; clients connect to 127.0.0.1:PORT (Ray itself records the node under the machine's own address: it replaces
 a loopback --node-ip-address with it).
 """
+
 from __future__ import annotations
 
 import os
@@ -40,17 +41,34 @@ class LocalCluster:
         self.env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
 
     def _start(self, *args: str) -> None:
-        cmd = [RAY, "start", "--block", "--disable-usage-stats",
-               "--node-ip-address", "127.0.0.1", "--object-store-memory", str(self.object_store_mb * 2**20),
-               *args]
+        cmd = [
+            RAY,
+            "start",
+            "--block",
+            "--disable-usage-stats",
+            "--node-ip-address",
+            "127.0.0.1",
+            "--object-store-memory",
+            str(self.object_store_mb * 2**20),
+            *args,
+        ]
         log = open(Path(self.temp_dir) / f"start-{len(self.procs)}.log", "w")
-        self.procs.append(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=self.env,
-                                           start_new_session=True))
+        self.procs.append(
+            subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=self.env, start_new_session=True)
+        )
 
-    def start(self) -> "LocalCluster":
+    def start(self) -> LocalCluster:
         try:
-            self._start("--head", "--port", str(self.port), "--num-cpus", str(self.head_cpus),
-                        "--temp-dir", self.temp_dir, "--include-dashboard=false")
+            self._start(
+                "--head",
+                "--port",
+                str(self.port),
+                "--num-cpus",
+                str(self.head_cpus),
+                "--temp-dir",
+                self.temp_dir,
+                "--include-dashboard=false",
+            )
             self._wait_for_cpus(self.head_cpus)
             if self.worker_cpus:
                 self._start("--address", self.address, "--num-cpus", str(self.worker_cpus))
@@ -62,13 +80,16 @@ class LocalCluster:
 
     def _wait_for_cpus(self, cpus: int, timeout: float = 120) -> None:
         deadline = time.monotonic() + timeout
-        probe = (f"import ray; ray.init(address={self.address!r}, logging_level='ERROR', log_to_driver=False); "
-                 "print(int(ray.cluster_resources().get('CPU', 0)))")
+        probe = (
+            f"import ray; ray.init(address={self.address!r}, logging_level='ERROR', log_to_driver=False); "
+            "print(int(ray.cluster_resources().get('CPU', 0)))"
+        )
         while time.monotonic() < deadline:
             if any(p.poll() is not None for p in self.procs):
                 raise RuntimeError(f"ray start exited; logs in {self.temp_dir}")
-            out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=self.env,
-                                 timeout=60)
+            out = subprocess.run(
+                [sys.executable, "-c", probe], capture_output=True, text=True, env=self.env, timeout=60
+            )
             if out.returncode == 0 and out.stdout.strip().splitlines()[-1:] == [str(cpus)]:
                 return
             time.sleep(1)
@@ -117,7 +138,7 @@ class LocalCluster:
             p.wait(timeout=30)
         shutil.rmtree(self.temp_dir, ignore_errors=True)
 
-    def __enter__(self) -> "LocalCluster":
+    def __enter__(self) -> LocalCluster:
         return self.start()
 
     def __exit__(self, *exc) -> None:

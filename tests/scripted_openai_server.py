@@ -1,9 +1,10 @@
 """A real OpenAI-compatible chat server on 127.0.0.1 whose replies are a function of the messages: scripted LLM
 runs for processes a test starts (`cli.py ask`, `cli.py serve`) through `llm.base_url`."""
+
 from __future__ import annotations
 
 import json
-from typing import Callable
+from collections.abc import Callable
 
 from tests.canned_server import LoopbackServer, QuietHandler
 

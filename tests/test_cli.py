@@ -1,4 +1,5 @@
 """The command line as a user runs it: real processes, real index on disk, clear errors and exit codes."""
+
 import json
 import os
 import subprocess
@@ -12,8 +13,14 @@ BEIR_A, BEIR_B = ROOT / "tests" / "fixtures" / "beir_rail", ROOT / "tests" / "fi
 
 
 def cli(*args, cwd=None, stdin: str | None = None):
-    return subprocess.run([sys.executable, str(ROOT / "cli.py"), *map(str, args)], capture_output=True, text=True,
-                          timeout=600, cwd=cwd, input=stdin)
+    return subprocess.run(
+        [sys.executable, str(ROOT / "cli.py"), *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=cwd,
+        input=stdin,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -60,26 +67,31 @@ class TestCli:
         data = json.loads(out.stdout)
         assert data["retrieve"]["fusion"]["method"] == "rrf" and data["retrieve"]["fusion"]["rrf_k"] == 7.0
 
-    @pytest.mark.parametrize("args, message", [
-        (["search", "  "], "query is empty"),
-        (["search", "x", "--collection", "nope"], "does not exist"),
-        (["search", "x", "--where", "color=red"], "unknown filter field"),
-        (["search", "x", "--set", "retrieve.fusion.method=max"], "retrieve.fusion.method"),
-        (["ingest", "/no/such/path"], "no such file"),
-        (["list", "--collection", "nope"], "does not exist"),
-        (["eval-retrieval", "/no/such/dir"], "not a BEIR folder"),
-        (["eval-retrieval", BEIR_A, "/no/such/dir"], "not a BEIR folder"),
-        (["eval-retrieval", BEIR_A, BEIR_A], "same name"),
-        (["eval-retrieval", BEIR_A, "--fusion", "hybrid=method=rrf"], "built-in configuration"),
-        (["eval-retrieval", BEIR_A, "--fusion", "z=normalization=bogus"], "retrieve.fusion.normalization"),
-        (["eval-retrieval", BEIR_A, "--fusion", "z"], "expected NAME=KEY=VALUE"),
-        (["eval-retrieval", BEIR_A, "--set", "retrieve.retrievers.dense.query_adapter=/no/such.npz"],
-         "no such query adapter file"),
-        (["fit-adapter", "/no/such/dir", "--out", "a.npz"], "not a BEIR folder"),
-        (["fit-adapter", BEIR_A, "--out", "a.bin", "--split", "test"], "ends in .npz"),
-        (["fit-adapter", BEIR_A, "--out", "a.npz", "--split", "train"], "missing qrels/train.tsv"),
-        (["fit-adapter", BEIR_A, "--out", "a.npz", "--split", "test", "--epochs", "0"], "need epochs >= 1"),
-    ])
+    @pytest.mark.parametrize(
+        "args, message",
+        [
+            (["search", "  "], "query is empty"),
+            (["search", "x", "--collection", "nope"], "does not exist"),
+            (["search", "x", "--where", "color=red"], "unknown filter field"),
+            (["search", "x", "--set", "retrieve.fusion.method=max"], "retrieve.fusion.method"),
+            (["ingest", "/no/such/path"], "no such file"),
+            (["list", "--collection", "nope"], "does not exist"),
+            (["eval-retrieval", "/no/such/dir"], "not a BEIR folder"),
+            (["eval-retrieval", BEIR_A, "/no/such/dir"], "not a BEIR folder"),
+            (["eval-retrieval", BEIR_A, BEIR_A], "same name"),
+            (["eval-retrieval", BEIR_A, "--fusion", "hybrid=method=rrf"], "built-in configuration"),
+            (["eval-retrieval", BEIR_A, "--fusion", "z=normalization=bogus"], "retrieve.fusion.normalization"),
+            (["eval-retrieval", BEIR_A, "--fusion", "z"], "expected NAME=KEY=VALUE"),
+            (
+                ["eval-retrieval", BEIR_A, "--set", "retrieve.retrievers.dense.query_adapter=/no/such.npz"],
+                "no such query adapter file",
+            ),
+            (["fit-adapter", "/no/such/dir", "--out", "a.npz"], "not a BEIR folder"),
+            (["fit-adapter", BEIR_A, "--out", "a.bin", "--split", "test"], "ends in .npz"),
+            (["fit-adapter", BEIR_A, "--out", "a.npz", "--split", "train"], "missing qrels/train.tsv"),
+            (["fit-adapter", BEIR_A, "--out", "a.npz", "--split", "test", "--epochs", "0"], "need epochs >= 1"),
+        ],
+    )
     def test_bad_input_is_one_clear_line(self, index, args, message):
         out = cli(*args, "--index-dir", index)
         assert out.returncode != 0
@@ -87,18 +99,31 @@ class TestCli:
         assert "Traceback" not in out.stderr and out.stderr.strip().count("\n") == 0
 
     def test_a_closed_pipe_ends_the_command_quietly(self, index):
-        done = subprocess.run(f"'{sys.executable}' '{ROOT / 'cli.py'}' list --json --index-dir '{index}' | head -c 1",
-                              shell=True, capture_output=True, text=True, timeout=300,
-                              env={**os.environ, "SWITCHYARD_CACHE_DIR": str(index.parent / "cache")})
+        done = subprocess.run(
+            f"'{sys.executable}' '{ROOT / 'cli.py'}' list --json --index-dir '{index}' | head -c 1",
+            shell=True,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ, "SWITCHYARD_CACHE_DIR": str(index.parent / "cache")},
+        )
         assert done.stdout == "[" and done.stderr == ""
 
     def test_an_unexpected_error_is_one_line_and_its_traceback_goes_to_the_log(self, index, tmp_path):
         cache = tmp_path / "cache"
-        code = ("import sys\nfrom switchyard import cli\n"
-                "def boom(args):\n    raise KeyError('deep inside')\n"
-                "cli.COMMANDS['list'] = boom\nsys.exit(cli.main(['list']))")
-        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT,
-                              env={**os.environ, "SWITCHYARD_CACHE_DIR": str(cache)})
+        code = (
+            "import sys\nfrom switchyard import cli\n"
+            "def boom(args):\n    raise KeyError('deep inside')\n"
+            "cli.COMMANDS['list'] = boom\nsys.exit(cli.main(['list']))"
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=ROOT,
+            env={**os.environ, "SWITCHYARD_CACHE_DIR": str(cache)},
+        )
         assert done.returncode == 1 and done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
         assert "unexpected KeyError: 'deep inside'" in done.stderr and str(cache / "errors.log") in done.stderr
         log = (cache / "errors.log").read_text()
@@ -123,10 +148,12 @@ class TestCli:
         assert out.returncode == 0 and "1 added" in out.stdout and "binary file" in out.stderr
 
 
-DOCS = [("d1", "Hump yards", "Cars roll over the hump and retarders brake them."),
-        ("d2", "Track gauge", "Standard gauge is 1,435 mm between the rails."),
-        ("d3", "Couplers", "The Janney knuckle coupler couples automatically."),
-        ("d4", "Signals", "Block signals keep trains apart on the same track.")]
+DOCS = [
+    ("d1", "Hump yards", "Cars roll over the hump and retarders brake them."),
+    ("d2", "Track gauge", "Standard gauge is 1,435 mm between the rails."),
+    ("d3", "Couplers", "The Janney knuckle coupler couples automatically."),
+    ("d4", "Signals", "Block signals keep trains apart on the same track."),
+]
 
 
 def write_beir(folder, docs, questions, split):
@@ -134,23 +161,36 @@ def write_beir(folder, docs, questions, split):
     (folder / "qrels").mkdir(parents=True)
     (folder / "corpus.jsonl").write_text("\n".join(json.dumps({"_id": i, "title": t, "text": x}) for i, t, x in docs))
     (folder / "queries.jsonl").write_text("\n".join(json.dumps({"_id": q, "text": t}) for q, t, _ in questions))
-    (folder / "qrels" / f"{split}.tsv").write_text("query-id\tcorpus-id\tscore\n"
-                                                   + "".join(f"{q}\t{d}\t1\n" for q, _, d in questions))
+    (folder / "qrels" / f"{split}.tsv").write_text(
+        "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t1\n" for q, _, d in questions)
+    )
     return folder
 
 
 @pytest.mark.slow
 def test_eval_retrieval_json_shape(tmp_path):
-    beir = write_beir(tmp_path / "beir", DOCS[:3], [("q1", "what brakes cars on a hump", "d1"),
-                                                    ("q2", "distance between rails", "d2")], "test")
+    beir = write_beir(
+        tmp_path / "beir",
+        DOCS[:3],
+        [("q1", "what brakes cars on a hump", "d1"), ("q2", "distance between rails", "d2")],
+        "test",
+    )
     out = cli("eval-retrieval", beir, "--json", "--set", "rerank.method=dense_rescore")
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
     assert data["dataset"] == "beir" and data["index_s"] > 0
     assert set(data["results"]) == {"bm25", "dense", "hybrid", "hybrid+rerank"}
     for row in data["results"].values():
-        assert set(row) == {"ndcg@10", "recall@1", "recall@5", "recall@10", "recall@100", "mrr@10",
-                            "query_ms_p50", "query_ms_p95"}
+        assert set(row) == {
+            "ndcg@10",
+            "recall@1",
+            "recall@5",
+            "recall@10",
+            "recall@100",
+            "mrr@10",
+            "query_ms_p50",
+            "query_ms_p95",
+        }
         assert row["recall@100"] == 1.0
     assert data["results"]["hybrid"]["ndcg@10"] == 1.0
 
@@ -159,20 +199,50 @@ def test_eval_retrieval_json_shape(tmp_path):
 def test_fit_adapter_learns_the_labelled_documents_and_eval_retrieval_uses_it(tmp_path):
     # train questions whose labelled document is not the one their words point to: unadapted, dense ranks
     # the wrong one first; an adapter fitted on them must move each question to its labelled document
-    beir = write_beir(tmp_path / "beir", DOCS, [
-        ("q1", "how far apart are the rails", "d3"), ("q2", "what joins two cars together", "d4"),
-        ("q3", "what keeps trains from colliding", "d1"), ("q4", "how are cars sorted in a yard", "d2")], "train")
+    beir = write_beir(
+        tmp_path / "beir",
+        DOCS,
+        [
+            ("q1", "how far apart are the rails", "d3"),
+            ("q2", "what joins two cars together", "d4"),
+            ("q3", "what keeps trains from colliding", "d1"),
+            ("q4", "how are cars sorted in a yard", "d2"),
+        ],
+        "train",
+    )
     index, adapter = tmp_path / "index", tmp_path / "adapter.npz"
     before = cli("eval-retrieval", beir, "--split", "train", "--index-dir", index, "--json")
     assert before.returncode == 0, before.stderr
-    out = cli("fit-adapter", beir, "--out", adapter, "--index-dir", index, "--epochs", "30",
-              "--learning-rate", "0.01", "--negatives", "3", "--json")
+    out = cli(
+        "fit-adapter",
+        beir,
+        "--out",
+        adapter,
+        "--index-dir",
+        index,
+        "--epochs",
+        "30",
+        "--learning-rate",
+        "0.01",
+        "--negatives",
+        "3",
+        "--json",
+    )
     assert out.returncode == 0, out.stderr
     meta = json.loads(out.stdout)
     assert meta["queries"] == 4 and meta["skipped_queries"] == 0 and meta["split"] == "train"
     assert meta["config"]["embedding"]["model"] == meta["model"] and adapter.is_file()
-    after = cli("eval-retrieval", beir, "--split", "train", "--index-dir", index, "--json",
-                "--set", f"retrieve.retrievers.dense.query_adapter={adapter}")
+    after = cli(
+        "eval-retrieval",
+        beir,
+        "--split",
+        "train",
+        "--index-dir",
+        index,
+        "--json",
+        "--set",
+        f"retrieve.retrievers.dense.query_adapter={adapter}",
+    )
     assert after.returncode == 0, after.stderr
     dense_before = json.loads(before.stdout)["results"]["dense"]
     dense_after = json.loads(after.stdout)["results"]["dense"]
@@ -207,16 +277,25 @@ def test_eval_retrieval_on_several_folders_prints_one_table_and_the_macro_averag
     rows = {line.split(" | ")[0].strip("| "): line for line in lines[3:7]}
     assert list(rows) == ["bm25", "dense", "hybrid", "z"]
     hybrid_macro = data["macro"]["hybrid"]
-    assert rows["hybrid"].endswith(f"| {hybrid_macro['ndcg@10']:.4f} / {hybrid_macro['recall@1']:.4f} / "
-                                   f"{hybrid_macro['recall@10']:.4f} / {hybrid_macro['mrr@10']:.4f} |")
+    assert rows["hybrid"].endswith(
+        f"| {hybrid_macro['ndcg@10']:.4f} / {hybrid_macro['recall@1']:.4f} / "
+        f"{hybrid_macro['recall@10']:.4f} / {hybrid_macro['mrr@10']:.4f} |"
+    )
     assert lines[7].startswith("hybrid nDCG@10 minus the best single retriever's: beir_rail ")
 
 
 @pytest.mark.slow
 class TestCliAskAndGraph:
     def test_ask_json_schema_with_no_llm_config(self, index):
-        out = cli("ask", "Who patented the knuckle coupler?", "--json", "--config", ROOT / "configs" / "no-llm.yaml",
-                  "--index-dir", index)
+        out = cli(
+            "ask",
+            "Who patented the knuckle coupler?",
+            "--json",
+            "--config",
+            ROOT / "configs" / "no-llm.yaml",
+            "--index-dir",
+            index,
+        )
         assert out.returncode == 0, out.stderr
         data = json.loads(out.stdout)
         assert set(data) >= {"answer", "abstained", "citations", "trace", "usage", "config"}
@@ -227,17 +306,27 @@ class TestCliAskAndGraph:
         assert data["config"]["resolved"]["answer"]["method"] == "extractive"
 
     def test_ask_text_with_trace(self, index):
-        out = cli("ask", "What is standard gauge?", "--trace", "--config", ROOT / "configs" / "no-llm.yaml",
-                  "--index-dir", index)
+        out = cli(
+            "ask",
+            "What is standard gauge?",
+            "--trace",
+            "--config",
+            ROOT / "configs" / "no-llm.yaml",
+            "--index-dir",
+            index,
+        )
         assert out.returncode == 0, out.stderr
         assert "Sources:" in out.stdout and "[1] Track gauge" in out.stdout
         assert "Trace:" in out.stdout and "grade" in out.stdout and "verdict:" in out.stdout
 
-    @pytest.mark.parametrize("args, message", [
-        (["ask", " "], "question is empty"),
-        (["ask", "x", "--collection", "nope"], "does not exist"),
-        (["ask", "x", "--set", "llm.backend=claude"], "llm.backend"),
-    ])
+    @pytest.mark.parametrize(
+        "args, message",
+        [
+            (["ask", " "], "question is empty"),
+            (["ask", "x", "--collection", "nope"], "does not exist"),
+            (["ask", "x", "--set", "llm.backend=claude"], "llm.backend"),
+        ],
+    )
     def test_ask_errors(self, index, args, message):
         out = cli(*args, "--index-dir", index)
         assert out.returncode != 0 and message in out.stderr and "Traceback" not in out.stderr
@@ -268,12 +357,36 @@ class TestCliAskWithApproval:
     """`cli.py ask` with graph.router.approve asks on stderr/stdin before each action (here piped, not a tty)."""
 
     def ask(self, index, scripted_agent, stdin: str, *more: str):
-        return cli("ask", "Who patented the knuckle coupler?", "--config", "agent-approve", "--index-dir", index,
-                   "--set", "llm.backend=openai", "--set", f"llm.base_url={scripted_agent.url}", *more, stdin=stdin)
+        return cli(
+            "ask",
+            "Who patented the knuckle coupler?",
+            "--config",
+            "agent-approve",
+            "--index-dir",
+            index,
+            "--set",
+            "llm.backend=openai",
+            "--set",
+            f"llm.base_url={scripted_agent.url}",
+            *more,
+            stdin=stdin,
+        )
 
     def test_approve_edit_and_reject_from_piped_input(self, index, scripted_agent):
-        answers = ['e', '{"query": 3}', 'e', '{"query": "Janney coupler patent"}', 'maybe', 'r', 'rerank later',
-                   'a', 'a', 'a', 'a', 'a']
+        answers = [
+            "e",
+            '{"query": 3}',
+            "e",
+            '{"query": "Janney coupler patent"}',
+            "maybe",
+            "r",
+            "rerank later",
+            "a",
+            "a",
+            "a",
+            "a",
+            "a",
+        ]
         out = self.ask(index, scripted_agent, "\n".join(answers) + "\n", "--json")
         assert out.returncode == 0, out.stderr
         assert "step 1: retrieve" in out.stderr and "[a]pprove / [e]dit arguments / [r]eject?" in out.stderr
@@ -281,15 +394,15 @@ class TestCliAskWithApproval:
         assert "answer a, e or r" in out.stderr
         steps = json.loads(out.stdout)["steps"]
         assert steps[0]["args"] == {"query": "Janney coupler patent"} and steps[0]["human"]["decision"] == "edit"
-        assert steps[1]["action"] == "rerank" and steps[1]["human"] == {"decision": "reject",
-                                                                         "reason": "rerank later"}
+        assert steps[1]["action"] == "rerank" and steps[1]["human"] == {"decision": "reject", "reason": "rerank later"}
         assert all(s["human"]["decision"] == "approve" for s in steps[2:]) and steps[-1]["action"] == "answer"
 
     def test_end_of_input_is_a_clear_error(self, index, scripted_agent):
         out = self.ask(index, scripted_agent, "a\n")
         assert out.returncode == 1 and "Traceback" not in out.stderr
-        assert out.stderr.strip().endswith("error: no answer on standard input (it ended): the paused run was left "
-                                           "unanswered")
+        assert out.stderr.strip().endswith(
+            "error: no answer on standard input (it ended): the paused run was left unanswered"
+        )
 
     def test_an_answer_after_the_pause_expired_is_refused(self, index, scripted_agent):
         out = self.ask(index, scripted_agent, "a\n", "--set", "graph.router.approve_timeout_s=0.001")
@@ -313,16 +426,50 @@ def test_langgraph_json_points_at_a_loadable_graph():
 
 class TestCliTrace:
     def test_replays_steps_and_rejects_bad_files(self, tmp_path):
-        run = {"question": "q?", "answer": "a [1].", "abstained": False,
-               "steps": [{"step": 1, "thought": "look", "action": "retrieve", "args": {"query": "q"}, "guard": None,
-                          "observation": "3 passages", "router_ms": 5, "llm_calls": 1, "prompt_tokens": 9,
-                          "completion_tokens": 2, "action_ms": 20, "plan": ["retrieve", "answer"]},
-                         {"step": 2, "thought": "enough", "action": "grade", "args": {}, "guard": None,
-                          "agent": "search", "message": "check them", "thoughts": {"plan": "grade, answer",
-                                                                                  "criticism": "slow"},
-                          "memory": ["Janney, 1873"], "memory_summarised": True, "observation": "verdict correct"},
-                         {"step": 3, "thought": "", "action": "answer", "args": {}, "guard": "budget",
-                          "observation": "answered with 1 citation(s)", "router_ms": 0, "action_ms": 30}]}
+        run = {
+            "question": "q?",
+            "answer": "a [1].",
+            "abstained": False,
+            "steps": [
+                {
+                    "step": 1,
+                    "thought": "look",
+                    "action": "retrieve",
+                    "args": {"query": "q"},
+                    "guard": None,
+                    "observation": "3 passages",
+                    "router_ms": 5,
+                    "llm_calls": 1,
+                    "prompt_tokens": 9,
+                    "completion_tokens": 2,
+                    "action_ms": 20,
+                    "plan": ["retrieve", "answer"],
+                },
+                {
+                    "step": 2,
+                    "thought": "enough",
+                    "action": "grade",
+                    "args": {},
+                    "guard": None,
+                    "agent": "search",
+                    "message": "check them",
+                    "thoughts": {"plan": "grade, answer", "criticism": "slow"},
+                    "memory": ["Janney, 1873"],
+                    "memory_summarised": True,
+                    "observation": "verdict correct",
+                },
+                {
+                    "step": 3,
+                    "thought": "",
+                    "action": "answer",
+                    "args": {},
+                    "guard": "budget",
+                    "observation": "answered with 1 citation(s)",
+                    "router_ms": 0,
+                    "action_ms": 30,
+                },
+            ],
+        }
         f = tmp_path / "run.json"
         f.write_text(json.dumps(run))
         out = cli("trace", f)
@@ -350,8 +497,19 @@ class TestInstalledCommand:
         return subprocess.run([str(exe), *map(str, args)], capture_output=True, text=True, timeout=600, cwd=cwd)
 
     def test_every_subcommand_starts_outside_the_repository(self, tmp_path):
-        for sub in ("ingest", "ask", "trace", "graph", "search", "list", "delete", "eval-retrieval", "fit-adapter",
-                    "eval", "config"):
+        for sub in (
+            "ingest",
+            "ask",
+            "trace",
+            "graph",
+            "search",
+            "list",
+            "delete",
+            "eval-retrieval",
+            "fit-adapter",
+            "eval",
+            "config",
+        ):
             done = self.run(sub, "--help", cwd=tmp_path)
             assert done.returncode == 0 and "usage:" in done.stdout, (sub, done.stderr[-500:])
         done = self.run("config", "show", "--json", cwd=tmp_path)
@@ -364,9 +522,20 @@ class TestInstalledCommand:
         done = self.run("ask", "Who patented the knuckle coupler?", "--config", "no-llm", "--json", cwd=tmp_path)
         assert done.returncode == 0, done.stderr  # a shipped config by its name
         assert "Janney" in json.loads(done.stdout)["answer"]
-        done = self.run("eval", ROOT / "tests" / "fixtures" / "tiny_qa" / "questions.jsonl", "--corpus", SAMPLES,
-                        "--configs", "no-llm.yaml", "--limit", "1", "--out", tmp_path / "out", "--no-progress",
-                        cwd=tmp_path)
+        done = self.run(
+            "eval",
+            ROOT / "tests" / "fixtures" / "tiny_qa" / "questions.jsonl",
+            "--corpus",
+            SAMPLES,
+            "--configs",
+            "no-llm.yaml",
+            "--limit",
+            "1",
+            "--out",
+            tmp_path / "out",
+            "--no-progress",
+            cwd=tmp_path,
+        )
         assert done.returncode == 0, done.stderr
         assert (tmp_path / "out" / "report.md").exists()
         done = self.run("ask", "x", "--config", "no-such-pipeline", cwd=tmp_path)

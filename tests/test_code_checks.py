@@ -36,7 +36,9 @@ def _lint_imports(layout: Path) -> subprocess.CompletedProcess:
 def test_ruff_lint_and_format_are_clean():
     lint = subprocess.run([_tool("ruff"), "check", "."], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert lint.returncode == 0, lint.stdout[-3000:]
-    fmt = subprocess.run([_tool("ruff"), "format", "--check", "."], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    fmt = subprocess.run(
+        [_tool("ruff"), "format", "--check", "."], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
     assert fmt.returncode == 0, fmt.stdout[-3000:]
 
 
@@ -72,8 +74,19 @@ def test_the_layout_maps_every_listed_package(tmp_path):
 def test_mypy_is_clean(tmp_path):
     layout = lay_out(tmp_path)
     result = subprocess.run(
-        [sys.executable, "-m", "mypy", "--config-file", str(ROOT / "pyproject.toml"), "-p", "switchyard",
-         "--python-executable", sys.executable, "--cache-dir", str(tmp_path / ".mypy_cache")],
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--config-file",
+            str(ROOT / "pyproject.toml"),
+            "-p",
+            "switchyard",
+            "--python-executable",
+            sys.executable,
+            "--cache-dir",
+            str(tmp_path / ".mypy_cache"),
+        ],
         cwd=layout,
         capture_output=True,
         text=True,

@@ -1,5 +1,6 @@
 """The documentation stays true: the generated config reference matches the schema, README.md stays a small front
 door with the exact set-up / main-job / test commands, and every command it names exists. Fast: no model loads."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -17,8 +18,9 @@ README = ROOT / "README.md"
 DOCS = ROOT / "docs"
 
 SETUP = "bash setup.sh"
-MAIN_JOB = ('.venv/bin/python cli.py ingest samples/corpus && '
-            '.venv/bin/python cli.py ask "Who patented the knuckle coupler?"')
+MAIN_JOB = (
+    '.venv/bin/python cli.py ingest samples/corpus && .venv/bin/python cli.py ask "Who patented the knuckle coupler?"'
+)
 TESTS = ".venv/bin/python -m pytest -q"
 FAST_LANE = '.venv/bin/python -m pytest -q -m "not slow"'
 
@@ -59,6 +61,7 @@ def _parse_cli(argv: list[str]) -> None:
     """Parse `cli.py ...` arguments with the real parser (no command runs); fails on an unknown command/option."""
     sys.path.insert(0, str(ROOT))
     from switchyard import cli
+
     try:
         cli.build_parser().parse_args(argv)
     except SystemExit as exc:
@@ -67,15 +70,18 @@ def _parse_cli(argv: list[str]) -> None:
 
 # -- the generated configuration reference ----------------------------------------------------------------------
 
+
 def test_configuration_reference_is_current():
     committed = (DOCS / "configuration.md").read_text(encoding="utf-8")
     assert committed == _generator().render(), (
-        "docs/configuration.md is out of date with configs/schema.py: run .venv/bin/python docs/gen_config_reference.py")
+        "docs/configuration.md is out of date with configs/schema.py: run .venv/bin/python docs/gen_config_reference.py"
+    )
 
 
 def test_generator_walks_nested_unions_and_maps():
     class A(BaseModel):
         """Variant A."""
+
         kind: Literal["a"] = "a"
         size: int = Field(3, ge=1, le=9, description="how big <really> * 2")
 
@@ -97,18 +103,26 @@ def test_generator_walks_nested_unions_and_maps():
     gen = _generator()
     page = gen.render(Root, header="# Test\n")
     assert page == gen.render(Root, header="# Test\n")  # deterministic
-    for expected in ("- **`plain`** (`int` or `null`; default `null`)",
-                     "## choice (kind: a)", "## choice (kind: b)", "chosen by `choice.kind`",
-                     "- **`choice.size`** (`int`, ≥ 1, ≤ 9; default `3`): how big &lt;really> \\* 2",
-                     "- **`choice.name`** (`str`; default `\"\"`)", "Variant A.",
-                     "## named.NAME", "- **`named.NAME.value`** (`float`; required)",
-                     "## leaf", "- **`mode`** (one of `x`, `y`; default `y`)",
-                     '- **`weights`** (map of `str` to `float`; default `{"bm25": 0.5}`)'):
+    for expected in (
+        "- **`plain`** (`int` or `null`; default `null`)",
+        "## choice (kind: a)",
+        "## choice (kind: b)",
+        "chosen by `choice.kind`",
+        "- **`choice.size`** (`int`, ≥ 1, ≤ 9; default `3`): how big &lt;really> \\* 2",
+        '- **`choice.name`** (`str`; default `""`)',
+        "Variant A.",
+        "## named.NAME",
+        "- **`named.NAME.value`** (`float`; required)",
+        "## leaf",
+        "- **`mode`** (one of `x`, `y`; default `y`)",
+        '- **`weights`** (map of `str` to `float`; default `{"bm25": 0.5}`)',
+    ):
         assert " ".join(expected.split()) in " ".join(page.split()), expected
     assert all(len(line) <= 120 for line in page.splitlines())
 
 
 # -- README.md: a front door with the exact commands ---------------------------------------------------------------
+
 
 def test_readme_is_small_and_has_the_exact_commands():
     raw = README.read_bytes()
@@ -167,6 +181,7 @@ def test_every_readme_cli_command_parses():
 
 
 # -- the site ------------------------------------------------------------------------------------------------------
+
 
 def test_nav_lists_every_page():
     config = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")

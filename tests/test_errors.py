@@ -1,5 +1,6 @@
 """The error family: every error raised on purpose is a SwitchyardError whose class carries its CLI exit code and
 HTTP status, and the edges map errors by type only."""
+
 from __future__ import annotations
 
 import inspect
@@ -7,8 +8,18 @@ import inspect
 import pytest
 
 from switchyard import errors
-from switchyard.errors import (EXIT_FAIL, EXIT_USAGE, CollectionNotFound, ConfigError, FilterError, LLMError, QuestionError,
-                    StoreError, SwitchyardError, UnknownPipeline)
+from switchyard.errors import (
+    EXIT_FAIL,
+    EXIT_USAGE,
+    CollectionNotFound,
+    ConfigError,
+    FilterError,
+    LLMError,
+    QuestionError,
+    StoreError,
+    SwitchyardError,
+    UnknownPipeline,
+)
 
 FAMILY = [c for _, c in inspect.getmembers(errors, inspect.isclass) if issubclass(c, SwitchyardError)]
 
@@ -19,9 +30,17 @@ class TestFamily:
         for cls in FAMILY:
             assert cls.exit_code in (EXIT_FAIL, EXIT_USAGE) and 400 <= cls.http_status <= 599, cls
 
-    @pytest.mark.parametrize("cls, code, status", [
-        (ConfigError, EXIT_USAGE, 400), (FilterError, EXIT_USAGE, 400), (QuestionError, EXIT_FAIL, 400),
-        (StoreError, EXIT_FAIL, 409), (CollectionNotFound, EXIT_FAIL, 404), (LLMError, EXIT_FAIL, 502)])
+    @pytest.mark.parametrize(
+        "cls, code, status",
+        [
+            (ConfigError, EXIT_USAGE, 400),
+            (FilterError, EXIT_USAGE, 400),
+            (QuestionError, EXIT_FAIL, 400),
+            (StoreError, EXIT_FAIL, 409),
+            (CollectionNotFound, EXIT_FAIL, 404),
+            (LLMError, EXIT_FAIL, 502),
+        ],
+    )
     def test_codes_by_class(self, cls, code, status):
         assert (cls.exit_code, cls.http_status) == (code, status)
 
@@ -31,7 +50,7 @@ class TestFamily:
 
     def test_one_dataset_error(self):
         from switchyard.evaluation.datasets import DatasetError as A
-        from switchyard.retrievers.beir_eval import DatasetError as B
+        from switchyard.evaluation.retrieval import DatasetError as B
 
         assert A is B is errors.DatasetError
 
@@ -61,9 +80,11 @@ class TestEdgesMapByType:
 
     def test_the_cli_exit_code(self, capsys, monkeypatch):
         from switchyard import cli
+
         def fail(exc):
             def command(args):
                 raise exc
+
             return command
 
         for exc, code in [(ConfigError("bad key"), 2), (CollectionNotFound("gone"), 1), (FilterError("f"), 2)]:
@@ -72,7 +93,7 @@ class TestEdgesMapByType:
             assert capsys.readouterr().err == f"error: {exc}\n"
 
     def test_a_run_error_event_names_our_errors_plainly(self):
-        from switchyard.graphs.app import error_message
+        from switchyard.graphs.pipeline import error_message
 
         assert error_message(LLMError("server down\ndetails")) == "server down"
         assert error_message(ZeroDivisionError("division by zero")) == "ZeroDivisionError: division by zero"

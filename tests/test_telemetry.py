@@ -1,7 +1,8 @@
-"""OpenTelemetry traces (llm/telemetry.py; the SDK set-up of the CLI and server in package/otel_sdk.py), checked against a real OTLP/HTTP receiver on 127.0.0.1 that decodes the
+"""OpenTelemetry traces (package/tracing.py; the SDK set-up of the CLI and server in package/otel_sdk.py), checked against a real OTLP/HTTP receiver on 127.0.0.1 that decodes the
 protobuf exports (tests/otlp_receiver.py): off by default with no SDK loaded; on with OTEL_EXPORTER_OTLP_ENDPOINT,
 one complete trace per run (run, nodes, retrieval, LLM calls) even for runs in flight together; the trace id in
 `ask --json`, the HTTP response header and evaluation rows."""
+
 from __future__ import annotations
 
 import itertools
@@ -13,11 +14,9 @@ import sys
 import threading
 from collections import defaultdict
 
-import httpx
 import pytest
 
 from switchyard import otel_sdk
-from switchyard.llm import telemetry
 from tests.conftest import FIXTURES, ROOT, SAMPLES
 from tests.nodes.scripted import scripted_llm
 from tests.otlp_receiver import OtlpReceiver
@@ -85,16 +84,19 @@ class TestOff:
     def test_nothing_is_set_up(self):
         """No exporter, no instrumentation, no tracer provider (langsmith, which LangChain imports, imports the
         SDK's trace module on its own when it is installed; it sets nothing up either)."""
-        code = ("import sys; import switchyard.graphs.app, switchyard.service.app, switchyard.evaluation.runner; "
-                "from switchyard import cli, otel_sdk; from switchyard.llm import telemetry; "
-                "from opentelemetry import trace; cli.set_process_defaults(); "
-                "assert otel_sdk.provider() is None and telemetry.current_trace_id() is None; "
-                "assert type(trace.get_tracer_provider()).__name__ == 'ProxyTracerProvider'; "
-                "print([m for m in sys.modules if m.startswith(('opentelemetry.exporter', "
-                "'opentelemetry.instrumentation'))])")
+        code = (
+            "import sys; import switchyard.graphs.pipeline, switchyard.service.app, switchyard.evaluation.runner; "
+            "from switchyard import cli, otel_sdk; from switchyard.llm import telemetry; "
+            "from opentelemetry import trace; cli.set_process_defaults(); "
+            "assert otel_sdk.provider() is None and tracing.current_trace_id() is None; "
+            "assert type(trace.get_tracer_provider()).__name__ == 'ProxyTracerProvider'; "
+            "print([m for m in sys.modules if m.startswith(('opentelemetry.exporter', "
+            "'opentelemetry.instrumentation'))])"
+        )
         env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
-        done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
-                              timeout=300)
+        done = subprocess.run(
+            [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+        )
         assert done.returncode == 0, done.stderr
         assert done.stdout.strip() == "[]"
 
@@ -110,8 +112,11 @@ class TestOn:
         from switchyard.llm.client import LLM
         from tests.scripted_backend import ScriptedBackend
 
-        backend = CachingBackend(ScriptedBackend(["four words of reply"]), ReplyStore(tmp_path),
-                                 {"backend": "scripted", "model": "tiny-model"})
+        backend = CachingBackend(
+            ScriptedBackend(["four words of reply"]),
+            ReplyStore(tmp_path),
+            {"backend": "scripted", "model": "tiny-model"},
+        )
         llm = LLM(backend, model="tiny-model")
         messages = [{"role": "user", "content": "say four words"}]
         assert llm.generate(messages) == llm.generate(messages) == "four words of reply"
@@ -124,8 +129,10 @@ class TestOn:
             assert s.attributes["gen_ai.operation.name"] == "chat"
             assert (s.attributes["llm.token_count.prompt"], s.attributes["llm.token_count.completion"]) == (3, 4)
             assert s.attributes["switchyard.llm.latency_ms"] >= 0
-        assert (first.attributes["switchyard.llm.cache_hit"], second.attributes["switchyard.llm.cache_hit"]) \
-            == (False, True)
+        assert (first.attributes["switchyard.llm.cache_hit"], second.attributes["switchyard.llm.cache_hit"]) == (
+            False,
+            True,
+        )
 
     def test_two_overlapping_runs_give_two_separate_complete_traces(self, receiver, make_pipeline):
         """Both runs are inside an LLM call at the same moment (a barrier in the backend), in two threads."""
@@ -141,8 +148,9 @@ class TestOn:
         pipe = make_pipeline(llm=llm)
         questions = ["Who patented the knuckle coupler?", "What is standard gauge?"]
         results: list = [None, None]
-        threads = [threading.Thread(target=lambda i=i: results.__setitem__(i, pipe.ask(questions[i])))
-                   for i in range(2)]
+        threads = [
+            threading.Thread(target=lambda i=i: results.__setitem__(i, pipe.ask(questions[i]))) for i in range(2)
+        ]
         for t in threads:
             t.start()
         for t in threads:
@@ -158,7 +166,9 @@ class TestOn:
             retrieval = retrievals[0].attributes
             assert retrieval["switchyard.retrieval.collection"] == pipe.config.store.collection
             assert retrieval["switchyard.retrieval.k"] == pipe.config.retrieve.top_k
-            assert len(retrieval["switchyard.retrieval.top_scores"]) == min(5, retrieval["switchyard.retrieval.returned"])
+            assert len(retrieval["switchyard.retrieval.top_scores"]) == min(
+                5, retrieval["switchyard.retrieval.returned"]
+            )
             assert "input.value" not in run.attributes  # no text unless content capture is asked for
 
     def test_stream_and_agent_decisions(self, receiver, make_pipeline, monkeypatch):
@@ -184,8 +194,14 @@ class TestOn:
 
 
 def cli(*args, env: dict):
-    return subprocess.run([sys.executable, str(ROOT / "cli.py"), *map(str, args)], capture_output=True, text=True,
-                          timeout=900, env={**os.environ, **env}, cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, str(ROOT / "cli.py"), *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, **env},
+        cwd=ROOT,
+    )
 
 
 @pytest.mark.slow
@@ -193,13 +209,31 @@ class TestEntryPoints:
     def test_ask_json_and_eval_rows_carry_the_trace_id(self, sample_index, tmp_path):
         with OtlpReceiver() as rec:
             env = {"OTEL_EXPORTER_OTLP_ENDPOINT": rec.origin}
-            done = cli("ask", "Who patented the knuckle coupler?", "--config", "no-llm", "--index-dir", sample_index,
-                       "--json", env=env)
+            done = cli(
+                "ask",
+                "Who patented the knuckle coupler?",
+                "--config",
+                "no-llm",
+                "--index-dir",
+                sample_index,
+                "--json",
+                env=env,
+            )
             assert done.returncode == 0, done.stderr
             trace_id = json.loads(done.stdout)["trace_id"]
             out = tmp_path / "eval"
-            done = cli("eval", FIXTURES / "tiny_qa" / "questions.jsonl", "--corpus", SAMPLES, "--configs",
-                       ROOT / "configs" / "no-llm.yaml", "--out", out, "--no-progress", env=env)
+            done = cli(
+                "eval",
+                FIXTURES / "tiny_qa" / "questions.jsonl",
+                "--corpus",
+                SAMPLES,
+                "--configs",
+                ROOT / "configs" / "no-llm.yaml",
+                "--out",
+                out,
+                "--no-progress",
+                env=env,
+            )
             assert done.returncode == 0, done.stderr
             rows = [json.loads(line) for line in (out / "questions.jsonl").read_text().splitlines()]
             traces = by_trace(rec.spans())  # both processes flushed their spans at exit
@@ -213,8 +247,12 @@ class TestEntryPoints:
 
         index = tmp_path / "index"
         shutil.copytree(sample_index, index)  # the server may write to its index
-        with OtlpReceiver() as rec, running_server(tmp_path, index, "--config", "no-llm",
-                                                    env={"OTEL_EXPORTER_OTLP_ENDPOINT": rec.origin}) as server:
+        with (
+            OtlpReceiver() as rec,
+            running_server(
+                tmp_path, index, "--config", "no-llm", env={"OTEL_EXPORTER_OTLP_ENDPOINT": rec.origin}
+            ) as server,
+        ):
             with server.client() as http:
                 reply = http.post("/v1/ask", json={"question": "What is standard gauge?"})
                 assert reply.status_code == 200, reply.text

@@ -1,8 +1,10 @@
 """Start threads together (a barrier releases them at once) rather than hoping they overlap."""
+
 from __future__ import annotations
 
 import threading
-from typing import Callable, TypeVar
+from collections.abc import Callable
+from typing import TypeVar
 
 T = TypeVar("T")
 

@@ -9,6 +9,7 @@ Four runs: a_a, b_a (answerable / unanswerable against index a), b_b, a_b (answe
 
 Prints the ingest summary per index and one line per run written (questions, skipped, seconds).
 """
+
 from __future__ import annotations
 
 import json
@@ -35,8 +36,8 @@ def build_index(name: str, records: list[dict], embedder):
 
 
 def run(stack, records: list[dict], out_name: str, exclude_titles: set[str] | None = None) -> None:
-    from switchyard.llm.context import ALL
     from switchyard.retrievers.store import ChunkFetch
+    from switchyard.run_context import ALL
 
     out = CACHE / f"runs_{out_name}.json"
     if out.exists():
@@ -55,12 +56,22 @@ def run(stack, records: list[dict], out_name: str, exclude_titles: set[str] | No
         vecs = ChunkFetch(stack.store).vectors([p.chunk_id for p in ps])
         q = stack.embedder.embed_query(r["question"])
         cos = [float(vecs[p.chunk_id] @ q) for p in ps]
-        rows.append({"id": r["id"], "type": r["type"], "question": r["question"], "answer": r["answer"],
-                     "gold": sorted(gold), "passages": [{"chunk_id": p.chunk_id, "title": p.title} for p in ps],
-                     "cos": cos})
+        rows.append(
+            {
+                "id": r["id"],
+                "type": r["type"],
+                "question": r["question"],
+                "answer": r["answer"],
+                "gold": sorted(gold),
+                "passages": [{"chunk_id": p.chunk_id, "title": p.title} for p in ps],
+                "cos": cos,
+            }
+        )
     out.write_text(json.dumps(rows))
-    print(f"{out.name}: {len(rows)} questions, {skipped} skipped (gold indexed), {time.perf_counter() - t:.0f}s",
-          flush=True)
+    print(
+        f"{out.name}: {len(rows)} questions, {skipped} skipped (gold indexed), {time.perf_counter() - t:.0f}s",
+        flush=True,
+    )
 
 
 def main() -> None:

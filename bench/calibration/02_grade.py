@@ -17,6 +17,7 @@ Prints, per direction, the answerable / unanswerable max-cosine quantiles and AU
 and verdict shares for the old, tuned and RECOMMENDED thresholds, and the incorrect / correct threshold sweeps.
 Writes CACHE/grade_choice.json (the tuned values).
 """
+
 from __future__ import annotations
 
 import json
@@ -26,7 +27,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/, for common.py
-from common import CALIBRATION_CACHE as CACHE, OLD, RECOMMENDED  # noqa: E402
+from common import CALIBRATION_CACHE as CACHE  # noqa: E402
+from common import OLD, RECOMMENDED
 
 MAX_FALSE_INCORRECT = 0.10
 MIN_CORRECT_PRECISION = 0.90
@@ -92,10 +94,19 @@ def choose(ans, una):
     ba, bu, h = best(ans), best(una), hit(ans)
     ok = [t for t in GRID if (ba < t).mean() <= MAX_FALSE_INCORRECT]
     incorrect = float(max(ok))
-    ok_c = [c for c in GRID if c >= incorrect and correct_precision(ba, h, bu, c) >= MIN_CORRECT_PRECISION
-            and (ba >= c).sum() >= 10]
+    ok_c = [
+        c
+        for c in GRID
+        if c >= incorrect and correct_precision(ba, h, bu, c) >= MIN_CORRECT_PRECISION and (ba >= c).sum() >= 10
+    ]
     correct = float(min(ok_c)) if ok_c else float("nan")
-    return {"relevant": relevant, "relevant_bacc": relevant_bacc, "relevant_f2": relevant_f2, "incorrect": incorrect, "correct": correct}
+    return {
+        "relevant": relevant,
+        "relevant_bacc": relevant_bacc,
+        "relevant_f2": relevant_f2,
+        "incorrect": incorrect,
+        "correct": correct,
+    }
 
 
 def auc(positive, negative) -> float:
@@ -110,27 +121,35 @@ def describe(name, ans, una):
     ba, bu, h = best(ans), best(una), hit(ans)
     cos, lab = passage_arrays(ans)
     q = lambda x: " ".join(f"{v:.2f}" for v in np.quantile(x, [0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95]))
-    print(f"[{name}] answerable n={len(ans)} (gold in top-5: {h.mean():.1%}, both gold: "
-          f"{np.mean([sum(p['title'] in r['gold'] for p in r['passages']) >= 2 for r in ans]):.1%}), "
-          f"unanswerable n={len(una)}")
+    print(
+        f"[{name}] answerable n={len(ans)} (gold in top-5: {h.mean():.1%}, both gold: "
+        f"{np.mean([sum(p['title'] in r['gold'] for p in r['passages']) >= 2 for r in ans]):.1%}), "
+        f"unanswerable n={len(una)}"
+    )
     print(f"  max-cos quantiles 5/10/25/50/75/90/95%  answerable:   {q(ba)}")
     print(f"                                         unanswerable: {q(bu)}")
     print(f"  passage cos quantiles  gold:     {q(cos[lab])}")
     print(f"                         non-gold: {q(cos[~lab])}")
-    print(f"  AUC max-cos answerable vs unanswerable: {auc(ba, bu):.3f}; "
-          f"passage gold vs non-gold: {auc(cos[lab], cos[~lab]):.3f}")
+    print(
+        f"  AUC max-cos answerable vs unanswerable: {auc(ba, bu):.3f}; "
+        f"passage gold vs non-gold: {auc(cos[lab], cos[~lab]):.3f}"
+    )
 
 
 def table(label, th, dirs):
     print(f"\n{label}: relevant={th['relevant']:.2f} incorrect={th['incorrect']:.2f} correct={th['correct']:.2f}")
-    print(f"  {'direction':<22}{'P':>6}{'R':>6}{'F1':>6}{'bAcc':>6} | {'ans→inc':>8}{'ans(hit)→inc':>13}"
-          f"{'unans→inc':>10} | {'ans→cor':>8}{'unans→cor':>10}{'prec(cor)':>10}")
+    print(
+        f"  {'direction':<22}{'P':>6}{'R':>6}{'F1':>6}{'bAcc':>6} | {'ans→inc':>8}{'ans(hit)→inc':>13}"
+        f"{'unans→inc':>10} | {'ans→cor':>8}{'unans→cor':>10}{'prec(cor)':>10}"
+    )
     for name, (ans, una) in dirs.items():
         cos, lab = passage_arrays(ans)
         p, r, f, b = prf(cos, lab, th["relevant"])
         v = verdict_stats(ans, una, th["incorrect"], th["correct"])
-        print(f"  {name:<22}{p:6.3f}{r:6.3f}{f:6.3f}{b:6.3f} | {v['ans_incorrect']:8.1%}{v['ans_hit_incorrect']:13.1%}"
-              f"{v['una_incorrect']:10.1%} | {v['ans_correct']:8.1%}{v['una_correct']:10.1%}{v['correct_precision']:10.1%}")
+        print(
+            f"  {name:<22}{p:6.3f}{r:6.3f}{f:6.3f}{b:6.3f} | {v['ans_incorrect']:8.1%}{v['ans_hit_incorrect']:13.1%}"
+            f"{v['una_incorrect']:10.1%} | {v['ans_correct']:8.1%}{v['una_correct']:10.1%}{v['correct_precision']:10.1%}"
+        )
 
 
 def sweep(dirs):
@@ -138,32 +157,44 @@ def sweep(dirs):
     for t in (0.25, 0.30, 0.35, 0.40, 0.42, 0.45, 0.48, 0.50, 0.52, 0.55, 0.60):
         cells = [f"{(best(a) < t).mean():6.1%} {(best(u) < t).mean():6.1%}" for a, u in dirs.values()]
         print(f"    t={t:.2f}  " + "   |   ".join(cells))
-    print("\n  correct-threshold sweep c: 50/50-weighted precision of 'correct' (tune | held-out), share of answerable >= c")
+    print(
+        "\n  correct-threshold sweep c: 50/50-weighted precision of 'correct' (tune | held-out), share of answerable >= c"
+    )
     for c in (0.45, 0.50, 0.52, 0.55, 0.58, 0.60, 0.65):
-        cells = [f"{correct_precision(best(a), hit(a), best(u), c):6.1%} {(best(a) >= c).mean():6.1%}"
-                 for a, u in dirs.values()]
+        cells = [
+            f"{correct_precision(best(a), hit(a), best(u), c):6.1%} {(best(a) >= c).mean():6.1%}"
+            for a, u in dirs.values()
+        ]
         print(f"    c={c:.2f}  " + "   |   ".join(cells))
-    print("\n  relevant-threshold sweep r (answerable questions): P R F1 F2, share of questions keeping every retrieved gold")
+    print(
+        "\n  relevant-threshold sweep r (answerable questions): P R F1 F2, share of questions keeping every retrieved gold"
+    )
     for r in (0.25, 0.30, 0.35, 0.40, 0.45, 0.51):
         cells = []
         for a, _ in dirs.values():
             cos, lab = passage_arrays(a)
             p, rec, f, _ = prf(cos, lab, r)
             f2 = 5 * p * rec / (4 * p + rec) if p + rec else 0.0
-            full = np.mean([all(c >= r for c, ps in zip(x["cos"], x["passages"]) if ps["title"] in x["gold"]) for x in a])
+            full = np.mean(
+                [all(c >= r for c, ps in zip(x["cos"], x["passages"]) if ps["title"] in x["gold"]) for x in a]
+            )
             cells.append(f"{p:.3f} {rec:.3f} {f:.3f} {f2:.3f} {full:6.1%}")
         print(f"    r={r:.2f}  " + "   |   ".join(cells))
 
 
 def main() -> None:
-    dirs = {"tune  (idx dev300_a)": (load("a", "a"), load("b", "a")),
-            "held-out (idx dev500)": (load("b", "b"), load("a", "b"))}
+    dirs = {
+        "tune  (idx dev300_a)": (load("a", "a"), load("b", "a")),
+        "held-out (idx dev500)": (load("b", "b"), load("a", "b")),
+    }
     for name, (ans, una) in dirs.items():
         describe(name, ans, una)
     tune_ans, tune_una = dirs["tune  (idx dev300_a)"]
     sweep(dirs)
     new = choose(tune_ans, tune_una)
-    print(f"\nchosen on tuning: {new}  (relevant by balanced accuracy: {new['relevant_bacc']}, by F2: {new['relevant_f2']})")
+    print(
+        f"\nchosen on tuning: {new}  (relevant by balanced accuracy: {new['relevant_bacc']}, by F2: {new['relevant_f2']})"
+    )
     table("OLD", OLD, dirs)
     table("NEW (HotpotQA protocol optimum)", new, dirs)
     table("RECOMMENDED default", RECOMMENDED, dirs)

@@ -20,6 +20,7 @@ Prints the pair counts, support-score quantiles per pair set, the tuning sweep, 
 threshold, split and set, and the held-out accuracy difference new - old with a bootstrap interval. Writes
 CACHE/support_choice.json.
 """
+
 from __future__ import annotations
 
 import json
@@ -31,9 +32,11 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/, for common.py
-from common import CALIBRATION_CACHE as CACHE, OLD, load_split, make_stack, torch_threads  # noqa: E402
-from switchyard.llm.context import ALL
+from common import CALIBRATION_CACHE as CACHE  # noqa: E402
+from common import OLD, load_split, make_stack, torch_threads
+
 from switchyard.nodes.citations import support_matrix
+from switchyard.run_context import ALL
 
 GRID = np.round(np.arange(0.30, 0.9001, 0.01), 2)
 
@@ -93,14 +96,20 @@ def build_pairs(split: str, records: list[dict], chunks: dict[str, list[dict]]):
                     pairs.append(("fact-all-distractors", sent, pick_chunk(chunks[d], ""), 0))
             ans = r["answer"].strip()
             if ans.lower() not in ("yes", "no") and len(ans) > 2 and ans.lower() in sent.lower():
-                others = [a for a in answers_by_type[r["type"]] if a.lower() != ans.lower() and a.lower() not in ("yes", "no")]
+                others = [
+                    a for a in answers_by_type[r["type"]] if a.lower() != ans.lower() and a.lower() not in ("yes", "no")
+                ]
                 fake = re.sub(re.escape(ans), rng.choice(others), sent, count=1, flags=re.I)
                 pairs.append(("swap", fake, own, 0))
         ans = r["answer"].strip()
         if ans.lower() in ("yes", "no"):
             continue
         qa = f"{r['question'].strip().rstrip('?').strip()}: {ans}."
-        holders = [t for t in dict.fromkeys(r["supporting_facts"]["title"]) if t in ctx and ans.lower() in "".join(ctx[t]).lower() and t in chunks]
+        holders = [
+            t
+            for t in dict.fromkeys(r["supporting_facts"]["title"])
+            if t in ctx and ans.lower() in "".join(ctx[t]).lower() and t in chunks
+        ]
         if holders:
             pairs.append(("qa", qa, pick_chunk(chunks[holders[0]], ans), 1))
             free = [t for t in distractors if ans.lower() not in "".join(ctx[t]).lower()]
@@ -148,25 +157,33 @@ def main() -> None:
         sets = np.array([p[0] for p in pairs])
         labels = np.array([p[3] for p in pairs]).astype(bool)
         data[split] = (sets, labels, scores)
-        print(f"split {split}: " + ", ".join(f"{s} {int((sets == s).sum())} ({int(labels[sets == s].sum())} supported)"
-                                               for s in dict.fromkeys(sets)))
+        print(
+            f"split {split}: "
+            + ", ".join(
+                f"{s} {int((sets == s).sum())} ({int(labels[sets == s].sum())} supported)" for s in dict.fromkeys(sets)
+            )
+        )
         q = lambda x: " ".join(f"{v:.2f}" for v in np.quantile(x, [0.05, 0.25, 0.5, 0.75, 0.95]))
         for s in dict.fromkeys(sets):
             for lab in (1, 0):
                 m = (sets == s) & (labels == lab)
                 if m.any():
-                    print(f"   support quantiles 5/25/50/75/95%  {s:<21} {'supported' if lab else 'unsupported':<12}: {q(scores[m])}")
+                    print(
+                        f"   support quantiles 5/25/50/75/95%  {s:<21} {'supported' if lab else 'unsupported':<12}: {q(scores[m])}"
+                    )
 
     def pool(split):
         sets, labels, scores = data[split]
         m = np.isin(sets, ["fact", "qa"])
         return scores[m], labels[m]
 
-    s, l = pool("a")
+    s, l = pool("a")  # noqa: E741
     accs = [metrics(s, l, t)[0] for t in GRID]
     new = float(GRID[int(np.argmax(accs))])
     f1s = [metrics(s, l, t)[1] for t in GRID]
-    print(f"\nchosen on tuning (max accuracy, fact+qa pooled): {new}  (max-F1 threshold would be {GRID[int(np.argmax(f1s))]})")
+    print(
+        f"\nchosen on tuning (max accuracy, fact+qa pooled): {new}  (max-F1 threshold would be {GRID[int(np.argmax(f1s))]})"
+    )
     print("  tuning sweep: t  acc  F1")
     for t in np.arange(0.40, 0.76, 0.05):
         a, f, _, _ = metrics(s, l, t)
@@ -179,11 +196,15 @@ def main() -> None:
             groups = {"fact+qa (pooled)": np.isin(sets, ["fact", "qa"]), "fact": sets == "fact", "qa": sets == "qa"}
             for g, m in groups.items():
                 a, f, r, tnr = metrics(scores[m], labels[m], t)
-                print(f"{name} {t:<6.2f}{'dev300_a' if split == 'a' else 'dev500':<10}{g:<22}{a:7.3f}{f:9.3f}{r:8.3f}{tnr:7.3f}")
+                print(
+                    f"{name} {t:<6.2f}{'dev300_a' if split == 'a' else 'dev500':<10}{g:<22}{a:7.3f}{f:9.3f}{r:8.3f}{tnr:7.3f}"
+                )
             hard = sets == "fact-all-distractors"
             swap = sets == "swap"
-            print(f"{'':<20}{'all distractors rejected:':<22}{(scores[hard] < t).mean():7.3f}   "
-                  f"answer-swapped (invented) rejected: {(scores[swap] < t).mean():.3f}")
+            print(
+                f"{'':<20}{'all distractors rejected:':<22}{(scores[hard] < t).mean():7.3f}   "
+                f"answer-swapped (invented) rejected: {(scores[swap] < t).mean():.3f}"
+            )
     rng = np.random.default_rng(0)
     s_b, l_b = pool("b")
     diffs = []

@@ -11,6 +11,7 @@ Needs CACHE/grade_choice.json (step 2). Prints max-cosine quantiles (PhantomWiki
 of answerable questions graded incorrect per threshold set, and an incorrect-threshold sweep. Writes
 CACHE/pw_ans_best.npy and CACHE/pw_offdomain_best.npy.
 """
+
 from __future__ import annotations
 
 import json
@@ -20,15 +21,16 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/, for common.py
-from common import CALIBRATION_CACHE as CACHE, OLD, PHANTOMWIKI as PW, RECOMMENDED  # noqa: E402
-from common import load_split, make_stack, torch_threads  # noqa: E402
+from common import CALIBRATION_CACHE as CACHE  # noqa: E402
+from common import OLD, RECOMMENDED, load_split, make_stack, torch_threads  # noqa: E402
+from common import PHANTOMWIKI as PW
 
 
 def main() -> None:
     torch_threads()
-    from switchyard.llm.context import ALL
-    from switchyard.retrievers.store import ChunkFetch
     from switchyard.retrievers.embedder import Embedder
+    from switchyard.retrievers.store import ChunkFetch
+    from switchyard.run_context import ALL
 
     embedder = Embedder("minilm")
     stack = make_stack("phantomwiki", embedder)
@@ -63,9 +65,11 @@ def main() -> None:
         pred = cos_all >= th["relevant"]
         p = (pred & lab_all).sum() / max(pred.sum(), 1)
         r = (pred & lab_all).sum() / max(lab_all.sum(), 1)
-        print(f"{name} {th['relevant']:.2f}/{th['incorrect']:.2f}/{th['correct']:.2f}: answerable graded incorrect "
-              f"{(ans_best < th['incorrect']).mean():.1%}, correct {(ans_best >= th['correct']).mean():.1%}; "
-              f"off-domain graded incorrect {(una_best < th['incorrect']).mean():.1%}; passage P {p:.3f} R {r:.3f}")
+        print(
+            f"{name} {th['relevant']:.2f}/{th['incorrect']:.2f}/{th['correct']:.2f}: answerable graded incorrect "
+            f"{(ans_best < th['incorrect']).mean():.1%}, correct {(ans_best >= th['correct']).mean():.1%}; "
+            f"off-domain graded incorrect {(una_best < th['incorrect']).mean():.1%}; passage P {p:.3f} R {r:.3f}"
+        )
     print("incorrect-threshold sweep: t  PW answerable<t  off-domain<t")
     for t in (0.25, 0.30, 0.35, 0.40, 0.45, 0.50, 0.52):
         print(f"    {t:.2f}  {(ans_best < t).mean():6.1%}  {(una_best < t).mean():6.1%}")

@@ -16,6 +16,7 @@ coverage (share of the question's content words found in a passage's title + tex
 Prints per set the best-cosine and best-coverage quantiles, then the share graded incorrect for each (t, c) of
 the sweep. Writes CACHE/refusals.json (per question: best cosine, best coverage).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,20 +27,26 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/, for common.py
-from common import CALIBRATION_CACHE as CACHE, PHANTOMWIKI as PW  # noqa: E402
+from common import CALIBRATION_CACHE as CACHE  # noqa: E402
+from common import PHANTOMWIKI as PW
 from common import gold_titles, load_split, make_stack, paragraphs, torch_threads  # noqa: E402
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--phantomwiki", type=Path, nargs="+", default=[PW],
-                    help="PhantomWiki folders (default: s11; bench/phantomwiki_instances.py writes others)")
+    ap.add_argument(
+        "--phantomwiki",
+        type=Path,
+        nargs="+",
+        default=[PW],
+        help="PhantomWiki folders (default: s11; bench/phantomwiki_instances.py writes others)",
+    )
     args = ap.parse_args()
     torch_threads(2)
-    from switchyard.llm.context import ALL
-    from switchyard.retrievers.store import ChunkFetch
     from switchyard.nodes.grade import passage_coverage
     from switchyard.retrievers.embedder import Embedder
+    from switchyard.retrievers.store import ChunkFetch
+    from switchyard.run_context import ALL
 
     embedder = Embedder("minilm")
     pw_stacks = {folder: make_stack(f"phantomwiki-{folder.name}", embedder) for folder in args.phantomwiki}
@@ -66,11 +73,16 @@ def main() -> None:
         cov = max(passage_coverage(question, p) for p in ps)
         return cos, cov
 
-    sets = {f"PW {folder.name} answerable": [best(stack, q["question"])
-                                             for q in json.loads((folder / "questions.json").read_text())]
-            for folder, stack in pw_stacks.items()}
-    sets |= {"HQ answerable": [best(hq, r["question"]) for r in a],
-            "HQ near miss": [best(hq, r["question"]) for r in b if not gold_titles(r) & indexed]}
+    sets = {
+        f"PW {folder.name} answerable": [
+            best(stack, q["question"]) for q in json.loads((folder / "questions.json").read_text())
+        ]
+        for folder, stack in pw_stacks.items()
+    }
+    sets |= {
+        "HQ answerable": [best(hq, r["question"]) for r in a],
+        "HQ near miss": [best(hq, r["question"]) for r in b if not gold_titles(r) & indexed],
+    }
     arr = {k: np.array(v) for k, v in sets.items()}
     (CACHE / "refusals.json").write_text(json.dumps({k: v for k, v in sets.items()}))
     q = lambda x: " ".join(f"{v:.2f}" for v in np.quantile(x, [0.05, 0.25, 0.5, 0.75, 0.95]))

@@ -17,6 +17,7 @@ under bench/out/window-sweep/. Dense search is exact (every window scored agains
 best window), its top 200 chunks are fused with the cached BM25 run under each fusion setting of a small grid, and
 --metric (nDCG@10) of dense alone (per spec) and a table of every (windows, fusion) pair by macro are printed.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,14 +32,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/, for comm
 from common import ROOT  # noqa: E402
 from fusion_tuning import SUITE, dense_run, load, paired_p, per_query  # noqa: E402
 
-from switchyard.llm.context import ALL
 from switchyard.configs.loader import load_config
 from switchyard.configs.schema import FusionConfig
-from switchyard.retrievers.beir_eval import load_beir, prepare_stack
+from switchyard.evaluation.ranking import METRIC_NAMES
+from switchyard.evaluation.retrieval import load_beir, prepare_stack
 from switchyard.retrievers.chunking import SentenceWindows, _token_counter
 from switchyard.retrievers.documents import search_text
-from switchyard.retrievers.metrics import METRIC_NAMES
 from switchyard.retrievers.store import WINDOW_COLUMN
+from switchyard.run_context import ALL
 
 OUT = ROOT / "bench" / "out" / "window-sweep"
 
@@ -57,10 +58,11 @@ def splitter(spec: str, tokenizer_file: str):
         def run(title: str, text: str) -> list[str]:
             s = [x.strip() for x in sentences(text) if x.strip()] or [text]
             starts = range(0, max(len(s) - a, 0) + 1, b)
-            out = [" ".join(s[i:i + a]) for i in starts]
+            out = [" ".join(s[i : i + a]) for i in starts]
             if (len(s) - a) % b and len(s) > a:  # the tail
                 out.append(" ".join(s[-a:]))
             return out
+
         return run
     raise SystemExit(f"unknown spec {spec!r}")
 
@@ -96,16 +98,22 @@ def window_vectors(name: str, spec: str, rows: list[dict], stack, tokenizer_file
             owner.append(i)
     t0 = time.perf_counter()
     vectors = stack.embedder.run(texts).astype(np.float32)
-    print(f"{name} {spec}: {len(texts)} windows for {len(rows)} chunks ({len(texts) / len(rows):.2f} per chunk) "
-          f"embedded in {time.perf_counter() - t0:.0f} s", flush=True)
+    print(
+        f"{name} {spec}: {len(texts)} windows for {len(rows)} chunks ({len(texts) / len(rows):.2f} per chunk) "
+        f"embedded in {time.perf_counter() - t0:.0f} s",
+        flush=True,
+    )
     OUT.mkdir(parents=True, exist_ok=True)
     np.savez(cache, vectors=vectors, owner=np.asarray(owner))
     return vectors, np.asarray(owner)
 
 
 def fusion_grid(extra: list[str]) -> dict[str, dict]:
-    grid = {f"{n} {b}/{round(1 - b, 1)}": dict(normalization=n, weights={"bm25": b, "dense": round(1 - b, 1)})
-            for n in ("zscore", "max", "minmax") for b in (0.4, 0.5, 0.6)}
+    grid = {
+        f"{n} {b}/{round(1 - b, 1)}": dict(normalization=n, weights={"bm25": b, "dense": round(1 - b, 1)})
+        for n in ("zscore", "max", "minmax")
+        for b in (0.4, 0.5, 0.6)
+    }
     grid.update({f: json.loads(f) for f in extra})
     return {k: FusionConfig(**v).model_dump() for k, v in grid.items()}
 
@@ -115,14 +123,28 @@ def main() -> int:
     ap.add_argument("--suite", default=str(SUITE))
     ap.add_argument("--dataset", action="append", required=True)
     ap.add_argument("--spec", action="append", required=True)
-    ap.add_argument("--pool", action="append", default=None,
-                    help="how a chunk's window scores combine: max (the library's), lse:TAU (soft maximum)")
+    ap.add_argument(
+        "--pool",
+        action="append",
+        default=None,
+        help="how a chunk's window scores combine: max (the library's), lse:TAU (soft maximum)",
+    )
     ap.add_argument("--split", default="dev", choices=["dev", "test"])
     ap.add_argument("--metric", default="ndcg@10", choices=METRIC_NAMES)
-    ap.add_argument("--fusion", action="append", default=[], metavar="JSON",
-                    help="more fusion settings to score (FusionConfig fields as JSON) beside the grid")
-    ap.add_argument("--only", action="append", default=None, metavar="NAME",
-                    help="score only these fusion settings (grid names or JSON given with --fusion)")
+    ap.add_argument(
+        "--fusion",
+        action="append",
+        default=[],
+        metavar="JSON",
+        help="more fusion settings to score (FusionConfig fields as JSON) beside the grid",
+    )
+    ap.add_argument(
+        "--only",
+        action="append",
+        default=None,
+        metavar="NAME",
+        help="score only these fusion settings (grid names or JSON given with --fusion)",
+    )
     args = ap.parse_args()
     metric = args.metric
     suite = Path(args.suite)
@@ -148,17 +170,23 @@ def main() -> int:
             vectors, owner = window_vectors(name, spec, rows, stack, stack.embedder.tokenizer_file)
             for pool in pools:
                 label = f"{spec} {pool}"
-                dense = dense_run(([r["chunk_id"] for r in rows], [r["doc_id"] for r in rows]), vectors, owner,
-                                  qids, Q, pool)
+                dense = dense_run(
+                    ([r["chunk_id"] for r in rows], [r["doc_id"] for r in rows]), vectors, owner, qids, Q, pool
+                )
                 view = {"runs": {"dense": dense, "bm25": run["runs"]["bm25"]}, "qrels": run["qrels"]}
                 singles[name][label] = per_query(view, args.split, "dense", metric)
                 for setting, fc in fusions.items():
                     results.setdefault((label, setting), {})[name] = per_query(view, args.split, fc, metric)
-                print(f"  {label}: {len(owner) / len(rows):.2f} windows per chunk, dense "
-                      f"{singles[name][label].mean():.4f}", flush=True)
+                print(
+                    f"  {label}: {len(owner) / len(rows):.2f} windows per chunk, dense "
+                    f"{singles[name][label].mean():.4f}",
+                    flush=True,
+                )
     names = list(args.dataset)
-    print(f"\n{args.split} {metric}; margin: worst over datasets of (fused - better single retriever), "
-          "p: paired randomization of that worst difference")
+    print(
+        f"\n{args.split} {metric}; margin: worst over datasets of (fused - better single retriever), "
+        "p: paired randomization of that worst difference"
+    )
     print("| windows | fusion | " + " | ".join(names) + " | macro | margin (p) |")
     print("|---" * (len(names) + 4) + "|")
     ranked = []
@@ -169,8 +197,11 @@ def main() -> int:
         worst = min(names, key=lambda n: diffs[n].mean())
         ranked.append((np.mean([per[n].mean() for n in names]), label, setting, per, diffs[worst]))
     for macro, label, setting, per, worst in sorted(ranked, key=lambda r: -r[0]):
-        print(f"| {label} | {setting} | " + " | ".join(f"{per[n].mean():.4f}" for n in names)
-              + f" | {macro:.4f} | {worst.mean():+.4f} ({paired_p(worst):.3f}) |")
+        print(
+            f"| {label} | {setting} | "
+            + " | ".join(f"{per[n].mean():.4f}" for n in names)
+            + f" | {macro:.4f} | {worst.mean():+.4f} ({paired_p(worst):.3f}) |"
+        )
     return 0
 
 

@@ -2,6 +2,7 @@
 remember, then one command. The working memory is the agent's own facts, kept in the graph state; when it grows
 past `graph.router.memory_tokens` an LLM call merges it into one note, clipped to the bound, so the prompt stays
 bounded however long the run."""
+
 from __future__ import annotations
 
 import math
@@ -9,12 +10,27 @@ import math
 from pydantic import BaseModel, Field, ValidationError
 
 from switchyard.llm.backend import Reply
-from switchyard.llm.context import RunContext
-from switchyard.llm.prompts import (AUTOGPT_JSON, AUTOGPT_MEMORY, AUTOGPT_SUMMARISE, AUTOGPT_SYSTEM, AUTOGPT_TOOL_REMEMBER,
-                           AUTOGPT_TOOLS)
+from switchyard.llm.prompts import (
+    AUTOGPT_JSON,
+    AUTOGPT_MEMORY,
+    AUTOGPT_SUMMARISE,
+    AUTOGPT_SYSTEM,
+    AUTOGPT_TOOL_REMEMBER,
+    AUTOGPT_TOOLS,
+)
 from switchyard.nodes.resources import Resources
-from switchyard.nodes.strategies.common import (Action, Decision, Proposal, ROUTER_TOOLS, ask_json, ask_tool_call,
-                                     summarize_state, tool_call, validation_error)
+from switchyard.nodes.strategies.common import (
+    ROUTER_TOOLS,
+    Action,
+    Decision,
+    Proposal,
+    ask_json,
+    ask_tool_call,
+    summarize_state,
+    tool_call,
+    validation_error,
+)
+from switchyard.run_context import RunContext
 
 CHARS_PER_TOKEN = 4  # the usual estimate; deterministic, so replayed runs summarise at the same step
 
@@ -31,8 +47,13 @@ class AutoGPTStep(BaseModel):
 
 def _with_remember(tool: dict) -> dict:
     function = tool["function"]
-    parameters = {**function["parameters"], "properties": {
-        **function["parameters"]["properties"], "remember": {"type": "string", "description": AUTOGPT_TOOL_REMEMBER}}}
+    parameters = {
+        **function["parameters"],
+        "properties": {
+            **function["parameters"]["properties"],
+            "remember": {"type": "string", "description": AUTOGPT_TOOL_REMEMBER},
+        },
+    }
     return {**tool, "function": {**function, "parameters": parameters}}
 
 
@@ -44,8 +65,13 @@ def step_from_tool_call(reply: Reply, names: tuple[str, ...]) -> tuple[AutoGPTSt
     if error:
         return None, error
     try:
-        return AutoGPTStep(reasoning=reply.text.strip()[:400], remember=args.get("remember") or "", command=name,
-                           query=args.get("query"), reason=args.get("reason")), ""
+        return AutoGPTStep(
+            reasoning=reply.text.strip()[:400],
+            remember=args.get("remember") or "",
+            command=name,
+            query=args.get("query"),
+            reason=args.get("reason"),
+        ), ""
     except ValidationError as exc:
         return None, validation_error(exc)
 
@@ -64,8 +90,14 @@ def remember(memory: list[str], fact: str, res: Resources, run: RunContext | Non
     if memory_tokens(memory) <= limit:
         return memory, False
     notes = "\n".join(f"- {f}" for f in memory)
-    said = res.llm.generate([{"role": "system", "content": AUTOGPT_SUMMARISE.format(words=limit * 3 // 4)},
-                             {"role": "user", "content": notes}], max_tokens=limit, run=run)
+    said = res.llm.generate(
+        [
+            {"role": "system", "content": AUTOGPT_SUMMARISE.format(words=limit * 3 // 4)},
+            {"role": "user", "content": notes},
+        ],
+        max_tokens=limit,
+        run=run,
+    )
     summary = " ".join(said.split())[: limit * CHARS_PER_TOKEN]
     if summary:
         return [summary], True
@@ -83,15 +115,22 @@ def autogpt(state: dict, res: Resources, steps_left: int, run: RunContext | None
     steps = state.get("agent_steps", [])
     context = summarize_state(state, steps_left) + AUTOGPT_MEMORY.format(
         memory="\n".join(f"- {f}" for f in memory) or "(empty)",
-        observation=steps[-1].get("observation", "") if steps else "(none)")
-    messages = [{"role": "system", "content": AUTOGPT_SYSTEM + (AUTOGPT_TOOLS if tools else AUTOGPT_JSON)},
-                {"role": "user", "content": context}]
-    step = (ask_tool_call(messages, res, run, AUTOGPT_TOOL_LIST, step_from_tool_call) if tools
-            else ask_json(messages, AutoGPTStep, res, run))
+        observation=steps[-1].get("observation", "") if steps else "(none)",
+    )
+    messages = [
+        {"role": "system", "content": AUTOGPT_SYSTEM + (AUTOGPT_TOOLS if tools else AUTOGPT_JSON)},
+        {"role": "user", "content": context},
+    ]
+    step = (
+        ask_tool_call(messages, res, run, AUTOGPT_TOOL_LIST, step_from_tool_call)
+        if tools
+        else ask_json(messages, AutoGPTStep, res, run)
+    )
     if step is None:
         return Proposal(None, record={"thoughts": {}, "memory": memory, "memory_summarised": False})
     memory, summarised = remember(memory, step.remember, res, run)
     decision = Decision(thought=step.reasoning, action=step.command, query=step.query, reason=step.reason)
     thoughts = {"reasoning": step.reasoning, "plan": step.plan, "criticism": step.criticism}
-    return Proposal(decision, {"memory": memory},
-                    {"thoughts": thoughts, "memory": memory, "memory_summarised": summarised})
+    return Proposal(
+        decision, {"memory": memory}, {"thoughts": thoughts, "memory": memory, "memory_summarised": summarised}
+    )

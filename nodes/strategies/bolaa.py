@@ -3,6 +3,7 @@ prompt and context, chooses one action of its own. The search agent writes queri
 grade (it sees the run's state and its own earlier steps); the answer agent answers from what the search agent
 kept, or abstains (it sees the kept passages). Each hand-off (agent, message) is part of the step record, so the
 controller's messages are recorded with the decisions they led to. Two LLM calls a step."""
+
 from __future__ import annotations
 
 from typing import Literal
@@ -10,18 +11,41 @@ from typing import Literal
 from pydantic import BaseModel, Field, ValidationError
 
 from switchyard.llm.backend import Reply, function_tool
-from switchyard.llm.context import RunContext
-from switchyard.llm.prompts import (BOLAA_ANSWER, BOLAA_ANSWER_JSON, BOLAA_CONTROLLER, BOLAA_CONTROLLER_JSON,
-                           BOLAA_CONTROLLER_TOOL_ANSWER, BOLAA_CONTROLLER_TOOL_MESSAGE, BOLAA_CONTROLLER_TOOL_SEARCH,
-                           BOLAA_CONTROLLER_TOOLS, BOLAA_HANDOFFS, BOLAA_MESSAGE, BOLAA_SEARCH, BOLAA_SEARCH_JSON,
-                           BOLAA_TOOLS)
+from switchyard.llm.prompts import (
+    BOLAA_ANSWER,
+    BOLAA_ANSWER_JSON,
+    BOLAA_CONTROLLER,
+    BOLAA_CONTROLLER_JSON,
+    BOLAA_CONTROLLER_TOOL_ANSWER,
+    BOLAA_CONTROLLER_TOOL_MESSAGE,
+    BOLAA_CONTROLLER_TOOL_SEARCH,
+    BOLAA_CONTROLLER_TOOLS,
+    BOLAA_HANDOFFS,
+    BOLAA_MESSAGE,
+    BOLAA_SEARCH,
+    BOLAA_SEARCH_JSON,
+    BOLAA_TOOLS,
+)
 from switchyard.nodes.resources import Resources
-from switchyard.nodes.strategies.common import (Decision, Proposal, ask_json, ask_tool_call, decision_from_tool_call,
-                                     scratchpad, summarize_state, tool_call, tools_for, validation_error)
+from switchyard.nodes.strategies.common import (
+    Decision,
+    Proposal,
+    ask_json,
+    ask_tool_call,
+    decision_from_tool_call,
+    scratchpad,
+    summarize_state,
+    tool_call,
+    tools_for,
+    validation_error,
+)
+from switchyard.run_context import RunContext
 
 Agent = Literal["search", "answer"]
-LABOR: dict[str, tuple[str, ...]] = {"search": ("rewrite", "retrieve", "rerank", "grade"),
-                                     "answer": ("answer", "abstain")}
+LABOR: dict[str, tuple[str, ...]] = {
+    "search": ("rewrite", "retrieve", "rerank", "grade"),
+    "answer": ("answer", "abstain"),
+}
 
 
 class Handoff(BaseModel):
@@ -42,12 +66,17 @@ class AnswerStep(BaseModel):
 
 
 def _controller_tool(name: str, description: str) -> dict:
-    return function_tool(name, description, {"type": "object", "properties": {
-        "message": {"type": "string", "description": BOLAA_CONTROLLER_TOOL_MESSAGE}}})
+    return function_tool(
+        name,
+        description,
+        {"type": "object", "properties": {"message": {"type": "string", "description": BOLAA_CONTROLLER_TOOL_MESSAGE}}},
+    )
 
 
-CONTROLLER_TOOLS: list[dict] = [_controller_tool("search", BOLAA_CONTROLLER_TOOL_SEARCH),
-                                _controller_tool("answer", BOLAA_CONTROLLER_TOOL_ANSWER)]
+CONTROLLER_TOOLS: list[dict] = [
+    _controller_tool("search", BOLAA_CONTROLLER_TOOL_SEARCH),
+    _controller_tool("answer", BOLAA_CONTROLLER_TOOL_ANSWER),
+]
 
 
 def handoff_from_tool_call(reply: Reply, names: tuple[str, ...]) -> tuple[Handoff | None, str]:
@@ -61,17 +90,23 @@ def handoff_from_tool_call(reply: Reply, names: tuple[str, ...]) -> tuple[Handof
 
 
 def _handoffs(steps: list[dict]) -> str:
-    return "\n".join(f"{s.get('agent') or '-'} <- {s.get('message') or '-'}\n  did {s['action']}: "
-                     f"{s.get('observation', '')}" for s in steps)
+    return "\n".join(
+        f"{s.get('agent') or '-'} <- {s.get('message') or '-'}\n  did {s['action']}: {s.get('observation', '')}"
+        for s in steps
+    )
 
 
 def _ask_controller(state: dict, res: Resources, steps_left: int, run: RunContext | None) -> Handoff | None:
     tools = res.config.graph.router.protocol == "tools"
     steps = state.get("agent_steps", [])
-    messages = [{"role": "system", "content": BOLAA_CONTROLLER + (BOLAA_CONTROLLER_TOOLS if tools
-                                                                  else BOLAA_CONTROLLER_JSON)},
-                {"role": "user", "content": summarize_state(state, steps_left)
-                 + (BOLAA_HANDOFFS.format(handoffs=_handoffs(steps)) if steps else "")}]
+    messages = [
+        {"role": "system", "content": BOLAA_CONTROLLER + (BOLAA_CONTROLLER_TOOLS if tools else BOLAA_CONTROLLER_JSON)},
+        {
+            "role": "user",
+            "content": summarize_state(state, steps_left)
+            + (BOLAA_HANDOFFS.format(handoffs=_handoffs(steps)) if steps else ""),
+        },
+    ]
     if tools:
         return ask_tool_call(messages, res, run, CONTROLLER_TOOLS, handoff_from_tool_call)
     return ask_json(messages, Handoff, res, run)
@@ -85,12 +120,17 @@ def _search_context(state: dict, steps_left: int, message: str) -> tuple[str, li
 def _answer_context(state: dict, message: str) -> str:
     kept = state.get("graded") or state.get("reranked") or state.get("candidates") or []
     passages = "\n".join(f"[{i}] " + " ".join(p.text.split())[:300] for i, p in enumerate(kept[:3], 1))
-    return (f"Question: {state['question']}" + BOLAA_MESSAGE.format(message=message or "-")
-            + "\nPassages kept by the search agent:\n" + (passages or "(none)"))
+    return (
+        f"Question: {state['question']}"
+        + BOLAA_MESSAGE.format(message=message or "-")
+        + "\nPassages kept by the search agent:\n"
+        + (passages or "(none)")
+    )
 
 
-def _ask_labor(agent: str, state: dict, res: Resources, steps_left: int, message: str,
-               run: RunContext | None) -> Decision | None:
+def _ask_labor(
+    agent: str, state: dict, res: Resources, steps_left: int, message: str, run: RunContext | None
+) -> Decision | None:
     tools = res.config.graph.router.protocol == "tools"
     schema: type[BaseModel]
     if agent == "search":

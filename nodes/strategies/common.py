@@ -1,6 +1,7 @@
 """What every router strategy shares: the actions, the decision a strategy proposes, the tools, the state summary
 and the two ways of asking the model for one decision (a JSON object, or a native tool call, each with one repair
 round). The guards that judge a proposal live in nodes/router.py."""
+
 from __future__ import annotations
 
 import json
@@ -10,12 +11,23 @@ from typing import Literal
 from pydantic import BaseModel, Field, ValidationError
 
 from switchyard.llm.backend import Reply, function_tool
-from switchyard.llm.context import RunContext
-from switchyard.llm.prompts import (ROUTER_FORMAT_PLAN, ROUTER_SYSTEM, ROUTER_TOOL_ABSTAIN, ROUTER_TOOL_ANSWER,
-                           ROUTER_TOOL_GRADE, ROUTER_TOOL_QUERY, ROUTER_TOOL_REASON, ROUTER_TOOL_RERANK,
-                           ROUTER_TOOL_REPLY, ROUTER_TOOL_RETRIEVE, ROUTER_TOOL_REWRITE,
-                         ROUTER_TOOLS_REPAIR, ROUTER_DIRECT_REPLY)
+from switchyard.llm.prompts import (
+    ROUTER_DIRECT_REPLY,
+    ROUTER_FORMAT_PLAN,
+    ROUTER_SYSTEM,
+    ROUTER_TOOL_ABSTAIN,
+    ROUTER_TOOL_ANSWER,
+    ROUTER_TOOL_GRADE,
+    ROUTER_TOOL_QUERY,
+    ROUTER_TOOL_REASON,
+    ROUTER_TOOL_REPLY,
+    ROUTER_TOOL_RERANK,
+    ROUTER_TOOL_RETRIEVE,
+    ROUTER_TOOL_REWRITE,
+    ROUTER_TOOLS_REPAIR,
+)
 from switchyard.nodes.resources import Resources
+from switchyard.run_context import RunContext
 
 Action = Literal["rewrite", "retrieve", "rerank", "grade", "answer", "abstain"]
 ACTIONS: tuple[str, ...] = ("rewrite", "retrieve", "rerank", "grade", "answer", "abstain")
@@ -30,6 +42,7 @@ class Decision(BaseModel):
 
 class ReplyDecision(Decision):
     """A decision that may also be `reply` (graph.router.direct_reply): a direct answer without retrieval."""
+
     # one more action than a Decision, on purpose; a common base would reorder the fields of both JSON schemas,
     # which are part of the recorded requests
     action: Literal["rewrite", "retrieve", "rerank", "grade", "answer", "abstain", "reply"]  # type: ignore[assignment]
@@ -43,6 +56,7 @@ class Plan(BaseModel):
 class Proposal:
     """A strategy's answer for one step: the decision (None: no valid one after the repair round), the per-run
     state it keeps (plan, memory), and extra fields for the step record (agent, message, plan, memory)."""
+
     decision: Decision | None
     update: dict = field(default_factory=dict)
     record: dict = field(default_factory=dict)
@@ -97,19 +111,22 @@ def decision_from_tool_call(reply: Reply, names: tuple[str, ...] = ACTIONS) -> t
         return None, error
     model = ReplyDecision if name == "reply" else Decision
     try:
-        return model(thought=reply.text.strip()[:400], action=name, query=args.get("query"),
-                     reason=args.get("reason")), ""
+        return model(
+            thought=reply.text.strip()[:400], action=name, query=args.get("query"), reason=args.get("reason")
+        ), ""
     except ValidationError as exc:
         return None, validation_error(exc)
 
 
 def summarize_state(state: dict, steps_left: int) -> str:
     verdict = state.get("verdict")
-    lines = [f"Question: {state['question']}",
-             f"Current query: {state.get('query') or '(none yet)'}",
-             f"Passages found: {len(state.get('candidates', []))}; reranked: {len(state.get('reranked', []))}; "
-             f"graded relevant: {len(state.get('graded', []))}" + (f" (verdict {verdict})" if verdict else ""),
-             f"Last action: {state.get('last_action') or '(none)'}; steps left: {steps_left}"]
+    lines = [
+        f"Question: {state['question']}",
+        f"Current query: {state.get('query') or '(none yet)'}",
+        f"Passages found: {len(state.get('candidates', []))}; reranked: {len(state.get('reranked', []))}; "
+        f"graded relevant: {len(state.get('graded', []))}" + (f" (verdict {verdict})" if verdict else ""),
+        f"Last action: {state.get('last_action') or '(none)'}; steps left: {steps_left}",
+    ]
     top = state.get("graded") or state.get("reranked") or state.get("candidates") or []
     if top:
         lines.append("Best passage: " + " ".join(top[0].text.split())[:200])
@@ -117,20 +134,29 @@ def summarize_state(state: dict, steps_left: int) -> str:
 
 
 def scratchpad(steps: list[dict]) -> str:
-    return "\n".join(f"Thought: {s.get('thought') or '-'}\nAction: {s['action']}"
-                     + (f"({json.dumps(s['args'])})" if s.get("args") else "")
-                     + f"\nObservation: {s.get('observation', '')}" for s in steps)
+    return "\n".join(
+        f"Thought: {s.get('thought') or '-'}\nAction: {s['action']}"
+        + (f"({json.dumps(s['args'])})" if s.get("args") else "")
+        + f"\nObservation: {s.get('observation', '')}"
+        for s in steps
+    )
 
 
 def ask_json(messages: list[dict], model: type[BaseModel], res: Resources, run: RunContext | None):
     """One schema-constrained reply (one repair round inside `LLM.structured`), or None."""
-    result = res.llm.structured(messages, model, fallback=model.model_construct(),
-                                max_tokens=res.config.graph.router.max_tokens, run=run)
+    result = res.llm.structured(
+        messages, model, fallback=model.model_construct(), max_tokens=res.config.graph.router.max_tokens, run=run
+    )
     return None if result.status == "fallback" else result.value
 
 
-def ask_tool_call(messages: list[dict], res: Resources, run: RunContext | None, tools: list[dict] = ROUTER_TOOLS,
-                  parse=decision_from_tool_call):
+def ask_tool_call(
+    messages: list[dict],
+    res: Resources,
+    run: RunContext | None,
+    tools: list[dict] = ROUTER_TOOLS,
+    parse=decision_from_tool_call,
+):
     """One native tool call among `tools`, parsed by `parse(reply) -> (value, error)`; one repair round."""
     cfg = res.config.graph.router
     names = tuple(t["function"]["name"] for t in tools)
@@ -139,8 +165,10 @@ def ask_tool_call(messages: list[dict], res: Resources, run: RunContext | None, 
     if value is not None:
         return value
     said = reply.text.strip() or "".join(f"{c['name']}({c['arguments']})" for c in reply.tool_calls[:1])
-    repair = messages + [{"role": "assistant", "content": said or "(nothing)"},
-                         {"role": "user", "content": ROUTER_TOOLS_REPAIR.format(error=error, tools=", ".join(names))}]
+    repair = messages + [
+        {"role": "assistant", "content": said or "(nothing)"},
+        {"role": "user", "content": ROUTER_TOOLS_REPAIR.format(error=error, tools=", ".join(names))},
+    ]
     value, _ = parse(res.llm.call_tools(repair, tools, cfg.tool_choice, cfg.max_tokens, run=run), names)
     if run is not None and value is None:
         run.record_parse_fallback()
@@ -161,7 +189,9 @@ def ask_decision(messages: list[dict], res: Resources, run: RunContext | None) -
 
 
 def ask_plan(state: dict, res: Resources, steps_left: int, run: RunContext | None) -> list[str] | None:
-    messages = [{"role": "system", "content": ROUTER_SYSTEM + ROUTER_FORMAT_PLAN},
-                {"role": "user", "content": summarize_state(state, steps_left)}]
+    messages = [
+        {"role": "system", "content": ROUTER_SYSTEM + ROUTER_FORMAT_PLAN},
+        {"role": "user", "content": summarize_state(state, steps_left)},
+    ]
     plan = ask_json(messages, Plan, res, run)
     return None if plan is None else list(plan.steps)

@@ -1,11 +1,12 @@
 """`react` (ReAct): a thought, then an action, after few-shot examples (`graph.router.examples`) and a scratchpad
 of the earlier steps (thought, action, observation)."""
+
 from __future__ import annotations
 
-from switchyard.llm.context import RunContext
 from switchyard.llm.prompts import ROUTER_FORMAT_REACT, ROUTER_FORMAT_TOOLS_REACT, ROUTER_SYSTEM
 from switchyard.nodes.resources import Resources
 from switchyard.nodes.strategies.common import Proposal, ask_decision, scratchpad, summarize_state
+from switchyard.run_context import RunContext
 
 
 def react_system(protocol: str) -> str:
@@ -23,6 +24,7 @@ def react_messages(system: str, examples: list[str], context: str, steps: list[d
 
 def react(state: dict, res: Resources, steps_left: int, run: RunContext | None) -> Proposal:
     cfg = res.config.graph.router
-    messages = react_messages(react_system(cfg.protocol), cfg.examples, summarize_state(state, steps_left),
-                              state.get("agent_steps", []))
+    messages = react_messages(
+        react_system(cfg.protocol), cfg.examples, summarize_state(state, steps_left), state.get("agent_steps", [])
+    )
     return Proposal(ask_decision(messages, res, run))

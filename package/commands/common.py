@@ -1,5 +1,6 @@
 """What the commands share: the config of `--config`/`--set`/`--index-dir`/`--collection`, the retrieval stack of
 an existing collection, and the SIGTERM that ends a command like Ctrl-C."""
+
 from __future__ import annotations
 
 from switchyard.errors import CollectionNotFound
@@ -19,7 +20,7 @@ def load_config(args):
 
 
 def stack(args):
-    from switchyard.retrievers.pipeline import RetrievalStack
+    from switchyard.retrievers.stack import RetrievalStack
 
     return RetrievalStack(load_config(args))
 

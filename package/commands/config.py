@@ -1,4 +1,5 @@
 """config show: the resolved config, as YAML or JSON."""
+
 from __future__ import annotations
 
 import json

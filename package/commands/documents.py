@@ -1,13 +1,14 @@
 """The index's documents: ingest, list, delete."""
+
 from __future__ import annotations
 
 import json
 import sys
 
 from switchyard.commands.common import existing_stack, stack
-from switchyard.llm.context import ALL
 from switchyard.errors import EXIT_FAIL
 from switchyard.extras import NO_RAY, import_with_extra
+from switchyard.run_context import ALL
 
 
 def cmd_ingest(args) -> int:
@@ -17,8 +18,9 @@ def cmd_ingest(args) -> int:
     executor = None
     if ray_ingest:
         ray_ingest.connect(args.ray)
-        executor = ray_ingest.RayExecutor(target.config, target.store.windows, progress=ingestor.progress,
-                                          fields=target.store.vector_fields)
+        executor = ray_ingest.RayExecutor(
+            target.config, target.store.windows, progress=ingestor.progress, fields=target.store.vector_fields
+        )
     report = ingestor.run(args.paths, acl=args.acl, executor=executor)
     for err in report.errors:
         print(f"error: {err}", file=sys.stderr)

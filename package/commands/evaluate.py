@@ -1,4 +1,5 @@
 """Measuring: eval (QA comparisons of pipeline configs), eval-retrieval (BEIR benchmarks), fit-adapter."""
+
 from __future__ import annotations
 
 import json
@@ -14,39 +15,72 @@ def cmd_eval(args) -> int:
 
     signal.signal(signal.SIGTERM, raise_terminated)  # a killed evaluation still writes the vectors it recorded
     done = run_evaluation(
-        args.dataset, args.configs, args.out, runs=args.runs, limit=args.limit, corpus=args.corpus,
-        index_dir=args.index_dir, overrides=args.overrides, judge=args.judge, baseline=args.baseline,
-        retry_errors=args.retry_errors, workers=args.workers, plot_metric=args.plot_metric, llm_cache=args.llm_cache,
-        vector_cache=args.vector_cache, replay=args.replay, allow_mixed=args.allow_mixed, ray=args.ray,
-        progress=False if args.no_progress else None)
+        args.dataset,
+        args.configs,
+        args.out,
+        runs=args.runs,
+        limit=args.limit,
+        corpus=args.corpus,
+        index_dir=args.index_dir,
+        overrides=args.overrides,
+        judge=args.judge,
+        baseline=args.baseline,
+        retry_errors=args.retry_errors,
+        workers=args.workers,
+        plot_metric=args.plot_metric,
+        llm_cache=args.llm_cache,
+        vector_cache=args.vector_cache,
+        replay=args.replay,
+        allow_mixed=args.allow_mixed,
+        ray=args.ray,
+        progress=False if args.no_progress else None,
+    )
     if done.unasked_changes:
-        print(f"note: nothing left to ask; the results in {done.out} were produced by a setup that differs from this "
-              f"one ({'; '.join(done.unasked_changes[:6])}); the report describes them with their own manifest",
-              file=sys.stderr)
+        print(
+            f"note: nothing left to ask; the results in {done.out} were produced by a setup that differs from this "
+            f"one ({'; '.join(done.unasked_changes[:6])}); the report describes them with their own manifest",
+            file=sys.stderr,
+        )
     print(done.report_md.read_text())
     if done.asked:
         where = f"{done.ray_actors} Ray actor(s)" if done.ray_actors is not None else f"{done.workers} worker(s)"
-        print(f"asked {done.asked} question(s) in {done.answering_s:.1f} s with {where} "
-              f"({done.asked / done.answering_s:.2f} questions/s)")
+        print(
+            f"asked {done.asked} question(s) in {done.answering_s:.1f} s with {where} "
+            f"({done.asked / done.answering_s:.2f} questions/s)"
+        )
     if done.llm_cache_counts:
         counts = done.llm_cache_counts
-        print(f"LLM replies: {counts['replayed']} replayed from and {counts['recorded']} recorded into "
-              f"{args.llm_cache or 'llm.cache_dir'}")
+        print(
+            f"LLM replies: {counts['replayed']} replayed from and {counts['recorded']} recorded into "
+            f"{args.llm_cache or 'llm.cache_dir'}"
+        )
     if done.vector_cache_counts:
         counts = done.vector_cache_counts
-        print(f"embedding vectors: {counts['replayed']} replayed from and {counts['recorded']} recorded into "
-              f"{args.vector_cache or 'embedding.vector_cache'}")
-    print(f"wrote {done.report_md}, report.json, {done.results.name}, configs/ and "
-          f"{len(done.report.get('plots', {}).get('files', []))} plots")
+        print(
+            f"embedding vectors: {counts['replayed']} replayed from and {counts['recorded']} recorded into "
+            f"{args.vector_cache or 'embedding.vector_cache'}"
+        )
+    print(
+        f"wrote {done.report_md}, report.json, {done.results.name}, configs/ and "
+        f"{len(done.report.get('plots', {}).get('files', []))} plots"
+    )
     return 0 if done.report["configs"] else EXIT_FAIL
 
 
 def cmd_eval_retrieval(args) -> int:
-    from switchyard.retrievers.beir_eval import benchmark, format_benchmark
+    from switchyard.evaluation.retrieval import benchmark, format_benchmark
 
     config = load_config(args)
-    result = benchmark(config, args.datasets, split=args.split, index_dir=args.index_dir, limit=args.limit,
-                       progress=None if not args.json else False, variants=_fusion_variants(args), out=args.out)
+    result = benchmark(
+        config,
+        args.datasets,
+        split=args.split,
+        index_dir=args.index_dir,
+        limit=args.limit,
+        progress=None if not args.json else False,
+        variants=_fusion_variants(args),
+        out=args.out,
+    )
     print(json.dumps(result) if args.json else format_benchmark(result))
     return 0
 
@@ -67,15 +101,25 @@ def _fusion_variants(args) -> dict:
 
 
 def cmd_fit_adapter(args) -> int:
-    from switchyard.retrievers.beir_eval import fit_adapter
+    from switchyard.evaluation.retrieval import fit_adapter
 
-    meta = fit_adapter(load_config(args), args.dataset, args.out, split=args.split, index_dir=args.index_dir,
-                       epochs=args.epochs, learning_rate=args.learning_rate, negatives=args.negatives,
-                       progress=None if not args.json else False)
+    meta = fit_adapter(
+        load_config(args),
+        args.dataset,
+        args.out,
+        split=args.split,
+        index_dir=args.index_dir,
+        epochs=args.epochs,
+        learning_rate=args.learning_rate,
+        negatives=args.negatives,
+        progress=None if not args.json else False,
+    )
     if args.json:
         print(json.dumps(meta))
     else:
-        print(f"query adapter written to {args.out}: {meta['queries']} labelled queries of {meta['dataset']} "
-              f"({meta['split']}), {meta['skipped_queries']} skipped (no relevant document indexed), "
-              f"fitted in {meta['fit_s']} s\nuse it: --set retrieve.retrievers.dense.query_adapter={args.out}")
+        print(
+            f"query adapter written to {args.out}: {meta['queries']} labelled queries of {meta['dataset']} "
+            f"({meta['split']}), {meta['skipped_queries']} skipped (no relevant document indexed), "
+            f"fitted in {meta['fit_s']} s\nuse it: --set retrieve.retrievers.dense.query_adapter={args.out}"
+        )
     return 0

@@ -1,5 +1,6 @@
 """Asking and looking: ask (with a human approving each action when the pipeline pauses), search, trace (a saved
 run replayed step by step), graph."""
+
 from __future__ import annotations
 
 import json
@@ -10,13 +11,16 @@ from switchyard.errors import InputError, UsageError, first_line
 
 
 def cmd_ask(args) -> int:
-    from switchyard.graphs.app import Pipeline
+    from switchyard.graphs.pipeline import Pipeline
 
     if not args.question.strip():
         raise UsageError("the question is empty")
     pipe = Pipeline(load_config(args))
-    result = _ask_with_approval(pipe, args.question, args.where) if pipe.pauses else pipe.ask(args.question,
-                                                                                             where=args.where)
+    result = (
+        _ask_with_approval(pipe, args.question, args.where)
+        if pipe.pauses
+        else pipe.ask(args.question, where=args.where)
+    )
     if args.json:
         print(json.dumps(result.to_json(), indent=2, ensure_ascii=False))
         return 0
@@ -38,8 +42,10 @@ def cmd_ask(args) -> int:
         print("\nTrace:")
         _print_trace(data["trace"])
         u = result.usage
-        print(f"  total: {sum(e.ms for e in result.trace):.0f} ms, {u.llm_calls} LLM call(s), "
-              f"{u.prompt_tokens} prompt + {u.completion_tokens} completion tokens")
+        print(
+            f"  total: {sum(e.ms for e in result.trace):.0f} ms, {u.llm_calls} LLM call(s), "
+            f"{u.prompt_tokens} prompt + {u.completion_tokens} completion tokens"
+        )
     return 0
 
 
@@ -59,8 +65,11 @@ def _approval(paused):
     from switchyard.nodes.approve import Approval, checked_arguments
 
     p = paused.pending
-    _say(f"\nstep {p.step}: {p.action}{'(' + json.dumps(p.args, ensure_ascii=False) + ')' if p.args else ''}"
-         + (f"  [guard: {p.guard}]" if p.guard else "") + (f"\n  thought: {p.thought}" if p.thought else ""))
+    _say(
+        f"\nstep {p.step}: {p.action}{'(' + json.dumps(p.args, ensure_ascii=False) + ')' if p.args else ''}"
+        + (f"  [guard: {p.guard}]" if p.guard else "")
+        + (f"\n  thought: {p.thought}" if p.thought else "")
+    )
     while True:
         choice = _read("[a]pprove / [e]dit arguments / [r]eject? ").lower()
         if choice in ("a", "approve"):
@@ -70,7 +79,7 @@ def _approval(paused):
             try:
                 arguments = json.loads(text or "{}")
                 if not isinstance(arguments, dict):
-                    raise ApprovalError("the arguments are a JSON object, e.g. {\"query\": \"...\"}")
+                    raise ApprovalError('the arguments are a JSON object, e.g. {"query": "..."}')
                 checked_arguments(p.action, arguments)
             except (json.JSONDecodeError, ApprovalError) as exc:
                 _say(f"  {first_line(exc)}; answer again")
@@ -99,7 +108,7 @@ def cmd_search(args) -> int:
         raise UsageError("the query is empty")
     if args.k is not None and args.k < 1:
         raise UsageError("--k must be >= 1")
-    from switchyard.graphs.app import Pipeline
+    from switchyard.graphs.pipeline import Pipeline
 
     pipe = Pipeline(load_config(args))
     stack = pipe.resources.stack
@@ -158,8 +167,11 @@ def cmd_trace(args) -> int:
 
 def _print_trace(trace: list[dict]) -> None:
     for i, entry in enumerate(trace, start=1):
-        llm = f", {entry['llm_calls']} LLM call(s), {entry['prompt_tokens']}+{entry['completion_tokens']} tokens" \
-            if entry.get("llm_calls") else ""
+        llm = (
+            f", {entry['llm_calls']} LLM call(s), {entry['prompt_tokens']}+{entry['completion_tokens']} tokens"
+            if entry.get("llm_calls")
+            else ""
+        )
         print(f"  {i}. {entry['node']}  {entry['ms']:.0f} ms{llm}")
         for direction, arrow in (("input", "<"), ("output", ">")):
             for key, value in entry.get(direction, {}).items():
@@ -175,8 +187,10 @@ def _print_steps(steps: list[dict], delay: float = 0.0) -> None:
     for s in steps:
         call = s["action"] + (f"({json.dumps(s['args'], ensure_ascii=False)})" if s.get("args") else "")
         guard = f"  [guard: {s['guard']}]" if s.get("guard") else ""
-        cost = f"router {s.get('router_ms', 0):.0f} ms, {s.get('llm_calls', 0)} LLM call(s), " \
-               f"{s.get('prompt_tokens', 0)}+{s.get('completion_tokens', 0)} tokens; action {s.get('action_ms', 0):.0f} ms"
+        cost = (
+            f"router {s.get('router_ms', 0):.0f} ms, {s.get('llm_calls', 0)} LLM call(s), "
+            f"{s.get('prompt_tokens', 0)}+{s.get('completion_tokens', 0)} tokens; action {s.get('action_ms', 0):.0f} ms"
+        )
         print(f"  step {s['step']}: {call}{guard}")
         if s.get("agent"):  # bolaa: the controller's hand-off
             print(f"     hand-off: {s['agent']} <- {s.get('message') or '-'}")

@@ -1,4 +1,5 @@
 """Serving: serve (the HTTP service), mcp (the MCP server on stdio), keys (the API keys they accept)."""
+
 from __future__ import annotations
 
 import json
@@ -24,19 +25,38 @@ def cmd_serve(args) -> int:
 
     try:
         settings = ServiceSettings(
-            configs=tuple(args.configs or ["fixed"]), overrides=_overrides(args), max_in_flight=args.max_in_flight,
-            request_timeout_s=args.timeout, max_question_chars=args.max_question_chars,
-            max_upload_files=args.max_upload_files, max_upload_bytes=int(args.max_upload_mb * 2**20),
-            upload_dir=Path(args.upload_dir), warm_up=not args.no_warm_up,
-            audit_log=Path(args.audit_log) if args.audit_log else None, audit_questions=args.audit_questions)
+            configs=tuple(args.configs or ["fixed"]),
+            overrides=_overrides(args),
+            max_in_flight=args.max_in_flight,
+            request_timeout_s=args.timeout,
+            max_question_chars=args.max_question_chars,
+            max_upload_files=args.max_upload_files,
+            max_upload_bytes=int(args.max_upload_mb * 2**20),
+            upload_dir=Path(args.upload_dir),
+            warm_up=not args.no_warm_up,
+            audit_log=Path(args.audit_log) if args.audit_log else None,
+            audit_questions=args.audit_questions,
+        )
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     app = create_app(settings)  # configs are loaded and checked here: a bad one is a one-line error
-    print(f"switchyard: serving {', '.join(app.state.service.registry.names())} on http://{args.host}:{args.port}/"
-          + (" (bearer token required)" if settings.api_token else ""), file=sys.stderr, flush=True)
+    print(
+        f"switchyard: serving {', '.join(app.state.service.registry.names())} on http://{args.host}:{args.port}/"
+        + (" (bearer token required)" if settings.api_token else ""),
+        file=sys.stderr,
+        flush=True,
+    )
     # idle connections are kept longer than clients' usual 5 s expiry, so a client never reuses one as it is dropped
-    server = uvicorn.Server(uvicorn.Config(app, host=args.host, port=args.port, log_level="warning",
-                                           timeout_keep_alive=30, timeout_graceful_shutdown=max(5, int(args.timeout))))
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app,
+            host=args.host,
+            port=args.port,
+            log_level="warning",
+            timeout_keep_alive=30,
+            timeout_graceful_shutdown=max(5, int(args.timeout)),
+        )
+    )
     server.run()
     return 0
 
@@ -58,8 +78,15 @@ def cmd_keys(args) -> int:
 
     store = KeyStore(keys_path(load_config(args).store.uri, Path(args.upload_dir)))
     if args.keys_action == "create":
-        key = store.create(args.name, args.collections, write=args.write, admin=args.admin, groups=args.groups,
-                           rpm=args.rpm, max_in_flight=args.max_in_flight)
+        key = store.create(
+            args.name,
+            args.collections,
+            write=args.write,
+            admin=args.admin,
+            groups=args.groups,
+            rpm=args.rpm,
+            max_in_flight=args.max_in_flight,
+        )
         print(key)
         print(f"key {args.name!r} created in {store.path}; it is shown only now", file=sys.stderr)
     elif args.keys_action == "revoke":
@@ -70,6 +97,8 @@ def cmd_keys(args) -> int:
     else:
         for k in store.list():
             rights = "admin" if k["admin"] else ("read+write" if k["write"] else "read")
-            print(f"{k['name']}\t{rights}\tcollections={','.join(k['collections']) or '*'}\t"
-                  f"groups={','.join(k['groups']) or '-'}\trpm={k['rpm'] or '-'}\tin_flight={k['max_in_flight'] or '-'}")
+            print(
+                f"{k['name']}\t{rights}\tcollections={','.join(k['collections']) or '*'}\t"
+                f"groups={','.join(k['groups']) or '-'}\trpm={k['rpm'] or '-'}\tin_flight={k['max_in_flight'] or '-'}"
+            )
     return 0

@@ -1,5 +1,6 @@
 """Opening the LanceDB database of an index: its URI and `storage_options`, with secrets read from the environment
 when the store connects (never held in the config or the store), and redacted for display."""
+
 from __future__ import annotations
 
 import os
@@ -15,7 +16,7 @@ def resolve_storage_options(options: dict[str, str]) -> dict[str, str]:
     resolved = {}
     for key, value in options.items():
         if value.startswith(ENV_PREFIX):
-            name = value[len(ENV_PREFIX):]
+            name = value[len(ENV_PREFIX) :]
             if name not in os.environ:
                 raise StoreError(f"store.storage_options.{key} names ${name}, which is not set")
             value = os.environ[name]
@@ -25,8 +26,10 @@ def resolve_storage_options(options: dict[str, str]) -> dict[str, str]:
 
 def redact_storage_options(options: dict[str, str]) -> dict[str, str]:
     """For display: `env:NAME` references as they are, literal values of secret-looking keys as '***'."""
-    return {k: v if v.startswith(ENV_PREFIX) or not any(w in k.lower() for w in _SECRET_WORDS) else "***"
-            for k, v in options.items()}
+    return {
+        k: v if v.startswith(ENV_PREFIX) or not any(w in k.lower() for w in _SECRET_WORDS) else "***"
+        for k, v in options.items()
+    }
 
 
 def connect(uri: str, storage_options: dict[str, str]):

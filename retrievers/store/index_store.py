@@ -8,26 +8,37 @@ Reading, counting, listing and deleting take the caller's access scope (`scope`:
 scope is an `AccessError`, never read as "everything". Searches and fetches by id are the components of queries.py
 (`FullTextSearch`, `VectorSearch`, `ChunkFetch`), built on this store.
 """
+
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Iterable
 from dataclasses import asdict
-from typing import Callable, Iterable
 
 import numpy as np
 import pyarrow as pa
 
 from switchyard.configs.schema import VectorIndexConfig
 from switchyard.errors import CollectionNotFound
-from switchyard.llm.context import ALL, Scope
 from switchyard.retrievers.documents import Chunk, Passage, search_text
 from switchyard.retrievers.filters import ACL_FIELD, Clause, scope_clauses, to_sql
 from switchyard.retrievers.lazy import Lazy
 from switchyard.retrievers.store import vector_index as ann
 from switchyard.retrievers.store.connection import connect, redact_storage_options
-from switchyard.retrievers.store.schema import (ACL, ROW_COLUMNS, VECTOR_COLUMN, WINDOW_COLUMN, check_compatible,
-                                                 collection_schema, field_column, recorded_meta, sql_list,
-                                                 table_vector_fields, table_windows)
+from switchyard.retrievers.store.schema import (
+    ACL,
+    ROW_COLUMNS,
+    VECTOR_COLUMN,
+    WINDOW_COLUMN,
+    check_compatible,
+    collection_schema,
+    field_column,
+    recorded_meta,
+    sql_list,
+    table_vector_fields,
+    table_windows,
+)
+from switchyard.run_context import ALL, Scope
 
 
 class IndexStore:
@@ -49,11 +60,21 @@ class IndexStore:
     `vector_index` (configs/schema.py `VectorIndexConfig`, validated there) is the ANN index each vector column gets
     once it holds `vector_index_min_rows` vectors (0: never)."""
 
-    def __init__(self, uri: str, collection: str, embedding_model: str = "minilm", dim: int = 384,
-                 fts_stem: bool = True, fts_remove_stop_words: bool = True,
-                 vector_index: VectorIndexConfig | None = None, storage_options: dict[str, str] | None = None,
-                 embedding_backend: str = "torch", windows: tuple[int, int] | None = None,
-                 vector_fields: dict[str, int] | None = None, vector_index_min_rows: int = 50_000):
+    def __init__(
+        self,
+        uri: str,
+        collection: str,
+        embedding_model: str = "minilm",
+        dim: int = 384,
+        fts_stem: bool = True,
+        fts_remove_stop_words: bool = True,
+        vector_index: VectorIndexConfig | None = None,
+        storage_options: dict[str, str] | None = None,
+        embedding_backend: str = "torch",
+        windows: tuple[int, int] | None = None,
+        vector_fields: dict[str, int] | None = None,
+        vector_index_min_rows: int = 50_000,
+    ):
         if dim < 1:
             raise ValueError("dim must be >= 1")
         if any(d < 1 for d in (vector_fields or {}).values()):
@@ -78,8 +99,10 @@ class IndexStore:
         self._table_lock = threading.Lock()
 
     def __repr__(self) -> str:
-        return (f"IndexStore(uri={self.uri!r}, collection={self.collection!r}, "
-                f"storage_options={redact_storage_options(self.storage_options)!r})")
+        return (
+            f"IndexStore(uri={self.uri!r}, collection={self.collection!r}, "
+            f"storage_options={redact_storage_options(self.storage_options)!r})"
+        )
 
     # -- tables and schema ----------------------------------------------------------------------------------
     @property
@@ -96,8 +119,9 @@ class IndexStore:
 
     def schema(self) -> pa.Schema:
         """The schema a new collection is created with."""
-        return collection_schema(self.embedding_model, self.embedding_backend, self.dim, self._windows,
-                                 self._vector_fields)
+        return collection_schema(
+            self.embedding_model, self.embedding_backend, self.dim, self._windows, self._vector_fields
+        )
 
     def _shape(self) -> tuple[tuple[int, int] | None, dict[str, int]]:
         """(windows, vector fields) of the collection, or, for one not created yet, those it will be created with."""
@@ -143,8 +167,10 @@ class IndexStore:
     def _open(self, create: bool):
         if not self.exists():
             if not create:
-                raise CollectionNotFound(f"collection {self.collection!r} does not exist in {self.uri} "
-                                         f"(collections: {', '.join(self.collections()) or 'none'}); ingest first")
+                raise CollectionNotFound(
+                    f"collection {self.collection!r} does not exist in {self.uri} "
+                    f"(collections: {', '.join(self.collections()) or 'none'}); ingest first"
+                )
             return self.db.create_table(self.collection, schema=self.schema(), exist_ok=True)
         table = self.db.open_table(self.collection)
         check_compatible(table, self.collection, self.embedding_model, self.dim)
@@ -187,13 +213,14 @@ class IndexStore:
         access = scope_clauses(scope)
         if not self.exists():
             return 0
-        return self.with_access(access, lambda sql: self.table().count_rows(sql) if sql else
-                                self.table().count_rows())
+        return self.with_access(access, lambda sql: self.table().count_rows(sql) if sql else self.table().count_rows())
 
     def scan(self, columns: list[str], where: str | None = None, scope: Scope | None = None) -> pa.Table:
         """Rows of the collection (`where`: SQL) readable within `scope`."""
-        return self.with_access(scope_clauses(scope), lambda sql: self._scan(
-            columns, " AND ".join(f"({w})" for w in (where, sql) if w) or None))
+        return self.with_access(
+            scope_clauses(scope),
+            lambda sql: self._scan(columns, " AND ".join(f"({w})" for w in (where, sql) if w) or None),
+        )
 
     def _scan(self, columns: list[str], where: str | None) -> pa.Table:
         tbl = self.table()
@@ -210,8 +237,9 @@ class IndexStore:
         rows = self.scan(["doc_id", "doc_hash", "source"], scope=ALL).to_pylist()
         states: dict[str, dict] = {}
         for row in rows:
-            state = states.setdefault(row["doc_id"], {"doc_hash": row["doc_hash"], "source": row["source"],
-                                                      "chunks": 0, "hashes": set()})
+            state = states.setdefault(
+                row["doc_id"], {"doc_hash": row["doc_hash"], "source": row["source"], "chunks": 0, "hashes": set()}
+            )
             state["chunks"] += 1
             state["hashes"].add(row["doc_hash"])
         return states
@@ -221,8 +249,10 @@ class IndexStore:
         rows = self.scan(["doc_id", "source", "title", "page"], scope=scope).to_pylist()
         docs: dict[str, dict] = {}
         for row in rows:
-            doc = docs.setdefault(row["doc_id"], {"doc_id": row["doc_id"], "title": row["title"],
-                                                  "source": row["source"], "chunks": 0, "pages": set()})
+            doc = docs.setdefault(
+                row["doc_id"],
+                {"doc_id": row["doc_id"], "title": row["title"], "source": row["source"], "chunks": 0, "pages": set()},
+            )
             doc["chunks"] += 1
             if row["page"] is not None:
                 doc["pages"].add(row["page"])
@@ -239,9 +269,14 @@ class IndexStore:
         return [Passage.from_row(row) for row in sorted(rows, key=lambda row: row["chunk_index"])]
 
     # -- writes and deletes ---------------------------------------------------------------------------------
-    def write_documents(self, doc_ids: list[str], chunks: list[Chunk], vectors: np.ndarray,
-                        window_vectors: list[np.ndarray] | None = None,
-                        field_vectors: dict[str, np.ndarray] | None = None) -> None:
+    def write_documents(
+        self,
+        doc_ids: list[str],
+        chunks: list[Chunk],
+        vectors: np.ndarray,
+        window_vectors: list[np.ndarray] | None = None,
+        field_vectors: dict[str, np.ndarray] | None = None,
+    ) -> None:
         """Replace the chunks of `doc_ids` with `chunks` in one atomic commit (inserts, updates and deletes).
         A collection with window vectors needs `window_vectors`: one (windows x dim) array per chunk; one with
         vector fields needs `field_vectors[name]` for each, one vector per chunk."""
@@ -261,14 +296,17 @@ class IndexStore:
         columns["search_text"] = [search_text(c.title, c.text) for c in chunks]
         columns[VECTOR_COLUMN] = _fixed_size(vectors, len(chunks), self.dim)
         if WINDOW_COLUMN in tbl.schema.names:
-            if window_vectors is None or len(window_vectors) != len(chunks) or \
-                    any(len(w) == 0 for w in window_vectors):
+            if window_vectors is None or len(window_vectors) != len(chunks) or any(len(w) == 0 for w in window_vectors):
                 raise ValueError(f"collection {self.collection!r} holds window vectors: give at least one per chunk")
-            flat = np.concatenate([np.asarray(w, dtype=np.float32).reshape(-1, self.dim) for w in window_vectors]) \
-                if window_vectors else np.zeros((0, self.dim), dtype=np.float32)
+            flat = (
+                np.concatenate([np.asarray(w, dtype=np.float32).reshape(-1, self.dim) for w in window_vectors])
+                if window_vectors
+                else np.zeros((0, self.dim), dtype=np.float32)
+            )
             offsets = np.cumsum([0] + [len(w) for w in window_vectors]).astype(np.int32)
             columns[WINDOW_COLUMN] = pa.ListArray.from_arrays(
-                pa.array(offsets), pa.FixedSizeListArray.from_arrays(pa.array(flat.ravel()), self.dim))
+                pa.array(offsets), pa.FixedSizeListArray.from_arrays(pa.array(flat.ravel()), self.dim)
+            )
         for name, field_dim in table_vector_fields(tbl).items():
             given = (field_vectors or {}).get(name)
             if given is None or len(given) != len(chunks):
@@ -291,8 +329,9 @@ class IndexStore:
             return 0
         tbl = self.table()
         before = tbl.count_rows()
-        self.with_access(access, lambda sql: tbl.delete(
-            f"doc_id IN ({sql_list(doc_ids)})" + (f" AND {sql}" if sql else "")))
+        self.with_access(
+            access, lambda sql: tbl.delete(f"doc_id IN ({sql_list(doc_ids)})" + (f" AND {sql}" if sql else ""))
+        )
         return before - tbl.count_rows()
 
     # -- index upkeep ---------------------------------------------------------------------------------------
@@ -325,9 +364,17 @@ class IndexStore:
             return False
         from lancedb.index import FTS
 
-        self.table().create_index("search_text", config=FTS(
-            with_position=False, stem=self.fts_stem, remove_stop_words=self.fts_remove_stop_words,
-            lower_case=True, ascii_folding=True), replace=True)
+        self.table().create_index(
+            "search_text",
+            config=FTS(
+                with_position=False,
+                stem=self.fts_stem,
+                remove_stop_words=self.fts_remove_stop_words,
+                lower_case=True,
+                ascii_folding=True,
+            ),
+            replace=True,
+        )
         return True
 
     def has_text_index(self) -> bool:
@@ -336,8 +383,9 @@ class IndexStore:
     def has_vector_index(self, column: str | None = None) -> bool:
         """Whether `column` (default: the one dense search scans) has an ANN index."""
         column = column or self.vector_column
-        return any(ix.index_type.upper().startswith("IVF") and column in ix.columns
-                   for ix in self.table().list_indices())
+        return any(
+            ix.index_type.upper().startswith("IVF") and column in ix.columns for ix in self.table().list_indices()
+        )
 
     def searched_vectors(self, sample: int = 1000) -> int:
         """How many vectors a dense search scans: one per chunk, or (with windows) about the chunks times the mean
@@ -372,14 +420,18 @@ class IndexStore:
         tbl = self.table()
         column = column or self.vector_column
         dims = {field_column(name): dim for name, dim in self.vector_fields.items()}
-        tbl.create_index(column, config=ann.index_config(self.vector_index, tbl.count_rows(),
-                                                         dims.get(column, self.dim)), replace=True)
+        tbl.create_index(
+            column,
+            config=ann.index_config(self.vector_index, tbl.count_rows(), dims.get(column, self.dim)),
+            replace=True,
+        )
 
     def optimize(self) -> None:
         """Compact small files, fold new rows into the indexes, prune versions older than an hour."""
         from datetime import timedelta
 
         self.table().optimize(cleanup_older_than=timedelta(hours=1))
+
 
 def _fixed_size(vectors, rows: int, dim: int) -> pa.FixedSizeListArray:
     flat = np.asarray(vectors, dtype=np.float32).reshape(rows, dim)

@@ -2,18 +2,20 @@
 the chunk vectors, their sentence windows, or a named vector field) and fetches of stored chunks and vectors by id.
 Each runs one LanceDB query with the caller's filter inside it (prefilter: the top k are all admitted), access
 clauses first; the store itself only holds tables, schema, writes, deletes and index upkeep."""
+
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from switchyard.errors import StoreError
-from switchyard.llm.context import ALL
 from switchyard.retrievers.documents import Passage
 from switchyard.retrievers.filters import READABLE, Clause, to_sql
 from switchyard.retrievers.store import vector_index
 from switchyard.retrievers.store.schema import ROW_COLUMNS, WINDOW_COLUMN, field_column, sql_list
+from switchyard.run_context import ALL
 
 if TYPE_CHECKING:
     from switchyard.retrievers.store.index_store import IndexStore
@@ -45,8 +47,12 @@ class FullTextSearch:
     def run(self, text: str, k: int, where: list[Clause] | None = None) -> list[Passage]:
         if not text.strip():
             return []
-        query = self.store.table().search(text, query_type="fts", fts_columns="search_text") \
-            .select(ROW_COLUMNS + ["_score"]).limit(k)
+        query = (
+            self.store.table()
+            .search(text, query_type="fts", fts_columns="search_text")
+            .select(ROW_COLUMNS + ["_score"])
+            .limit(k)
+        )
         return _passages(self.store, query, where, lambda row: float(row["_score"]))
 
 
@@ -62,18 +68,29 @@ class VectorSearch:
         if self.field is None:
             return self.store.vector_column
         if self.field not in self.store.vector_fields:
-            raise StoreError(f"collection {self.store.collection!r} holds no {self.field} vectors (it was built "
-                             "without that vector field): ingest into a new collection with it enabled")
+            raise StoreError(
+                f"collection {self.store.collection!r} holds no {self.field} vectors (it was built "
+                "without that vector field): ingest into a new collection with it enabled"
+            )
         return field_column(self.field)
 
     def run(self, vector: np.ndarray, k: int, where: list[Clause] | None = None) -> list[Passage]:
         column = self.column()
-        query = self.store.table().search(np.asarray(vector, dtype=np.float32), vector_column_name=column) \
-            .distance_type("cosine").select(ROW_COLUMNS + ["_distance"]).limit(k)
+        query = (
+            self.store.table()
+            .search(np.asarray(vector, dtype=np.float32), vector_column_name=column)
+            .distance_type("cosine")
+            .select(ROW_COLUMNS + ["_distance"])
+            .limit(k)
+        )
         # over the multivector column LanceDB's cosine distance is 1 - the best window's cosine (MaxSim)
         min_ef = vector_index.MULTIVECTOR_HITS_PER_K * k if column == WINDOW_COLUMN else 0
-        return _passages(self.store, vector_index.tune(self.store.vector_index, query, min_ef), where,
-                         lambda row: 1.0 - float(row["_distance"]))
+        return _passages(
+            self.store,
+            vector_index.tune(self.store.vector_index, query, min_ef),
+            where,
+            lambda row: 1.0 - float(row["_distance"]),
+        )
 
 
 class ChunkFetch:
@@ -97,8 +114,9 @@ class ChunkFetch:
         vecs = rows["vector"].to_numpy(zero_copy_only=False)
         return {cid: np.asarray(v, dtype=np.float32) for cid, v in zip(rows["chunk_id"].to_pylist(), vecs)}
 
-    def dense_vectors(self, chunk_ids: list[str] | None = None,
-                      doc_ids: list[str] | None = None) -> dict[str, tuple[str, np.ndarray]]:
+    def dense_vectors(
+        self, chunk_ids: list[str] | None = None, doc_ids: list[str] | None = None
+    ) -> dict[str, tuple[str, np.ndarray]]:
         """chunk_id -> (doc_id, the vectors dense search scores the chunk by: its windows, or its one vector as a
         1 x dim array), for the given chunks or the chunks of the given documents."""
         column, ids = self.store.vector_column, chunk_ids if chunk_ids is not None else doc_ids

@@ -6,6 +6,7 @@ created: sentence-window vectors (`window_vectors`, a multivector column) and an
 vector per chunk from another model each (`<name>_vector`, configured under retrieve.retrievers; `<name>_dim` in the
 metadata). A collection keeps the columns it was created with; what it holds is read from its schema.
 """
+
 from __future__ import annotations
 
 import json
@@ -49,8 +50,13 @@ def field_column(name: str) -> str:
     return name + _FIELD_SUFFIX
 
 
-def collection_schema(embedding_model: str, embedding_backend: str, dim: int, windows: tuple[int, int] | None,
-                      vector_fields: dict[str, int]) -> pa.Schema:
+def collection_schema(
+    embedding_model: str,
+    embedding_backend: str,
+    dim: int,
+    windows: tuple[int, int] | None,
+    vector_fields: dict[str, int],
+) -> pa.Schema:
     """The schema a new collection is created with (`vector_fields`: name -> dimension)."""
     meta: dict = {"embedding_model": embedding_model, "embedding_backend": embedding_backend, "dim": dim}
     fields = CHUNK_FIELDS + [ACL, SEARCH_FIELD, pa.field(VECTOR_COLUMN, pa.list_(pa.float32(), dim))]
@@ -71,8 +77,11 @@ def recorded_meta(table) -> dict:
 
 def table_vector_fields(table) -> dict[str, int]:
     """The named vector fields a collection holds: name -> dimension, from its columns."""
-    return {f.name[:-len(_FIELD_SUFFIX)]: f.type.list_size for f in table.schema
-            if f.name.endswith(_FIELD_SUFFIX) and f.name != VECTOR_COLUMN}
+    return {
+        f.name[: -len(_FIELD_SUFFIX)]: f.type.list_size
+        for f in table.schema
+        if f.name.endswith(_FIELD_SUFFIX) and f.name != VECTOR_COLUMN
+    }
 
 
 def table_windows(table) -> tuple[int, int] | None:

@@ -1,6 +1,7 @@
 """The ANN vector index of a vector column, as `store.vector_index` (configs/schema.py `VectorIndexConfig`, checked
 there once) describes it: how it is built past `store.vector_index_min_rows` vectors, and how searches use it.
 Measured by bench/scale.py (recall@10 against exact search, p50 latency, build time at 100k and 1M chunks)."""
+
 from __future__ import annotations
 
 import math

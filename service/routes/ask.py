@@ -1,5 +1,6 @@
 """`POST /v1/ask` (the `ask --json` object, or a pause of a pipeline that waits for approval) and
 `POST /v1/ask/stream` (Server-Sent Events, one per stream event; a client that disconnects cancels its run)."""
+
 from __future__ import annotations
 
 import json
@@ -24,8 +25,9 @@ async def ask(question: AskQuestion, _slot: AskSlot, service: ServiceDep) -> Ask
 @router.post("/v1/ask/stream")
 async def ask_stream(question: StreamQuestion, slot: StreamSlot, service: ServiceDep):
     async def sse():
-        async for event in service.events(question.pipe, question.name, question.text, question.where, slot,
-                                          question.principal):
+        async for event in service.events(
+            question.pipe, question.name, question.text, question.where, slot, question.principal
+        ):
             yield {"event": event.event, "data": json.dumps(event.to_json(), ensure_ascii=False)}
 
     # the background task gives the place back even when the client left before the stream began

@@ -1,5 +1,6 @@
 """`POST /v1/chat/completions`: Switchyard as an OpenAI-compatible model (service/openai_compat.py). Its errors,
 the error family's included, are worded the OpenAI way (`{"error": {message, type, code}}`)."""
+
 from __future__ import annotations
 
 from fastapi import APIRouter

@@ -1,5 +1,6 @@
 """Collections and their documents: list, upload (202 and a job), delete. A collection the caller may not read is
 the same 404 as one that does not exist; changing one needs a key with --write, creating one an admin key."""
+
 from __future__ import annotations
 
 import os
@@ -11,8 +12,14 @@ from fastapi import APIRouter, File, Form, Request, UploadFile
 from switchyard.errors import NotFound, ServiceError
 from switchyard.retrievers.filters import parse_labels
 from switchyard.service.audit import note
-from switchyard.service.dependencies import (CollectionStore, PrincipalDep, ServiceDep, readable_pipeline,
-                                             require_admin, require_write)
+from switchyard.service.dependencies import (
+    CollectionStore,
+    PrincipalDep,
+    ServiceDep,
+    readable_pipeline,
+    require_admin,
+    require_write,
+)
 from switchyard.service.jobs import safe_name
 from switchyard.service.schemas import CollectionInfo, Deleted, DocumentInfo, UploadAccepted
 
@@ -21,8 +28,10 @@ router = APIRouter()
 
 @router.get("/v1/collections")
 def collections(service: ServiceDep, principal: PrincipalDep) -> list[CollectionInfo]:
-    return [{"name": name, "chunks": service.registry.stack(name).store.count(principal.scope)}
-            for name in service.collections(principal)]
+    return [
+        {"name": name, "chunks": service.registry.stack(name).store.count(principal.scope)}
+        for name in service.collections(principal)
+    ]
 
 
 @router.get("/v1/collections/{name}/documents")
@@ -40,10 +49,14 @@ def delete_document(name: str, doc_id: str, store: CollectionStore, principal: P
 
 
 @router.post("/v1/collections/{name}/documents", status_code=202)
-async def upload(name: str, request: Request, service: ServiceDep, principal: PrincipalDep,
-                 files: list[UploadFile] = File(...),
-                 acl: str | None = Form(None, description="access labels of the uploaded documents, "
-                                                          "e.g. 'hr,finance'")) -> UploadAccepted:
+async def upload(
+    name: str,
+    request: Request,
+    service: ServiceDep,
+    principal: PrincipalDep,
+    files: list[UploadFile] = File(...),
+    acl: str | None = Form(None, description="access labels of the uploaded documents, e.g. 'hr,finance'"),
+) -> UploadAccepted:
     note(request, name)
     readable_pipeline(service, principal, None, name, create=True)  # validates the name; 404 if not the caller's
     if name not in service.collections():
@@ -64,8 +77,9 @@ async def upload(name: str, request: Request, service: ServiceDep, principal: Pr
                 while chunk := await upload_file.read(1 << 20):
                     size += len(chunk)
                     if size > settings.max_upload_bytes:
-                        raise ServiceError(413, f"{upload_file.filename!r} is larger than "
-                                                f"{settings.max_upload_bytes} bytes")
+                        raise ServiceError(
+                            413, f"{upload_file.filename!r} is larger than {settings.max_upload_bytes} bytes"
+                        )
                     out.write(chunk)
                 out.flush()
                 os.fsync(out.fileno())  # on disk before the job is recorded: an accepted upload is never lost

@@ -1,5 +1,6 @@
 """Upload jobs: state, progress and per-file status (also after a restart). Another tenant's job is a 404, like
 one that does not exist."""
+
 from __future__ import annotations
 
 from fastapi import APIRouter, Request

@@ -1,4 +1,5 @@
 """The server itself: liveness, Prometheus metrics and the served pipelines."""
+
 from __future__ import annotations
 
 from fastapi import APIRouter

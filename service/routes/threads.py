@@ -1,4 +1,5 @@
 """Paused runs (graph.router.approve): where one stands, and the human's answer to it."""
+
 from __future__ import annotations
 
 from fastapi import APIRouter
@@ -24,5 +25,9 @@ def thread_status(thread_id: str, service: ServiceDep, principal: PrincipalDep) 
     if thread.expired():
         return {"thread_id": thread_id, "status": "expired"}
     paused = pipe.pending(thread_id) if thread.state == "paused" else None
-    return {"thread_id": thread_id, "status": thread.state, "pending": paused and paused.pending,
-            "expires_at": paused and paused.expires_at}
+    return {
+        "thread_id": thread_id,
+        "status": thread.state,
+        "pending": paused and paused.pending,
+        "expires_at": paused and paused.expires_at,
+    }

@@ -15,8 +15,8 @@ class TestLoadConfig:
         f = tmp_path / "p.yaml"
         f.write_text("retrieve:\n  fusion: {method: rrf, rrf_k: 10}\n")
         cfg = load_config(f, ["retrieve.fusion.rrf_k=30", "rerank.top_k=7"])
-        assert cfg.retrieve.fusion.method == "rrf"       # from the file
-        assert cfg.retrieve.fusion.rrf_k == 30            # override beats file
+        assert cfg.retrieve.fusion.method == "rrf"  # from the file
+        assert cfg.retrieve.fusion.rrf_k == 30  # override beats file
         assert cfg.rerank.top_k == 7
         assert cfg.retrieve.retrievers.dense.top_k == 100  # default kept
 
@@ -78,15 +78,25 @@ class TestLLMBackends:
         f.write_text("llm: {backend: openai, model: m}\n")
         assert (load_config(f).llm.model, load_config(f, ["llm.temperature=0.5"]).llm.temperature) == ("m", 0.5)
 
-    @pytest.mark.parametrize("sets, key, owner, backend", [
-        (["llm.backend=openai", "llm.n_ctx=4096"], "n_ctx", "local", "openai"),
-        (["llm.model=qwen"], "model", "openai", "local"),
-        (["llm.backend=langchain", "llm.chat_model=a.B", "llm.base_url=http://x/v1"], "base_url", "openai",
-         "langchain"),
-    ])
+    @pytest.mark.parametrize(
+        "sets, key, owner, backend",
+        [
+            (["llm.backend=openai", "llm.n_ctx=4096"], "n_ctx", "local", "openai"),
+            (["llm.model=qwen"], "model", "openai", "local"),
+            (
+                ["llm.backend=langchain", "llm.chat_model=a.B", "llm.base_url=http://x/v1"],
+                "base_url",
+                "openai",
+                "langchain",
+            ),
+        ],
+    )
     def test_a_key_of_another_backend_names_the_key_and_both_backends(self, sets, key, owner, backend):
-        with pytest.raises(ConfigError, match=rf"llm\.{key} is a setting of llm\.backend={owner}, not of "
-                                              rf"llm\.backend={backend}"):
+        with pytest.raises(
+            ConfigError,
+            match=rf"llm\.{key} is a setting of llm\.backend={owner}, not of "
+            rf"llm\.backend={backend}",
+        ):
             load_config(None, sets)
 
     def test_errors_name_the_key_as_written(self):
@@ -102,11 +112,29 @@ class TestLLMBackends:
         # the dump keeps the flat layout of before (every backend's keys), so saved configs and hashes stay
         cfg = load_config(path)
         data = config_to_dict(cfg)
-        assert list(data["llm"]) == ["backend", "model_path", "n_ctx", "n_threads", "instances",
-                                    "repeat_penalty", "chat_format", "base_url", "model", "api_key_env",
-                                    "response_format", "chat_model", "chat_model_kwargs", "structured_method",
-                                    "temperature", "max_tokens", "seed", "timeout_s", "max_retries", "cache_dir",
-                                    "replay"]
+        assert list(data["llm"]) == [
+            "backend",
+            "model_path",
+            "n_ctx",
+            "n_threads",
+            "instances",
+            "repeat_penalty",
+            "chat_format",
+            "base_url",
+            "model",
+            "api_key_env",
+            "response_format",
+            "chat_model",
+            "chat_model_kwargs",
+            "structured_method",
+            "temperature",
+            "max_tokens",
+            "seed",
+            "timeout_s",
+            "max_retries",
+            "cache_dir",
+            "replay",
+        ]
         saved = tmp_path / "resolved.yaml"
         saved.write_text(yaml.safe_dump(data))
         assert load_config(saved) == cfg and config_hash(load_config(saved)) == config_hash(cfg)
@@ -131,6 +159,7 @@ class TestLLMBackends:
 
     def test_the_cli_reports_a_key_of_another_backend_with_exit_2(self, capsys):
         from switchyard import cli
+
         assert cli.main(["config", "show", "--set", "llm.backend=openai", "--set", "llm.n_ctx=4096"]) == 2
         err = capsys.readouterr().err
         assert "llm.n_ctx is a setting of llm.backend=local" in err and "Traceback" not in err

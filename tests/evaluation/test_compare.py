@@ -1,5 +1,6 @@
 """`run_evaluation` (evaluation/compare.py): `cli.py eval` as a library call — every setting checked before any
 work, and a report on exactly the rows compared, in a fixed order, whatever the folder holds."""
+
 import json
 
 import pytest
@@ -11,15 +12,18 @@ from tests.conftest import FIXTURES, ROOT, SAMPLES
 DATASET = FIXTURES / "tiny_qa" / "questions.jsonl"
 
 
-@pytest.mark.parametrize("settings, error, message", [
-    ({"runs": 0}, UsageError, "--runs, --workers and --limit must be >= 1"),
-    ({"limit": 0}, UsageError, "must be >= 1"),
-    ({"replay": True}, UsageError, "--replay needs --llm-cache DIR"),
-    ({"replay": True, "llm_cache": "/no/such/replies"}, LLMCacheMiss, "no such folder of recorded replies"),
-    ({"replay": True, "vector_cache": "/no/such/vectors"}, VectorCacheMiss, "no such folder of recorded vectors"),
-    ({"baseline": "agent"}, UsageError, "--baseline agent is not one of the compared configs"),
-    ({"judge": "no-such-pipeline"}, UsageError, "shipped configs:"),
-])
+@pytest.mark.parametrize(
+    "settings, error, message",
+    [
+        ({"runs": 0}, UsageError, "--runs, --workers and --limit must be >= 1"),
+        ({"limit": 0}, UsageError, "must be >= 1"),
+        ({"replay": True}, UsageError, "--replay needs --llm-cache DIR"),
+        ({"replay": True, "llm_cache": "/no/such/replies"}, LLMCacheMiss, "no such folder of recorded replies"),
+        ({"replay": True, "vector_cache": "/no/such/vectors"}, VectorCacheMiss, "no such folder of recorded vectors"),
+        ({"baseline": "agent"}, UsageError, "--baseline agent is not one of the compared configs"),
+        ({"judge": "no-such-pipeline"}, UsageError, "shipped configs:"),
+    ],
+)
 def test_bad_settings_are_refused_before_any_work(tmp_path, settings, error, message):
     out = tmp_path / "out"
     with pytest.raises(error, match=message):
@@ -32,8 +36,9 @@ def test_a_comparison_reports_exactly_its_rows(tmp_path):
     bm25 = tmp_path / "no-llm-bm25.yaml"
     bm25.write_text((ROOT / "configs" / "no-llm.yaml").read_text() + "retrieve:\n  mode: bm25\n")
     out, index = tmp_path / "out", tmp_path / "index"
-    done = run_evaluation(DATASET, ["no-llm", bm25], out, limit=3, corpus=SAMPLES, index_dir=index, workers=2,
-                          progress=False)
+    done = run_evaluation(
+        DATASET, ["no-llm", bm25], out, limit=3, corpus=SAMPLES, index_dir=index, workers=2, progress=False
+    )
     assert done.asked == 6 and done.workers == 2 and done.ray_actors is None and not done.unasked_changes
     assert done.results == out / "questions.jsonl" and len(done.results.read_text().splitlines()) == 6
     assert done.report == json.loads((out / "report.json").read_text())

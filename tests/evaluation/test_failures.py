@@ -1,4 +1,5 @@
 """The failure-mode detectors on constructed traces: each fires on its case, none on a clean trace."""
+
 import pytest
 
 from switchyard.evaluation.failures import DETECTORS, count_failures, detect
@@ -8,19 +9,46 @@ from switchyard.evaluation.rows import EvalRow
 
 def step(n, action, guard=None, args=None, **extra):
     """One router step record as nodes/router.py writes it (usage fields included, timing left out)."""
-    return {"step": n, "thought": "", "action": action, "args": args or {}, "guard": guard, "llm_calls": 1,
-            "prompt_tokens": 300, "completion_tokens": 20, "parse_fallbacks": 0, **extra,
-            "observation": "", "action_ms": 1.0, "action_llm_calls": 0}
+    return {
+        "step": n,
+        "thought": "",
+        "action": action,
+        "args": args or {},
+        "guard": guard,
+        "llm_calls": 1,
+        "prompt_tokens": 300,
+        "completion_tokens": 20,
+        "parse_fallbacks": 0,
+        **extra,
+        "observation": "",
+        "action_ms": 1.0,
+        "action_llm_calls": 0,
+    }
 
 
-CLEAN = [step(1, "rewrite"), step(2, "retrieve", args={"query": "who is ada"}), step(3, "rerank"), step(4, "grade"),
-         step(5, "answer")]
+CLEAN = [
+    step(1, "rewrite"),
+    step(2, "retrieve", args={"query": "who is ada"}),
+    step(3, "rerank"),
+    step(4, "grade"),
+    step(5, "answer"),
+]
 
 
 def row(steps=None, config="react-json", abstained=False, retrieved=("d1", "d2"), gold=("d9",), error=None):
-    return EvalRow(config=config, run=0, id="q1", question="who is ada", answers=["x"], gold_doc_ids=list(gold),
-                   prediction="" if abstained else "x", abstained=abstained, error=error, steps=steps,
-                   retrieved_doc_ids=list(retrieved))
+    return EvalRow(
+        config=config,
+        run=0,
+        id="q1",
+        question="who is ada",
+        answers=["x"],
+        gold_doc_ids=list(gold),
+        prediction="" if abstained else "x",
+        abstained=abstained,
+        error=error,
+        steps=steps,
+        retrieved_doc_ids=list(retrieved),
+    )
 
 
 def fired(r):
@@ -40,8 +68,9 @@ class TestDetectors:
         r = row(steps)
         assert fired(r) == {"malformed_repaired"} and detect(r)["malformed_repaired"] == 3
 
-    @pytest.mark.parametrize("bad", [step(1, "rewrite", guard="invalid", parse_fallbacks=1),
-                                     step(1, "rewrite", parse_fallbacks=1)])
+    @pytest.mark.parametrize(
+        "bad", [step(1, "rewrite", guard="invalid", parse_fallbacks=1), step(1, "rewrite", parse_fallbacks=1)]
+    )
     def test_malformed_unrepaired_is_an_invalid_guard_or_a_fallback(self, bad):
         assert fired(row([bad, *CLEAN[1:]])) == {"malformed_unrepaired"}
 
@@ -61,13 +90,19 @@ class TestDetectors:
         assert fired(row([*CLEAN[1:4], step(4, "rerank", guard=None), CLEAN[4]])) == set()
 
     def test_loop_stopped_counts_repeat_guards(self):
-        r = row([*CLEAN[:4], step(5, "retrieve", guard="repeat", args={"query": "who is ada"}),
-                 step(6, "answer", guard="repeat")])
+        r = row(
+            [
+                *CLEAN[:4],
+                step(5, "retrieve", guard="repeat", args={"query": "who is ada"}),
+                step(6, "answer", guard="repeat"),
+            ]
+        )
         assert fired(r) == {"loop_stopped"} and detect(r)["loop_stopped"] == 2
 
     def test_finished_before_retrieval(self):
-        assert fired(row([step(1, "rewrite"), step(2, "abstain", args={"reason": "unknown"})], abstained=True,
-                         retrieved=())) == {"finished_before_retrieval"}
+        assert fired(
+            row([step(1, "rewrite"), step(2, "abstain", args={"reason": "unknown"})], abstained=True, retrieved=())
+        ) == {"finished_before_retrieval"}
 
     def test_abstained_with_gold_retrieved(self):
         r = row([*CLEAN[:4], step(5, "abstain")], abstained=True, retrieved=("d1", "d9"))

@@ -1,4 +1,5 @@
 """LLM-judged faithfulness: per-sentence verdicts against cited passages, resumable judging, report wiring."""
+
 import json
 
 import pytest
@@ -8,8 +9,10 @@ from switchyard.evaluation.rows import EvalRow
 from switchyard.llm.client import LLM
 from tests.scripted_backend import ScriptedBackend
 
-PASSAGES = [{"n": 1, "doc_id": "a", "text": "Eli Janney patented the knuckle coupler in 1873."},
-            {"n": 2, "doc_id": "b", "text": "Bailey Yard is in North Platte, Nebraska."}]
+PASSAGES = [
+    {"n": 1, "doc_id": "a", "text": "Eli Janney patented the knuckle coupler in 1873."},
+    {"n": 2, "doc_id": "b", "text": "Bailey Yard is in North Platte, Nebraska."},
+]
 
 
 def word_judge(messages, schema):
@@ -30,8 +33,10 @@ def make_judge(replies=word_judge, name="scripted:test"):
 class TestFaithfulnessJudge:
     def test_each_sentence_against_its_cited_passages(self):
         judge, backend = make_judge()
-        out = judge.run("Eli Janney patented the knuckle coupler [1]. Bailey Yard is in Nebraska [1, 2]. "
-                        "It was painted blue.", PASSAGES)
+        out = judge.run(
+            "Eli Janney patented the knuckle coupler [1]. Bailey Yard is in Nebraska [1, 2]. It was painted blue.",
+            PASSAGES,
+        )
         assert [v["supported"] for v in out["verdicts"]] == [True, True, False]
         assert out["verdicts"][1]["cited"] == [1, 2] and out["verdicts"][2]["cited"] == []
         assert out["faithfulness"] == pytest.approx(2 / 3)
@@ -64,10 +69,12 @@ class TestFaithfulnessJudge:
 class TestJudgeResults:
     def rows(self):
         base = {"config": "fixed", "run": 0, "abstained": False, "error": None, "citations": PASSAGES}
-        return [EvalRow(**{**base, "id": "q1", "prediction": "Eli Janney patented the knuckle coupler [1]."}),
-                EvalRow(**{**base, "id": "q2", "prediction": "Bailey Yard is in Ohio [2]."}),
-                EvalRow(**{**base, "id": "q3", "prediction": "", "abstained": True}),
-                EvalRow(**{**base, "id": "q4", "prediction": "", "error": "LLMError: down"})]
+        return [
+            EvalRow(**{**base, "id": "q1", "prediction": "Eli Janney patented the knuckle coupler [1]."}),
+            EvalRow(**{**base, "id": "q2", "prediction": "Bailey Yard is in Ohio [2]."}),
+            EvalRow(**{**base, "id": "q3", "prediction": "", "abstained": True}),
+            EvalRow(**{**base, "id": "q4", "prediction": "", "error": "LLMError: down"}),
+        ]
 
     def test_judges_once_and_resumes(self, tmp_path):
         out = tmp_path / "judgements.jsonl"
@@ -104,9 +111,24 @@ class TestReportWithJudge:
     def test_faithfulness_row_only_when_judged(self):
         from switchyard.evaluation.report import aggregate, markdown
 
-        row = {"config": "a", "run": 0, "id": "q1", "exact_match": 0.0, "f1": 0.0, "contains": 0.0,
-               "abstained": False, "latency_ms": 1.0, "llm_calls": 1, "prompt_tokens": 1, "completion_tokens": 1,
-               "parse_fallbacks": 0, "guards": {}, "error": None, "difficulty": "1", "type": "t"}
+        row = {
+            "config": "a",
+            "run": 0,
+            "id": "q1",
+            "exact_match": 0.0,
+            "f1": 0.0,
+            "contains": 0.0,
+            "abstained": False,
+            "latency_ms": 1.0,
+            "llm_calls": 1,
+            "prompt_tokens": 1,
+            "completion_tokens": 1,
+            "parse_fallbacks": 0,
+            "guards": {},
+            "error": None,
+            "difficulty": "1",
+            "type": "t",
+        }
         assert "| faithfulness |" not in markdown(aggregate([EvalRow(**row)]), "t")
         judged = aggregate([EvalRow(**row, faithfulness=0.5, judge_fallbacks=0)])
         assert judged["configs"]["a"]["faithfulness"]["mean"] == 0.5

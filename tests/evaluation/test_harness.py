@@ -1,4 +1,5 @@
 """The evaluation harness end to end: a tiny dataset over the sample corpus, two configs, resume, bad files."""
+
 import contextlib
 import json
 import shutil
@@ -11,26 +12,42 @@ import urllib.request
 
 import pytest
 
+from switchyard.errors import DatasetError
 from switchyard.evaluation.datasets import load_dataset
 from switchyard.evaluation.rows import EvalRow
-from switchyard.errors import DatasetError
 from tests.conftest import FIXTURES, ROOT, SAMPLES
 
 DATASET = FIXTURES / "tiny_qa" / "questions.jsonl"
 
 
 def cli(*args):
-    return subprocess.run([sys.executable, str(ROOT / "cli.py"), *map(str, args)], capture_output=True, text=True,
-                          timeout=900)
+    return subprocess.run(
+        [sys.executable, str(ROOT / "cli.py"), *map(str, args)], capture_output=True, text=True, timeout=900
+    )
 
 
 def _timeless(value):
     """A result line or report without what depends on timing (latency, the manifest's dates) or on whether the
     replies were replayed from the reply cache, for comparing runs."""
     if isinstance(value, dict):
-        return {k: _timeless(v) for k, v in value.items()
-                if "latency" not in k and k not in ("ms", "llm_ms", "total_ms", "router_ms", "action_ms", "run_id",
-                                                    "created", "updated", "cached_calls", "replayed_rows")}
+        return {
+            k: _timeless(v)
+            for k, v in value.items()
+            if "latency" not in k
+            and k
+            not in (
+                "ms",
+                "llm_ms",
+                "total_ms",
+                "router_ms",
+                "action_ms",
+                "run_id",
+                "created",
+                "updated",
+                "cached_calls",
+                "replayed_rows",
+            )
+        }
     if isinstance(value, list):
         return [_timeless(v) for v in value]
     return value
@@ -42,8 +59,18 @@ def slow_server(delay_ms: int):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, str(ROOT / "bench" / "slow_openai_server.py"), "--port", str(port),
-                             "--delay-ms", str(delay_ms)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            str(ROOT / "bench" / "slow_openai_server.py"),
+            "--port",
+            str(port),
+            "--delay-ms",
+            str(delay_ms),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.time() + 60
         while time.time() < deadline:
@@ -60,10 +87,20 @@ def slow_server(delay_ms: int):
 
 def write_phantomwiki(folder):
     """A two-article PhantomWiki-style dataset folder."""
-    arts = [{"title": "Ann Lee", "article": "# Ann Lee\nThe friend of Ann Lee is Bo Chen."},
-            {"title": "Bo Chen", "article": "# Bo Chen\nBo Chen likes chess."}]
-    qs = [{"id": "1", "question": "Who is the friend of Ann Lee?", "answer": ["Bo Chen"], "difficulty": 1,
-           "type": 0, "solution_traces": json.dumps([{"Y_1": "Ann Lee", "Y_2": "Bo Chen"}])}]
+    arts = [
+        {"title": "Ann Lee", "article": "# Ann Lee\nThe friend of Ann Lee is Bo Chen."},
+        {"title": "Bo Chen", "article": "# Bo Chen\nBo Chen likes chess."},
+    ]
+    qs = [
+        {
+            "id": "1",
+            "question": "Who is the friend of Ann Lee?",
+            "answer": ["Bo Chen"],
+            "difficulty": 1,
+            "type": 0,
+            "solution_traces": json.dumps([{"Y_1": "Ann Lee", "Y_2": "Bo Chen"}]),
+        }
+    ]
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "articles.json").write_text(json.dumps(arts))
     (folder / "questions.json").write_text(json.dumps(qs))
@@ -81,8 +118,9 @@ def configs(tmp_path):
 class TestEvalCommand:
     def test_two_configs_two_runs_end_to_end(self, tmp_path, configs):
         out = tmp_path / "out"
-        done = cli("eval", DATASET, "--corpus", SAMPLES, "--configs", *configs, "--runs", "2", "--out", out,
-                   "--no-progress")
+        done = cli(
+            "eval", DATASET, "--corpus", SAMPLES, "--configs", *configs, "--runs", "2", "--out", out, "--no-progress"
+        )
         assert done.returncode == 0, done.stderr
         rows = [json.loads(line) for line in (out / "questions.jsonl").read_text().splitlines()]
         assert len(rows) == 2 * 2 * 4 and {r["config"] for r in rows} == {"no-llm", "no-llm-bm25"}
@@ -95,15 +133,33 @@ class TestEvalCommand:
         assert set(report["by_difficulty"]) == {"easy", "hard"} and set(report["by_type"]) >= {"who", "which"}
         md = (out / "report.md").read_text()
         assert "| f1 |" in md and "± 0.000" in md and "F1 / contains by difficulty" in md
-        for png in ("accuracy_by_difficulty.png", "accuracy_vs_llm_calls.png", "accuracy_vs_tokens.png",
-                    "accuracy_vs_latency.png"):
+        for png in (
+            "accuracy_by_difficulty.png",
+            "accuracy_vs_llm_calls.png",
+            "accuracy_vs_tokens.png",
+            "accuracy_vs_latency.png",
+        ):
             assert (out / png).read_bytes()[:4] == b"\x89PNG" and f"]({png})" in md
         assert (out / "configs" / "no-llm-bm25.yaml").exists()
 
     def test_resume_after_interruption(self, tmp_path, configs):
         out = tmp_path / "out"
-        assert cli("eval", DATASET, "--corpus", SAMPLES, "--configs", configs[0], "--limit", "2", "--out", out,
-                   "--no-progress").returncode == 0
+        assert (
+            cli(
+                "eval",
+                DATASET,
+                "--corpus",
+                SAMPLES,
+                "--configs",
+                configs[0],
+                "--limit",
+                "2",
+                "--out",
+                out,
+                "--no-progress",
+            ).returncode
+            == 0
+        )
         results = out / "questions.jsonl"
         first = results.read_text().splitlines()
         assert len(first) == 2
@@ -119,8 +175,23 @@ class TestEvalCommand:
         reports, rows = {}, {}
         for workers in (1, 4):
             out = tmp_path / f"workers{workers}"
-            done = cli("eval", DATASET, "--corpus", SAMPLES, "--configs", *configs, "--runs", "2", "--out", out,
-                       "--index-dir", tmp_path / "index", "--workers", workers, "--no-progress")
+            done = cli(
+                "eval",
+                DATASET,
+                "--corpus",
+                SAMPLES,
+                "--configs",
+                *configs,
+                "--runs",
+                "2",
+                "--out",
+                out,
+                "--index-dir",
+                tmp_path / "index",
+                "--workers",
+                workers,
+                "--no-progress",
+            )
             assert done.returncode == 0, done.stderr
             lines = [json.loads(x) for x in (out / "questions.jsonl").read_text().splitlines()]
             rows[workers] = sorted((_timeless(r) for r in lines), key=lambda r: (r["config"], r["run"], r["id"]))
@@ -134,13 +205,34 @@ class TestEvalCommand:
             outs = []
             for workers in (1, 4):
                 out = tmp_path / f"w{workers}"
-                done = cli("eval", DATASET, "--corpus", SAMPLES, "--configs", ROOT / "configs" / "fixed.yaml",
-                           "--out", out, "--index-dir", tmp_path / "index", "--workers", workers, "--no-progress",
-                           "--set", "llm.backend=openai", "--set", f"llm.base_url={url}",
-                           "--set", "llm.model=slow-model")
+                done = cli(
+                    "eval",
+                    DATASET,
+                    "--corpus",
+                    SAMPLES,
+                    "--configs",
+                    ROOT / "configs" / "fixed.yaml",
+                    "--out",
+                    out,
+                    "--index-dir",
+                    tmp_path / "index",
+                    "--workers",
+                    workers,
+                    "--no-progress",
+                    "--set",
+                    "llm.backend=openai",
+                    "--set",
+                    f"llm.base_url={url}",
+                    "--set",
+                    "llm.model=slow-model",
+                )
                 assert done.returncode == 0, done.stderr
-                outs.append(sorted((r["id"], r["prediction"], r["llm_calls"], r["prompt_tokens"], r["error"])
-                                   for r in map(json.loads, (out / "questions.jsonl").read_text().splitlines())))
+                outs.append(
+                    sorted(
+                        (r["id"], r["prediction"], r["llm_calls"], r["prompt_tokens"], r["error"])
+                        for r in map(json.loads, (out / "questions.jsonl").read_text().splitlines())
+                    )
+                )
         assert outs[0] == outs[1] and all(row[2] == 2 and row[4] is None for row in outs[0])
 
     def test_a_terminated_evaluation_keeps_the_vectors_of_the_rows_it_wrote(self, tmp_path):
@@ -149,14 +241,42 @@ class TestEvalCommand:
         fixed = ROOT / "configs" / "fixed.yaml"
         with slow_server(delay_ms=1500) as url:
             proc = subprocess.Popen(
-                [sys.executable, str(ROOT / "cli.py"), "eval", DATASET, "--corpus", SAMPLES, "--configs", fixed,
-                 "--out", out, "--index-dir", tmp_path / "index", "--no-progress", "--llm-cache", cache,
-                 "--vector-cache", vectors, "--set", "llm.backend=openai", "--set", f"llm.base_url={url}",
-                 "--set", "llm.model=slow-model"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                [
+                    sys.executable,
+                    str(ROOT / "cli.py"),
+                    "eval",
+                    DATASET,
+                    "--corpus",
+                    SAMPLES,
+                    "--configs",
+                    fixed,
+                    "--out",
+                    out,
+                    "--index-dir",
+                    tmp_path / "index",
+                    "--no-progress",
+                    "--llm-cache",
+                    cache,
+                    "--vector-cache",
+                    vectors,
+                    "--set",
+                    "llm.backend=openai",
+                    "--set",
+                    f"llm.base_url={url}",
+                    "--set",
+                    "llm.model=slow-model",
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
             results = out / "questions.jsonl"
             deadline = time.time() + 600
-            while proc.poll() is None and time.time() < deadline and not (
-                    results.exists() and results.read_text().count("\n") >= 1):
+            while (
+                proc.poll() is None
+                and time.time() < deadline
+                and not (results.exists() and results.read_text().count("\n") >= 1)
+            ):
                 time.sleep(0.1)
             assert proc.poll() is None, "the evaluation ended before it could be stopped"
             proc.send_signal(signal.SIGTERM)
@@ -166,18 +286,53 @@ class TestEvalCommand:
         written = [json.loads(line) for line in results.read_text().splitlines()]
         assert 1 <= len(written) < 4 and [r["id"] for r in written] == [f"q{i + 1}" for i in range(len(written))]
         # no model and a fresh index: the passages and the questions come from the recorded vectors
-        done = cli("eval", DATASET, "--corpus", SAMPLES, "--configs", fixed, "--limit", len(written), "--out",
-                   tmp_path / "replayed", "--index-dir", tmp_path / "index2", "--no-progress", "--replay",
-                   "--llm-cache", cache, "--vector-cache", vectors, "--set", "llm.backend=openai",
-                   "--set", "llm.base_url=http://127.0.0.1:9/v1", "--set", "llm.model=slow-model")
+        done = cli(
+            "eval",
+            DATASET,
+            "--corpus",
+            SAMPLES,
+            "--configs",
+            fixed,
+            "--limit",
+            len(written),
+            "--out",
+            tmp_path / "replayed",
+            "--index-dir",
+            tmp_path / "index2",
+            "--no-progress",
+            "--replay",
+            "--llm-cache",
+            cache,
+            "--vector-cache",
+            vectors,
+            "--set",
+            "llm.backend=openai",
+            "--set",
+            "llm.base_url=http://127.0.0.1:9/v1",
+            "--set",
+            "llm.model=slow-model",
+        )
         assert done.returncode == 0, done.stderr
         replayed = [json.loads(line) for line in (tmp_path / "replayed" / "questions.jsonl").read_text().splitlines()]
         assert sorted((r["id"], r["prediction"]) for r in replayed) == [(r["id"], r["prediction"]) for r in written]
 
     def test_faithfulness_judged_by_the_real_local_model(self, tmp_path, configs):
         out = tmp_path / "out"
-        args = ["eval", DATASET, "--corpus", SAMPLES, "--configs", configs[0], "--limit", "2", "--out", out,
-                "--no-progress", "--judge", ROOT / "configs" / "fixed.yaml"]
+        args = [
+            "eval",
+            DATASET,
+            "--corpus",
+            SAMPLES,
+            "--configs",
+            configs[0],
+            "--limit",
+            "2",
+            "--out",
+            out,
+            "--no-progress",
+            "--judge",
+            ROOT / "configs" / "fixed.yaml",
+        ]
         done = cli(*args)
         assert done.returncode == 0, done.stderr
         judgements = [json.loads(x) for x in (out / "judgements.jsonl").read_text().splitlines()]
@@ -192,8 +347,19 @@ class TestEvalCommand:
 
     def test_retry_errors_asks_failed_questions_again(self, tmp_path, configs):
         out = tmp_path / "out"
-        args = ["eval", DATASET, "--corpus", SAMPLES, "--configs", configs[0], "--limit", "2", "--out", out,
-                "--no-progress"]
+        args = [
+            "eval",
+            DATASET,
+            "--corpus",
+            SAMPLES,
+            "--configs",
+            configs[0],
+            "--limit",
+            "2",
+            "--out",
+            out,
+            "--no-progress",
+        ]
         assert cli(*args).returncode == 0
         results = out / "questions.jsonl"
         rows = [json.loads(x) for x in results.read_text().splitlines()]
@@ -206,11 +372,14 @@ class TestEvalCommand:
         assert [r["id"] for r in lines] == ["q1", "q2"] and not any(r["error"] for r in lines)
         assert "Janney" in lines[0]["prediction"] and lines[1]["prediction"]
 
-    @pytest.mark.parametrize("content, message", [
-        ("{not json\n", "invalid JSON"),
-        ('{"id": "x", "question": "q?"}\n', "unknown format"),
-        ('{"id": "x", "question": "q?", "answers": []}\n', "non-empty list"),
-    ])
+    @pytest.mark.parametrize(
+        "content, message",
+        [
+            ("{not json\n", "invalid JSON"),
+            ('{"id": "x", "question": "q?"}\n', "unknown format"),
+            ('{"id": "x", "question": "q?", "answers": []}\n', "non-empty list"),
+        ],
+    )
     def test_bad_dataset_files(self, tmp_path, configs, content, message):
         bad = tmp_path / "bad.jsonl"
         bad.write_text(content)
@@ -236,11 +405,22 @@ class TestEvalCommand:
         bad.write_text("graph: {mode: sideways}\n")
         done = cli("eval", DATASET, "--corpus", SAMPLES, "--configs", bad, "--out", tmp_path / "o")
         assert done.returncode == 2 and "bad.yaml: graph.mode" in done.stderr
-        done = cli("eval", DATASET, "--corpus", SAMPLES, "--configs", configs[0], "--judge", bad, "--out",
-                   tmp_path / "o")
+        done = cli(
+            "eval", DATASET, "--corpus", SAMPLES, "--configs", configs[0], "--judge", bad, "--out", tmp_path / "o"
+        )
         assert done.returncode == 2 and "bad.yaml: graph.mode" in done.stderr and not (tmp_path / "o").exists()
-        done = cli("eval", DATASET, "--corpus", SAMPLES, "--configs", configs[0], "--baseline", "agent", "--out",
-                   tmp_path / "o")
+        done = cli(
+            "eval",
+            DATASET,
+            "--corpus",
+            SAMPLES,
+            "--configs",
+            configs[0],
+            "--baseline",
+            "agent",
+            "--out",
+            tmp_path / "o",
+        )
         assert done.returncode == 2 and "--baseline agent is not one of" in done.stderr
 
 
@@ -253,16 +433,24 @@ class TestDatasets:
         assert q.difficulty == "1" and ds.corpus == [tmp_path / "articles.json"]
 
     def test_hotpotqa_builds_a_corpus(self, tmp_path):
-        rec = {"id": "h1", "question": "q?", "answer": "yes", "type": "comparison", "level": "hard",
-               "supporting_facts": {"title": ["A"], "sent_id": [0]},
-               "context": {"title": ["A", "B"], "sentences": [["A is one.", " A is two."], ["B is."]]}}
+        rec = {
+            "id": "h1",
+            "question": "q?",
+            "answer": "yes",
+            "type": "comparison",
+            "level": "hard",
+            "supporting_facts": {"title": ["A"], "sent_id": [0]},
+            "context": {"title": ["A", "B"], "sentences": [["A is one.", " A is two."], ["B is."]]},
+        }
         path = tmp_path / "h.jsonl"
         path.write_text(json.dumps(rec) + "\n")
         ds = load_dataset(path, cache_dir=tmp_path / "cache")
         assert ds.questions[0].gold_doc_ids == ["A"] and ds.questions[0].type == "comparison"
         corpus = [json.loads(x) for x in ds.corpus[0].read_text().splitlines()]
-        assert corpus == [{"_id": "A", "title": "A", "text": "A is one. A is two."},
-                          {"_id": "B", "title": "B", "text": "B is."}]
+        assert corpus == [
+            {"_id": "A", "title": "A", "text": "A is one. A is two."},
+            {"_id": "B", "title": "B", "text": "B is."},
+        ]
 
     def test_missing_pieces(self, tmp_path):
         with pytest.raises(DatasetError, match="articles.json and questions.json"):
@@ -273,16 +461,36 @@ class TestDatasets:
 
 class TestReport:
     def _row(self, config, run, qid, f1, abstained=False, recall=None, difficulty="1"):
-        return EvalRow(config=config, run=run, id=qid, exact_match=float(f1 == 1), f1=f1, contains=f1,
-                       gold_recall=recall, citation_precision=None, abstained=abstained, latency_ms=100.0 * (run + 1),
-                       llm_calls=2, prompt_tokens=10, completion_tokens=5, parse_fallbacks=0,
-                       guards={"repeat": 1}, error=None, difficulty=difficulty, type="t")
+        return EvalRow(
+            config=config,
+            run=run,
+            id=qid,
+            exact_match=float(f1 == 1),
+            f1=f1,
+            contains=f1,
+            gold_recall=recall,
+            citation_precision=None,
+            abstained=abstained,
+            latency_ms=100.0 * (run + 1),
+            llm_calls=2,
+            prompt_tokens=10,
+            completion_tokens=5,
+            parse_fallbacks=0,
+            guards={"repeat": 1},
+            error=None,
+            difficulty=difficulty,
+            type="t",
+        )
 
     def test_mean_and_sample_sd_over_runs(self):
         from switchyard.evaluation.report import aggregate
 
-        rows = [self._row("a", 0, "q1", 1.0), self._row("a", 0, "q2", 0.0),   # run 0: mean f1 0.5
-                self._row("a", 1, "q1", 1.0), self._row("a", 1, "q2", 1.0)]   # run 1: mean f1 1.0
+        rows = [
+            self._row("a", 0, "q1", 1.0),
+            self._row("a", 0, "q2", 0.0),  # run 0: mean f1 0.5
+            self._row("a", 1, "q1", 1.0),
+            self._row("a", 1, "q2", 1.0),
+        ]  # run 1: mean f1 1.0
         rep = aggregate(rows)["configs"]["a"]
         assert rep["f1"]["mean"] == pytest.approx(0.75)
         assert rep["f1"]["sd"] == pytest.approx(0.3535534, rel=1e-5)  # stdev([0.5, 1.0])
@@ -291,8 +499,10 @@ class TestReport:
     def test_breakdowns_show_f1_and_contains_and_plots_take_a_metric(self, tmp_path):
         from switchyard.evaluation.report import write_report
 
-        rows = [self._row("a", 0, "q1", 1.0, difficulty="1"), self._row("a", 0, "q2", 0.0, difficulty="2").model_copy(
-                                                                update={"contains": 0.5})]
+        rows = [
+            self._row("a", 0, "q1", 1.0, difficulty="1"),
+            self._row("a", 0, "q2", 0.0, difficulty="2").model_copy(update={"contains": 0.5}),
+        ]
         report = write_report(rows, tmp_path, "t", plot_metric="contains")
         md = (tmp_path / "report.md").read_text()
         assert "| 2 | 0.000 / 0.500 (n=1) |" in md and report["by_difficulty"]["1"]["a"]["contains"] == 1.0
@@ -303,11 +513,13 @@ class TestReport:
     def test_latency_is_over_the_questions_the_model_answered(self):
         from switchyard.evaluation.report import aggregate
 
-        rows = [self._row("a", 0, "q1", 1.0).model_copy(update={"latency_ms": 4000.0}),
-                self._row("a", 0, "q2", 1.0).model_copy(update={"latency_ms": 6000.0}),
-                # replies from the reply cache (one of two calls is enough): a file read's latency, left out
-                self._row("a", 0, "q3", 1.0).model_copy(update={"latency_ms": 3.0, "cached_calls": 1}),
-                self._row("a", 0, "q4", 1.0).model_copy(update={"latency_ms": 2.0, "cached_calls": 2})]
+        rows = [
+            self._row("a", 0, "q1", 1.0).model_copy(update={"latency_ms": 4000.0}),
+            self._row("a", 0, "q2", 1.0).model_copy(update={"latency_ms": 6000.0}),
+            # replies from the reply cache (one of two calls is enough): a file read's latency, left out
+            self._row("a", 0, "q3", 1.0).model_copy(update={"latency_ms": 3.0, "cached_calls": 1}),
+            self._row("a", 0, "q4", 1.0).model_copy(update={"latency_ms": 2.0, "cached_calls": 2}),
+        ]
         rep = aggregate(rows)["configs"]["a"]
         assert rep["latency_p50_ms"]["mean"] == 5000.0 and rep["latency_p95_ms"]["mean"] == pytest.approx(5900.0)
         assert rep["replayed_rows"]["mean"] == 2 and rep["llm_calls"]["mean"] == 2  # still counted as calls
@@ -315,8 +527,11 @@ class TestReport:
     def test_a_config_replayed_in_full_has_no_latency_and_no_latency_plot(self, tmp_path):
         from switchyard.evaluation.report import write_report
 
-        rows = [self._row(name, 0, q, 1.0).model_copy(update={"latency_ms": 2.0, "cached_calls": 2})
-                for name in ("a", "b") for q in ("q1", "q2")]
+        rows = [
+            self._row(name, 0, q, 1.0).model_copy(update={"latency_ms": 2.0, "cached_calls": 2})
+            for name in ("a", "b")
+            for q in ("q1", "q2")
+        ]
         report = write_report(rows, tmp_path, "t")
         assert report["configs"]["a"]["latency_p50_ms"] == {"mean": None, "sd": None}
         assert "| latency_p50_ms | – | – |" in (tmp_path / "report.md").read_text()
@@ -327,8 +542,10 @@ class TestReport:
     def test_a_replayed_config_is_left_off_the_latency_plot_not_drawn_at_zero(self, tmp_path):
         from switchyard.evaluation.report import write_report
 
-        rows = [self._row("replayed", 0, q, 1.0).model_copy(update={"latency_ms": 2.0, "cached_calls": 2})
-                for q in ("q1", "q2")] + [self._row("model", 0, q, 0.5) for q in ("q1", "q2")]
+        rows = [
+            self._row("replayed", 0, q, 1.0).model_copy(update={"latency_ms": 2.0, "cached_calls": 2})
+            for q in ("q1", "q2")
+        ] + [self._row("model", 0, q, 0.5) for q in ("q1", "q2")]
         report = write_report(rows, tmp_path, "t")
         assert report["plots"]["frontier"]["latency_p50_ms"] == ["model"]
         assert report["plots"]["frontier"]["llm_calls"] == ["replayed"]  # the other plots keep every config
@@ -337,9 +554,17 @@ class TestReport:
     def test_paired_differences_against_the_baseline(self):
         from switchyard.evaluation.report import aggregate, markdown
 
-        rows = [self._row("fixed", 0, "q1", 1.0), self._row("fixed", 0, "q2", 0.0), self._row("fixed", 0, "q3", 0.5),
-                self._row("agent", 0, "q1", 0.0), self._row("agent", 0, "q2", 1.0), self._row("agent", 0, "q3", 0.5),
-                self._row("better", 0, "q1", 1.0), self._row("better", 0, "q2", 0.5), self._row("better", 0, "q3", 1.0)]
+        rows = [
+            self._row("fixed", 0, "q1", 1.0),
+            self._row("fixed", 0, "q2", 0.0),
+            self._row("fixed", 0, "q3", 0.5),
+            self._row("agent", 0, "q1", 0.0),
+            self._row("agent", 0, "q2", 1.0),
+            self._row("agent", 0, "q3", 0.5),
+            self._row("better", 0, "q1", 1.0),
+            self._row("better", 0, "q2", 0.5),
+            self._row("better", 0, "q3", 1.0),
+        ]
         report = aggregate(rows)
         assert report["baseline"] == "fixed" and set(report["paired"]) == {"agent", "better"}
         agent = report["paired"]["agent"]["f1"]
@@ -358,19 +583,38 @@ class TestReport:
     def test_errors_and_timeouts_are_counted(self):
         from switchyard.evaluation.report import run_metrics
 
-        rows = [self._row("a", 0, "q1", 1.0),
-                self._row("a", 0, "q2", 0.0).model_copy(update={"error": "LLMError: LLM backend x failed after 3 tries "
-                                                                          "(timed out after 60.0s)"}),
-                self._row("a", 0, "q3", 0.0).model_copy(update={"error": "LLMError: refused the request (HTTP 400)"})]
+        rows = [
+            self._row("a", 0, "q1", 1.0),
+            self._row("a", 0, "q2", 0.0).model_copy(
+                update={"error": "LLMError: LLM backend x failed after 3 tries (timed out after 60.0s)"}
+            ),
+            self._row("a", 0, "q3", 0.0).model_copy(update={"error": "LLMError: refused the request (HTTP 400)"}),
+        ]
         m = run_metrics(rows)
         assert m["errors"] == 2 and m["timeouts"] == 1
 
     def test_scores_are_recomputed_from_the_stored_line(self):
-        row = EvalRow(config="a", run=0, id="q", prediction="I do not know [1].", abstained=False, answers=["no"],
-                      is_list=False, gold_doc_ids=["A", "B"], retrieved_doc_ids=["A", "C"],
-                      citations=[{"doc_id": "C"}], contains=1.0, error=None)  # as an older substring scorer stored it
-        assert row.scores() == {"exact_match": 0.0, "f1": 0.0, "contains": 0.0, "gold_recall": 0.5,
-                                "citation_precision": 0.0}
+        row = EvalRow(
+            config="a",
+            run=0,
+            id="q",
+            prediction="I do not know [1].",
+            abstained=False,
+            answers=["no"],
+            is_list=False,
+            gold_doc_ids=["A", "B"],
+            retrieved_doc_ids=["A", "C"],
+            citations=[{"doc_id": "C"}],
+            contains=1.0,
+            error=None,
+        )  # as an older substring scorer stored it
+        assert row.scores() == {
+            "exact_match": 0.0,
+            "f1": 0.0,
+            "contains": 0.0,
+            "gold_recall": 0.5,
+            "citation_precision": 0.0,
+        }
         assert row.rescored().contains == 0.0
         assert row.model_copy(update={"abstained": True}).scores()["f1"] == 0.0
         assert row.model_copy(update={"error": "LLMError: down"}).scores()["gold_recall"] is None
@@ -379,9 +623,11 @@ class TestReport:
         from switchyard.evaluation.report import run_metrics
 
         searched = {"retrieved_doc_ids": ["x", "y"]}
-        rows = [self._row("a", 0, "q1", 0.0, abstained=True, recall=0.0).model_copy(update=searched),  # correct
-                self._row("a", 0, "q2", 0.0, abstained=True, recall=0.5).model_copy(update=searched),  # gold there
-                self._row("a", 0, "q3", 0.0, abstained=True, recall=0.0),  # gave up without searching
-                self._row("a", 0, "q4", 0.0, abstained=True, recall=None)]  # no gold documents known
+        rows = [
+            self._row("a", 0, "q1", 0.0, abstained=True, recall=0.0).model_copy(update=searched),  # correct
+            self._row("a", 0, "q2", 0.0, abstained=True, recall=0.5).model_copy(update=searched),  # gold there
+            self._row("a", 0, "q3", 0.0, abstained=True, recall=0.0),  # gave up without searching
+            self._row("a", 0, "q4", 0.0, abstained=True, recall=None),
+        ]  # no gold documents known
         m = run_metrics(rows)
         assert m["abstention_rate"] == 1.0 and m["correct_abstention_rate"] == pytest.approx(1 / 3)

@@ -1,4 +1,5 @@
 """Run manifests: what they record, how two are compared, and resuming an evaluation under a different setup."""
+
 import copy
 import json
 import os
@@ -8,9 +9,9 @@ import sys
 import pytest
 
 from switchyard.configs.loader import load_config
+from switchyard.errors import ManifestMismatch
 from switchyard.evaluation import manifest as run_manifest
 from switchyard.evaluation.manifest import changes, file_sha256, resume
-from switchyard.errors import ManifestMismatch
 from switchyard.llm import prompts
 from switchyard.retrievers.embedder import Embedder
 from switchyard.retrievers.vector_recording import build_embedder
@@ -26,15 +27,16 @@ def own_hash_cache(tmp_path, monkeypatch):
 
 @pytest.fixture
 def base(tmp_path):
-    configs = {"fixed": load_config(ROOT / "configs" / "fixed.yaml", [f"store.uri={tmp_path}/index"]),
-               "no-llm": load_config(ROOT / "configs" / "no-llm.yaml", [f"store.uri={tmp_path}/index"])}
+    configs = {
+        "fixed": load_config(ROOT / "configs" / "fixed.yaml", [f"store.uri={tmp_path}/index"]),
+        "no-llm": load_config(ROOT / "configs" / "no-llm.yaml", [f"store.uri={tmp_path}/index"]),
+    }
     return run_manifest.build(configs, DATASET, runs=1, limit=None)
 
 
 class TestBuild:
     def test_records_what_produced_the_results(self, base):
-        assert set(base["packages"]) == {"langgraph", "lancedb", "llama-cpp-python", "sentence-transformers",
-                                         "openai"}
+        assert set(base["packages"]) == {"langgraph", "lancedb", "llama-cpp-python", "sentence-transformers", "openai"}
         assert base["packages"]["lancedb"]  # installed here
         roles = {m["role"] for m in base["models"]}
         assert roles == {"embedding", "llm"}  # no-llm loads no GGUF; fixed does
@@ -60,10 +62,14 @@ class TestBuild:
         assert "- embedding: openvino in bf16 (fixed)" in shown and "- embedding: torch in f32 (no-llm)" in shown
 
     def test_a_vector_recording_is_recorded_beside_the_configs_not_in_them(self, tmp_path):
-        overrides = [f"store.uri={tmp_path}/index", f"embedding.vector_cache={tmp_path}/vectors",
-                     "embedding.replay=true"]
-        built = run_manifest.build({"fixed": load_config(ROOT / "configs" / "fixed.yaml", overrides)}, DATASET,
-                                   runs=1, limit=None)
+        overrides = [
+            f"store.uri={tmp_path}/index",
+            f"embedding.vector_cache={tmp_path}/vectors",
+            "embedding.replay=true",
+        ]
+        built = run_manifest.build(
+            {"fixed": load_config(ROOT / "configs" / "fixed.yaml", overrides)}, DATASET, runs=1, limit=None
+        )
         assert built["vector_cache"] == {"dir": f"{tmp_path}/vectors", "mode": "replay"}
         assert not {"vector_cache", "replay"} & built["configs"]["fixed"]["embedding"].keys()
 
@@ -71,8 +77,9 @@ class TestBuild:
         recording = build_embedder("minilm", backend="torch", vector_cache=str(tmp_path))
         recording.run(["a text"])
         recording.recording.flush()
-        replaying = build_embedder("minilm", backend="openvino", precision="auto", vector_cache=str(tmp_path),
-                                   replay=True)
+        replaying = build_embedder(
+            "minilm", backend="openvino", precision="auto", vector_cache=str(tmp_path), replay=True
+        )
         assert replaying.runtime == {"backend": "torch", "precision": "f32"}
 
     def test_file_hashes_are_remembered_until_the_file_changes(self, tmp_path):
@@ -107,9 +114,14 @@ class TestBuild:
 
 class TestCompare:
     def test_timing_scope_and_dataset_path_are_not_changes(self, base):
-        later = {**copy.deepcopy(base), "created": "2030-01-01", "updated": "2030-01-02",
-                 "scope": {"runs": 5, "limit": 10}, "llm_cache": {"dir": "x", "mode": "replay"},
-                 "vector_cache": {"dir": "v", "mode": "replay"}}
+        later = {
+            **copy.deepcopy(base),
+            "created": "2030-01-01",
+            "updated": "2030-01-02",
+            "scope": {"runs": 5, "limit": 10},
+            "llm_cache": {"dir": "x", "mode": "replay"},
+            "vector_cache": {"dir": "v", "mode": "replay"},
+        }
         later["dataset"]["path"] = "elsewhere/questions.jsonl"
         later["host"] = {"cpu": "another CPU", "cores": 64}
         assert changes(base, later) == []
@@ -123,17 +135,26 @@ class TestCompare:
         assert "- asked on a Ray cluster: Ray 2.60.0, 2 node(s), CPU 3" in run_manifest.markdown(on_ray)
         assert "Ray" not in run_manifest.markdown(base)
 
-    @pytest.mark.parametrize("edit, named", [
-        (lambda m: m["configs"]["fixed"]["llm"].update(temperature=0.7), "configs.fixed.llm.temperature: 0.0 -> 0.7"),
-        (lambda m: m["prompts"].update(ANSWER_SYSTEM="0" * 64), "prompts.ANSWER_SYSTEM"),
-        (lambda m: m["models"][0].update(sha256="f" * 64), ".sha256"),
-        (lambda m: m["code"].update(commit="abc"), "code.commit"),
-        (lambda m: m["packages"].update(lancedb="0.1"), "packages.lancedb"),
-        (lambda m: m["dataset"].update(sha256="0" * 64), "dataset.sha256"),
-        (lambda m: m["collections"].append({"name": "c", "rows": 9, "version": 4}), "collections.c.version: 3 -> 4"),
-        # another machine's OpenVINO `auto` (bf16 where the CPU has it) can reorder near-tied passages
-        (lambda m: m["embedding"]["fixed"].update(precision="f32"), "embedding.fixed.precision: bf16 -> f32"),
-    ])
+    @pytest.mark.parametrize(
+        "edit, named",
+        [
+            (
+                lambda m: m["configs"]["fixed"]["llm"].update(temperature=0.7),
+                "configs.fixed.llm.temperature: 0.0 -> 0.7",
+            ),
+            (lambda m: m["prompts"].update(ANSWER_SYSTEM="0" * 64), "prompts.ANSWER_SYSTEM"),
+            (lambda m: m["models"][0].update(sha256="f" * 64), ".sha256"),
+            (lambda m: m["code"].update(commit="abc"), "code.commit"),
+            (lambda m: m["packages"].update(lancedb="0.1"), "packages.lancedb"),
+            (lambda m: m["dataset"].update(sha256="0" * 64), "dataset.sha256"),
+            (
+                lambda m: m["collections"].append({"name": "c", "rows": 9, "version": 4}),
+                "collections.c.version: 3 -> 4",
+            ),
+            # another machine's OpenVINO `auto` (bf16 where the CPU has it) can reorder near-tied passages
+            (lambda m: m["embedding"]["fixed"].update(precision="f32"), "embedding.fixed.precision: bf16 -> f32"),
+        ],
+    )
     def test_a_change_is_named(self, base, edit, named):
         old = copy.deepcopy(base)
         old["collections"] = [{"name": "c", "rows": 9, "version": 3}]
@@ -153,8 +174,9 @@ class TestCompare:
         runtime = {"backend": "openvino", "precision": "bf16"}
         assert changes(base, run_manifest.with_embedding(base, "fixed", runtime)) == []
         # and two configs embedding differently (torch and openvino on one collection) are not a change either
-        both = run_manifest.with_embedding(run_manifest.with_embedding(base, "fixed", runtime), "no-llm",
-                                           {"backend": "torch", "precision": "f32"})
+        both = run_manifest.with_embedding(
+            run_manifest.with_embedding(base, "fixed", runtime), "no-llm", {"backend": "torch", "precision": "f32"}
+        )
         assert changes(run_manifest.with_embedding(base, "fixed", runtime), both) == []
 
 
@@ -186,15 +208,27 @@ class TestResume:
 
 
 def cli(*args, env=None):
-    return subprocess.run([sys.executable, str(ROOT / "cli.py"), *map(str, args)], capture_output=True, text=True,
-                          timeout=900, env=env)
+    return subprocess.run(
+        [sys.executable, str(ROOT / "cli.py"), *map(str, args)], capture_output=True, text=True, timeout=900, env=env
+    )
 
 
 @pytest.mark.slow
 def test_eval_records_the_manifest_and_refuses_a_mixed_resume(tmp_path):
     out = tmp_path / "out"
-    args = ["eval", DATASET, "--corpus", SAMPLES, "--configs", ROOT / "configs" / "no-llm.yaml", "--out", out,
-            "--index-dir", tmp_path / "index", "--no-progress"]
+    args = [
+        "eval",
+        DATASET,
+        "--corpus",
+        SAMPLES,
+        "--configs",
+        ROOT / "configs" / "no-llm.yaml",
+        "--out",
+        out,
+        "--index-dir",
+        tmp_path / "index",
+        "--no-progress",
+    ]
     done = cli(*args)
     assert done.returncode == 0, done.stderr
     report = json.loads((out / "report.json").read_text())
@@ -226,8 +260,20 @@ def test_configs_embedding_differently_share_a_collection_in_one_evaluation(tmp_
     torch_config = tmp_path / "no-llm-torch.yaml"
     torch_config.write_text((ROOT / "configs" / "no-llm.yaml").read_text() + "embedding:\n  backend: torch\n")
     out = tmp_path / "out"
-    done = cli("eval", DATASET, "--corpus", SAMPLES, "--configs", ROOT / "configs" / "no-llm.yaml", torch_config,
-               "--out", out, "--index-dir", tmp_path / "index", "--no-progress")
+    done = cli(
+        "eval",
+        DATASET,
+        "--corpus",
+        SAMPLES,
+        "--configs",
+        ROOT / "configs" / "no-llm.yaml",
+        torch_config,
+        "--out",
+        out,
+        "--index-dir",
+        tmp_path / "index",
+        "--no-progress",
+    )
     assert done.returncode == 0, done.stderr
     manifest = json.loads((out / "manifest.json").read_text())
     assert len(manifest["collections"]) == 1  # the backend does not shape the index

@@ -1,7 +1,14 @@
 import pytest
 
-from switchyard.evaluation.metrics import (answer_scores, citation_precision, gold_recall, normalize_answer, set_prf,
-                                split_items, token_f1)
+from switchyard.evaluation.metrics import (
+    answer_scores,
+    citation_precision,
+    gold_recall,
+    normalize_answer,
+    set_prf,
+    split_items,
+    token_f1,
+)
 
 
 class TestNormalisation:
@@ -39,8 +46,11 @@ class TestSingleAnswers:
 class TestListAnswers:
     def test_items_split_and_scored_as_a_set(self):
         golds = ["Carly Gauthier", "Clinton Pollard", "Minerva Pollard"]
-        assert split_items("Carly Gauthier, Clinton Pollard and Bob [1]") == {"carly gauthier", "clinton pollard",
-                                                                              "bob"}
+        assert split_items("Carly Gauthier, Clinton Pollard and Bob [1]") == {
+            "carly gauthier",
+            "clinton pollard",
+            "bob",
+        }
         p, r, f = set_prf("Carly Gauthier, Clinton Pollard and Bob", golds)
         assert (p, r) == (pytest.approx(2 / 3), pytest.approx(2 / 3)) and f == pytest.approx(2 / 3)
         s = answer_scores("Carly Gauthier, Clinton Pollard and Bob", golds, is_list=True)

@@ -1,5 +1,6 @@
 """bench/pack_run.py: a recorded run packed in place (one reply file, one vector file per model), every entry read
 back identical, and a replay from the packed run answering as from the old files."""
+
 import json
 import subprocess
 import sys
@@ -15,14 +16,19 @@ IDENTITY = {"backend": "local", "model": "tiny.gguf"}
 
 
 def pack(*args):
-    return subprocess.run([sys.executable, str(ROOT / "bench" / "pack_run.py"), *map(str, args)],
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "pack_run.py"), *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def record_old_layout(cache, n):
     """`n` replies as older runs stored them: one JSON file per key."""
-    backend = CachingBackend(ScriptedBackend(lambda messages, schema: f"reply {messages[-1]['content']}"),
-                             ReplyStore(cache), IDENTITY)
+    backend = CachingBackend(
+        ScriptedBackend(lambda messages, schema: f"reply {messages[-1]['content']}"), ReplyStore(cache), IDENTITY
+    )
     for i in range(n):
         backend.chat([{"role": "user", "content": f"q{i}"}], max_tokens=8, temperature=0.0, seed=1)
     entries = [json.loads(line) for line in (cache / "replies.jsonl").read_text().splitlines()]
@@ -50,11 +56,18 @@ def test_a_run_is_packed_in_place_and_replays_the_same(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "12 replies" in done.stdout and "10 vectors" in done.stdout
     assert sorted(p.relative_to(run).as_posix() for p in run.rglob("*")) == [
-        "llm-cache", "llm-cache/replies.jsonl.xz", "vectors", "vectors/minilm.npz"]
+        "llm-cache",
+        "llm-cache/replies.jsonl.xz",
+        "vectors",
+        "vectors/minilm.npz",
+    ]
     replay = CachingBackend(None, ReplyStore(run / "llm-cache"), IDENTITY)
     for i, entry in enumerate(entries):
-        assert replay.chat([{"role": "user", "content": f"q{i}"}], max_tokens=8, temperature=0.0, seed=1).text \
-            == entry["reply"]["text"] == f"reply q{i}"
+        assert (
+            replay.chat([{"role": "user", "content": f"q{i}"}], max_tokens=8, temperature=0.0, seed=1).text
+            == entry["reply"]["text"]
+            == f"reply q{i}"
+        )
     found = VectorRecording(run / "vectors", "minilm", replay=True).lookup(texts)
     assert np.stack(found).tobytes() == values.tobytes()
 

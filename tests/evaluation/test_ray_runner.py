@@ -1,5 +1,6 @@
 """`cli.py eval --ray`: the (config, run, question) grid asked by actors of a real local Ray cluster gives the rows,
 report, manifest and reply cache of a local run (tests/ray_cluster.py starts the cluster)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -29,15 +30,27 @@ def without_cluster(report: dict) -> dict:
 
 
 def tree_digest(folder) -> dict[str, str]:
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
 
 
 @pytest.mark.slow
 class TestRayEval:
     def test_rows_report_and_manifest_of_a_local_run_and_a_resume(self, tmp_path, configs, ray_cluster):
-        common = ["--corpus", SAMPLES, "--configs", *configs, "--runs", "2", "--index-dir", tmp_path / "index",
-                  "--no-progress"]
+        common = [
+            "--corpus",
+            SAMPLES,
+            "--configs",
+            *configs,
+            "--runs",
+            "2",
+            "--index-dir",
+            tmp_path / "index",
+            "--no-progress",
+        ]
         done = cli("eval", DATASET, *common, "--out", tmp_path / "local")
         assert done.returncode == 0, done.stderr
         # a first run on the cluster stops after 2 questions; the second resumes it
@@ -54,8 +67,14 @@ class TestRayEval:
         cluster = remote["manifest"]["cluster"]
         assert cluster["ray"] == "2.60.0" and cluster["nodes"] == 2 and cluster["resources"]["CPU"] == 3
         assert "cluster" not in local["manifest"]
-        md = [[line for line in (tmp_path / d / "report.md").read_text().splitlines()
-               if not line.startswith("- code:") and "latency" not in line.lower()] for d in ("local", "ray")]
+        md = [
+            [
+                line
+                for line in (tmp_path / d / "report.md").read_text().splitlines()
+                if not line.startswith("- code:") and "latency" not in line.lower()
+            ]
+            for d in ("local", "ray")
+        ]
         extra = [line for line in md[1] if line not in md[0]]
         assert extra == ["- asked on a Ray cluster: Ray 2.60.0, 2 node(s), CPU 3"]
         assert [line for line in md[0] if line not in md[1]] == []
@@ -76,19 +95,49 @@ class TestRayEval:
         assert line.startswith("error: no recorded LLM reply in ") and "seed 5" in line
 
     def test_a_local_eval_never_imports_ray(self, tmp_path, configs):
-        code = ("import sys; from switchyard import cli; code = cli.main(sys.argv[1:]); assert code == 0; "
-                "assert 'ray' not in sys.modules, 'ray imported'; print('no ray')")
-        args = ["eval", str(DATASET), "--corpus", str(SAMPLES), "--configs", str(configs[0]), "--limit", "1",
-                "--out", str(tmp_path / "out"), "--no-progress"]
-        proc = subprocess.run([sys.executable, "-c", code, *args], cwd=ROOT, capture_output=True, text=True,
-                              timeout=600)
+        code = (
+            "import sys; from switchyard import cli; code = cli.main(sys.argv[1:]); assert code == 0; "
+            "assert 'ray' not in sys.modules, 'ray imported'; print('no ray')"
+        )
+        args = [
+            "eval",
+            str(DATASET),
+            "--corpus",
+            str(SAMPLES),
+            "--configs",
+            str(configs[0]),
+            "--limit",
+            "1",
+            "--out",
+            str(tmp_path / "out"),
+            "--no-progress",
+        ]
+        proc = subprocess.run(
+            [sys.executable, "-c", code, *args], cwd=ROOT, capture_output=True, text=True, timeout=600
+        )
         assert proc.returncode == 0 and "no ray" in proc.stdout, proc.stderr[-2000:]
 
 
 def test_without_ray_the_flag_is_one_clear_line(tmp_path, capsys, monkeypatch, configs):
     from switchyard import cli
+
     monkeypatch.setitem(sys.modules, "ray", None)  # what an environment without the extra gives
-    assert cli.main(["eval", str(DATASET), "--corpus", str(SAMPLES), "--configs", str(configs[0]),
-                     "--out", str(tmp_path / "out"), "--ray", "auto"]) == 2
+    assert (
+        cli.main(
+            [
+                "eval",
+                str(DATASET),
+                "--corpus",
+                str(SAMPLES),
+                "--configs",
+                str(configs[0]),
+                "--out",
+                str(tmp_path / "out"),
+                "--ray",
+                "auto",
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["error: --ray needs Ray: install the ray extra (pip install -e '.[ray]', done by setup.sh)"]

@@ -1,6 +1,7 @@
 """The committed recorded run (tests/fixtures/recorded_run/, see tests/fixtures/record_run.py): a real run of the
 local model, fixed pipeline vs agent over the sample corpus, replayed here with no model at all: no LLM, no embedding
 runtime, and an index built again from the recorded vectors."""
+
 import json
 import shutil
 import subprocess
@@ -15,14 +16,25 @@ pytestmark = pytest.mark.slow
 
 # cli.py with llama-cpp-python and every embedding runtime made unimportable: a replay that tried to load the GGUF
 # or to compute a vector would fail
-NO_MODEL = ("import runpy, sys; sys.modules.update(dict.fromkeys(['llama_cpp', 'sentence_transformers', 'openvino', "
-            "'onnxruntime'])); sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')")
+NO_MODEL = (
+    "import runpy, sys; sys.modules.update(dict.fromkeys(['llama_cpp', 'sentence_transformers', 'openvino', "
+    "'onnxruntime'])); sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')"
+)
 
 
 def replay(out, index, *extra):
-    return subprocess.run([sys.executable, "-c", NO_MODEL, str(ROOT / "cli.py"),
-                           *eval_args(out, "--replay", "--index-dir", str(index), *extra)],
-                          capture_output=True, text=True, timeout=900)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            NO_MODEL,
+            str(ROOT / "cli.py"),
+            *eval_args(out, "--replay", "--index-dir", str(index), *extra),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -43,8 +55,9 @@ def test_the_replayed_run_equals_the_recorded_one(tmp_path, index):
     assert all(r["cached_calls"] == r["llm_calls"] > 0 for r in rows)
     assert all(e.get("cached_calls", 0) == e["llm_calls"] for r in rows for e in r["trace"])
     report = json.loads((tmp_path / "out" / "report.json").read_text())
-    per_config = {name: (c["replayed_rows"]["mean"], c["latency_p50_ms"]["mean"])
-                  for name, c in report["configs"].items()}
+    per_config = {
+        name: (c["replayed_rows"]["mean"], c["latency_p50_ms"]["mean"]) for name, c in report["configs"].items()
+    }
     assert per_config == {name: (len(rows) // 2, None) for name in ("fixed", "agent")}
     manifest = report["manifest"]
     assert manifest["llm_cache"] == {"dir": str(RECORDED / "llm-cache"), "mode": "replay"}
@@ -57,8 +70,9 @@ def test_the_replayed_run_equals_the_recorded_one(tmp_path, index):
 
 def test_a_vector_never_recorded_is_a_clear_error(tmp_path):
     # other chunks than the recorded run's: their vectors were never recorded, so the index cannot be built
-    done = replay(tmp_path / "out", tmp_path / "index", "--set", "ingest.chunk_size=100",
-                  "--set", "ingest.chunk_overlap=10")
+    done = replay(
+        tmp_path / "out", tmp_path / "index", "--set", "ingest.chunk_size=100", "--set", "ingest.chunk_overlap=10"
+    )
     assert done.returncode == 1 and "Traceback" not in done.stderr
     [line] = done.stderr.strip().splitlines()
     assert line.startswith("error: ") and "have no recorded minilm vector in " in line
@@ -87,7 +101,13 @@ def test_recording_vectors_of_another_runtime_into_the_folder_is_refused(tmp_pat
 
 
 def test_replay_needs_a_cache_folder(tmp_path):
-    done = subprocess.run([sys.executable, str(ROOT / "cli.py"), "eval", "x.jsonl", "--configs", "c.yaml",
-                           "--replay"], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 2 and "--replay needs --llm-cache DIR (the recorded replies) or --vector-cache DIR" \
-        in done.stderr
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "cli.py"), "eval", "x.jsonl", "--configs", "c.yaml", "--replay"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert (
+        done.returncode == 2
+        and "--replay needs --llm-cache DIR (the recorded replies) or --vector-cache DIR" in done.stderr
+    )

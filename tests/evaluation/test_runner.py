@@ -1,4 +1,5 @@
 """The runner's counts of what reply caches and vector recordings replayed and recorded."""
+
 from switchyard.evaluation.runner import summed_counts
 
 

@@ -1,5 +1,6 @@
 """evaluation/stats.py on hand-computed / textbook cases, and the paired comparison of evaluation/report.py on
 synthetic rows (no models)."""
+
 import json
 import math
 
@@ -15,8 +16,10 @@ Z = 1.959964 + 0.841621  # z_{0.975} + z_{0.8}
 
 def _strict_json(text: str):
     """json.loads that refuses NaN / Infinity (which json.dumps writes by default and other parsers reject)."""
+
     def bad(name):
         raise ValueError(f"non-finite number in JSON: {name}")
+
     return json.loads(text, parse_constant=bad)
 
 
@@ -29,8 +32,9 @@ class TestBootstrapCi:
     def test_matches_scipy_bca_on_the_same_values_and_seed(self):
         values = [0.1, -0.3, 0.5, 0.0, 0.2, 0.7, -0.1, 0.4]
         ci = stats.bootstrap_ci(values, seed=3)
-        ref = st.bootstrap((np.array(values),), np.mean, method="BCa", n_resamples=9999,
-                           rng=np.random.default_rng(3)).confidence_interval
+        ref = st.bootstrap(
+            (np.array(values),), np.mean, method="BCa", n_resamples=9999, rng=np.random.default_rng(3)
+        ).confidence_interval
         assert ci["method"] == "BCa" and ci["mean"] == pytest.approx(np.mean(values))
         assert (ci["low"], ci["high"]) == pytest.approx((ref.low, ref.high))
 
@@ -55,6 +59,7 @@ class TestBootstrapCi:
             if kw["method"] == "BCa":
                 res.confidence_interval = type(res.confidence_interval)(float("nan"), float("nan"))
             return res
+
         monkeypatch.setattr(stats._st, "bootstrap", fake)
         ci = stats.bootstrap_ci([0.0, 1.0, 0.5, 0.25])
         assert calls == ["BCa", "percentile"] and ci["method"] == "percentile" and ci["low"] < ci["high"]
@@ -69,14 +74,14 @@ class TestSignFlipPvalue:
 
     def test_no_difference_is_p_one(self):
         assert stats.sign_flip_pvalue([0.0, 0.0, 0.0]) == 1.0 and stats.sign_flip_pvalue([]) == 1.0
-        assert stats.sign_flip_pvalue([0.5]) == 1.0   # one question: both signs are as extreme as the observed
+        assert stats.sign_flip_pvalue([0.5]) == 1.0  # one question: both signs are as extreme as the observed
 
 
 class TestMajorityOutcome:
     def test_majority_and_even_split(self):
         assert stats.majority_outcome([True, False, True]) is True
         assert stats.majority_outcome([False, False, True]) is False
-        assert stats.majority_outcome([True, False]) is True    # even split: the first run decides
+        assert stats.majority_outcome([True, False]) is True  # even split: the first run decides
         assert stats.majority_outcome([False, True]) is False
         with pytest.raises(ValueError):
             stats.majority_outcome([])
@@ -90,10 +95,10 @@ class TestMcnemarCounts:
 
 class TestMcnemarExact:
     def test_small_tables(self):
-        assert stats.mcnemar_exact(0, 5) == pytest.approx(2 * 0.5 ** 5)           # 0.0625
+        assert stats.mcnemar_exact(0, 5) == pytest.approx(2 * 0.5**5)  # 0.0625
         assert stats.mcnemar_exact(5, 0) == pytest.approx(0.0625)
-        assert stats.mcnemar_exact(1, 9) == pytest.approx(2 * (1 + 10) / 1024)    # 0.021484375
-        assert stats.mcnemar_exact(0, 6) == pytest.approx(2 / 64)                 # 0.03125, the first below 0.05
+        assert stats.mcnemar_exact(1, 9) == pytest.approx(2 * (1 + 10) / 1024)  # 0.021484375
+        assert stats.mcnemar_exact(0, 6) == pytest.approx(2 / 64)  # 0.03125, the first below 0.05
 
     def test_balanced_and_empty_tables(self):
         assert stats.mcnemar_exact(4, 4) == 1.0 and stats.mcnemar_exact(0, 0) == 1.0
@@ -108,8 +113,8 @@ class TestHolm:
         assert stats.holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
 
     def test_capped_at_one_monotone_and_single(self):
-        assert stats.holm([0.5, 0.6]) == [1.0, 1.0]                       # 0.5 × 2 = 1.0; 0.6 × 1 → max(1.0, 0.6)
-        assert stats.holm([0.4, 0.45]) == pytest.approx([0.8, 0.8])       # 0.45 × 1 = 0.45 < 0.8 → 0.8
+        assert stats.holm([0.5, 0.6]) == [1.0, 1.0]  # 0.5 × 2 = 1.0; 0.6 × 1 → max(1.0, 0.6)
+        assert stats.holm([0.4, 0.45]) == pytest.approx([0.8, 0.8])  # 0.45 × 1 = 0.45 < 0.8 → 0.8
         assert stats.holm([0.04]) == [0.04] and stats.holm([]) == []
 
     def test_none_is_not_a_test(self):
@@ -119,9 +124,9 @@ class TestHolm:
 class TestMdeMean:
     def test_known_case_and_scaling(self):
         assert stats.z_sum() == pytest.approx(Z, abs=1e-6)
-        assert stats.mde_mean(1.0, 100) == pytest.approx(Z / 10, abs=1e-6)   # 0.2801585
-        assert stats.mde_mean(1.0, 400) == pytest.approx(stats.mde_mean(1.0, 100) / 2)   # 1/sqrt(n)
-        assert stats.mde_mean(0.5, 100) == pytest.approx(stats.mde_mean(1.0, 100) / 2)   # ∝ SD
+        assert stats.mde_mean(1.0, 100) == pytest.approx(Z / 10, abs=1e-6)  # 0.2801585
+        assert stats.mde_mean(1.0, 400) == pytest.approx(stats.mde_mean(1.0, 100) / 2)  # 1/sqrt(n)
+        assert stats.mde_mean(0.5, 100) == pytest.approx(stats.mde_mean(1.0, 100) / 2)  # ∝ SD
         assert stats.mde_mean(1.0, 0) is None
 
 
@@ -155,7 +160,7 @@ class TestMdeMcnemar:
 
 class TestQuestionsNeededMcnemar:
     def test_impossible_differences(self):
-        assert stats.questions_needed_mcnemar(0.03, 0.05) is None   # a 0.05 shift needs >= 5% discordant questions
+        assert stats.questions_needed_mcnemar(0.03, 0.05) is None  # a 0.05 shift needs >= 5% discordant questions
         assert stats.questions_needed_mcnemar(0.2, 0.0) is None
 
 
@@ -168,11 +173,26 @@ class TestNullPlanning:
 
 
 def _row(config, run, qid, f1, contains=None, exact=None, abstained=False):
-    return EvalRow(config=config, run=run, id=qid, exact_match=float(f1 == 1) if exact is None else exact,
-                   f1=f1, contains=f1 if contains is None else contains, gold_recall=None,
-                   citation_precision=None, abstained=abstained, latency_ms=100.0, llm_calls=1,
-                   prompt_tokens=1, completion_tokens=1, parse_fallbacks=0, guards={}, error=None,
-                   difficulty="1", type="t")
+    return EvalRow(
+        config=config,
+        run=run,
+        id=qid,
+        exact_match=float(f1 == 1) if exact is None else exact,
+        f1=f1,
+        contains=f1 if contains is None else contains,
+        gold_recall=None,
+        citation_precision=None,
+        abstained=abstained,
+        latency_ms=100.0,
+        llm_calls=1,
+        prompt_tokens=1,
+        completion_tokens=1,
+        parse_fallbacks=0,
+        guards={},
+        error=None,
+        difficulty="1",
+        type="t",
+    )
 
 
 class TestPairedReport:
@@ -183,24 +203,32 @@ class TestPairedReport:
         rows = [_row("base", r, q, 0.0) for r in range(5) for q in ("q1", "q2")]
         rows += [_row("new", r, "q1", 0.2) for r in range(5)] + [_row("new", r, "q2", 0.8) for r in range(5)]
         res = paired(rows, "base")["new"]["f1"]
-        two = st.bootstrap((np.array([0.2, 0.8]),), np.mean, method="BCa",
-                           rng=np.random.default_rng(stats.SEED)).confidence_interval
-        ten = st.bootstrap((np.array([0.2] * 5 + [0.8] * 5),), np.mean, method="BCa",
-                           rng=np.random.default_rng(stats.SEED)).confidence_interval
+        two = st.bootstrap(
+            (np.array([0.2, 0.8]),), np.mean, method="BCa", rng=np.random.default_rng(stats.SEED)
+        ).confidence_interval
+        ten = st.bootstrap(
+            (np.array([0.2] * 5 + [0.8] * 5),), np.mean, method="BCa", rng=np.random.default_rng(stats.SEED)
+        ).confidence_interval
         assert res["mean_diff"] == pytest.approx(0.5) and res["ci95"] == pytest.approx([two.low, two.high])
-        assert res["ci95"][1] - res["ci95"][0] > ten.high - ten.low + 0.2   # that of 2 values, not of 10
+        assert res["ci95"][1] - res["ci95"][0] > ten.high - ten.low + 0.2  # that of 2 values, not of 10
         assert (res["n"], res["n_pairs"], res["runs_per_question"]) == (2, 10, 5.0)
-        assert (res["wins"], res["losses"], res["ties"]) == (2, 0, 0)       # questions, not (run, question) pairs
+        assert (res["wins"], res["losses"], res["ties"]) == (2, 0, 0)  # questions, not (run, question) pairs
         assert res["sd_diff"] == pytest.approx(np.std([0.2, 0.8], ddof=1))
         assert res["minimum_detectable_difference"] == pytest.approx(stats.mde_mean(res["sd_diff"], 2))
-        assert paired(rows, "base") == paired(rows, "base")                 # seeded
+        assert paired(rows, "base") == paired(rows, "base")  # seeded
 
     def test_runs_are_averaged_per_question_over_shared_runs(self):
         from switchyard.evaluation.report import paired
 
-        rows = [_row("base", 0, "q1", 0.0), _row("base", 1, "q1", 0.0), _row("base", 0, "q2", 1.0),
-                _row("new", 0, "q1", 1.0), _row("new", 1, "q1", 0.0), _row("new", 0, "q2", 1.0),
-                _row("new", 1, "q2", 0.0)]   # base has no run 1 of q2: that pair is not used
+        rows = [
+            _row("base", 0, "q1", 0.0),
+            _row("base", 1, "q1", 0.0),
+            _row("base", 0, "q2", 1.0),
+            _row("new", 0, "q1", 1.0),
+            _row("new", 1, "q1", 0.0),
+            _row("new", 0, "q2", 1.0),
+            _row("new", 1, "q2", 0.0),
+        ]  # base has no run 1 of q2: that pair is not used
         res = paired(rows, "base")["new"]["f1"]
         assert res["mean_diff"] == pytest.approx((0.5 + 0.0) / 2) and (res["n"], res["n_pairs"]) == (2, 3)
         assert (res["wins"], res["losses"], res["ties"]) == (1, 0, 1)
@@ -225,7 +253,7 @@ class TestPairedReport:
         from switchyard.evaluation.report import CONTAINS_THRESHOLD, mcnemar
 
         rows = []
-        for i in range(10):   # baseline: never an exact match, contains 0.4 (below the threshold)
+        for i in range(10):  # baseline: never an exact match, contains 0.4 (below the threshold)
             rows += [_row("base", r, f"q{i}", 0.0, contains=0.4) for r in range(3)]
             # "a": an exact match in 2 of 3 runs on every question → the majority outcome is a match; b = 10
             rows += [_row("a", r, f"q{i}", 1.0 if r < 2 else 0.0, contains=CONTAINS_THRESHOLD) for r in range(3)]
@@ -233,9 +261,9 @@ class TestPairedReport:
             rows += [_row("b", r, f"q{i}", 1.0 if r == 0 else 0.0, contains=0.0) for r in range(3)]
         res = mcnemar(rows, "base")
         a, b = res["a"]["exact_match"], res["b"]["exact_match"]
-        assert (a["b"], a["c"], a["n"]) == (10, 0, 10) and a["p"] == pytest.approx(2 * 0.5 ** 10)
+        assert (a["b"], a["c"], a["n"]) == (10, 0, 10) and a["p"] == pytest.approx(2 * 0.5**10)
         assert (b["b"], b["c"], b["p"]) == (0, 0, 1.0)
-        assert a["p_holm"] == pytest.approx(2 * a["p"]) and b["p_holm"] == 1.0   # Holm over the two configs
+        assert a["p_holm"] == pytest.approx(2 * a["p"]) and b["p_holm"] == 1.0  # Holm over the two configs
         contains = res["a"][f"contains>={CONTAINS_THRESHOLD}"]
         assert (contains["b"], contains["rate"], contains["baseline_rate"]) == (10, 1.0, 0.0)
         assert a["minimum_detectable_difference"] == pytest.approx(stats.mde_mcnemar(1.0, 10))
@@ -257,9 +285,24 @@ class TestPairedReport:
         for name in ("agent", "closed"):
             for m in ("f1", "contains"):
                 res = report["paired"][name][m]
-                assert {"diff", "mean_diff", "ci95", "ci_method", "p", "p_holm", "wins", "losses", "ties", "n",
-                        "n_pairs", "runs_per_question", "sd_diff", "sd_source", "minimum_detectable_difference",
-                        "questions_needed"} <= set(res)
+                assert {
+                    "diff",
+                    "mean_diff",
+                    "ci95",
+                    "ci_method",
+                    "p",
+                    "p_holm",
+                    "wins",
+                    "losses",
+                    "ties",
+                    "n",
+                    "n_pairs",
+                    "runs_per_question",
+                    "sd_diff",
+                    "sd_source",
+                    "minimum_detectable_difference",
+                    "questions_needed",
+                } <= set(res)
                 assert res["n"] == 30 and res["n_pairs"] == 60 and res["wins"] + res["losses"] + res["ties"] == 30
                 assert res["ci95"][0] <= res["mean_diff"] <= res["ci95"][1] and res["p_holm"] >= res["p"]
             for test in report["mcnemar"][name].values():
@@ -274,8 +317,14 @@ class TestPairedReport:
 
 class TestParetoFront:
     def test_dominated_configs_are_left_out_and_the_front_runs_by_cost(self):
-        points = {"agent": (6.0, 0.6), "fixed": (2.0, 0.5), "no-llm": (0.0, 0.2), "slow": (7.0, 0.4),
-                  "same-cost-worse": (2.0, 0.45), "twin": (2.0, 0.5)}
+        points = {
+            "agent": (6.0, 0.6),
+            "fixed": (2.0, 0.5),
+            "no-llm": (0.0, 0.2),
+            "slow": (7.0, 0.4),
+            "same-cost-worse": (2.0, 0.45),
+            "twin": (2.0, 0.5),
+        }
         assert stats.pareto_front(points) == ["no-llm", "fixed", "twin", "agent"]
         assert stats.pareto_front({"a": (1.0, 0.5)}) == ["a"] and stats.pareto_front({}) == []
 
@@ -291,7 +340,9 @@ class TestRunsDoNotShrinkIntervals:
         for i in range(25):
             base, new = rng.integers(0, 5, size=2) / 4
             one += [_row("base", 0, f"q{i}", float(base)), _row("new", 0, f"q{i}", float(new))]
-        three = [r.model_copy(update={"run": run}) for run in range(3) for r in one]   # the same answers, three times over
+        three = [
+            r.model_copy(update={"run": run}) for run in range(3) for r in one
+        ]  # the same answers, three times over
         a, b = aggregate(one), aggregate(three)
         for m in ("f1", "contains"):
             pa, pb = a["paired"]["new"][m], b["paired"]["new"][m]
@@ -309,9 +360,17 @@ class TestPlots:
         for name, f1, calls in (("fixed", 0.5, 2), ("no-llm", 0.2, 0), ("agent", 0.7, 6), ("slow", 0.4, 7)):
             for run in range(2):
                 for i in range(8):
-                    rows.append(_row(name, run, f"q{i}", f1 + (0.1 if i % 2 else -0.1)).model_copy(update={
-                        "llm_calls": calls + run, "prompt_tokens": 100 * calls, "completion_tokens": 10,
-                        "latency_ms": 1000.0 * (calls + 1), "difficulty": str(1 + i % 2)}))
+                    rows.append(
+                        _row(name, run, f"q{i}", f1 + (0.1 if i % 2 else -0.1)).model_copy(
+                            update={
+                                "llm_calls": calls + run,
+                                "prompt_tokens": 100 * calls,
+                                "completion_tokens": 10,
+                                "latency_ms": 1000.0 * (calls + 1),
+                                "difficulty": str(1 + i % 2),
+                            }
+                        )
+                    )
         return rows
 
     def test_pngs_are_written_listed_and_linked_with_the_frontier(self, tmp_path):
@@ -322,15 +381,24 @@ class TestPlots:
         write_report(self._rows(), tmp_path, "plots", plot_metric="f1")
         report = _strict_json((tmp_path / "report.json").read_text())
         files = [f["file"] for f in report["plots"]["files"]]
-        assert files == ["accuracy_by_difficulty.png", "accuracy_vs_llm_calls.png", "accuracy_vs_tokens.png",
-                         "accuracy_vs_latency.png"] and report["plots"]["metric"] == "f1"
+        assert (
+            files
+            == [
+                "accuracy_by_difficulty.png",
+                "accuracy_vs_llm_calls.png",
+                "accuracy_vs_tokens.png",
+                "accuracy_vs_latency.png",
+            ]
+            and report["plots"]["metric"] == "f1"
+        )
         md = (tmp_path / "report.md").read_text()
         for f in report["plots"]["files"]:
             image = imread(tmp_path / f["file"])
-            assert image.shape[0] > 200 and image.shape[1] > 300 and image.std() > 0   # a drawn picture
+            assert image.shape[0] > 200 and image.shape[1] > 300 and image.std() > 0  # a drawn picture
             assert f"![{f['caption']}]({f['file']})" in md
-        assert report["plots"]["frontier"] == {cost: ["no-llm", "fixed", "agent"]
-                                               for cost in ("llm_calls", "tokens", "latency_p50_ms")}
+        assert report["plots"]["frontier"] == {
+            cost: ["no-llm", "fixed", "agent"] for cost in ("llm_calls", "tokens", "latency_p50_ms")
+        }
         assert "frontier by LLM calls / question: no-llm → fixed → agent" in md
 
     def test_costs_and_accuracy_intervals_in_the_report(self, tmp_path):

@@ -1,4 +1,5 @@
 """The fixed graph end to end over the sample index; a scripted LLM forces each control-flow path."""
+
 import json
 
 import pytest
@@ -12,21 +13,25 @@ def _nodes(result):
 
 
 class TestRouteAfterGrade:
-    @pytest.mark.parametrize("state, route", [
-        ({"verdict": "correct", "graded": [{}], "attempts": 1}, "relevant"),
-        ({"verdict": "ambiguous", "graded": [{}], "attempts": 1}, "relevant"),
-        ({"verdict": "incorrect", "graded": [], "attempts": 1}, "retry"),
-        ({"verdict": "incorrect", "graded": [], "attempts": 2}, "exhausted"),
-        ({"verdict": "correct", "graded": [], "attempts": 2}, "exhausted"),
-    ])
+    @pytest.mark.parametrize(
+        "state, route",
+        [
+            ({"verdict": "correct", "graded": [{}], "attempts": 1}, "relevant"),
+            ({"verdict": "ambiguous", "graded": [{}], "attempts": 1}, "relevant"),
+            ({"verdict": "incorrect", "graded": [], "attempts": 1}, "retry"),
+            ({"verdict": "incorrect", "graded": [], "attempts": 2}, "exhausted"),
+            ({"verdict": "correct", "graded": [], "attempts": 2}, "exhausted"),
+        ],
+    )
     def test_routes(self, state, route):
         assert route_after_grade(state, max_retries=1) == route
 
 
 class TestFixedGraph:
     def test_answer_with_verified_citation_and_trace(self, make_pipeline):
-        llm, _ = scripted_llm(rewrite='{"query": "knuckle coupler patent"}',
-                              answer="Eli Janney patented the knuckle coupler in 1873 [3].")
+        llm, _ = scripted_llm(
+            rewrite='{"query": "knuckle coupler patent"}', answer="Eli Janney patented the knuckle coupler in 1873 [3]."
+        )
         result = make_pipeline("grade.method=llm", llm=llm).ask("Who patented the knuckle coupler?")
         assert _nodes(result) == ["rewrite", "retrieve", "rerank", "grade", "answer"]
         assert not result.abstained
@@ -39,8 +44,9 @@ class TestFixedGraph:
         assert result.config.resolved["grade"]["method"] == "llm" and len(result.config.hash) == 12
 
     def test_corrective_loop_then_explicit_abstention(self, make_pipeline):
-        llm, _ = scripted_llm(rewrite=['{"query": "first try"}', '{"query": "second try"}'],
-                              grade='{"relevant": false}')
+        llm, _ = scripted_llm(
+            rewrite=['{"query": "first try"}', '{"query": "second try"}'], grade='{"relevant": false}'
+        )
         result = make_pipeline("grade.method=llm", "grade.max_retries=1", llm=llm).ask("What colour is the sky?")
         assert _nodes(result) == ["rewrite", "retrieve", "rerank", "grade"] * 2 + ["abstain"]
         assert result.abstained and result.answer == "Not found in the indexed documents."
@@ -55,8 +61,11 @@ class TestFixedGraph:
         assert _nodes(result) == ["rewrite", "retrieve", "rerank", "grade", "abstain"]
 
     def test_malformed_llm_output_never_crashes(self, make_pipeline):
-        llm, _ = scripted_llm(rewrite="I think you should search for trains!", grade="maybe?",
-                              answer="The Janney coupler was patented by Eli Janney in 1873 [1].")
+        llm, _ = scripted_llm(
+            rewrite="I think you should search for trains!",
+            grade="maybe?",
+            answer="The Janney coupler was patented by Eli Janney in 1873 [1].",
+        )
         result = make_pipeline("grade.method=llm", llm=llm).ask("Who patented the knuckle coupler?")
         assert result.failures.parse_fallbacks >= 2  # rewrite and grades fell back deterministically
         assert result.queries == ["Who patented the knuckle coupler?"]
@@ -65,8 +74,10 @@ class TestFixedGraph:
     @pytest.mark.parametrize("num_queries", [1, 3])
     def test_question_longer_than_a_query_survives_a_fallback(self, make_pipeline, num_queries):
         # HotpotQA has questions over 160 characters, the limit on a model-written query
-        question = ("In the railway yard described in the handbook, which safety rule, written after several "
-                    "accidents involving workers between cars, says what must never be moved onto a protected track?")
+        question = (
+            "In the railway yard described in the handbook, which safety rule, written after several "
+            "accidents involving workers between cars, says what must never be moved onto a protected track?"
+        )
         assert len(question) > 160
         llm, _ = scripted_llm(rewrite="no json here", answer="NOT FOUND")
         result = make_pipeline(f"rewrite.num_queries={num_queries}", llm=llm).ask(question)
@@ -78,8 +89,13 @@ class TestFixedGraph:
         assert result.abstained and "model found no answer" in result.citation_check["abstain_reason"]
 
     def test_ambiguous_keeps_only_relevant_passages(self, make_pipeline):
-        grades = ['{"relevant": true}', '{"relevant": false}', '{"relevant": false}', '{"relevant": false}',
-                  '{"relevant": false}']
+        grades = [
+            '{"relevant": true}',
+            '{"relevant": false}',
+            '{"relevant": false}',
+            '{"relevant": false}',
+            '{"relevant": false}',
+        ]
         llm, _ = scripted_llm(grade=grades, answer="Standard gauge is 1,435 mm [1].")
         result = make_pipeline("grade.method=llm", llm=llm).ask("What is standard gauge?")
         grade_out = result.trace[3].output
@@ -103,7 +119,8 @@ class TestFixedGraph:
         from switchyard.configs.loader import CONFIG_DIR
 
         result = make_pipeline(config_file=CONFIG_DIR / "no-llm.yaml").ask(
-            "What is the recipe for a chocolate soufflé?")
+            "What is the recipe for a chocolate soufflé?"
+        )
         assert result.abstained and result.trace[-1].node == "abstain"
 
     def test_empty_question_and_recursion_limit(self, make_pipeline):
@@ -132,8 +149,10 @@ class TestAnswerFallbacks:
         assert result.citation_check["fallback"] == "extractive (the model's answer was repetitive)"
 
     def test_partly_invented_answer_keeps_only_supported_sentences(self, make_pipeline):
-        llm, _ = scripted_llm(answer="The Janney coupler was patented by Eli Janney in 1873 [1]. "
-                                     "Janney later became president of France [1].")
+        llm, _ = scripted_llm(
+            answer="The Janney coupler was patented by Eli Janney in 1873 [1]. "
+            "Janney later became president of France [1]."
+        )
         result = make_pipeline(llm=llm).ask("Who patented the knuckle coupler?")
         assert "France" not in result.answer and "Eli Janney" in result.answer
         assert result.citation_check["removed"] == 1

@@ -2,14 +2,19 @@
 
 A run's answer and its own usage must be what it is when asked alone: shared models are guarded, and each run's
 accounting travels with the run instead of being a difference of process-wide counters."""
+
 import threading
 
 import pytest
 
 from switchyard.configs.loader import CONFIG_DIR
 
-QUESTIONS = ["Who patented the knuckle coupler?", "What is standard gauge?",
-             "What does a hump yard do?", "What does a three-aspect signal add?"]
+QUESTIONS = [
+    "Who patented the knuckle coupler?",
+    "What is standard gauge?",
+    "What does a hump yard do?",
+    "What does a three-aspect signal add?",
+]
 
 
 def ask_together(pipe, questions, **kwargs):
@@ -37,13 +42,16 @@ def ask_together(pipe, questions, **kwargs):
 
 def essence(result) -> dict:
     """What must not depend on what else was in flight (timings may)."""
-    return {"answer": result.answer, "abstained": result.abstained,
-            "citations": [(c.n, c.doc_id) for c in result.citations], "queries": result.queries,
-            "usage": {k: getattr(result.usage, k) for k in ("llm_calls", "prompt_tokens", "completion_tokens")},
-            "per_node": [(e.node, e.llm_calls, e.prompt_tokens, e.completion_tokens)
-                         for e in result.trace],
-            "steps": [(s["action"], s["args"], s["guard"], s["llm_calls"]) for s in result.steps],
-            "failures": result.failures}
+    return {
+        "answer": result.answer,
+        "abstained": result.abstained,
+        "citations": [(c.n, c.doc_id) for c in result.citations],
+        "queries": result.queries,
+        "usage": {k: getattr(result.usage, k) for k in ("llm_calls", "prompt_tokens", "completion_tokens")},
+        "per_node": [(e.node, e.llm_calls, e.prompt_tokens, e.completion_tokens) for e in result.trace],
+        "steps": [(s["action"], s["args"], s["guard"], s["llm_calls"]) for s in result.steps],
+        "failures": result.failures,
+    }
 
 
 @pytest.mark.slow
@@ -56,8 +64,7 @@ class TestConcurrentRuns:
         assert all(s["usage"]["llm_calls"] >= 1 for s in sequential)
 
     def test_agent_pipeline_with_the_local_model(self, make_pipeline, local_llm):
-        pipe = make_pipeline("graph.router.max_steps=3", llm=local_llm,
-                             config_file=CONFIG_DIR / "agent-zeroshot.yaml")
+        pipe = make_pipeline("graph.router.max_steps=3", llm=local_llm, config_file=CONFIG_DIR / "agent-zeroshot.yaml")
         questions = QUESTIONS[:4]
         sequential = [essence(pipe.ask(q)) for q in questions]
         together = [essence(r) for r in ask_together(pipe, questions)]

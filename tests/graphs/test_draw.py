@@ -1,4 +1,5 @@
 """The drawn topology of every shipped config is locked by a snapshot (SWITCHYARD_UPDATE_SNAPSHOTS=1 rewrites)."""
+
 import os
 from pathlib import Path
 
@@ -40,7 +41,7 @@ class TestDraw:
     def test_svg_and_png(self, graph, tmp_path):
         svg = draw.render(graph, "svg")
         assert svg.startswith("<svg") and svg.count("<rect") == 1 + 9 and "retry" in svg
-        assert svg.count('stroke-dasharray') == 5  # grade's three routes, START's two (graph.no_documents)
+        assert svg.count("stroke-dasharray") == 5  # grade's three routes, START's two (graph.no_documents)
         draw.write(graph, "png", tmp_path / "g.png")
         from PIL import Image
 

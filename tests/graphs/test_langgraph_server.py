@@ -1,4 +1,4 @@
-"""LangGraph's own server as a real client: `langgraph dev` over the repository's langgraph.json (graphs/app.py
+"""LangGraph's own server as a real client: `langgraph dev` over the repository's langgraph.json (graphs/pipeline.py
 `make_graph`), driven with the official `langgraph-sdk` client. Each pipeline is an assistant made from the run's
 `configurable` (pipeline, index_dir, overrides); runs wait, stream one update per node, and an approve pipeline
 pauses with an interrupt and resumes with `Command(resume=...)` on the server's own checkpointer.
@@ -7,6 +7,7 @@ Offline: the server runs in a temp folder (its `.langgraph_api/` state goes ther
 LangGraph CLI analytics, its version check and LangSmith tracing off; agents talk to a scripted OpenAI-compatible
 server on 127.0.0.1 (tests/nodes/scripted.py), one more to the packaged SmolLM2 through llama.cpp.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -28,8 +29,12 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 QUESTION = "Who patented the knuckle coupler?"
 FIXED_NODES = ["rewrite", "retrieve", "rerank", "grade", "answer"]
 OFFLINE = {
-    "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1",
-    "LANGSMITH_TRACING": "false", "LANGCHAIN_TRACING_V2": "false", "LANGSMITH_TRACING_V2": "false",
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "HF_HUB_DISABLE_TELEMETRY": "1",
+    "LANGSMITH_TRACING": "false",
+    "LANGCHAIN_TRACING_V2": "false",
+    "LANGSMITH_TRACING_V2": "false",
     "LANGGRAPH_CLI_NO_ANALYTICS": "1",  # langgraph_cli/analytics.py: no usage report per command
     "LANGGRAPH_NO_VERSION_CHECK": "true",  # langgraph_api/cli.py: no PyPI query for a newer langgraph-api
 }
@@ -61,9 +66,24 @@ def langgraph_server(tmp_path_factory):
     port = free_port()
     log = open(home / "server.log", "w")
     proc = subprocess.Popen(
-        [command, "dev", "--no-browser", "--no-reload", "--host", "127.0.0.1", "--port", str(port),
-         "--config", str(ROOT / "langgraph.json")],
-        cwd=home, env={**os.environ, **OFFLINE}, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        [
+            command,
+            "dev",
+            "--no-browser",
+            "--no-reload",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--config",
+            str(ROOT / "langgraph.json"),
+        ],
+        cwd=home,
+        env={**os.environ, **OFFLINE},
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
 
     def output() -> str:
         log.flush()
@@ -104,14 +124,17 @@ def drive(server, steps):
     try:
         return asyncio.run(go())
     except Exception as exc:
-        raise AssertionError(f"{type(exc).__name__}: {exc}\n--- langgraph dev output ---\n"
-                             f"{server.output()[-4000:]}") from exc
+        raise AssertionError(
+            f"{type(exc).__name__}: {exc}\n--- langgraph dev output ---\n{server.output()[-4000:]}"
+        ) from exc
 
 
 async def assistant(client, name: str, pipeline: str, index, *overrides: str) -> str:
     made = await client.assistants.create(
-        graph_id="switchyard", name=name,
-        config={"configurable": {"pipeline": pipeline, "index_dir": str(index), "overrides": list(overrides)}})
+        graph_id="switchyard",
+        name=name,
+        config={"configurable": {"pipeline": pipeline, "index_dir": str(index), "overrides": list(overrides)}},
+    )
     return made["assistant_id"]
 
 
@@ -158,8 +181,12 @@ def test_stream_yields_one_update_per_node(langgraph_server, sample_index):
     async def steps(client):
         no_llm = await assistant(client, "no-llm", "no-llm", sample_index)
         thread = await client.threads.create()
-        parts = [part async for part in client.runs.stream(thread["thread_id"], no_llm, input={"question": QUESTION},
-                                                           stream_mode=["updates"])]
+        parts = [
+            part
+            async for part in client.runs.stream(
+                thread["thread_id"], no_llm, input={"question": QUESTION}, stream_mode=["updates"]
+            )
+        ]
         return parts, await client.threads.get_state(thread["thread_id"])
 
     parts, final = drive(langgraph_server, steps)
@@ -184,8 +211,9 @@ def test_a_bad_pipeline_is_a_clear_error(langgraph_server, sample_index):
 
 def test_an_agent_runs(langgraph_server, sample_index, scripted_llm):
     async def steps(client):
-        agent = await assistant(client, "agent", "agent-zeroshot", sample_index, "llm.backend=openai",
-                                f"llm.base_url={scripted_llm.url}")
+        agent = await assistant(
+            client, "agent", "agent-zeroshot", sample_index, "llm.backend=openai", f"llm.base_url={scripted_llm.url}"
+        )
         return await client.runs.wait(None, agent, input={"question": QUESTION})
 
     state = drive(langgraph_server, steps)
@@ -197,9 +225,16 @@ def test_an_agent_runs(langgraph_server, sample_index, scripted_llm):
 def test_an_agent_on_the_packaged_local_model_ends(langgraph_server, sample_index):
     """The real SmolLM2 through llama.cpp inside the server's worker thread: one decision, then the budget's
     forced end (an answer or an abstention)."""
+
     async def steps(client):
-        agent = await assistant(client, "agent-local", "agent-zeroshot", sample_index, "graph.router.max_steps=1",
-                                "answer.method=extractive")
+        agent = await assistant(
+            client,
+            "agent-local",
+            "agent-zeroshot",
+            sample_index,
+            "graph.router.max_steps=1",
+            "answer.method=extractive",
+        )
         return await client.runs.wait(None, agent, input={"question": QUESTION})
 
     state = drive(langgraph_server, steps)
@@ -210,8 +245,14 @@ def test_an_agent_on_the_packaged_local_model_ends(langgraph_server, sample_inde
 
 def test_approve_pauses_and_resumes_on_the_servers_checkpointer(langgraph_server, sample_index, scripted_llm):
     async def steps(client):
-        approve = await assistant(client, "agent-approve", "agent-approve", sample_index, "llm.backend=openai",
-                                  f"llm.base_url={scripted_llm.url}")
+        approve = await assistant(
+            client,
+            "agent-approve",
+            "agent-approve",
+            sample_index,
+            "llm.backend=openai",
+            f"llm.base_url={scripted_llm.url}",
+        )
         thread = (await client.threads.create())["thread_id"]
         state = await client.runs.wait(thread, approve, input={"question": QUESTION})
         waiting = await client.threads.get_state(thread)
@@ -223,20 +264,21 @@ def test_approve_pauses_and_resumes_on_the_servers_checkpointer(langgraph_server
         # another run, rejected at its first pause: the agent decides again, and the run waits at its next pause
         other = (await client.threads.create())["thread_id"]
         await client.runs.wait(other, approve, input={"question": QUESTION})
-        rejected = await client.runs.wait(other, approve, command={"resume": {"decision": "reject",
-                                                                              "reason": "rerank first"}})
+        rejected = await client.runs.wait(
+            other, approve, command={"resume": {"decision": "reject", "reason": "rerank first"}}
+        )
         return waiting, pauses, state, await client.threads.get_state(thread), rejected
 
     waiting, pauses, state, final, rejected = drive(langgraph_server, steps)
     assert waiting["next"] == ["approve"]
     assert waiting["interrupts"][0]["value"]["action"] == "retrieve"
-    assert [(p["step"], p["action"]) for p in pauses] == [(1, "retrieve"), (2, "rerank"), (3, "grade"),
-                                                          (4, "answer")]
+    assert [(p["step"], p["action"]) for p in pauses] == [(1, "retrieve"), (2, "rerank"), (3, "grade"), (4, "answer")]
     assert pauses[0]["args"] == {"query": "knuckle coupler patent"}
     assert "Eli Janney" in state["answer"] and state["citations"] and not state["abstained"]
     assert state["agent_steps"][0]["args"] == {"query": "Janney coupler"}
     assert [s["human"] for s in state["agent_steps"]] == [
-        {"decision": "edit", "proposed": {"query": "knuckle coupler patent"}}] + [{"decision": "approve"}] * 3
+        {"decision": "edit", "proposed": {"query": "knuckle coupler patent"}}
+    ] + [{"decision": "approve"}] * 3
     assert final["next"] == [] and not final["interrupts"]
     assert rejected["__interrupt__"][0]["value"]["step"] == 2
     assert rejected["agent_steps"][0]["observation"] == "retrieve rejected by the reviewer: rerank first"

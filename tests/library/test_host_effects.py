@@ -1,6 +1,7 @@
 """Switchyard used as a library changes nothing in the host process: a real `ask` (no-LLM config, the packaged
 embedder, a LanceDB index on disk) run in a fresh interpreter leaves the environment, the threads and the logging
 set-up as they were, and its spans reach the tracer provider the host installed (the OpenTelemetry API only)."""
+
 from __future__ import annotations
 
 import json
@@ -10,11 +11,11 @@ import sys
 
 import pytest
 
-from tests.conftest import ROOT, SAMPLES
+from tests.conftest import SAMPLES
 
 pytestmark = pytest.mark.slow
 
-HOST = r'''
+HOST = r"""
 import json, logging, os, sys, threading
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
@@ -57,20 +58,33 @@ print(json.dumps({
     "run_span": run_span, "spans": [s.name for s in exporter.get_finished_spans()],
     "answer": result.answer, "citations": len(result.citations),
 }))
-'''
+"""
 
 # the process defaults the CLI sets (configs/runtime_env.py), except the one that keeps this test offline
-CLI_DEFAULTS = ("HF_HUB_DISABLE_TELEMETRY", "HF_HUB_DISABLE_PROGRESS_BARS", "TRANSFORMERS_VERBOSITY",
-                "TOKENIZERS_PARALLELISM", "LANGSMITH_TRACING", "LANGCHAIN_TRACING_V2", "TRANSFORMERS_OFFLINE",
-                "RAY_IGNORE_UNHANDLED_ERRORS")
+CLI_DEFAULTS = (
+    "HF_HUB_DISABLE_TELEMETRY",
+    "HF_HUB_DISABLE_PROGRESS_BARS",
+    "TRANSFORMERS_VERBOSITY",
+    "TOKENIZERS_PARALLELISM",
+    "LANGSMITH_TRACING",
+    "LANGCHAIN_TRACING_V2",
+    "TRANSFORMERS_OFFLINE",
+    "RAY_IGNORE_UNHANDLED_ERRORS",
+)
 
 
 @pytest.fixture(scope="module")
 def host(tmp_path_factory):
     env = {k: v for k, v in os.environ.items() if k not in CLI_DEFAULTS and not k.startswith("OTEL_")}
     env["HF_HUB_OFFLINE"] = "1"
-    done = subprocess.run([sys.executable, "-c", HOST, str(tmp_path_factory.mktemp("host") / "index"), str(SAMPLES)],
-                          cwd=tmp_path_factory.mktemp("cwd"), env=env, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-c", HOST, str(tmp_path_factory.mktemp("host") / "index"), str(SAMPLES)],
+        cwd=tmp_path_factory.mktemp("cwd"),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -101,16 +115,47 @@ def test_spans_reach_the_hosts_provider(host):
 def test_the_public_api_is_pinned():
     import switchyard
 
-    assert switchyard.__all__ == sorted([
-        "AccessError", "Approval", "ApprovalError", "AskResult", "Citation", "CollectionNotFound", "ConfigError",
-        "ContextOverflowError", "Evaluator", "FilterError", "LLMError", "MissingExtra", "Passage", "PauseExpired",
-        "Paused", "PendingAction", "Pipeline", "QuestionError", "RetrievalStack", "RunCancelled", "RunContext",
-        "SharedModels", "StoreError", "StreamEvent", "SwitchyardConfig", "SwitchyardError", "SwitchyardRetriever",
-        "TraceEntry", "UnknownThread", "Usage", "UsageError", "build_graph", "load_config", "load_dataset",
-    ]) + ["__version__"]
+    assert switchyard.__all__ == sorted(
+        [
+            "AccessError",
+            "Approval",
+            "ApprovalError",
+            "AskResult",
+            "Citation",
+            "CollectionNotFound",
+            "ConfigError",
+            "ContextOverflowError",
+            "Evaluator",
+            "FilterError",
+            "LLMError",
+            "MissingExtra",
+            "Passage",
+            "PauseExpired",
+            "Paused",
+            "PendingAction",
+            "Pipeline",
+            "QuestionError",
+            "RetrievalStack",
+            "RunCancelled",
+            "RunContext",
+            "SharedModels",
+            "StoreError",
+            "StreamEvent",
+            "SwitchyardConfig",
+            "SwitchyardError",
+            "SwitchyardRetriever",
+            "TraceEntry",
+            "UnknownThread",
+            "Usage",
+            "UsageError",
+            "build_graph",
+            "load_config",
+            "load_dataset",
+        ]
+    ) + ["__version__"]
     for name in switchyard.__all__:
         assert getattr(switchyard, name) is not None
-    from switchyard.graphs.app import Pipeline
+    from switchyard.graphs.pipeline import Pipeline
 
     assert switchyard.Pipeline is Pipeline
     with pytest.raises(AttributeError):

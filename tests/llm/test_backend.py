@@ -12,8 +12,11 @@ class TestFitMessages:
 
     def test_the_longest_message_is_shortened_until_the_counted_prompt_fits(self):
         long = " ".join(f"w{i}" for i in range(2000))
-        messages = [{"role": "system", "content": "be brief"}, {"role": "user", "content": long},
-                    {"role": "assistant", "content": "ok then"}]
+        messages = [
+            {"role": "system", "content": "be brief"},
+            {"role": "user", "content": long},
+            {"role": "assistant", "content": "ok then"},
+        ]
         fitted = fit_messages(messages, 300, words)
         assert sum(words(m["content"]) + MESSAGE_OVERHEAD_TOKENS for m in fitted) <= 300
         assert fitted[0] == messages[0] and fitted[2] == messages[2]

@@ -1,25 +1,26 @@
 """The LLM reply cache: record, replay (no model), keys, misses, streaming and accounting, concurrent writers."""
+
 import json
 import threading
 
 import pytest
 
 from switchyard.configs.loader import load_config
-from switchyard.errors import ConfigError
 from switchyard.configs.schema import LocalLLMConfig, OpenAILLMConfig
+from switchyard.errors import ConfigError, LLMCacheMiss, LLMError
 from switchyard.llm.backend import Reply
-from switchyard.errors import LLMError
+from switchyard.llm.cache import CachingBackend, ReplyStore, request_key
 from switchyard.llm.client import LLM
+from switchyard.llm.factory import build_llm
+from switchyard.run_context import RunContext
 from tests.scripted_backend import ScriptedBackend
 from tests.together import run_together
-from switchyard.llm.factory import build_llm
-from switchyard.llm.cache import CachingBackend, ReplyStore, request_key
-from switchyard.errors import LLMCacheMiss
-from switchyard.llm.context import RunContext
 
 IDENTITY = {"backend": "local", "model": "tiny.gguf", "n_ctx": 2048, "repeat_penalty": 1.1}
-ASK = [{"role": "system", "content": "Answer briefly from the passages."},
-       {"role": "user", "content": "Who patented the knuckle coupler in 1873?"}]
+ASK = [
+    {"role": "system", "content": "Answer briefly from the passages."},
+    {"role": "user", "content": "Who patented the knuckle coupler in 1873?"},
+]
 
 
 def logged(root) -> list[dict]:
@@ -49,8 +50,11 @@ class TestRecordReplay:
             replayed = LLM(replayer(tmp_path)).generate(ASK, on_token=tokens.append, run=run)
         assert replayed == recorded == "Eli Janney patented it [1]."
         assert "".join(tokens) == recorded and len(tokens) > 1  # streamed piece by piece
-        assert (replayed_usage.llm_calls, replayed_usage.prompt_tokens, replayed_usage.completion_tokens) == \
-            (recorded_usage.llm_calls, recorded_usage.prompt_tokens, recorded_usage.completion_tokens) == (1, 12, 5)
+        assert (
+            (replayed_usage.llm_calls, replayed_usage.prompt_tokens, replayed_usage.completion_tokens)
+            == (recorded_usage.llm_calls, recorded_usage.prompt_tokens, recorded_usage.completion_tokens)
+            == (1, 12, 5)
+        )
         assert (recorded_usage.cached_calls, replayed_usage.cached_calls) == (0, 1)  # latency is not the model's
 
     def test_structured_replies_replay_with_their_repair_round(self, tmp_path):
@@ -88,10 +92,16 @@ class TestRecordReplay:
 
 
 class TestKeys:
-    @pytest.mark.parametrize("change", [
-        {"seed": 7}, {"temperature": 0.7}, {"max_tokens": 99}, {"json_schema": {"type": "object"}},
-        {"messages": ASK[:1] + [{"role": "user", "content": "Who patented it?"}]},
-    ])
+    @pytest.mark.parametrize(
+        "change",
+        [
+            {"seed": 7},
+            {"temperature": 0.7},
+            {"max_tokens": 99},
+            {"json_schema": {"type": "object"}},
+            {"messages": ASK[:1] + [{"role": "user", "content": "Who patented it?"}]},
+        ],
+    )
     def test_every_part_of_the_request_is_in_the_key(self, tmp_path, change):
         backend, _ = recorder(tmp_path)
         call = {"messages": ASK, "max_tokens": 32, "temperature": 0.0, "json_schema": None, "seed": None}
@@ -155,8 +165,7 @@ class TestBuildLLM:
         llm.warm_up()  # nothing to load
 
     def test_recording_wraps_the_configured_backend(self, tmp_path):
-        llm = build_llm(OpenAILLMConfig(base_url="http://127.0.0.1:9/v1", model="m",
-                                  cache_dir=str(tmp_path)))
+        llm = build_llm(OpenAILLMConfig(base_url="http://127.0.0.1:9/v1", model="m", cache_dir=str(tmp_path)))
         assert isinstance(llm.backend, CachingBackend) and not llm.backend.replay
         assert llm.backend.base_url == "http://127.0.0.1:9/v1" and llm.backend.default_seed is None
 
@@ -172,8 +181,9 @@ class TestConcurrency:
         def reply(messages, schema):
             return f"answer to {messages[-1]['content']}"
 
-        backends = [CachingBackend(ScriptedBackend(reply), ReplyStore(tmp_path / "cache"), IDENTITY)
-                    for _ in range(2)]  # two writers of one folder, like two processes
+        backends = [
+            CachingBackend(ScriptedBackend(reply), ReplyStore(tmp_path / "cache"), IDENTITY) for _ in range(2)
+        ]  # two writers of one folder, like two processes
 
         def work(i: int) -> None:
             for k in range(60):  # half the keys are written by every thread at once
@@ -209,8 +219,9 @@ class TestLayouts:
         assert replayer(tmp_path).chat(ASK, max_tokens=8, temperature=0.0).text == "Eli Janney patented it [1]."
         backend, _ = recorder(tmp_path)
         backend.chat(ASK, max_tokens=9, temperature=0.0)
-        assert log.read_bytes().startswith(whole) and [e["request"]["max_tokens"] for e in logged(tmp_path / "cache")] \
-            == [8, 9]
+        assert log.read_bytes().startswith(whole) and [
+            e["request"]["max_tokens"] for e in logged(tmp_path / "cache")
+        ] == [8, 9]
 
     def test_packed_replies_and_the_old_one_file_per_key_layout_are_read(self, tmp_path):
         import lzma

@@ -3,11 +3,11 @@ import json
 import pytest
 from pydantic import BaseModel
 
-from switchyard.llm.client import LLM, _parse
 from switchyard.errors import LLMError, TransientLLMError
-from tests.scripted_backend import ScriptedBackend
+from switchyard.llm.client import LLM, _parse
+from switchyard.run_context import RunContext
 from tests.canned_server import CannedServer, LoopbackServer, QuietHandler
-from switchyard.llm.context import RunContext
+from tests.scripted_backend import ScriptedBackend
 from tests.together import run_together
 
 
@@ -40,8 +40,11 @@ class TestLLM:
         assert usage.parse_fallbacks == 1 and usage.llm_calls == 2 and usage.repairs == 0
 
     def test_transient_errors_are_retried_with_backoff(self):
-        llm = LLM(ScriptedBackend([TransientLLMError("503"), TransientLLMError("timeout"), "fine"]), max_retries=2,
-                  backoff_s=0.0)
+        llm = LLM(
+            ScriptedBackend([TransientLLMError("503"), TransientLLMError("timeout"), "fine"]),
+            max_retries=2,
+            backoff_s=0.0,
+        )
         with (run := RunContext()).metered() as usage:
             assert llm.generate([{"role": "user", "content": "x"}], run=run) == "fine"
         assert usage.llm_calls == 1
@@ -51,8 +54,16 @@ class TestLLM:
         with pytest.raises(LLMError, match="failed after 2 tries"):
             llm.generate([{"role": "user", "content": "x"}])
 
-    @pytest.mark.parametrize("raw, ok", [('{"choice": "x"} trailing', True), ("prefix {\"choice\": \"y\"}", True),
-                                         ("[]", False), ('{"choice": 3}', False), ("", False)])
+    @pytest.mark.parametrize(
+        "raw, ok",
+        [
+            ('{"choice": "x"} trailing', True),
+            ('prefix {"choice": "y"}', True),
+            ("[]", False),
+            ('{"choice": 3}', False),
+            ("", False),
+        ],
+    )
     def test_parse(self, raw, ok):
         value, error = _parse(raw, Pick)
         assert (value is not None) == ok and (error == "") == ok
@@ -63,8 +74,12 @@ class TestLocalBackend:
     def test_schema_constrained_json_from_the_real_model(self, local_llm):
         with (run := RunContext()).metered() as usage:
             result = local_llm.structured(
-                [{"role": "user", "content": "Is Paris in France? Reply as JSON {\"choice\": \"yes\" or \"no\"}."}],
-                Pick, fallback=Pick(choice="fallback"), max_tokens=24, run=run)
+                [{"role": "user", "content": 'Is Paris in France? Reply as JSON {"choice": "yes" or "no"}.'}],
+                Pick,
+                fallback=Pick(choice="fallback"),
+                max_tokens=24,
+                run=run,
+            )
         assert result.status in ("ok", "repaired") and result.value.choice
         assert usage.prompt_tokens > 0 and usage.completion_tokens > 0
 
@@ -98,14 +113,23 @@ class TestOpenAIBackendTimeout:
 
 
 class TestMisbehavingServer:
-    @pytest.mark.parametrize("body, content_type, said", [
-        (b"<html>gateway says hi</html>", "text/html", "HTTP 200 with a body that is not JSON"),
-        (b"<html>gateway says hi</html>", "application/json", "HTTP 200 with a body that is not JSON"),
-        (b'{"id": "x", "object": "chat.completion", "model": "m"}', "application/json",
-         "the reply has no 'choices'"),
-        (b'{"id": "x", "object": "chat.completion", "model": "m", "choices": []}', "application/json",
-         "the reply has no 'choices'"),
-    ])
+    @pytest.mark.parametrize(
+        "body, content_type, said",
+        [
+            (b"<html>gateway says hi</html>", "text/html", "HTTP 200 with a body that is not JSON"),
+            (b"<html>gateway says hi</html>", "application/json", "HTTP 200 with a body that is not JSON"),
+            (
+                b'{"id": "x", "object": "chat.completion", "model": "m"}',
+                "application/json",
+                "the reply has no 'choices'",
+            ),
+            (
+                b'{"id": "x", "object": "chat.completion", "model": "m", "choices": []}',
+                "application/json",
+                "the reply has no 'choices'",
+            ),
+        ],
+    )
     def test_is_one_clear_line_after_retries(self, body, content_type, said):
         from switchyard.llm.openai_backend import OpenAIBackend
 
@@ -113,8 +137,10 @@ class TestMisbehavingServer:
         try:
             llm = LLM(OpenAIBackend(server.url, "m"), max_retries=1, backoff_s=0.0)
             prefix = f"LLM backend {server.url} failed after 2 tries (misbehaving server at {server.url}: "
-            for call in (lambda: llm.generate([{"role": "user", "content": "x"}]),
-                         lambda: llm.structured([{"role": "user", "content": "x"}], Pick, Pick(choice="z"))):
+            for call in (
+                lambda: llm.generate([{"role": "user", "content": "x"}]),
+                lambda: llm.structured([{"role": "user", "content": "x"}], Pick, Pick(choice="z")),
+            ):
                 with pytest.raises(LLMError) as info:
                     call()
                 assert str(info.value) == f"{prefix}{said})"
@@ -135,8 +161,8 @@ class TestScriptedStreaming:
     def test_a_cancelled_run_makes_no_call(self):
         import threading
 
-        from switchyard.llm.context import RunContext
         from switchyard.errors import RunCancelled
+        from switchyard.run_context import RunContext
 
         backend = ScriptedBackend(["never"])
         context = RunContext(cancelled=threading.Event())
@@ -176,8 +202,8 @@ class TestLocalBackendConcurrency:
     def test_cancelling_mid_generation_stops_it(self, local_llm):
         import threading
 
-        from switchyard.llm.context import RunContext
         from switchyard.errors import RunCancelled
+        from switchyard.run_context import RunContext
 
         context = RunContext(cancelled=threading.Event())
         pieces = []
@@ -187,22 +213,37 @@ class TestLocalBackendConcurrency:
             context.cancelled.set()  # the client goes away after the first token
 
         with context.metered() as usage, pytest.raises(RunCancelled):
-            local_llm.generate([{"role": "user", "content": "Write a long story about trains."}], max_tokens=120,
-                               on_token=sink, run=context)
+            local_llm.generate(
+                [{"role": "user", "content": "Write a long story about trains."}],
+                max_tokens=120,
+                on_token=sink,
+                run=context,
+            )
         assert usage.completion_tokens <= 3 and len(pieces) <= 2
 
 
 class ContextLimitedServer(LoopbackServer):
     """A real HTTP server on 127.0.0.1 with a context of `context_tokens` (a token = 4 characters of content, plus
     10 a message): a longer request is refused with HTTP 400 and `refusal`'s wording, as a real server words it."""
+
     REFUSALS = {
-        "llama-cpp-python": lambda ctx, prompt, completion: {"error": {
-            "message": f"This model's maximum context length is {ctx} tokens. However, you requested "
-                       f"{prompt + completion} tokens ({prompt} in the messages, {completion} in the completion). "
-                       "Please reduce the length of the messages or completion.", "type": "invalid_request_error"}},
-        "llama-server": lambda ctx, prompt, completion: {"error": {
-            "code": 400, "message": f"request ({prompt} tokens) exceeds the available context size ({ctx} tokens)",
-            "type": "exceed_context_size_error", "n_prompt_tokens": prompt, "n_ctx": ctx}},
+        "llama-cpp-python": lambda ctx, prompt, completion: {
+            "error": {
+                "message": f"This model's maximum context length is {ctx} tokens. However, you requested "
+                f"{prompt + completion} tokens ({prompt} in the messages, {completion} in the completion). "
+                "Please reduce the length of the messages or completion.",
+                "type": "invalid_request_error",
+            }
+        },
+        "llama-server": lambda ctx, prompt, completion: {
+            "error": {
+                "code": 400,
+                "message": f"request ({prompt} tokens) exceeds the available context size ({ctx} tokens)",
+                "type": "exceed_context_size_error",
+                "n_prompt_tokens": prompt,
+                "n_ctx": ctx,
+            }
+        },
     }
 
     def __init__(self, context_tokens: int, refusal: str, generates_into_context: bool = False):
@@ -219,11 +260,16 @@ class ContextLimitedServer(LoopbackServer):
                 if generates_into_context:
                     prompt = context_tokens + 1
                 if prompt + body["max_tokens"] > context_tokens:
-                    self.send_body(json.dumps(words(context_tokens, prompt, body["max_tokens"])).encode(),
-                                   "application/json", status=400)
+                    self.send_body(
+                        json.dumps(words(context_tokens, prompt, body["max_tokens"])).encode(),
+                        "application/json",
+                        status=400,
+                    )
                     return
-                text, usage = f"read {prompt} tokens", {"prompt_tokens": prompt, "completion_tokens": 3,
-                                                        "total_tokens": prompt + 3}
+                text, usage = (
+                    f"read {prompt} tokens",
+                    {"prompt_tokens": prompt, "completion_tokens": 3, "total_tokens": prompt + 3},
+                )
                 self.send_chat_completion(text, usage, bool(body.get("stream")))
 
         super().__init__(Handler)
@@ -238,11 +284,15 @@ class TestOpenAIBackendContextOverflow:
         from switchyard.llm.openai_backend import FIT_ATTEMPTS, OpenAIBackend
 
         server = ContextLimitedServer(1024, refusal)
-        messages = [{"role": "system", "content": "Answer from the passages."},
-                    {"role": "user", "content": self.LONG}, {"role": "assistant", "content": "Noted."}]
+        messages = [
+            {"role": "system", "content": "Answer from the passages."},
+            {"role": "user", "content": self.LONG},
+            {"role": "assistant", "content": "Noted."},
+        ]
         try:
-            reply = OpenAIBackend(server.url, "m").chat(messages, max_tokens=100, temperature=0.0,
-                                                        on_token=(lambda t: None) if streamed else None)
+            reply = OpenAIBackend(server.url, "m").chat(
+                messages, max_tokens=100, temperature=0.0, on_token=(lambda t: None) if streamed else None
+            )
         finally:
             server.close()
         assert reply.text.startswith("read ") and int(reply.text.split()[1]) + 100 <= 1024
@@ -258,13 +308,16 @@ class TestOpenAIBackendContextOverflow:
         server = ContextLimitedServer(64, "llama-cpp-python")
         try:
             with pytest.raises(LLMError) as info:
-                OpenAIBackend(server.url, "m").chat([{"role": "user", "content": "What is the bridge's length?"}],
-                                                    max_tokens=100, temperature=0.0)
+                OpenAIBackend(server.url, "m").chat(
+                    [{"role": "user", "content": "What is the bridge's length?"}], max_tokens=100, temperature=0.0
+                )
         finally:
             server.close()
         assert len(server.requests) == 1  # nothing to shorten: not sent again
-        assert str(info.value).startswith(f"the prompt does not fit the context of the LLM server at {server.url} "
-                                          "(64 tokens) with 100 tokens left for the reply: LLM server at ")
+        assert str(info.value).startswith(
+            f"the prompt does not fit the context of the LLM server at {server.url} "
+            "(64 tokens) with 100 tokens left for the reply: LLM server at "
+        )
 
     def test_an_overflow_of_the_servers_own_generation_is_one_clear_error(self):
         from switchyard.llm.openai_backend import OpenAIBackend
@@ -272,14 +325,17 @@ class TestOpenAIBackendContextOverflow:
         server = ContextLimitedServer(1024, "llama-cpp-python", generates_into_context=True)
         try:
             with pytest.raises(LLMError) as info:
-                OpenAIBackend(server.url, "m").chat([{"role": "user", "content": self.LONG}], max_tokens=96,
-                                                    temperature=0.0)
+                OpenAIBackend(server.url, "m").chat(
+                    [{"role": "user", "content": self.LONG}], max_tokens=96, temperature=0.0
+                )
         finally:
             server.close()
         assert len(server.requests) == 2  # shortened once; the count did not fall, so not sent a third time
-        assert str(info.value).startswith(f"the LLM server at {server.url} overflows its context (1024 tokens) with "
-                                          "the prompt shortened too (1025, then 1025 tokens counted): the overflow is "
-                                          "in what it generates, not in the prompt: LLM server at ")
+        assert str(info.value).startswith(
+            f"the LLM server at {server.url} overflows its context (1024 tokens) with "
+            "the prompt shortened too (1025, then 1025 tokens counted): the overflow is "
+            "in what it generates, not in the prompt: LLM server at "
+        )
 
     def test_other_refusals_are_not_retried(self):
         from switchyard.llm.openai_backend import OpenAIBackend
@@ -287,8 +343,9 @@ class TestOpenAIBackendContextOverflow:
         server = CannedServer(b"", status=400)
         try:
             with pytest.raises(LLMError, match=r"refused the request \(HTTP 400\)"):
-                OpenAIBackend(server.url, "m").chat([{"role": "user", "content": "x" * 5000}], max_tokens=8,
-                                                    temperature=0.0)
+                OpenAIBackend(server.url, "m").chat(
+                    [{"role": "user", "content": "x" * 5000}], max_tokens=8, temperature=0.0
+                )
             assert len(server.bodies) == 1
         finally:
             server.close()

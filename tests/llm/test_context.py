@@ -1,8 +1,9 @@
 """Per-run accounting: nested meters on a run's context, isolation between runs in threads, the run's seed."""
+
 import threading
 
 from switchyard.llm.client import LLM
-from switchyard.llm.context import RunContext
+from switchyard.run_context import RunContext
 from tests.scripted_backend import ScriptedBackend
 
 
@@ -14,8 +15,13 @@ class TestMetered:
             with run.metered() as inner:
                 run.record_call(3, 1, 1.0)
                 run.record_parse_fallback()
-        assert inner.as_dict() == {"llm_calls": 1, "prompt_tokens": 3, "completion_tokens": 1, "llm_ms": 1.0,
-                                   "parse_fallbacks": 1}
+        assert inner.as_dict() == {
+            "llm_calls": 1,
+            "prompt_tokens": 3,
+            "completion_tokens": 1,
+            "llm_ms": 1.0,
+            "parse_fallbacks": 1,
+        }
         assert (outer.llm_calls, outer.prompt_tokens, outer.parse_fallbacks) == (2, 13, 1)
 
     def test_replayed_calls_are_counted_apart_and_left_out_of_the_records(self):

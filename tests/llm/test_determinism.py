@@ -2,6 +2,7 @@
 other requests of other lengths in any order, and from 8 threads released by one barrier; the same for whole
 questions through the default fixed pipeline; and through a real llama.cpp OpenAI-compatible server.
 bench/determinism.py measures the same with more questions, and the cost."""
+
 import pytest
 
 from tests.together import run_together
@@ -11,8 +12,10 @@ PASSAGE = "The knuckle coupler was patented by Eli Janney in 1873 and couples ca
 
 
 def request(question: str, passages: int) -> list[dict]:
-    return [{"role": "system", "content": SYSTEM},
-            {"role": "user", "content": PASSAGE * passages + f"\nQuestion: {question}"}]
+    return [
+        {"role": "system", "content": SYSTEM},
+        {"role": "user", "content": PASSAGE * passages + f"\nQuestion: {question}"},
+    ]
 
 
 TARGET = request("Who patented the knuckle coupler?", 8)
@@ -51,7 +54,7 @@ def test_local_reply_does_not_depend_on_n_threads():
 @pytest.mark.slow
 def test_fixed_pipeline_answers_the_same_alone_in_any_order_and_under_8_threads(make_pipeline, embedder):
     from switchyard.configs.loader import CONFIG_DIR
-    from switchyard.graphs.app import Pipeline
+    from switchyard.graphs.pipeline import Pipeline
     from switchyard.llm.factory import build_llm
     from switchyard.nodes.resources import SharedModels
 
@@ -77,13 +80,15 @@ def test_openai_backend_sends_temperature_and_a_seed_with_every_request(seed):
     """A call without a run's seed sends llm.seed (the backend's): a server never picks one itself."""
     import json
 
-    from switchyard.llm.context import RunContext
     from switchyard.llm.client import LLM
     from switchyard.llm.openai_backend import OpenAIBackend
+    from switchyard.run_context import RunContext
     from tests.canned_server import CannedServer
 
-    reply = {"choices": [{"index": 0, "message": {"role": "assistant", "content": "Eli Janney"},
-                          "finish_reason": "stop"}], "usage": {"prompt_tokens": 9, "completion_tokens": 2}}
+    reply = {
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "Eli Janney"}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 9, "completion_tokens": 2},
+    }
     server = CannedServer(json.dumps(reply).encode())
     try:
         llm = LLM(OpenAIBackend(server.url, "m", seed=3), max_tokens=8)
@@ -110,5 +115,6 @@ def test_openai_compatible_server_reply_is_the_same_alone_after_others_and_under
         assert llm.generate(TARGET) == alone
     everything = [TARGET, *OTHERS[:2]]
     expected = [llm.generate(m) for m in everything]
-    assert run_together(8, lambda i: llm.generate(everything[i % 3]), timeout=900) == [expected[i % 3]
-                                                                                          for i in range(8)]
+    assert run_together(8, lambda i: llm.generate(everything[i % 3]), timeout=900) == [
+        expected[i % 3] for i in range(8)
+    ]

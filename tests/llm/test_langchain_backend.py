@@ -1,6 +1,7 @@
 """`llm.backend: langchain`: a LangChain chat model behind the backend contract. A small chat model class defined
 here checks the plumbing (per-call settings, streaming, cancellation, errors, the reply cache); the real
 `langchain_openai.ChatOpenAI` against the local llama.cpp server checks structured output and streaming end to end."""
+
 import json
 import threading
 from typing import Any
@@ -14,14 +15,11 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResu
 from pydantic import BaseModel
 
 from switchyard.configs.loader import load_config
-from switchyard.errors import ConfigError
-from switchyard.errors import LLMError
-from switchyard.llm.langchain_backend import LangChainBackend, chat_model_identity
+from switchyard.errors import ConfigError, LLMCacheMiss, LLMError, RunCancelled
 from switchyard.llm.client import LLM
 from switchyard.llm.factory import build_llm, llm_identity
-from switchyard.errors import LLMCacheMiss
-from switchyard.llm.context import RunContext
-from switchyard.errors import RunCancelled
+from switchyard.llm.langchain_backend import LangChainBackend, chat_model_identity
+from switchyard.run_context import RunContext
 
 ASK = [{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": "Who built the engine?"}]
 ECHO_PATH = "tests.llm.test_langchain_backend:EchoChatModel"
@@ -116,39 +114,54 @@ class TestPlumbing:
 
 class TestConfig:
     def test_built_from_import_path_and_kwargs(self):
-        cfg = load_config(None, ["llm.backend=langchain", f"llm.chat_model={ECHO_PATH}",
-                                 "llm.chat_model_kwargs.temperature=0.3"])
+        cfg = load_config(
+            None, ["llm.backend=langchain", f"llm.chat_model={ECHO_PATH}", "llm.chat_model_kwargs.temperature=0.3"]
+        )
         llm = build_llm(cfg.llm)
         assert isinstance(llm.backend, LangChainBackend) and llm.backend.model.temperature == 0.3
         assert llm.generate(ASK).startswith("t=0.0 n=256 ")  # llm.temperature and llm.max_tokens win per call
 
-    @pytest.mark.parametrize("path, message", [
-        ("EchoChatModel", "is not an import path"),
-        ("no_such_module.Chat", "cannot import no_such_module"),
-        ("tests.llm.test_langchain_backend.NoSuchClass", "has no NoSuchClass"),
-    ])
+    @pytest.mark.parametrize(
+        "path, message",
+        [
+            ("EchoChatModel", "is not an import path"),
+            ("no_such_module.Chat", "cannot import no_such_module"),
+            ("tests.llm.test_langchain_backend.NoSuchClass", "has no NoSuchClass"),
+        ],
+    )
     def test_a_bad_import_path_is_a_clear_error(self, path, message):
         cfg = load_config(None, ["llm.backend=langchain", f"llm.chat_model={path}"])
         with pytest.raises(LLMError, match=message):
             build_llm(cfg.llm)
 
     def test_bad_kwargs_and_non_chat_models_are_clear_errors(self):
-        cfg = load_config(None, ["llm.backend=langchain", f"llm.chat_model={ECHO_PATH}",
-                                 "llm.chat_model_kwargs.temperature=hot"])
+        cfg = load_config(
+            None, ["llm.backend=langchain", f"llm.chat_model={ECHO_PATH}", "llm.chat_model_kwargs.temperature=hot"]
+        )
         with pytest.raises(LLMError, match=r"cannot build .*EchoChatModel\(temperature\): ValidationError"):
             build_llm(cfg.llm)
         with pytest.raises(LLMError, match="needs a LangChain chat model, not dict"):
             LangChainBackend({"model": "x"})
 
     def test_built_from_a_provider_model_string_by_init_chat_model(self):
-        cfg = load_config(None, ["llm.backend=langchain", "llm.chat_model=openai:smollm2",
-                                 "llm.chat_model_kwargs.base_url=http://127.0.0.1:1/v1",
-                                 "llm.chat_model_kwargs.api_key=not-needed"])
+        cfg = load_config(
+            None,
+            [
+                "llm.backend=langchain",
+                "llm.chat_model=openai:smollm2",
+                "llm.chat_model_kwargs.base_url=http://127.0.0.1:1/v1",
+                "llm.chat_model_kwargs.api_key=not-needed",
+            ],
+        )
         backend = build_llm(cfg.llm).backend
         assert type(backend.model).__name__ == "ChatOpenAI" and backend.model.model_name == "smollm2"
         assert backend.base_url == "http://127.0.0.1:1/v1"
-        assert llm_identity(cfg.llm) == {"backend": "langchain", "model": "smollm2", "chat_model": "openai:smollm2",
-                                         "settings": {}}
+        assert llm_identity(cfg.llm) == {
+            "backend": "langchain",
+            "model": "smollm2",
+            "chat_model": "openai:smollm2",
+            "settings": {},
+        }
 
     def test_an_unknown_provider_is_a_clear_error(self):
         cfg = load_config(None, ["llm.backend=langchain", "llm.chat_model=nosuchprovider:some-model"])
@@ -160,11 +173,22 @@ class TestConfig:
             load_config(None, ["llm.backend=langchain"])
 
     def test_identity_names_the_model_without_secrets_or_addresses(self):
-        ident = chat_model_identity("langchain_openai.ChatOpenAI", {
-            "model": "smollm2", "base_url": "http://127.0.0.1:1/v1", "api_key": "sk-secret", "timeout": 9,
-            "top_p": 0.5})
-        assert ident == {"backend": "langchain", "model": "smollm2", "chat_model": "langchain_openai.ChatOpenAI",
-                         "settings": {"top_p": 0.5}}
+        ident = chat_model_identity(
+            "langchain_openai.ChatOpenAI",
+            {
+                "model": "smollm2",
+                "base_url": "http://127.0.0.1:1/v1",
+                "api_key": "sk-secret",
+                "timeout": 9,
+                "top_p": 0.5,
+            },
+        )
+        assert ident == {
+            "backend": "langchain",
+            "model": "smollm2",
+            "chat_model": "langchain_openai.ChatOpenAI",
+            "settings": {"top_p": 0.5},
+        }
 
     def test_recorded_replies_replay_without_the_model(self, tmp_path):
         sets = ["llm.backend=langchain", f"llm.chat_model={ECHO_PATH}", f"llm.cache_dir={tmp_path}"]
@@ -186,21 +210,28 @@ class Capital(BaseModel):
 def server_llm(llama_server):
     """langchain_openai.ChatOpenAI talking to llama_cpp.server (the packaged GGUF). `extra_body.max_tokens` caps
     generation: ChatOpenAI sends `max_completion_tokens`, which llama_cpp.server ignores."""
-    cfg = load_config(None, ["llm.backend=langchain", "llm.chat_model=langchain_openai.ChatOpenAI",
-                             "llm.chat_model_kwargs.model=smollm2", f"llm.chat_model_kwargs.base_url={llama_server}",
-                             "llm.chat_model_kwargs.api_key=not-needed", "llm.chat_model_kwargs.timeout=300",
-                             "llm.chat_model_kwargs.extra_body.max_tokens=24", "llm.max_tokens=24"])
+    cfg = load_config(
+        None,
+        [
+            "llm.backend=langchain",
+            "llm.chat_model=langchain_openai.ChatOpenAI",
+            "llm.chat_model_kwargs.model=smollm2",
+            f"llm.chat_model_kwargs.base_url={llama_server}",
+            "llm.chat_model_kwargs.api_key=not-needed",
+            "llm.chat_model_kwargs.timeout=300",
+            "llm.chat_model_kwargs.extra_body.max_tokens=24",
+            "llm.max_tokens=24",
+        ],
+    )
     return build_llm(cfg.llm)
 
 
 @pytest.mark.slow
 class TestAgainstLocalServer:
-
     def test_structured_output_through_a_forced_tool_call(self, server_llm):
         ask = [{"role": "user", "content": "What is the capital of France?"}]
         with (run := RunContext()).metered() as usage:
-            result = server_llm.structured(ask, Capital, fallback=Capital(city="", sure=False), max_tokens=40,
-                                         run=run)
+            result = server_llm.structured(ask, Capital, fallback=Capital(city="", sure=False), max_tokens=40, run=run)
         assert result.status == "ok" and isinstance(result.value, Capital)  # grammar-constrained: always parses
         assert usage.llm_calls == 1 and usage.prompt_tokens > 0 and usage.completion_tokens > 0
 

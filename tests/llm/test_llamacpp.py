@@ -20,17 +20,29 @@ def backend():
 class TestLocalBackendContext:
     """Prompts longer than the context, counted by the real model's tokenizer (numbers take ~1 token per 2 chars,
     so the old 3-characters-a-token estimate overflowed)."""
+
     DENSE = " ".join(str(i * 7919 % 100003) for i in range(3000))
-    TOOLS = [{"type": "function", "function": {
-        "name": f"search_{i}", "description": "Search the indexed documents for passages about a query.",
-        "parameters": {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}}}
-        for i in range(4)]
+    TOOLS = [
+        {
+            "type": "function",
+            "function": {
+                "name": f"search_{i}",
+                "description": "Search the indexed documents for passages about a query.",
+                "parameters": {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]},
+            },
+        }
+        for i in range(4)
+    ]
 
     @pytest.mark.parametrize("with_tools", [False, True])
     def test_an_overlong_prompt_is_fitted_with_room_for_the_reply(self, backend, with_tools):
         extra = {"tools": self.TOOLS, "tool_choice": "auto"} if with_tools else {}
-        reply = backend.chat([{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": self.DENSE}],
-                             max_tokens=32, temperature=0.0, **extra)
+        reply = backend.chat(
+            [{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": self.DENSE}],
+            max_tokens=32,
+            temperature=0.0,
+            **extra,
+        )
         assert 0 < reply.prompt_tokens <= 1024 - 32
 
     def test_a_prompt_that_cannot_fit_is_one_clear_error(self, backend):
@@ -49,8 +61,13 @@ class TestLocalBackendToolCalls:
     @staticmethod
     def ask(backend):
         request = json.loads((FIXTURES / "endless-tool-call-request.json").read_text())
-        return backend.chat(request["messages"], max_tokens=96, temperature=0.0, tools=request["tools"],
-                            tool_choice=request["tool_choice"])
+        return backend.chat(
+            request["messages"],
+            max_tokens=96,
+            temperature=0.0,
+            tools=request["tools"],
+            tool_choice=request["tool_choice"],
+        )
 
     def test_an_endless_tool_argument_is_cut_at_max_tokens(self):
         from switchyard.llm.llamacpp import LlamaCppBackend

@@ -1,4 +1,5 @@
 """A scripted LLM for forcing control-flow paths: replies chosen by which node's prompt it sees."""
+
 from __future__ import annotations
 
 import json
@@ -6,13 +7,17 @@ import json
 from switchyard.llm.client import LLM
 from tests.scripted_backend import ScriptedBackend
 
-
 # the router strategies' other prompts, by how their system prompt starts (see llm/prompts.py)
-_KINDS = (("You control", "Do not act yet", "think"), ("You control", "Write the plan", "planner"),
-          ("You control", "", "router"),
-          ("You are an autonomous agent", "", "router"), ("You coordinate", "", "controller"),
-          ("You are the search agent", "", "searcher"), ("You are the answer agent", "", "answerer"),
-          ("Merge these notes", "", "summary"))
+_KINDS = (
+    ("You control", "Do not act yet", "think"),
+    ("You control", "Write the plan", "planner"),
+    ("You control", "", "router"),
+    ("You are an autonomous agent", "", "router"),
+    ("You coordinate", "", "controller"),
+    ("You are the search agent", "", "searcher"),
+    ("You are the answer agent", "", "answerer"),
+    ("Merge these notes", "", "summary"),
+)
 
 
 def _kind(system: str) -> str:
@@ -28,17 +33,38 @@ def _kind(system: str) -> str:
     return "answer"
 
 
-def scripted_llm(rewrite=None, grade=None, answer=None, rerank=None, router=None, think=None, planner=None,
-                 controller=None, searcher=None, answerer=None, summary=None,
-                 max_retries: int = 0) -> tuple[LLM, ScriptedBackend]:
+def scripted_llm(
+    rewrite=None,
+    grade=None,
+    answer=None,
+    rerank=None,
+    router=None,
+    think=None,
+    planner=None,
+    controller=None,
+    searcher=None,
+    answerer=None,
+    summary=None,
+    max_retries: int = 0,
+) -> tuple[LLM, ScriptedBackend]:
     """Each argument is a reply string, or a list consumed in order (the last repeats), for that node's prompts;
     `router` may also be a function of the call number returning a reply. `planner` scripts the plan requests
     (plan, plan-react; without it they take `router` replies), `think` (zeroshot-think's thought),
     `controller`, `searcher`, `answerer` (bolaa) and `summary` (autogpt's memory) script the strategies' other
     prompts; the autogpt decision is a `router` reply."""
-    queues = {"rewrite": rewrite, "grade": grade, "answer": answer, "rerank": rerank, "router": router,
-              "think": think, "planner": planner, "controller": controller, "searcher": searcher, "answerer": answerer,
-              "summary": summary}
+    queues = {
+        "rewrite": rewrite,
+        "grade": grade,
+        "answer": answer,
+        "rerank": rerank,
+        "router": router,
+        "think": think,
+        "planner": planner,
+        "controller": controller,
+        "searcher": searcher,
+        "answerer": answerer,
+        "summary": summary,
+    }
     used = {k: 0 for k in queues}
 
     def reply(messages, schema):
@@ -47,12 +73,18 @@ def scripted_llm(rewrite=None, grade=None, answer=None, rerank=None, router=None
             kind = "router"
         script = queues[kind]
         if script is None:
-            script = {"rewrite": json.dumps({"query": "railway"}), "grade": '{"relevant": true}',
-                      "rerank": '{"relevant": true, "score": 5}', "answer": "NOT FOUND",
-                      "router": '{"action": "abstain", "reason": "no script"}', "think": "I should search first.",
-                      "controller": '{"agent": "answer", "message": "no script"}',
-                      "searcher": '{"action": "grade"}', "answerer": '{"action": "abstain", "reason": "no script"}',
-                      "summary": "notes merged"}[kind]
+            script = {
+                "rewrite": json.dumps({"query": "railway"}),
+                "grade": '{"relevant": true}',
+                "rerank": '{"relevant": true, "score": 5}',
+                "answer": "NOT FOUND",
+                "router": '{"action": "abstain", "reason": "no script"}',
+                "think": "I should search first.",
+                "controller": '{"agent": "answer", "message": "no script"}',
+                "searcher": '{"action": "grade"}',
+                "answerer": '{"action": "abstain", "reason": "no script"}',
+                "summary": "notes merged",
+            }[kind]
         if callable(script):
             used[kind] += 1
             return script(used[kind])
@@ -67,8 +99,13 @@ def scripted_llm(rewrite=None, grade=None, answer=None, rerank=None, router=None
 
 
 AGENT_ANSWER = "The Janney coupler was patented by Eli Janney in 1873 [1]."
-_AGENT_NEXT = {"(none)": ("retrieve", {"query": "knuckle coupler patent"}), "retrieve": ("rerank", {}),
-               "rerank": ("grade", {}), "grade": ("answer", {}), "rewrite": ("retrieve", {"query": "coupler"})}
+_AGENT_NEXT = {
+    "(none)": ("retrieve", {"query": "knuckle coupler patent"}),
+    "retrieve": ("rerank", {}),
+    "rerank": ("grade", {}),
+    "grade": ("answer", {}),
+    "rewrite": ("retrieve", {"query": "coupler"}),
+}
 
 
 def zeroshot_agent(messages, schema=None) -> str:
@@ -80,5 +117,8 @@ def zeroshot_agent(messages, schema=None) -> str:
         last = messages[-1]["content"].split("Last action: ")[1].split(";")[0]
         action, args = _AGENT_NEXT.get(last, ("answer", {}))
         return json.dumps({"thought": f"do {action}", "action": action, **args})
-    return {"rewrite": json.dumps({"query": "knuckle coupler"}), "grade": '{"relevant": true}',
-            "rerank": '{"relevant": true, "score": 5}'}.get(_kind(system), AGENT_ANSWER)
+    return {
+        "rewrite": json.dumps({"query": "knuckle coupler"}),
+        "grade": '{"relevant": true}',
+        "rerank": '{"relevant": true, "score": 5}',
+    }.get(_kind(system), AGENT_ANSWER)

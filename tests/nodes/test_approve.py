@@ -1,7 +1,7 @@
 """A human in the loop (graph.router.approve): the run pauses before each action the router chose; approve, edit
 and reject resume it; every answer is in the step records; a pause expires; paused runs survive in a SQLite
 checkpointer opened again (what a restarted server does)."""
-import json
+
 import sqlite3
 
 import pytest
@@ -10,22 +10,25 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from switchyard.errors import ApprovalError, ConfigError, PauseExpired, UnknownThread
 from switchyard.graphs.build import checkpoint_serde
 from switchyard.graphs.results import AskResult, Paused
-from switchyard.nodes.approve import Approval, checked_arguments
 from switchyard.llm.client import LLM
+from switchyard.nodes.approve import Approval, checked_arguments
 from tests.nodes.scripted import zeroshot_agent
 from tests.scripted_backend import ScriptedBackend
 
 QUESTION = "Who patented the knuckle coupler?"
+
+
 def approve_pipeline(make_pipeline, *overrides, checkpointer=None):
     llm = LLM(ScriptedBackend(zeroshot_agent), max_retries=0, backoff_s=0.0)
-    pipe = make_pipeline("graph.mode=agent", "graph.router.strategy=zeroshot", "graph.router.approve=true",
-                         *overrides, llm=llm)
+    pipe = make_pipeline(
+        "graph.mode=agent", "graph.router.strategy=zeroshot", "graph.router.approve=true", *overrides, llm=llm
+    )
     if checkpointer is not None:
         pipe = type(pipe)(pipe.config, pipe.resources.models, checkpointer=checkpointer)
     return pipe
 
 
-def approve_all(pipe, result, answer=Approval(decision="approve")) -> tuple[AskResult, list[Paused]]:
+def approve_all(pipe, result, answer=Approval(decision="approve")) -> tuple[AskResult, list[Paused]]:  # noqa: B008
     pauses = []
     while isinstance(result, Paused):
         pauses.append(result)
@@ -39,13 +42,16 @@ class TestCheckedArguments:
         assert checked_arguments("abstain", {"reason": "no idea"}) == {"reason": "no idea"}
         assert checked_arguments("rerank", {}) == {} and checked_arguments("rewrite", None) == {}
 
-    @pytest.mark.parametrize("action, args, said", [
-        ("retrieve", {"query": ""}, "needs a non-empty query"),
-        ("retrieve", {"query": "x" * 201}, "at most 200 characters"),
-        ("rerank", {"query": "x"}, "rerank takes no arguments, not query"),
-        ("abstain", {"query": "x"}, "abstain takes reason, not query"),
-        ("retrieve", {"query": 3}, "are strings"),
-    ])
+    @pytest.mark.parametrize(
+        "action, args, said",
+        [
+            ("retrieve", {"query": ""}, "needs a non-empty query"),
+            ("retrieve", {"query": "x" * 201}, "at most 200 characters"),
+            ("rerank", {"query": "x"}, "rerank takes no arguments, not query"),
+            ("abstain", {"query": "x"}, "abstain takes reason, not query"),
+            ("retrieve", {"query": 3}, "are strings"),
+        ],
+    )
     def test_bad_edits_are_refused(self, action, args, said):
         with pytest.raises(ApprovalError, match=said):
             checked_arguments(action, args)
@@ -109,7 +115,7 @@ class TestApprove:
         pipe = approve_pipeline(make_pipeline, "graph.router.approve_timeout_s=60")
         first = pipe.start(QUESTION)
         assert 59 <= (first.expires_at.timestamp() - __import__("time").time()) <= 60
-        monkeypatch.setattr("switchyard.graphs.app.time.time", lambda: first.expires_at.timestamp() + 1)
+        monkeypatch.setattr("switchyard.graphs.pipeline.time.time", lambda: first.expires_at.timestamp() + 1)
         with pytest.raises(PauseExpired, match="expired"):
             pipe.resume(first.thread_id, Approval(decision="approve"))
         assert pipe.pending(first.thread_id) is None

@@ -1,11 +1,24 @@
-from switchyard.nodes.citations import split_sentences, verify_citations
+from switchyard.nodes.citations import verify_citations
 from switchyard.retrievers.documents import Passage
+from switchyard.text import split_sentences
 
 PASSAGES = [
-    Passage(chunk_id="gauge-0", doc_id="gauge", title="Track gauge", source="/g.txt", page=None,
-            text= "Standard gauge is 1,435 mm and is used by about 55 percent of the world's lines."),
-    Passage(chunk_id="coupler-0", doc_id="coupler", title="Couplers", source="/c.html", page=2,
-            text= "The Janney coupler was patented by Eli Janney in 1873."),
+    Passage(
+        chunk_id="gauge-0",
+        doc_id="gauge",
+        title="Track gauge",
+        source="/g.txt",
+        page=None,
+        text="Standard gauge is 1,435 mm and is used by about 55 percent of the world's lines.",
+    ),
+    Passage(
+        chunk_id="coupler-0",
+        doc_id="coupler",
+        title="Couplers",
+        source="/c.html",
+        page=2,
+        text="The Janney coupler was patented by Eli Janney in 1873.",
+    ),
 ]
 
 
@@ -26,14 +39,16 @@ class TestVerifyCitations:
         assert "[" not in text and cites == [] and stats["unsupported"] == 1
 
     def test_uncited_supported_sentence_gains_one_and_out_of_range_is_ignored(self, embedder):
-        text, cites, _ = verify_citations("Eli Janney patented the coupler in 1873 [7]. Standard gauge is 1,435 mm.",
-                                          PASSAGES, embedder, 0.55)
+        text, cites, _ = verify_citations(
+            "Eli Janney patented the coupler in 1873 [7]. Standard gauge is 1,435 mm.", PASSAGES, embedder, 0.55
+        )
         assert text == "Eli Janney patented the coupler in 1873 [1]. Standard gauge is 1,435 mm [2]."
         assert [c.n for c in cites] == [1, 2]
 
     def test_invented_fact_on_the_right_topic_is_not_supported(self, embedder):
-        text, cites, stats = verify_citations("Eli Janney invented the steam locomotive in 1873 [2].", PASSAGES,
-                                              embedder, 0.55)
+        text, cites, stats = verify_citations(
+            "Eli Janney invented the steam locomotive in 1873 [2].", PASSAGES, embedder, 0.55
+        )
         assert cites == [] and stats["unsupported"] == 1
 
     def test_split_sentences(self):
@@ -42,6 +57,10 @@ class TestVerifyCitations:
 
 def test_drop_unsupported_removes_invented_sentences(embedder):
     text, cites, stats = verify_citations(
-        "Eli Janney patented the coupler in 1873 [2]. He also flew to the moon [1].", PASSAGES, embedder, 0.55,
-        drop_unsupported=True)
+        "Eli Janney patented the coupler in 1873 [2]. He also flew to the moon [1].",
+        PASSAGES,
+        embedder,
+        0.55,
+        drop_unsupported=True,
+    )
     assert text == "Eli Janney patented the coupler in 1873 [1]." and stats["removed"] == 1

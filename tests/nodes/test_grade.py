@@ -1,23 +1,33 @@
 """The corrective check's score method: cosine thresholds plus word coverage (no refusal of a passage that holds
 the question's words)."""
+
 from __future__ import annotations
 
 import pytest
+from langgraph.runtime import Runtime
 
 from switchyard.configs.loader import load_config
 from switchyard.nodes.grade import grade, singular, word_coverage
-from langgraph.runtime import Runtime
-
-from switchyard.llm.context import RunContext
 from switchyard.nodes.resources import Resources, SharedModels
 from switchyard.retrievers.documents import Passage
+from switchyard.run_context import RunContext
 
 QUESTION = "Who is the father-in-law of the person whose occupation is careers adviser?"
-ARTICLE = Passage(chunk_id="pw-1", doc_id="pw-1", title="Alvaro Ruth", source="articles.json",
-                  text= "Alvaro Ruth was born in 0205. The occupation of Alvaro Ruth is careers adviser. The father-in-law "
-                   "of Alvaro Ruth is Rodney Reyna. The friend of Alvaro Ruth is Carly Gauthier.")
-UNRELATED = Passage(chunk_id="x-1", doc_id="x-1", title="Blue flag", source="handbook.pdf",
-                    text="A blue flag protects workers on a track; no car may be moved onto it.")
+ARTICLE = Passage(
+    chunk_id="pw-1",
+    doc_id="pw-1",
+    title="Alvaro Ruth",
+    source="articles.json",
+    text="Alvaro Ruth was born in 0205. The occupation of Alvaro Ruth is careers adviser. The father-in-law "
+    "of Alvaro Ruth is Rodney Reyna. The friend of Alvaro Ruth is Carly Gauthier.",
+)
+UNRELATED = Passage(
+    chunk_id="x-1",
+    doc_id="x-1",
+    title="Blue flag",
+    source="handbook.pdf",
+    text="A blue flag protects workers on a track; no car may be moved onto it.",
+)
 
 
 class TestWordCoverage:
@@ -33,9 +43,19 @@ class TestWordCoverage:
         # daughter, hobby, audiophile of {daughter, person, hobby, audiophile}; "does" is not a content word
         assert word_coverage(question, passage) == pytest.approx(3 / 4)
 
-    @pytest.mark.parametrize("plural, single", [("daughters", "daughter"), ("uncles", "uncle"), ("cities", "city"),
-                                                ("children", "child"), ("glass", "glass"), ("bus", "bus"),
-                                                ("analysis", "analysis"), ("is", "is")])
+    @pytest.mark.parametrize(
+        "plural, single",
+        [
+            ("daughters", "daughter"),
+            ("uncles", "uncle"),
+            ("cities", "city"),
+            ("children", "child"),
+            ("glass", "glass"),
+            ("bus", "bus"),
+            ("analysis", "analysis"),
+            ("is", "is"),
+        ],
+    )
     def test_singular(self, plural, single):
         assert singular(plural) == single
 
@@ -47,8 +67,10 @@ class TestScoreVerdict:
             cfg = load_config(None, [f"store.uri={sample_index}", *overrides])
             models = SharedModels()
             models.provide(cfg.embedding, embedder)
-            return grade({"question": QUESTION, "reranked": passages}, Runtime(context=RunContext()),
-                         Resources(cfg, models))
+            return grade(
+                {"question": QUESTION, "reranked": passages}, Runtime(context=RunContext()), Resources(cfg, models)
+            )
+
         return run
 
     def test_covered_passage_is_kept_despite_a_low_cosine(self, run):
@@ -57,8 +79,7 @@ class TestScoreVerdict:
         assert out["verdict"] == "ambiguous" and [p.doc_id for p in out["graded"]] == ["pw-1"]
 
     def test_without_coverage_the_same_passages_are_refused(self, run):
-        out = run([UNRELATED, ARTICLE], "grade.thresholds.incorrect=0.55",
-                       "grade.thresholds.coverage=1.01")
+        out = run([UNRELATED, ARTICLE], "grade.thresholds.incorrect=0.55", "grade.thresholds.coverage=1.01")
         assert out["verdict"] == "incorrect" and out["graded"] == []
 
     def test_unrelated_passages_are_still_refused(self, run):

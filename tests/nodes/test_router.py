@@ -4,15 +4,18 @@ from switchyard.nodes.router import fixed_next, is_repeat
 
 
 class TestFixedNext:
-    @pytest.mark.parametrize("state, expected", [
-        ({}, "rewrite"),
-        ({"last_action": "rewrite"}, "retrieve"),
-        ({"last_action": "retrieve"}, "rerank"),
-        ({"last_action": "rerank"}, "grade"),
-        ({"last_action": "grade", "verdict": "correct", "graded": [{}]}, "answer"),
-        ({"last_action": "grade", "verdict": "incorrect", "attempts": 1}, "rewrite"),
-        ({"last_action": "grade", "verdict": "incorrect", "attempts": 2}, "abstain"),
-    ])
+    @pytest.mark.parametrize(
+        "state, expected",
+        [
+            ({}, "rewrite"),
+            ({"last_action": "rewrite"}, "retrieve"),
+            ({"last_action": "retrieve"}, "rerank"),
+            ({"last_action": "rerank"}, "grade"),
+            ({"last_action": "grade", "verdict": "correct", "graded": [{}]}, "answer"),
+            ({"last_action": "grade", "verdict": "incorrect", "attempts": 1}, "rewrite"),
+            ({"last_action": "grade", "verdict": "incorrect", "attempts": 2}, "abstain"),
+        ],
+    )
     def test_follows_the_fixed_edges(self, state, expected):
         assert fixed_next(state, max_retries=1) == expected
 

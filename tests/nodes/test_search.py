@@ -1,6 +1,7 @@
 """The one search entry point (nodes/search.py): `Pipeline.search` and the LangChain retriever return the same
 passages for the same query and config, with the config's rewrite applied as `ask` applies it (over the sample index
 and the real embedding model)."""
+
 from __future__ import annotations
 
 import json
@@ -8,10 +9,10 @@ import json
 import pytest
 
 from switchyard.configs.loader import config_to_dict
-from switchyard.llm.context import ALL, RunContext
+from switchyard.graphs.langchain_retriever import SwitchyardRetriever
 from switchyard.nodes.search import search_json, search_passages
-from switchyard.retrievers.langchain_retriever import SwitchyardRetriever
 from switchyard.retrievers.search import Retrieval
+from switchyard.run_context import ALL, RunContext
 from tests.nodes.scripted import scripted_llm
 
 QUESTION = "What is the standard track gauge?"
@@ -55,8 +56,9 @@ def test_prf_rewrite_same_passages_from_pipeline_and_retriever(make_pipeline, se
     assert documents(SwitchyardRetriever(stack=pipe.resources.stack).invoke(QUESTION)) == from_pipeline
     assert searched == pipeline_queries
     # and the rewrite matters: the bare question alone ranks otherwise
-    assert ranked(pipe.resources.stack.search(QUESTION, groups=ALL).candidates) != \
-        ranked(pipe.resources.stack.retrieval.search(QUESTION, pipeline_queries[1], run=RunContext()).candidates)
+    assert ranked(pipe.resources.stack.search(QUESTION, groups=ALL).candidates) != ranked(
+        pipe.resources.stack.retrieval.search(QUESTION, pipeline_queries[1], run=RunContext()).candidates
+    )
 
 
 def test_llm_rewrite_same_passages_and_one_llm_call_per_search(make_pipeline, searched):
@@ -74,8 +76,9 @@ def test_llm_rewrite_same_passages_and_one_llm_call_per_search(make_pipeline, se
     assert any("couplers" in p.doc_id for p in pipe.search(QUESTION).passages)  # the rewrite's passages are in
     assert len(backend.calls) == 3
     # top_k and the filter of the call apply as in Pipeline.search
-    assert documents(retriever.invoke(QUESTION, where="source~couplers", top_k=3)) == \
-        ranked(pipe.search(QUESTION, where="source~couplers", top_k=3).passages)
+    assert documents(retriever.invoke(QUESTION, where="source~couplers", top_k=3)) == ranked(
+        pipe.search(QUESTION, where="source~couplers", top_k=3).passages
+    )
     assert len(backend.calls) == 5
 
 

@@ -1,4 +1,5 @@
 """Short-answer shapes, grounding and extractive spans on hand-made questions and passages."""
+
 from __future__ import annotations
 
 import re
@@ -6,16 +7,36 @@ import re
 import pytest
 
 from switchyard.nodes.answer import compose, ground
-from switchyard.nodes.short_answer import (clean_answer, extractive_span, grounded_in, match_option, occurs_in,
-                                question_shape, split_list, sub_spans)
+from switchyard.nodes.short_answer import (
+    clean_answer,
+    extractive_span,
+    grounded_in,
+    match_option,
+    occurs_in,
+    question_shape,
+    split_list,
+    sub_spans,
+)
 from switchyard.retrievers.documents import Passage
 
 PASSAGES = [
-    Passage(chunk_id="a-0", doc_id="a", title="Eli Janney", source="a.md", page=None,
-            text= "Eli H. Janney was an American inventor. He patented the knuckle coupler in 1873. "
-             "The patent was granted on April 29, 1873."),
-    Passage(chunk_id="b-0", doc_id="b", title="Blue flag", source="b.md", page=None,
-            text= "A blue flag protects workers under a car. The rule covers 1,200 yards of track and twelve crews."),
+    Passage(
+        chunk_id="a-0",
+        doc_id="a",
+        title="Eli Janney",
+        source="a.md",
+        page=None,
+        text="Eli H. Janney was an American inventor. He patented the knuckle coupler in 1873. "
+        "The patent was granted on April 29, 1873.",
+    ),
+    Passage(
+        chunk_id="b-0",
+        doc_id="b",
+        title="Blue flag",
+        source="b.md",
+        page=None,
+        text="A blue flag protects workers under a car. The rule covers 1,200 yards of track and twelve crews.",
+    ),
 ]
 
 
@@ -35,26 +56,42 @@ class TestQuestionShape:
         shape = question_shape("Which magazine was started first Arthur's Magazine or First for Women?")
         assert shape.options == ["Arthur's Magazine", "First for Women"]
 
-    @pytest.mark.parametrize("question,expects", [
-        ("How many crews does the rule cover?", "number"),
-        ("When was the knuckle coupler patented?", "date"),
-        ("In what year was the coupler patented?", "date"),
-        ("Who patented the knuckle coupler?", "name"),
-        ("What does a blue flag protect?", "phrase"),
-    ])
+    @pytest.mark.parametrize(
+        "question,expects",
+        [
+            ("How many crews does the rule cover?", "number"),
+            ("When was the knuckle coupler patented?", "date"),
+            ("In what year was the coupler patented?", "date"),
+            ("Who patented the knuckle coupler?", "name"),
+            ("What does a blue flag protect?", "phrase"),
+        ],
+    )
     def test_expected_type(self, question, expects):
         shape = question_shape(question)
         assert shape.kind == "open" and shape.expects == expects
 
 
 class TestOccurrence:
-    @pytest.mark.parametrize("answer", ["Eli H. Janney", "eli h janney", "1873", "April 29, 1873",
-                                        "29 April 1873", "1873-04-29", "1200 yards", "12 crews", "twelve"])
+    @pytest.mark.parametrize(
+        "answer",
+        [
+            "Eli H. Janney",
+            "eli h janney",
+            "1873",
+            "April 29, 1873",
+            "29 April 1873",
+            "1873-04-29",
+            "1200 yards",
+            "12 crews",
+            "twelve",
+        ],
+    )
     def test_present(self, answer):
         assert occurs_in(answer, " ".join(p.text for p in PASSAGES))
 
-    @pytest.mark.parametrize("answer", ["George Westinghouse", "1874", "April 28, 1873", "Janney Coupler Co",
-                                        "13 crews"])
+    @pytest.mark.parametrize(
+        "answer", ["George Westinghouse", "1874", "April 28, 1873", "Janney Coupler Co", "13 crews"]
+    )
     def test_absent(self, answer):
         assert not occurs_in(answer, " ".join(p.text for p in PASSAGES))
 
@@ -71,8 +108,10 @@ class TestOccurrence:
 
 
 class TestModelAnswer:
-    @pytest.mark.parametrize("raw,clean", [("The answer is Eli Janney [1].", "Eli Janney"), (' "1873". ', "1873"),
-                                           ("Yes, they were.", "Yes, they were")])
+    @pytest.mark.parametrize(
+        "raw,clean",
+        [("The answer is Eli Janney [1].", "Eli Janney"), (' "1873". ', "1873"), ("Yes, they were.", "Yes, they were")],
+    )
     def test_clean(self, raw, clean):
         assert clean_answer(raw) == clean
 
@@ -104,13 +143,18 @@ class TestModelAnswer:
 class TestExtractiveSpan:
     def test_name_not_in_question(self):
         shape = question_shape("Who patented the knuckle coupler?")
-        assert extractive_span("Who patented the knuckle coupler?", shape,
-                               ["He patented the knuckle coupler in 1873, said Eli Janney."]) == "Eli Janney"
+        assert (
+            extractive_span(
+                "Who patented the knuckle coupler?",
+                shape,
+                ["He patented the knuckle coupler in 1873, said Eli Janney."],
+            )
+            == "Eli Janney"
+        )
 
     def test_date_span(self):
         q = "When was the patent granted?"
-        assert extractive_span(q, question_shape(q), ["The patent was granted on April 29, 1873."]) == \
-            "April 29, 1873"
+        assert extractive_span(q, question_shape(q), ["The patent was granted on April 29, 1873."]) == "April 29, 1873"
 
     def test_number_span(self):
         q = "How many yards does the rule cover?"
@@ -118,13 +162,19 @@ class TestExtractiveSpan:
 
     def test_name_after_by_beats_the_sentence_start(self):
         q = "Who patented the knuckle coupler?"
-        assert extractive_span(q, question_shape(q), ["The Janney coupler was patented by Eli Janney in 1873."]) == \
-            "Eli Janney"
+        assert (
+            extractive_span(q, question_shape(q), ["The Janney coupler was patented by Eli Janney in 1873."])
+            == "Eli Janney"
+        )
 
     def test_phrase_after_the_question_verb(self):
         q = "What do blue flags protect?"
-        assert extractive_span(q, question_shape(q), ["Hump yards matter.", "Blue flags protect workers on a "
-                                                      "track: no car may move."]) == "workers on a track"
+        assert (
+            extractive_span(
+                q, question_shape(q), ["Hump yards matter.", "Blue flags protect workers on a track: no car may move."]
+            )
+            == "workers on a track"
+        )
 
     def test_nothing_of_the_type(self):
         q = "When was it granted?"
@@ -136,8 +186,11 @@ def ranked(*entries):
 
 
 class TestGround:
-    RANKED = ranked((0, "He patented the knuckle coupler in 1873."), (0, "Eli H. Janney was an American inventor."),
-                    (1, "A blue flag protects workers under a car."))
+    RANKED = ranked(
+        (0, "He patented the knuckle coupler in 1873."),
+        (0, "Eli H. Janney was an American inventor."),
+        (1, "A blue flag protects workers under a car."),
+    )
 
     def test_open_answer_in_a_passage(self):
         found = ground("1873", question_shape("When was it patented?"), PASSAGES, self.RANKED, 0, 2)
@@ -176,8 +229,9 @@ class TestReplyModel:
 
 class TestCompose:
     def test_numbers_follow_first_use(self):
-        out = compose("twelve crews", [1], ranked((1, "The rule covers twelve crews."), (0, "Janney was an inventor.")),
-                      PASSAGES)
+        out = compose(
+            "twelve crews", [1], ranked((1, "The rule covers twelve crews."), (0, "Janney was an inventor.")), PASSAGES
+        )
         assert out["answer"] == "twelve crews [1]\n\nThe rule covers twelve crews [1]. Janney was an inventor [2]."
         assert [c.doc_id for c in out["citations"]] == ["b", "a"]
         assert out["short_answer"] == "twelve crews" and out["evidence"].startswith("The rule")
@@ -211,8 +265,12 @@ class TestShortAnswerNode:
         result = self.ask(make_pipeline, '{"answer": "George Westinghouse", "passage": 1}')
         assert result.short_answer == "Eli Janney" and "Westinghouse" not in result.answer
         g = result.grounding
-        assert (g["status"], g["source"], g["proposed"], g["model_answer_ungrounded"]) == \
-            ("grounded", "extractive", "George Westinghouse", True)
+        assert (g["status"], g["source"], g["proposed"], g["model_answer_ungrounded"]) == (
+            "grounded",
+            "extractive",
+            "George Westinghouse",
+            True,
+        )
 
     def test_a_grounded_part_of_the_answer_is_kept(self, make_pipeline):
         result = self.ask(make_pipeline, '{"answer": "1. Eli Janney (inventor) - a Westinghouse rival", "passage": 1}')
@@ -220,7 +278,9 @@ class TestShortAnswerNode:
         assert result.grounding["how"] == "a part of the answer occurs in a cited passage"
 
     def test_ungrounded_answer_shows_the_evidence_when_configured(self, make_pipeline):
-        result = self.ask(make_pipeline, '{"answer": "George Westinghouse", "passage": 1}', "answer.ungrounded=evidence")
+        result = self.ask(
+            make_pipeline, '{"answer": "George Westinghouse", "passage": 1}', "answer.ungrounded=evidence"
+        )
         assert result.short_answer == "" and not result.abstained
         g = result.grounding
         assert (g["status"], g["shown"], g["proposed"]) == ("ungrounded", "evidence", "George Westinghouse")
@@ -237,14 +297,17 @@ class TestShortAnswerNode:
         g = result.grounding
         assert (g["status"], g["source"], g["model_found_no_answer"]) == ("grounded", "extractive", True)
 
-    @pytest.mark.parametrize("overrides", [("grade.thresholds.correct=0.99", "answer.fallback_coverage=1.01"),
-                                           ("answer.ungrounded=abstain",)])
+    @pytest.mark.parametrize(
+        "overrides",
+        [("grade.thresholds.correct=0.99", "answer.fallback_coverage=1.01"), ("answer.ungrounded=abstain",)],
+    )
     def test_not_found_abstains_when_the_check_is_unsure_or_so_configured(self, make_pipeline, overrides):
         result = self.ask(make_pipeline, '{"answer": "NOT FOUND", "passage": 0}', *overrides)
         assert result.abstained and result.grounding["status"] == "abstained"
 
     def test_not_found_after_an_ambiguous_check_gets_the_extractive_answer_when_a_passage_holds_the_question(
-            self, make_pipeline):
+        self, make_pipeline
+    ):
         # "correct" out of reach, so the verdict is ambiguous; the kept passage holds the question's words
         result = self.ask(make_pipeline, '{"answer": "NOT FOUND", "passage": 0}', "grade.thresholds.correct=0.99")
         verdicts = [step.output["verdict"] for step in result.trace if step.node == "grade"]
@@ -255,8 +318,9 @@ class TestShortAnswerNode:
     def test_the_token_stream_carries_the_verified_answer(self, make_pipeline):
         from tests.nodes.scripted import scripted_llm
 
-        llm, _ = scripted_llm(rewrite='{"query": "knuckle coupler patent"}',
-                              answer='{"answer": "Eli Janney", "passage": 1}')
+        llm, _ = scripted_llm(
+            rewrite='{"query": "knuckle coupler patent"}', answer='{"answer": "Eli Janney", "passage": 1}'
+        )
         events = list(make_pipeline(llm=llm, answer_format="short").stream(self.QUESTION))
         tokens = "".join(e.text for e in events if e.event == "token")
         assert tokens == events[-1].result.answer
@@ -270,8 +334,9 @@ class TestShortAnswerNode:
     def test_sentences_format_has_no_short_answer(self, make_pipeline):
         from tests.nodes.scripted import scripted_llm
 
-        llm, _ = scripted_llm(rewrite='{"query": "knuckle coupler patent"}',
-                              answer="Eli Janney patented the knuckle coupler in 1873 [1].")
+        llm, _ = scripted_llm(
+            rewrite='{"query": "knuckle coupler patent"}', answer="Eli Janney patented the knuckle coupler in 1873 [1]."
+        )
         result = make_pipeline(llm=llm).ask(self.QUESTION)
         assert result.short_answer == "" and result.evidence == "" and result.grounding == {}
         assert "Eli Janney" in result.answer

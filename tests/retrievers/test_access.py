@@ -1,8 +1,7 @@
 """Document-level access labels: stored in the `acl` column, applied inside the LanceDB queries (so top-k is filled
 with readable chunks), never widened by a caller's filter, and indexes made before the column existed still work."""
-from __future__ import annotations
 
-from switchyard.llm.context import ALL
+from __future__ import annotations
 
 import json
 
@@ -11,18 +10,25 @@ import pytest
 from switchyard.errors import AccessError, FilterError
 from switchyard.retrievers.filters import encode_labels, parse_filter, parse_labels, readable_by, to_predicate, to_sql
 from switchyard.retrievers.store import ACL_FIELD
+from switchyard.run_context import ALL
 
 SECRET = "The vault combination is 4711 and the payroll ledger sits in room 12."
 
 
 def corpus(tmp_path, n_secret: int = 6):
     """Many labelled documents that match 'vault combination payroll' better than the one unlabelled document."""
-    records = [{"_id": f"secret-{i}", "title": f"Vault memo {i}", "text": f"{SECRET} Memo number {i}.",
-                "acl": ["hr"]} for i in range(n_secret)]
-    records.append({"_id": "finance-1", "title": "Vault budget", "text": f"{SECRET} Budget copy.",
-                    "acl": "finance"})
-    records.append({"_id": "public-1", "title": "Office notes",
-                    "text": "The office vault is painted green. Payroll questions go to the front desk."})
+    records = [
+        {"_id": f"secret-{i}", "title": f"Vault memo {i}", "text": f"{SECRET} Memo number {i}.", "acl": ["hr"]}
+        for i in range(n_secret)
+    ]
+    records.append({"_id": "finance-1", "title": "Vault budget", "text": f"{SECRET} Budget copy.", "acl": "finance"})
+    records.append(
+        {
+            "_id": "public-1",
+            "title": "Office notes",
+            "text": "The office vault is painted green. Payroll questions go to the front desk.",
+        }
+    )
     path = tmp_path / "docs.jsonl"
     path.write_text("\n".join(json.dumps(r) for r in records), encoding="utf-8")
     return path
@@ -61,8 +67,11 @@ class TestRetrievalReadsOnlyReadableChunks:
         query = "vault combination payroll ledger"
         everything = stack.search(query, top_k=3, groups=ALL).passages
         assert any(p.doc_id.startswith("secret") for p in everything)
-        for groups, allowed in [((), {"public-1"}), (("finance",), {"public-1", "finance-1"}),
-                                (("hr", "x"), {"public-1", "finance-1"} | {f"secret-{i}" for i in range(6)})]:
+        for groups, allowed in [
+            ((), {"public-1"}),
+            (("finance",), {"public-1", "finance-1"}),
+            (("hr", "x"), {"public-1", "finance-1"} | {f"secret-{i}" for i in range(6)}),
+        ]:
             got = [p.doc_id for p in stack.search(query, top_k=3, groups=groups).passages]
             assert got and set(got) <= allowed, (groups, got)
             # the filter narrows inside the query: no readable document goes missing for the hidden ones
@@ -121,6 +130,7 @@ class TestIndexesWithoutTheColumn:
         assert not stack.store.has_acl()
         assert stack.ingestor(progress=False).run([tmp_path / "memo.md"], acl="hr").added == 1
         assert stack.store.has_acl() and stack.store.count(()) == before
+
         def found(groups):
             return {p.doc_id.split("-")[0] for p in stack.search("vault combination payroll", groups=groups).passages}
 

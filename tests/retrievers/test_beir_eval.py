@@ -1,21 +1,26 @@
 """eval-retrieval ranks through the stack's own retrievers, fusion and reranker (`QueryRanker`): its hybrid(+rerank)
 head is what `Pipeline.search` returns under a no-rewrite config, and its rankings on the fixture BEIR sets are those
 of the hand-built path it replaced (real LanceDB indexes on tmp dirs, the real embedding model)."""
+
 from __future__ import annotations
 
 import pytest
 
-from switchyard.llm.context import ALL
 from switchyard.configs.loader import load_config
 from switchyard.configs.schema import FusionConfig
-from switchyard.graphs.app import Pipeline
+from switchyard.evaluation.retrieval import QueryRanker, load_beir, prepare_stack
+from switchyard.graphs.pipeline import Pipeline
 from switchyard.nodes.resources import SharedModels
-from switchyard.retrievers.beir_eval import QueryRanker, load_beir, prepare_stack
 from switchyard.retrievers.fusion import fuse
+from switchyard.run_context import ALL
 from tests.conftest import FIXTURES, SAMPLES
 
-QUESTIONS = ["Who patented the knuckle coupler?", "What is the standard track gauge?",
-             "what slows freight cars rolling down a hump", "What does an interlocking prevent?"]
+QUESTIONS = [
+    "Who patented the knuckle coupler?",
+    "What is the standard track gauge?",
+    "what slows freight cars rolling down a hump",
+    "What does an interlocking prevent?",
+]
 VARIANTS = {"z": FusionConfig(normalization="zscore", weights={"bm25": 0.5, "dense": 0.5})}
 
 
@@ -50,8 +55,16 @@ def ranked(passages) -> list[tuple[str, float]]:
 @pytest.mark.parametrize("reranker", ["none", "dense_rescore", pytest.param("cross_encoder", marks=pytest.mark.slow)])
 def test_hybrid_head_is_what_pipeline_search_returns(index_dir, embedder, request, reranker):
     # retrieve.top_k below the collection's size: the reranker sees only the fused head, as in `ask`
-    config = load_config(None, ["ingest.chunk_size=48", "ingest.chunk_overlap=8", "retrieve.top_k=6", "rerank.top_k=4",
-                                *reranker_settings(reranker, request)])
+    config = load_config(
+        None,
+        [
+            "ingest.chunk_size=48",
+            "ingest.chunk_overlap=8",
+            "retrieve.top_k=6",
+            "rerank.top_k=4",
+            *reranker_settings(reranker, request),
+        ],
+    )
     stack, _ = prepare_stack(config, SAMPLES, index_dir, progress=False, embedder=embedder)
     assert stack.store.count(ALL) > 6
     ranker = QueryRanker(stack, VARIANTS)
@@ -86,15 +99,21 @@ def hand_built(stack, query: str, variants: dict[str, FusionConfig]) -> dict[str
     if cfg.rerank.method != "none":
         fused = rankings["hybrid"]
         head = fused[: cfg.retrieve.top_k]
-        rankings["hybrid+rerank"] = stack.reranker.run(query, head, top_k=len(head)) + fused[cfg.retrieve.top_k:]
+        rankings["hybrid+rerank"] = stack.reranker.run(query, head, top_k=len(head)) + fused[cfg.retrieve.top_k :]
     return {name: [p.chunk_id for p in ranking] for name, ranking in rankings.items()}
 
 
-@pytest.mark.parametrize("overrides", [
-    ["rerank.method=none"], ["rerank.method=dense_rescore"],
-    pytest.param(["retrieve.fusion.method=rrf", "retrieve.top_k=3", "rerank.method=dense_rescore"],
-                 marks=pytest.mark.slow),
-    pytest.param(["retrieve.mode=bm25", "retrieve.top_k=2", "rerank.method=dense_rescore"], marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ["rerank.method=none"],
+        ["rerank.method=dense_rescore"],
+        pytest.param(
+            ["retrieve.fusion.method=rrf", "retrieve.top_k=3", "rerank.method=dense_rescore"], marks=pytest.mark.slow
+        ),
+        pytest.param(["retrieve.mode=bm25", "retrieve.top_k=2", "rerank.method=dense_rescore"], marks=pytest.mark.slow),
+    ],
+)
 def test_rankings_on_the_fixture_sets_are_the_hand_built_paths(index_dir, embedder, overrides):
     for dataset in ("beir_rail", "beir_signals"):
         corpus, queries, _ = load_beir(FIXTURES / dataset)

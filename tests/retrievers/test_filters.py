@@ -1,7 +1,7 @@
 import pytest
 
-from switchyard.retrievers.filters import parse_filter, to_predicate, to_sql
 from switchyard.errors import FilterError
+from switchyard.retrievers.filters import parse_filter, to_predicate, to_sql
 
 
 class TestFilters:
@@ -21,12 +21,15 @@ class TestFilters:
         assert parse_filter("") == [] and parse_filter(None) == []
         assert to_sql([]) is None
 
-    @pytest.mark.parametrize("text, message", [
-        ("colour=red", "unknown filter field"),
-        ("page=three", "whole number"),
-        ("page~3", "numeric"),
-        ("just words", "bad filter clause"),
-    ])
+    @pytest.mark.parametrize(
+        "text, message",
+        [
+            ("colour=red", "unknown filter field"),
+            ("page=three", "whole number"),
+            ("page~3", "numeric"),
+            ("just words", "bad filter clause"),
+        ],
+    )
     def test_bad_filters_are_clear_errors(self, text, message):
         with pytest.raises(FilterError, match=message):
             parse_filter(text)

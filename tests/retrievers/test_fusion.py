@@ -3,8 +3,17 @@ import pytest
 from switchyard.configs.loader import load_config
 from switchyard.errors import ConfigError
 from switchyard.retrievers.documents import Passage
-from switchyard.retrievers.fusion import (adaptive_weights, convex_combination, dbsf, fuse, max_scaled, min_max,
-                               reciprocal_rank_fusion, top_confidence, z_score)
+from switchyard.retrievers.fusion import (
+    adaptive_weights,
+    convex_combination,
+    dbsf,
+    fuse,
+    max_scaled,
+    min_max,
+    reciprocal_rank_fusion,
+    top_confidence,
+    z_score,
+)
 
 
 def _p(cid: str, score: float) -> Passage:
@@ -128,15 +137,18 @@ class TestMaxScaled:
     def test_flat_list_does_not_outweigh_a_peaked_one(self):
         # dense is nearly flat: min-max stretches its tiny differences over [0, 1] and they decide; scaled by its
         # best score it stays flat (0.998..1) and bm25's clear winner comes first
-        lists = {"bm25": [_p("a", 20), _p("b", 2), _p("c", 1.5), _p("e", 1)],
-                 "dense": [_p("b", 0.501), _p("c", 0.5005), _p("e", 0.5002), _p("a", 0.5)]}
+        lists = {
+            "bm25": [_p("a", 20), _p("b", 2), _p("c", 1.5), _p("e", 1)],
+            "dense": [_p("b", 0.501), _p("c", 0.5005), _p("e", 0.5002), _p("a", 0.5)],
+        }
         assert convex_combination(lists, normalization="minmax")[0].chunk_id == "b"
         fused = convex_combination(lists, weights={"bm25": 0.5, "dense": 0.5}, normalization="max")
         assert fused[0].chunk_id == "a"
         assert fused[0].score == pytest.approx((1.0 + 0.5 / 0.501) / 2)
         # a passage a list missed gets that list's lowest scaled score
-        assert convex_combination({"bm25": [_p("a", 4), _p("b", 2)], "dense": [_p("a", 0.5)]},
-                                  normalization="max")[1].score == pytest.approx((0.5 + 1.0) / 2)
+        assert convex_combination({"bm25": [_p("a", 4), _p("b", 2)], "dense": [_p("a", 0.5)]}, normalization="max")[
+            1
+        ].score == pytest.approx((0.5 + 1.0) / 2)
 
 
 class TestDbsf:
@@ -177,7 +189,7 @@ class TestAdaptiveWeights:
         assert w["bm25"] == pytest.approx(1.2675 / (1.2675 + 0.9806), abs=1e-4)
         assert w["dense"] == pytest.approx(0.9806 / (1.2675 + 0.9806), abs=1e-4)
         w2 = adaptive_weights(_lists(), {"bm25": 0.5, "dense": 0.5}, power=2, depth=100)
-        assert w2["bm25"] == pytest.approx(1.2675 ** 2 / (1.2675 ** 2 + 0.9806 ** 2), abs=1e-4)
+        assert w2["bm25"] == pytest.approx(1.2675**2 / (1.2675**2 + 0.9806**2), abs=1e-4)
 
     def test_power_zero_and_flat_lists_keep_static_weights(self):
         static = {"bm25": 0.55, "dense": 0.45}

@@ -1,4 +1,5 @@
 """HybridRetriever runs its retrievers at the same time and fuses what they return."""
+
 import contextvars
 import threading
 
@@ -21,8 +22,10 @@ class _Meeting:
     def run(self, query, top_k=None, where=None):
         self.seen_run_id = RUN_ID.get()
         self.barrier.wait()
-        return [Passage(chunk_id=f"{d}#0", doc_id=d, source=f"{d}.txt", title=d, text=query, score=1.0 / (i + 1))
-                for i, d in enumerate(self.doc_ids)]
+        return [
+            Passage(chunk_id=f"{d}#0", doc_id=d, source=f"{d}.txt", title=d, text=query, score=1.0 / (i + 1))
+            for i, d in enumerate(self.doc_ids)
+        ]
 
 
 class _Failing:
@@ -44,8 +47,11 @@ class TestHybridRetriever:
 
     def test_fused_result_covers_both_lists(self):
         barrier = threading.Barrier(2, timeout=10)
-        fused = HybridRetriever([_Meeting("bm25", barrier, ["a", "b"]), _Meeting("dense", barrier, ["b", "c"])],
-                                weights={"bm25": 0.5, "dense": 0.5}, normalization="max").run("q")
+        fused = HybridRetriever(
+            [_Meeting("bm25", barrier, ["a", "b"]), _Meeting("dense", barrier, ["b", "c"])],
+            weights={"bm25": 0.5, "dense": 0.5},
+            normalization="max",
+        ).run("q")
         by_doc = {p.doc_id: p for p in fused}
         assert set(by_doc) == {"a", "b", "c"} and set(by_doc["b"].scores) == {"bm25", "dense", "fused"}
         # max-scaled, a passage missing from a list gets that list's lowest score (0.5): a = b = 0.75, c = 0.5

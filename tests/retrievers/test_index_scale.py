@@ -1,12 +1,12 @@
 """Settings that matter at scale: the store's vector-index choice and the rank_bm25 backend's size limit."""
-from switchyard.llm.context import ALL
+
 import pytest
 
 from switchyard.configs.loader import load_config
-from switchyard.errors import CollectionTooLargeError, ConfigError
 from switchyard.configs.schema import VectorIndexConfig
+from switchyard.errors import CollectionTooLargeError, ConfigError, StoreError
 from switchyard.retrievers.store.vector_index import index_config, partitions, tune
-from switchyard.errors import StoreError
+from switchyard.run_context import ALL
 from tests.conftest import FIXTURES, SAMPLES
 
 
@@ -18,6 +18,7 @@ class _RecordingQuery:
         def record(value):
             self.calls.append((name, value))
             return self
+
         return record
 
 
@@ -52,8 +53,9 @@ class TestVectorIndexSpec:
         assert tune(VectorIndexConfig(ef=300), _RecordingQuery()).calls == [("ef", 300)]
 
     def test_config_section_reaches_the_store(self, make_stack):
-        stack = make_stack("store.vector_index.kind=ivf_pq", "store.vector_index.nprobes=7",
-                           "store.vector_index_min_rows=1234")
+        stack = make_stack(
+            "store.vector_index.kind=ivf_pq", "store.vector_index.nprobes=7", "store.vector_index_min_rows=1234"
+        )
         assert stack.store.vector_index == VectorIndexConfig(kind="ivf_pq", nprobes=7)
         assert stack.store.vector_index_min_rows == 1234
 
@@ -61,9 +63,13 @@ class TestVectorIndexSpec:
 @pytest.mark.slow
 class TestVectorIndexBuild:
     def test_ivf_pq_index_is_built_once_past_threshold_and_searched(self, make_stack):
-        stack = make_stack("store.vector_index_min_rows=50", "store.vector_index.kind=ivf_pq",
-                           "store.vector_index.num_partitions=2", "store.vector_index.refine_factor=5",
-                           collection="pq")
+        stack = make_stack(
+            "store.vector_index_min_rows=50",
+            "store.vector_index.kind=ivf_pq",
+            "store.vector_index.num_partitions=2",
+            "store.vector_index.refine_factor=5",
+            collection="pq",
+        )
         stack.ingestor(progress=False).run([FIXTURES / "phantomwiki_articles.json"])
         indices = {ix.index_type.upper(): ix for ix in stack.store.table().list_indices()}
         assert {"FTS", "IVFPQ"} <= set(indices)
@@ -80,8 +86,9 @@ class TestVectorIndexBuild:
 
 class TestRankBM25Limit:
     def test_refuses_a_collection_over_max_chunks_with_a_clear_message(self, make_stack):
-        stack = make_stack("retrieve.mode=bm25", "retrieve.retrievers.bm25.backend=rank_bm25",
-                           "retrieve.retrievers.bm25.max_chunks=3")
+        stack = make_stack(
+            "retrieve.mode=bm25", "retrieve.retrievers.bm25.backend=rank_bm25", "retrieve.retrievers.bm25.max_chunks=3"
+        )
         stack.ingestor(progress=False).run([SAMPLES])
         n = stack.store.count(ALL)
         with pytest.raises(CollectionTooLargeError) as err:
@@ -94,7 +101,10 @@ class TestRankBM25Limit:
         stack = make_stack("retrieve.mode=bm25", "retrieve.retrievers.bm25.backend=rank_bm25")
         stack.ingestor(progress=False).run([SAMPLES])
         n = stack.store.count(ALL)
-        at_limit = make_stack("retrieve.mode=bm25", "retrieve.retrievers.bm25.backend=rank_bm25",
-                              f"retrieve.retrievers.bm25.max_chunks={n}")
+        at_limit = make_stack(
+            "retrieve.mode=bm25",
+            "retrieve.retrievers.bm25.backend=rank_bm25",
+            f"retrieve.retrievers.bm25.max_chunks={n}",
+        )
         assert at_limit.search("standard gauge", groups=ALL).passages
         assert at_limit.retriever.retrievers[0].max_chunks == n

@@ -1,5 +1,5 @@
 """Ingestion against a real LanceDB on disk with the real embedding model."""
-from switchyard.llm.context import ALL
+
 import json
 import signal
 import subprocess
@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from switchyard.run_context import ALL
 from tests.conftest import ROOT, SAMPLES
 
 
@@ -29,12 +30,13 @@ class TestIngestor:
     def test_every_chunk_keeps_its_metadata(self, make_stack):
         stack = make_stack()
         stack.ingestor(progress=False).run([SAMPLES])
-        rows = stack.store.scan(["doc_id", "source", "title", "page", "start_char", "end_char",
-                                 "content_hash", "doc_hash", "text"], scope=ALL).to_pylist()
+        rows = stack.store.scan(
+            ["doc_id", "source", "title", "page", "start_char", "end_char", "content_hash", "doc_hash", "text"],
+            scope=ALL,
+        ).to_pylist()
         pdf_rows = [r for r in rows if r["source"].endswith(".pdf")]
         assert pdf_rows and all(r["page"] in (1, 2, 3) for r in pdf_rows)
-        assert all(r["title"] and r["doc_hash"] and r["content_hash"] and r["end_char"] > r["start_char"]
-                   for r in rows)
+        assert all(r["title"] and r["doc_hash"] and r["content_hash"] and r["end_char"] > r["start_char"] for r in rows)
 
     def test_changed_file_replaces_its_chunks(self, make_stack, tmp_path):
         folder = tmp_path / "docs"
@@ -92,8 +94,8 @@ class TestIngestor:
         assert not any(p.doc_id == doc_id for p in stack.search("standard gauge 1,435 mm", groups=ALL).passages)
 
     def test_other_embedding_model_is_refused(self, make_stack, tmp_path):
-        from switchyard.retrievers.store import IndexStore
         from switchyard.errors import StoreError
+        from switchyard.retrievers.store import IndexStore
 
         stack = make_stack()
         stack.ingestor(progress=False).run([SAMPLES])
@@ -109,7 +111,9 @@ def _version_count(index: Path) -> int:
 
 def _write_version(folder: Path, tag: str, n: int) -> None:
     for i in range(n):
-        body = " ".join(f"Document {i} {tag} sentence {j} about yard number {i}." for j in range(30 if tag == "B" else 12))
+        body = " ".join(
+            f"Document {i} {tag} sentence {j} about yard number {i}." for j in range(30 if tag == "B" else 12)
+        )
         (folder / f"doc{i:02d}.txt").write_text(body)
 
 
@@ -120,9 +124,21 @@ class TestKilledIngest:
     N = 24
 
     def _ingest_cmd(self, folder, index):
-        return [sys.executable, str(ROOT / "cli.py"), "ingest", str(folder), "--index-dir", str(index),
-                "--no-progress", "--set", "ingest.batch_docs=1", "--set", "ingest.chunk_size=48",
-                "--set", "ingest.chunk_overlap=8"]
+        return [
+            sys.executable,
+            str(ROOT / "cli.py"),
+            "ingest",
+            str(folder),
+            "--index-dir",
+            str(index),
+            "--no-progress",
+            "--set",
+            "ingest.batch_docs=1",
+            "--set",
+            "ingest.chunk_size=48",
+            "--set",
+            "ingest.chunk_overlap=8",
+        ]
 
     def test_kill_mid_ingest_then_rerun(self, tmp_path, make_stack):
         folder, index = tmp_path / "docs", tmp_path / "index"
@@ -210,9 +226,11 @@ class TestDeleteMatching:
         from switchyard.retrievers.ingest import matching_documents
 
         (tmp_path / "notes").mkdir()
-        docs = [{"doc_id": "notes", "source": "/elsewhere/notes.md"},
-                {"doc_id": "n1", "source": str(tmp_path / "notes" / "a.md")},
-                {"doc_id": "n2", "source": str(tmp_path / "notes" / "b.md")}]
+        docs = [
+            {"doc_id": "notes", "source": "/elsewhere/notes.md"},
+            {"doc_id": "n1", "source": str(tmp_path / "notes" / "a.md")},
+            {"doc_id": "n2", "source": str(tmp_path / "notes" / "b.md")},
+        ]
         monkeypatch.chdir(tmp_path)
         assert matching_documents(docs, ["notes"]) == ["notes"]  # the id, though a folder of that name exists
         assert matching_documents(docs, ["./notes", "n2"]) == ["n1", "n2"]  # a path: the folder's documents

@@ -1,5 +1,5 @@
 """The LangChain retriever over a real Switchyard collection (the sample corpus index, the real embedding model)."""
-from switchyard.llm.context import ALL
+
 import threading
 
 import pytest
@@ -7,11 +7,11 @@ from langchain_core.documents import Document
 from langchain_core.runnables import RunnableLambda
 
 from switchyard.configs.loader import load_config
+from switchyard.errors import FilterError, StoreError
+from switchyard.graphs.langchain_retriever import SwitchyardRetriever
 from switchyard.retrievers.filters import parse_filter, to_predicate
-from switchyard.errors import FilterError
-from switchyard.retrievers.langchain_retriever import SwitchyardRetriever
-from switchyard.retrievers.pipeline import RetrievalStack
-from switchyard.errors import StoreError
+from switchyard.retrievers.stack import RetrievalStack
+from switchyard.run_context import ALL
 
 QUESTION = "Who patented the knuckle coupler?"
 
@@ -28,8 +28,12 @@ def test_documents_carry_the_passages_and_their_metadata(stack):
     assert [d.metadata["chunk_id"] for d in docs] == [p.chunk_id for p in passages]
     for doc, p in zip(docs, passages):
         assert doc.page_content == p.text and doc.id == p.chunk_id
-        assert {k: doc.metadata[k] for k in ("doc_id", "title", "source", "page")} == \
-               {"doc_id": p.doc_id, "title": p.title, "source": p.source, "page": p.page}
+        assert {k: doc.metadata[k] for k in ("doc_id", "title", "source", "page")} == {
+            "doc_id": p.doc_id,
+            "title": p.title,
+            "source": p.source,
+            "page": p.page,
+        }
         assert doc.metadata["score"] == pytest.approx(p.score)
     assert [d.metadata["score"] for d in docs] == sorted((d.metadata["score"] for d in docs), reverse=True)
     assert docs[0].metadata["title"] == "Railway couplers"  # the only passage naming the knuckle coupler

@@ -1,4 +1,5 @@
 """Lazy: built once under a lock, even when many threads ask at the same moment."""
+
 import threading
 import time
 

@@ -32,14 +32,21 @@ class TestLoaders:
 
     def test_beir_jsonl_and_article_list(self, tmp_path):
         beir = tmp_path / "corpus.jsonl"
-        beir.write_text(json.dumps({"_id": "d1", "title": "T1", "text": "one"}) + "\n\n"
-                        + json.dumps({"_id": "d2", "title": "", "text": "two"}) + "\n")
+        beir.write_text(
+            json.dumps({"_id": "d1", "title": "T1", "text": "one"})
+            + "\n\n"
+            + json.dumps({"_id": "d2", "title": "", "text": "two"})
+            + "\n"
+        )
         arts = tmp_path / "articles.json"
         arts.write_text(json.dumps([{"title": "Ann", "article": "# Ann\nAnn is a person."}]))
         docs, errors = _load(beir, arts)
         assert not errors
         assert [(d.doc_id, d.title, d.text) for d in docs] == [
-            ("d1", "T1", "one"), ("d2", "d2", "two"), ("Ann", "Ann", "# Ann\nAnn is a person.")]
+            ("d1", "T1", "one"),
+            ("d2", "d2", "two"),
+            ("Ann", "Ann", "# Ann\nAnn is a person."),
+        ]
 
     def test_bad_inputs_are_one_line_errors_naming_the_file(self, tmp_path):
         (tmp_path / "bin.txt").write_bytes(b"abc\x00\x01\x02")

@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from switchyard.retrievers.metrics import dedupe, mrr_at_k, ndcg_at_k, percentile, recall_at_k, score_query
+from switchyard.evaluation.ranking import dedupe, mrr_at_k, ndcg_at_k, percentile, recall_at_k, score_query
 
 
 class TestMetrics:
@@ -35,8 +35,14 @@ class TestMetrics:
         assert mrr_at_k(ranking, qrels, 1) == 0.0
 
     def test_score_query_has_every_metric(self):
-        assert set(score_query(["a"], {"a": 1})) == {"ndcg@10", "recall@1", "recall@5", "recall@10",
-                                                     "recall@100", "mrr@10"}
+        assert set(score_query(["a"], {"a": 1})) == {
+            "ndcg@10",
+            "recall@1",
+            "recall@5",
+            "recall@10",
+            "recall@100",
+            "mrr@10",
+        }
 
     def test_dedupe_keeps_best_chunk_rank(self):
         assert dedupe(["a", "b", "a", "c", "b"]) == ["a", "b", "c"]

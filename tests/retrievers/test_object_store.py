@@ -1,9 +1,7 @@
 """One index, many servers: the index on S3 (a real S3-compatible server, moto, on 127.0.0.1), shared by separately
 constructed stacks and by separate CLI processes, with credentials given as `env:NAME` references."""
-from __future__ import annotations
 
-from switchyard.retrievers.store import ChunkFetch, FullTextSearch, VectorSearch
-from switchyard.llm.context import ALL
+from __future__ import annotations
 
 import json
 import os
@@ -12,6 +10,8 @@ import sys
 
 import pytest
 
+from switchyard.retrievers.store import ChunkFetch, FullTextSearch, VectorSearch
+from switchyard.run_context import ALL
 from tests.conftest import ROOT, SAMPLES, free_port, stop_process, wait_until_serving
 
 BUCKET = "sy-index"
@@ -29,12 +29,16 @@ def s3_endpoint(tmp_path_factory):
     endpoint = f"http://127.0.0.1:{port}"
     log = tmp_path_factory.mktemp("moto") / "moto.log"
     with open(log, "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                                stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     try:
         wait_until_serving(endpoint, proc, "moto server", timeout=30, log=log.read_text)
-        boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="test", aws_secret_access_key=SECRET,
-                     region_name="us-east-1").create_bucket(Bucket=BUCKET)
+        boto3.client(
+            "s3", endpoint_url=endpoint, aws_access_key_id="test", aws_secret_access_key=SECRET, region_name="us-east-1"
+        ).create_bucket(Bucket=BUCKET)
         with pytest.MonkeyPatch.context() as mp:
             mp.setenv(KEY_ID_VAR, "test")
             mp.setenv(SECRET_VAR, SECRET)
@@ -45,17 +49,20 @@ def s3_endpoint(tmp_path_factory):
 
 def s3_overrides(endpoint: str, collection: str = "default", secret_var: str = SECRET_VAR) -> list[str]:
     """The `--set` overrides a user types to put the index on S3."""
-    return [f"store.uri=s3://{BUCKET}/index", f"store.collection={collection}",
-            f"store.storage_options.endpoint={endpoint}",
-            "store.storage_options.region=us-east-1",
-            "store.storage_options.allow_http=true",
-            f"store.storage_options.aws_access_key_id=env:{KEY_ID_VAR}",
-            f"store.storage_options.aws_secret_access_key=env:{secret_var}"]
+    return [
+        f"store.uri=s3://{BUCKET}/index",
+        f"store.collection={collection}",
+        f"store.storage_options.endpoint={endpoint}",
+        "store.storage_options.region=us-east-1",
+        "store.storage_options.allow_http=true",
+        f"store.storage_options.aws_access_key_id=env:{KEY_ID_VAR}",
+        f"store.storage_options.aws_secret_access_key=env:{secret_var}",
+    ]
 
 
 def make_stack(embedder, overrides: list[str]):
     from switchyard.configs.loader import load_config
-    from switchyard.retrievers.pipeline import RetrievalStack
+    from switchyard.retrievers.stack import RetrievalStack
 
     return RetrievalStack(load_config(None, overrides), embedder=embedder)
 
@@ -70,8 +77,9 @@ def shared_index(s3_endpoint, embedder):
 
 
 def cli(*args, env=None):
-    return subprocess.run([sys.executable, str(ROOT / "cli.py"), *map(str, args)], capture_output=True, text=True,
-                          timeout=600, env=env)
+    return subprocess.run(
+        [sys.executable, str(ROOT / "cli.py"), *map(str, args)], capture_output=True, text=True, timeout=600, env=env
+    )
 
 
 def _set_args(overrides: list[str]) -> list[str]:
@@ -85,8 +93,12 @@ class TestStorageOptionsConfig:
         config = load_config(None, s3_overrides("http://127.0.0.1:9000"))
         assert config.store.uri == f"s3://{BUCKET}/index"
         assert config.store.storage_options == {
-            "endpoint": "http://127.0.0.1:9000", "region": "us-east-1", "allow_http": "true",
-            "aws_access_key_id": f"env:{KEY_ID_VAR}", "aws_secret_access_key": f"env:{SECRET_VAR}"}
+            "endpoint": "http://127.0.0.1:9000",
+            "region": "us-east-1",
+            "allow_http": "true",
+            "aws_access_key_id": f"env:{KEY_ID_VAR}",
+            "aws_secret_access_key": f"env:{SECRET_VAR}",
+        }
 
     def test_bad_env_reference_is_a_config_error(self):
         from switchyard.configs.loader import load_config
@@ -104,8 +116,9 @@ class TestEnvSecrets:
         store = stack.store  # constructing the store does not connect
         with pytest.raises(StoreError) as err:
             store.exists()
-        assert str(err.value) == ("store.storage_options.aws_secret_access_key names $SY_TEST_NOT_SET, "
-                                  "which is not set")
+        assert str(err.value) == (
+            "store.storage_options.aws_secret_access_key names $SY_TEST_NOT_SET, which is not set"
+        )
 
     def test_secret_never_shown(self, shared_index, embedder):
         stack = make_stack(embedder, shared_index)

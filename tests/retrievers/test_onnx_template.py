@@ -1,6 +1,7 @@
 """The committed ONNX graphs of the shipped models (retrievers/onnx_template.py): filled with the installed weights
 they are the torch export, byte for byte, and the compiled embedding backends run without PyTorch; a model folder
 Switchyard does not ship still exports with torch, and without it the error names the `torch` extra."""
+
 from __future__ import annotations
 
 import json
@@ -48,10 +49,12 @@ def test_other_weights_get_no_template_and_need_torch_to_export(minilm, tmp_path
 
 @pytest.mark.slow
 def test_the_compiled_backends_embed_without_pytorch(tmp_path, embedder):
-    code = ("import sys, json; sys.modules.update(dict.fromkeys(['torch', 'transformers', 'sentence_transformers'])); "
-            "from switchyard.retrievers.embedder import Embedder; "
-            f"e = Embedder('minilm', backend='onnx', cache_dir={str(tmp_path)!r}); "
-            "print(json.dumps(e.run(['What is standard gauge?']).tolist()))")
+    code = (
+        "import sys, json; sys.modules.update(dict.fromkeys(['torch', 'transformers', 'sentence_transformers'])); "
+        "from switchyard.retrievers.embedder import Embedder; "
+        f"e = Embedder('minilm', backend='onnx', cache_dir={str(tmp_path)!r}); "
+        "print(json.dumps(e.run(['What is standard gauge?']).tolist()))"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-2000:]
     vector = np.array(json.loads(done.stdout)[0], dtype=np.float32)

@@ -1,7 +1,7 @@
 import pytest
 
-from switchyard.retrievers.chunking import Chunker
 from switchyard.errors import PdfError
+from switchyard.retrievers.chunking import Chunker
 from switchyard.retrievers.pdf import load_pdf
 from tests.fixtures.pdfs import FOOTNOTE, HEADER
 

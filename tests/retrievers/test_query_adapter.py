@@ -1,15 +1,16 @@
 """Query adapters: a linear correction of query vectors, fitted on labelled queries, applied by dense search."""
+
 import json
 import threading
 
 import numpy as np
 import pytest
-from switchyard.retrievers.store import ChunkFetch, IndexStore
+
 from switchyard.configs.loader import load_config
-from switchyard.errors import ConfigError
+from switchyard.errors import AdapterError, ConfigError
 from switchyard.retrievers.dense import DenseRetriever
 from switchyard.retrievers.query_adapter import AdapterExample, QueryAdapter, apply_adapter, collect_examples, fit
-from switchyard.errors import AdapterError
+from switchyard.retrievers.store import ChunkFetch, IndexStore
 from tests.retrievers.helpers import make_chunk, unit
 
 
@@ -21,9 +22,9 @@ class TestApplyAdapter:
     def test_hand_computed_correction(self):
         # q = (1, 0); q·A = (0, 1) -> q + q·A = (1, 1) -> normalised (1/sqrt 2, 1/sqrt 2)
         a = np.array([[0, 1], [0, 0]], dtype=np.float32)
-        assert np.allclose(apply_adapter(a, np.array([1, 0], np.float32)), [2 ** -0.5, 2 ** -0.5])
+        assert np.allclose(apply_adapter(a, np.array([1, 0], np.float32)), [2**-0.5, 2**-0.5])
         batch = apply_adapter(a, np.array([[1, 0], [0, 2]], np.float32))  # the second row: (0, 2) + (0, 0)
-        assert np.allclose(batch, [[2 ** -0.5, 2 ** -0.5], [0, 1]])
+        assert np.allclose(batch, [[2**-0.5, 2**-0.5], [0, 1]])
 
 
 class TestQueryAdapterFile:
@@ -44,12 +45,15 @@ class TestQueryAdapterFile:
         with pytest.raises(AdapterError, match="3-dim"):
             adapter.check("minilm", 384)
 
-    @pytest.mark.parametrize("content, message", [
-        (None, "not found"),
-        (b"not an npz", "not a query adapter file"),
-        ("non-square", "square"),
-        ("old-format", "unknown adapter format"),
-    ])
+    @pytest.mark.parametrize(
+        "content, message",
+        [
+            (None, "not found"),
+            (b"not an npz", "not a query adapter file"),
+            ("non-square", "square"),
+            ("old-format", "unknown adapter format"),
+        ],
+    )
     def test_bad_files_are_clear_errors(self, tmp_path, content, message):
         path = tmp_path / "a.npz"
         if isinstance(content, bytes):
@@ -112,8 +116,9 @@ def windowed_store(tmp_path):
 class TestCollectExamples:
     def test_positives_are_every_searched_vector_of_the_relevant_documents(self, windowed_store):
         store, windows = windowed_store
-        examples, skipped = collect_examples(store, {"q1": unit(1, 0, 0), "q2": unit(1, 0, 0)},
-                                             {"q1": {"b": 1}, "q2": {"missing-doc": 1}}, negatives=2)
+        examples, skipped = collect_examples(
+            store, {"q1": unit(1, 0, 0), "q2": unit(1, 0, 0)}, {"q1": {"b": 1}, "q2": {"missing-doc": 1}}, negatives=2
+        )
         assert skipped == 1 and len(examples) == 1
         (e,) = examples
         assert sorted(map(tuple, e.positive.round(4))) == sorted(map(tuple, np.concatenate(windows[1:3]).round(4)))
@@ -131,6 +136,7 @@ class TestCollectExamples:
 
 class _FixedEmbedder:
     """Embeds the three test queries as fixed vectors (no model needed to check where the adapter applies)."""
+
     dim = 3
 
     def embed_query(self, text):
@@ -155,9 +161,13 @@ class TestDenseRetrieverWithAdapter:
         adapter = QueryAdapter(QueryAdapter.save(tmp_path / "swap.npz", swap, {"model": "fixed"}))  # not loaded yet
         dense = DenseRetriever(store, _FixedEmbedder(), top_k=3, adapter=adapter)
         queries = ["x", "y", "z"] * 4
-        expected = {q: [p.chunk_id for p in DenseRetriever(store, _FixedEmbedder(), top_k=3,
-                                                               adapter=QueryAdapter(adapter.path)).run(q)]
-                    for q in set(queries)}
+        expected = {
+            q: [
+                p.chunk_id
+                for p in DenseRetriever(store, _FixedEmbedder(), top_k=3, adapter=QueryAdapter(adapter.path)).run(q)
+            ]
+            for q in set(queries)
+        }
         barrier, results, errors = threading.Barrier(len(queries)), {}, []
 
         def work(i, q):

@@ -3,9 +3,8 @@
 
 Local runs go through cli.main in this process; Ray runs are `cli.py` subprocesses, as a user runs them (this test
 process never imports Ray)."""
-from __future__ import annotations
 
-from switchyard.llm.context import ALL
+from __future__ import annotations
 
 import json
 import os
@@ -19,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from switchyard.run_context import ALL
 from tests.conftest import ROOT, SAMPLES
 from tests.retrievers.test_object_store import s3_endpoint, s3_overrides
 
@@ -31,11 +31,13 @@ def env() -> dict:
     """This process's environment (the moto fixture's credentials included), offline, importing this checkout."""
     return {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
 
+
 QUERIES = ["Who patented the knuckle coupler?", "What does a distant signal show?", "hump yard sorting"]
 
 
 def cli_local(capsys, *args: str) -> str:
     from switchyard import cli
+
     capsys.readouterr()
     code = cli.main(list(args))
     out = capsys.readouterr().out
@@ -44,8 +46,14 @@ def cli_local(capsys, *args: str) -> str:
 
 
 def cli_ray(cluster, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, str(ROOT / "cli.py"), *args, "--no-progress", "--ray", cluster.address],
-                          capture_output=True, text=True, env=env(), cwd=ROOT, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "cli.py"), *args, "--no-progress", "--ray", cluster.address],
+        capture_output=True,
+        text=True,
+        env=env(),
+        cwd=ROOT,
+        timeout=600,
+    )
     assert not check or proc.returncode == 0, proc.stderr[-3000:]
     return proc
 
@@ -58,7 +66,7 @@ def summary(out: str) -> str:
 
 def table(overrides: list[str]):
     from switchyard.configs.loader import load_config
-    from switchyard.retrievers.pipeline import RetrievalStack
+    from switchyard.retrievers.stack import RetrievalStack
 
     stack = RetrievalStack(load_config(None, overrides))
     return stack.store
@@ -85,11 +93,18 @@ def assert_same_collection(capsys, local: list[str], remote: list[str]) -> None:
     flags = lambda ov: [x for o in ov for x in ("--set", o)]  # noqa: E731
     assert cli_local(capsys, "list", "--json", *flags(local)) == cli_local(capsys, "list", "--json", *flags(remote))
     for query in QUERIES:
-        hits = [[(p["chunk_id"], round(p["score"], 4)) for p in json.loads(cli_local(
-            capsys, "search", query, "--json", *flags(ov)))["results"]] for ov in (local, remote)]
+        hits = [
+            [
+                (p["chunk_id"], round(p["score"], 4))
+                for p in json.loads(cli_local(capsys, "search", query, "--json", *flags(ov)))["results"]
+            ]
+            for ov in (local, remote)
+        ]
         assert hits[0] == hits[1] and hits[0]
-    answers = [json.loads(cli_local(capsys, "ask", QUERIES[0], "--json", "--config", "configs/no-llm.yaml",
-                                    *flags(ov))) for ov in (local, remote)]
+    answers = [
+        json.loads(cli_local(capsys, "ask", QUERIES[0], "--json", "--config", "configs/no-llm.yaml", *flags(ov)))
+        for ov in (local, remote)
+    ]
     assert [answers[0][k] for k in ("answer", "citations")] == [answers[1][k] for k in ("answer", "citations")]
 
 
@@ -98,20 +113,25 @@ def make_corpus(folder: Path, docs: int = 240, version: str = "a") -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     words = ["signal", "yard", "coupler", "gauge", "track", "brake", "wagon", "hump", "switch", "timetable"]
     for i in range(docs):
-        body = " ".join(f"{words[(i + j) % 10]} {words[(i * j) % 10]} number {j} of document {i}{version}."
-                        for j in range(40))
+        body = " ".join(
+            f"{words[(i + j) % 10]} {words[(i * j) % 10]} number {j} of document {i}{version}." for j in range(40)
+        )
         (folder / f"doc-{i:04d}.txt").write_text(f"Document {i}\n\n{body}\n")
     return folder
 
 
 class TestRayIngest:
-    def test_the_same_collection_as_a_local_ingest_then_incremental_changes_and_deletes(self, tmp_path, capsys,
-                                                                                         ray_cluster):
+    def test_the_same_collection_as_a_local_ingest_then_incremental_changes_and_deletes(
+        self, tmp_path, capsys, ray_cluster
+    ):
         corpus = tmp_path / "corpus"
         shutil.copytree(SAMPLES, corpus)
         (corpus / "extra.jsonl").write_text(
             json.dumps({"id": "wagon-1", "title": "Wagons", "text": "A wagon is an unpowered railway vehicle."})
-            + "\n" + json.dumps({"id": "brake-1", "title": "Brakes", "text": "Air brakes stop a train."}) + "\n")
+            + "\n"
+            + json.dumps({"id": "brake-1", "title": "Brakes", "text": "Air brakes stop a train."})
+            + "\n"
+        )
         local = [f"store.uri={tmp_path / 'local'}"]
         remote = [f"store.uri={tmp_path / 'ray'}"]
         first = cli_local(capsys, "ingest", str(corpus), "--no-progress", "--set", local[0])
@@ -126,8 +146,8 @@ class TestRayIngest:
         # a changed file, a record gone from a corpus file, a new file: the same as a local re-ingest
         (corpus / "track-gauge.txt").write_text((corpus / "track-gauge.txt").read_text() + "\nGauges vary.\n")
         (corpus / "extra.jsonl").write_text(
-            json.dumps({"id": "wagon-1", "title": "Wagons", "text": "A wagon is an unpowered railway vehicle."})
-            + "\n")
+            json.dumps({"id": "wagon-1", "title": "Wagons", "text": "A wagon is an unpowered railway vehicle."}) + "\n"
+        )
         (corpus / "new.md").write_text("# Turntables\n\nA turntable turns locomotives around.\n")
         second = cli_local(capsys, "ingest", str(corpus), "--no-progress", "--set", local[0])
         out = cli_ray(ray_cluster, "ingest", str(corpus), "--set", remote[0]).stdout
@@ -140,15 +160,27 @@ class TestRayIngest:
         local = [f"store.uri={tmp_path / 'local'}"]
         cli_local(capsys, "ingest", str(SAMPLES), "--no-progress", "--set", local[0])
         proc = subprocess.run(  # the credentials reach the driver only: the workers never open the store
-            [sys.executable, str(ROOT / "cli.py"), "ingest", str(SAMPLES), "--no-progress", "--ray",
-             ray_cluster.address, *[x for o in remote for x in ("--set", o)]],
-            capture_output=True, text=True, env=env(), cwd=ROOT, timeout=600)
+            [
+                sys.executable,
+                str(ROOT / "cli.py"),
+                "ingest",
+                str(SAMPLES),
+                "--no-progress",
+                "--ray",
+                ray_cluster.address,
+                *[x for o in remote for x in ("--set", o)],
+            ],
+            capture_output=True,
+            text=True,
+            env=env(),
+            cwd=ROOT,
+            timeout=600,
+        )
         assert proc.returncode == 0, proc.stderr[-3000:]
         assert "5 added" in proc.stdout
         assert_same_collection(capsys, local, remote)
 
-    def test_an_actor_killed_mid_ingest_is_replaced_and_the_result_is_complete(self, tmp_path, capsys,
-                                                                                ray_cluster):
+    def test_an_actor_killed_mid_ingest_is_replaced_and_the_result_is_complete(self, tmp_path, capsys, ray_cluster):
         corpus = make_corpus(tmp_path / "corpus")
         local = [f"store.uri={tmp_path / 'local'}", "ingest.batch_docs=8"]
         remote = [f"store.uri={tmp_path / 'ray'}", "ingest.batch_docs=8"]
@@ -166,8 +198,9 @@ class TestRayIngest:
         assert "240 added" in out
         assert_same_collection(capsys, local, remote)
 
-    def test_a_driver_killed_mid_ingest_leaves_the_last_commit_and_a_rerun_finishes(self, tmp_path, capsys,
-                                                                                    ray_cluster):
+    def test_a_driver_killed_mid_ingest_leaves_the_last_commit_and_a_rerun_finishes(
+        self, tmp_path, capsys, ray_cluster
+    ):
         corpus = make_corpus(tmp_path / "corpus")
         local = [f"store.uri={tmp_path / 'local'}", "ingest.batch_docs=8"]
         remote = [f"store.uri={tmp_path / 'ray'}", "ingest.batch_docs=8"]
@@ -201,18 +234,40 @@ class TestRayIngest:
         assert_same_collection(capsys, local, remote)
 
     def test_a_normal_ingest_never_imports_ray(self, tmp_path):
-        code = ("import sys; from switchyard import cli; code = cli.main(['ingest', sys.argv[1], '--no-progress', '--index-dir', "
-                "sys.argv[2]]);"
-                "assert code == 0; assert 'ray' not in sys.modules, 'ray imported'; print('no ray')")
-        proc = subprocess.run([sys.executable, "-c", code, str(SAMPLES), str(tmp_path / "index")], cwd=ROOT,
-                              env=env(), capture_output=True, text=True, timeout=300)
+        code = (
+            "import sys; from switchyard import cli; code = cli.main(['ingest', sys.argv[1], '--no-progress', '--index-dir', "
+            "sys.argv[2]]);"
+            "assert code == 0; assert 'ray' not in sys.modules, 'ray imported'; print('no ray')"
+        )
+        proc = subprocess.run(
+            [sys.executable, "-c", code, str(SAMPLES), str(tmp_path / "index")],
+            cwd=ROOT,
+            env=env(),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert proc.returncode == 0 and "no ray" in proc.stdout, proc.stderr[-2000:]
 
 
 def start_ray_ingest(cluster, corpus: Path, overrides: list[str]) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, str(ROOT / "cli.py"), "ingest", str(corpus), "--no-progress", "--ray",
-                             cluster.address, *[x for o in overrides for x in ("--set", o)]],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env(), cwd=ROOT)
+    return subprocess.Popen(
+        [
+            sys.executable,
+            str(ROOT / "cli.py"),
+            "ingest",
+            str(corpus),
+            "--no-progress",
+            "--ray",
+            cluster.address,
+            *[x for o in overrides for x in ("--set", o)],
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env(),
+        cwd=ROOT,
+    )
 
 
 def wait_for_commits(overrides: list[str], proc, commits: int, timeout: float = 300) -> None:
@@ -235,6 +290,7 @@ def wait_for_commits(overrides: list[str], proc, commits: int, timeout: float = 
 
 def test_without_ray_the_flag_is_one_clear_line(capsys, monkeypatch):
     from switchyard import cli
+
     monkeypatch.setitem(sys.modules, "ray", None)  # what an environment without the extra gives
     assert cli.main(["ingest", str(SAMPLES), "--ray", "auto"]) == 2
     err = capsys.readouterr().err.strip().splitlines()

@@ -1,12 +1,13 @@
 """Retrievers, fusion and rerankers end to end on a real LanceDB index with the real embedding model."""
-from switchyard.llm.context import ALL
+
 import json
 import re
 
 import pytest
 
-from switchyard.retrievers.rerankers import CrossEncoderReranker, LLMReranker
 from switchyard.errors import RerankerError
+from switchyard.retrievers.rerankers import CrossEncoderReranker, LLMReranker
+from switchyard.run_context import ALL
 from tests.conftest import FIXTURES, SAMPLES
 from tests.together import run_together
 
@@ -38,8 +39,12 @@ class TestRetrievers:
     def test_rank_bm25_k1_b_change_scores(self, make_stack):
         scores = []
         for k1, b in ((1.2, 0.75), (2.0, 0.2)):
-            stack = make_stack("retrieve.mode=bm25", "retrieve.retrievers.bm25.backend=rank_bm25",
-                               f"retrieve.retrievers.bm25.k1={k1}", f"retrieve.retrievers.bm25.b={b}")
+            stack = make_stack(
+                "retrieve.mode=bm25",
+                "retrieve.retrievers.bm25.backend=rank_bm25",
+                f"retrieve.retrievers.bm25.k1={k1}",
+                f"retrieve.retrievers.bm25.b={b}",
+            )
             stack.ingestor(progress=False).run([SAMPLES])
             scores.append(stack.search("standard gauge", groups=ALL).passages[0].score)
         assert scores[0] != pytest.approx(scores[1])
@@ -64,8 +69,12 @@ class TestRetrievers:
         assert stack.search("blue flag", where="title='nothing like this'", groups=ALL).passages == []
 
     def test_fusion_settings_come_from_config(self, make_stack):
-        stack = make_stack("retrieve.fusion.method=rrf", "retrieve.fusion.rrf_k=10",
-                           "retrieve.fusion.weights={bm25: 2, dense: 1}", "retrieve.fusion.adaptive_power=0")
+        stack = make_stack(
+            "retrieve.fusion.method=rrf",
+            "retrieve.fusion.rrf_k=10",
+            "retrieve.fusion.weights={bm25: 2, dense: 1}",
+            "retrieve.fusion.adaptive_power=0",
+        )
         stack.ingestor(progress=False).run([SAMPLES])
         top = stack.search("track gauge of Russia", groups=ALL).passages[0]
         expected = sum(w / (10 + top.ranks[n]) for n, w in (("bm25", 2), ("dense", 1)) if n in top.ranks)
@@ -74,8 +83,11 @@ class TestRetrievers:
     def test_normalization_and_adaptive_weights_come_from_config(self, make_stack):
         from switchyard.retrievers.fusion import adaptive_weights
 
-        stack = make_stack("retrieve.fusion.normalization=max", "retrieve.fusion.adaptive_power=2",
-                           "retrieve.fusion.weights={bm25: 0.5, dense: 0.5}")
+        stack = make_stack(
+            "retrieve.fusion.normalization=max",
+            "retrieve.fusion.adaptive_power=2",
+            "retrieve.fusion.weights={bm25: 0.5, dense: 0.5}",
+        )
         stack.ingestor(progress=False).run([SAMPLES])
         ranked = stack.retriever.run_each("track gauge of Russia")
         top = stack.retriever.fuse(ranked)[0]
@@ -128,8 +140,7 @@ class TestRerankers:
 
         from switchyard.retrievers.embedder import resolve_model_dir
 
-        CrossEncoder(str(resolve_model_dir("minilm")), num_labels=1, device="cpu").save_pretrained(
-            str(tmp_path / "ce"))
+        CrossEncoder(str(resolve_model_dir("minilm")), num_labels=1, device="cpu").save_pretrained(str(tmp_path / "ce"))
         reranker = CrossEncoderReranker(str(tmp_path / "ce"), top_k=3)
         out = reranker.run("gauge", sample_stack.search("gauge", top_k=5, rerank=False, groups=ALL).passages)
         assert len(out) == 3 and all("cross_encoder" in p.scores for p in out)
@@ -168,8 +179,16 @@ def test_ann_vector_index_is_built_past_threshold_and_used(make_stack):
 
 
 class TestConcurrentSearch:
-    QUERIES = ["Who patented the knuckle coupler?", "standard gauge", "hump yard retarders", "block signalling",
-               "blue flag protection", "narrow gauge railways", "automatic couplers", "classification tracks"]
+    QUERIES = [
+        "Who patented the knuckle coupler?",
+        "standard gauge",
+        "hump yard retarders",
+        "block signalling",
+        "blue flag protection",
+        "narrow gauge railways",
+        "automatic couplers",
+        "classification tracks",
+    ]
 
     @pytest.mark.parametrize("backend", ["lancedb", "rank_bm25"])
     def test_searches_from_many_threads_equal_sequential(self, make_stack, backend):

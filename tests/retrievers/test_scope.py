@@ -1,5 +1,6 @@
 """Closed by default: every read, count, listing and delete of the index takes the caller's access scope (its groups,
 or the explicit `ALL`); a missing scope is an AccessError, never read as "everything"."""
+
 from __future__ import annotations
 
 import copy
@@ -14,9 +15,9 @@ import numpy as np
 import pytest
 
 from switchyard.errors import AccessError
-from switchyard.llm.context import ALL, AllScope, RunContext
 from switchyard.retrievers.filters import encode_labels
 from switchyard.retrievers.store import IndexStore
+from switchyard.run_context import ALL, AllScope, RunContext
 from tests.retrievers.helpers import make_chunk, unit
 
 
@@ -24,9 +25,11 @@ from tests.retrievers.helpers import make_chunk, unit
 def labelled_store(tmp_path):
     """Three documents: one unlabelled, one labelled hr, one labelled finance."""
     store = IndexStore(str(tmp_path / "ix"), "c", dim=3)
-    chunks = [make_chunk("open::0", "the canteen opens at noon"),
-              dataclasses.replace(make_chunk("pay::0", "payroll runs on the 25th"), acl=encode_labels(["hr"])),
-              dataclasses.replace(make_chunk("bud::0", "the budget is frozen"), acl=encode_labels(["finance"]))]
+    chunks = [
+        make_chunk("open::0", "the canteen opens at noon"),
+        dataclasses.replace(make_chunk("pay::0", "payroll runs on the 25th"), acl=encode_labels(["hr"])),
+        dataclasses.replace(make_chunk("bud::0", "the budget is frozen"), acl=encode_labels(["finance"])),
+    ]
     store.write_documents(["open", "pay", "bud"], chunks, np.stack([unit(1, 0, 0), unit(0, 1, 0), unit(0, 0, 1)]))
     return store
 
@@ -38,12 +41,14 @@ def doc_ids(docs) -> set[str]:
 class TestTheStoreRefusesAMissingScope:
     def test_a_call_without_a_scope_is_refused_not_widened(self, labelled_store):
         store = labelled_store
-        calls = {"count": lambda **kw: store.count(**kw),
-                 "scan": lambda **kw: store.scan(["doc_id"], **kw),
-                 "list_documents": lambda **kw: store.list_documents(**kw),
-                 "document_chunks": lambda **kw: store.document_chunks("pay", **kw),
-                 "delete_documents": lambda **kw: store.delete_documents(["pay", "bud"], **kw)}
-        for name, call in calls.items():
+        calls = {
+            "count": lambda **kw: store.count(**kw),
+            "scan": lambda **kw: store.scan(["doc_id"], **kw),
+            "list_documents": lambda **kw: store.list_documents(**kw),
+            "document_chunks": lambda **kw: store.document_chunks("pay", **kw),
+            "delete_documents": lambda **kw: store.delete_documents(["pay", "bud"], **kw),
+        }
+        for _name, call in calls.items():
             with pytest.raises(AccessError, match="no access scope"):
                 call()
             with pytest.raises(AccessError, match="no access scope"):
@@ -113,19 +118,24 @@ class TestAll:
         subprocess is the driver: this test process never imports Ray)."""
         script = textwrap.dedent(f"""
             import ray
-            from switchyard.llm.context import ALL, RunContext
+            from switchyard.run_context import ALL, RunContext
 
             ray.init(address="{ray_cluster.address}", log_to_driver=False)
 
             @ray.remote
             def check(scope, groups):
-                from switchyard.llm.context import ALL
+                from switchyard.run_context import ALL
                 return scope is ALL, groups is ALL, scope
 
             same, in_context, back = ray.get(check.remote(ALL, RunContext().groups))
             print(same, in_context, back is ALL)
         """)
-        out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
-                             env={**os.environ, "RAY_USAGE_STATS_ENABLED": "0"})
+        out = subprocess.run(
+            [sys.executable, "-c", script],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ, "RAY_USAGE_STATS_ENABLED": "0"},
+        )
         assert out.returncode == 0, out.stderr[-2000:]
         assert out.stdout.split()[-3:] == ["True", "True", "True"]

@@ -1,9 +1,10 @@
-"""BM25's English stop words are scikit-learn's list (copied into retrievers/stop_words.py), word for word, so
+"""BM25's English stop words are scikit-learn's list (copied into package/stop_words.py), word for word, so
 tokenisation, and with it every BM25 score, is what it was when they were read from scikit-learn."""
+
 import hashlib
 
 from switchyard.retrievers.bm25 import Tokenizer
-from switchyard.retrievers.stop_words import ENGLISH_STOP_WORDS
+from switchyard.stop_words import ENGLISH_STOP_WORDS
 
 # len and sha256 of "\n".join(sorted(sklearn.feature_extraction.text.ENGLISH_STOP_WORDS)), scikit-learn 1.9.1
 SKLEARN_COUNT = 318

@@ -1,6 +1,7 @@
 """Vector fields named in config (retrieve.retrievers): a second dense model is configuration, not code. The e5 field
 is `retrieve.retrievers.e5`; any other is `retrieve.retrievers.vector_fields.<name>`, stored in the column
 `<name>_vector`, searched by its own dense retriever and fused by name."""
+
 from __future__ import annotations
 
 import json
@@ -10,13 +11,13 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from switchyard.retrievers.store import IndexStore, ROW_COLUMNS, VectorSearch
 from switchyard.configs.loader import config_hash, config_to_dict, load_config
 from switchyard.errors import ConfigError, StoreError
-from switchyard.llm.context import ALL
 from switchyard.retrievers.documents import search_text
-from switchyard.retrievers.pipeline import RetrievalStack, corpus_collection_for
+from switchyard.retrievers.stack import RetrievalStack, corpus_collection_for
+from switchyard.retrievers.store import ROW_COLUMNS, IndexStore, VectorSearch
 from switchyard.retrievers.store.schema import CHUNK_FIELDS, META_KEY
+from switchyard.run_context import ALL
 from tests.conftest import SAMPLES
 from tests.retrievers.helpers import make_chunk, unit
 
@@ -87,16 +88,23 @@ class TestStore:
     def test_fields_are_columns_with_their_dimension(self, tmp_path):
         store = IndexStore(str(tmp_path / "ix"), "c", dim=3, vector_fields={"e5": 2, "mini": 4})
         chunks = [make_chunk("a::0", "alpha"), make_chunk("b::0", "beta")]
-        store.write_documents(["a", "b"], chunks, np.stack([unit(1, 0, 0), unit(0, 1, 0)]),
-                              field_vectors={"e5": np.stack([unit(0, 1), unit(1, 0)]),
-                                             "mini": np.stack([unit(0, 0, 0, 1), unit(0, 0, 1, 0)])})
+        store.write_documents(
+            ["a", "b"],
+            chunks,
+            np.stack([unit(1, 0, 0), unit(0, 1, 0)]),
+            field_vectors={
+                "e5": np.stack([unit(0, 1), unit(1, 0)]),
+                "mini": np.stack([unit(0, 0, 0, 1), unit(0, 0, 1, 0)]),
+            },
+        )
         assert store.vector_fields == {"e5": 2, "mini": 4}
         assert {"e5_vector", "mini_vector"} <= set(store.table().schema.names)
         assert store.metadata()["mini_dim"] == 4
         assert [p.chunk_id for p in VectorSearch(store, field="mini").run(unit(0, 0, 1, 0), 2)] == ["b::0", "a::0"]
         with pytest.raises(ValueError, match="holds mini vectors: give one per chunk"):
-            store.write_documents(["c"], [make_chunk("c::0")], np.stack([unit(1, 0, 0)]),
-                                  field_vectors={"e5": np.stack([unit(1, 0)])})
+            store.write_documents(
+                ["c"], [make_chunk("c::0")], np.stack([unit(1, 0, 0)]), field_vectors={"e5": np.stack([unit(1, 0)])}
+            )
         with pytest.raises(StoreError, match="holds no other vectors"):
             VectorSearch(store, field="other").run(unit(1, 0), 1)
 
@@ -104,18 +112,30 @@ class TestStore:
         """A collection as the store wrote it before vector fields were configuration: an `e5_vector` column and
         `e5_dim` in the metadata. It is read as holding the e5 field and searched and extended as before."""
         meta = {"embedding_model": "minilm", "embedding_backend": "torch", "dim": 3, "e5_dim": 2}
-        fields = CHUNK_FIELDS + [pa.field("acl", pa.string()), pa.field("search_text", pa.string()),
-                                 pa.field("vector", pa.list_(pa.float32(), 3)),
-                                 pa.field("e5_vector", pa.list_(pa.float32(), 2))]
+        fields = CHUNK_FIELDS + [
+            pa.field("acl", pa.string()),
+            pa.field("search_text", pa.string()),
+            pa.field("vector", pa.list_(pa.float32(), 3)),
+            pa.field("e5_vector", pa.list_(pa.float32(), 2)),
+        ]
         schema = pa.schema(fields, metadata={META_KEY: json.dumps(meta).encode()})
-        row = {**{c: None for c in ROW_COLUMNS}, "chunk_id": "a::0", "doc_id": "a", "text": "alpha", "acl": None,
-               "search_text": "alpha", "vector": [1.0, 0.0, 0.0], "e5_vector": [0.0, 1.0]}
+        row = {
+            **{c: None for c in ROW_COLUMNS},
+            "chunk_id": "a::0",
+            "doc_id": "a",
+            "text": "alpha",
+            "acl": None,
+            "search_text": "alpha",
+            "vector": [1.0, 0.0, 0.0],
+            "e5_vector": [0.0, 1.0],
+        }
         lancedb.connect(str(tmp_path / "ix")).create_table("old", pa.Table.from_pylist([row], schema=schema))
         store = IndexStore(str(tmp_path / "ix"), "old", dim=3)  # the config does not ask for e5
         assert store.vector_fields == {"e5": 2}
         assert VectorSearch(store, field="e5").run(unit(0, 1), 1)[0].chunk_id == "a::0"
-        store.write_documents(["b"], [make_chunk("b::0", "beta")], np.stack([unit(0, 1, 0)]),
-                              field_vectors={"e5": np.stack([unit(1, 0)])})
+        store.write_documents(
+            ["b"], [make_chunk("b::0", "beta")], np.stack([unit(0, 1, 0)]), field_vectors={"e5": np.stack([unit(1, 0)])}
+        )
         assert [p.chunk_id for p in VectorSearch(store, field="e5").run(unit(1, 0), 2)] == ["b::0", "a::0"]
         assert store.table().schema == schema
 
@@ -142,13 +162,22 @@ class TestEndToEnd:
         assert alone[0].score == pytest.approx(float(np.max(expected @ query)), abs=1e-3)
         # the collection keeps the field when a later config turns it off; one built without it refuses it
         (tmp_path / "extra.md").write_text("# Turntables\n\nA turntable turns a locomotive around.\n")
-        off = RetrievalStack(load_config(mini_config, [f"store.uri={tmp_path / 'index'}",
-                                                       "retrieve.retrievers.vector_fields.mini.enabled=false",
-                                                       "retrieve.fusion.weights.mini=0"]), embedder=embedder)
+        off = RetrievalStack(
+            load_config(
+                mini_config,
+                [
+                    f"store.uri={tmp_path / 'index'}",
+                    "retrieve.retrievers.vector_fields.mini.enabled=false",
+                    "retrieve.fusion.weights.mini=0",
+                ],
+            ),
+            embedder=embedder,
+        )
         assert off.ingestor(progress=False).run([tmp_path / "extra.md"]).added == 1
         assert all(r["mini_vector"] is not None for r in off.store.scan(["mini_vector"], scope=ALL).to_pylist())
         plain = RetrievalStack(load_config(None, [f"store.uri={tmp_path / 'plain'}"]), embedder=embedder)
         plain.ingestor(progress=False).run([SAMPLES / "couplers.html"])
         with pytest.raises(StoreError, match="holds no mini vectors"):
-            RetrievalStack(load_config(mini_config, [f"store.uri={tmp_path / 'plain'}"]),
-                           embedder=embedder).search("coupler", groups=ALL)
+            RetrievalStack(load_config(mini_config, [f"store.uri={tmp_path / 'plain'}"]), embedder=embedder).search(
+                "coupler", groups=ALL
+            )

@@ -1,16 +1,21 @@
 """Recorded embedding vectors (retrievers/vector_recording.py) and the Embedder that records and replays them."""
+
 import hashlib
 import threading
 
 import numpy as np
 import pytest
 
-from switchyard.errors import EmbedderError, VectorCacheMiss
 from switchyard.configs.loader import load_config
-from switchyard.retrievers.pipeline import corpus_collection_for
+from switchyard.errors import EmbedderError, VectorCacheMiss
 from switchyard.retrievers.embedder import Embedder, TextEmbedder
-from switchyard.retrievers.vector_recording import (RecordingEmbedder, VectorRecording, build_embedder,
-                                                    write_packed_vectors)
+from switchyard.retrievers.stack import corpus_collection_for
+from switchyard.retrievers.vector_recording import (
+    RecordingEmbedder,
+    VectorRecording,
+    build_embedder,
+    write_packed_vectors,
+)
 
 TORCH_F32 = {"backend": "torch", "precision": "f32"}
 
@@ -72,8 +77,10 @@ class TestVectorRecording:
         recording.add(["a"], vectors(1), {"backend": "openvino", "precision": "bf16"})
         recording.flush()
         other = VectorRecording(tmp_path, "minilm")
-        with pytest.raises(EmbedderError, match="computed by openvino in bf16 .*this machine computes them by "
-                                                "openvino in f32 .*: replay them"):
+        with pytest.raises(
+            EmbedderError,
+            match="computed by openvino in bf16 .*this machine computes them by openvino in f32 .*: replay them",
+        ):
             other.add(["b"], vectors(1), {"backend": "openvino", "precision": "f32"})
         with pytest.raises(EmbedderError, match="this machine computes them by torch in f32"):
             other.check_runtime({"backend": "torch", "precision": "f32", "dim": 4})
@@ -110,7 +117,7 @@ class TestVectorRecording:
                 barrier.wait()
                 recording = shared if worker % 2 else other_writer
                 for start in range(worker, 200, 10):  # overlapping slices: the same texts from several threads
-                    recording.add(texts[start:start + 10], values[start:start + 10], TORCH_F32)
+                    recording.add(texts[start : start + 10], values[start : start + 10], TORCH_F32)
             except Exception as exc:  # pragma: no cover - reported below
                 errors.append(exc)
 
@@ -173,8 +180,9 @@ class TestCollectionsOfARecording:
         corpus = [tmp_path / "doc.txt"]
         plain = corpus_collection_for(load_config(), corpus)
         record = corpus_collection_for(load_config(None, [f"embedding.vector_cache={tmp_path}/v"]), corpus)
-        replay = corpus_collection_for(load_config(None, [f"embedding.vector_cache={tmp_path}/v",
-                                                          "embedding.replay=true"]), corpus)
+        replay = corpus_collection_for(
+            load_config(None, [f"embedding.vector_cache={tmp_path}/v", "embedding.replay=true"]), corpus
+        )
         other = corpus_collection_for(load_config(None, [f"embedding.vector_cache={tmp_path}/w"]), corpus)
         assert record == replay and len({plain, record, other}) == 3
 

@@ -1,23 +1,27 @@
 """Sentence windows: each chunk is also embedded as short windows of whole sentences, and dense retrieval scores a
 chunk by its best window (a LanceDB multivector column)."""
-from switchyard.retrievers.store import ChunkFetch, IndexStore, VectorSearch, WINDOW_COLUMN
-from switchyard.llm.context import ALL
+
 import numpy as np
 import pytest
+
 from switchyard.configs.loader import load_config
 from switchyard.errors import ConfigError
 from switchyard.retrievers.chunking import SentenceWindows, tokenizer_file_for
+from switchyard.retrievers.documents import search_text
 from switchyard.retrievers.embedder import resolve_model_dir
 from switchyard.retrievers.ingest import corpus_collection
-from switchyard.retrievers.documents import search_text
+from switchyard.retrievers.store import WINDOW_COLUMN, ChunkFetch, IndexStore, VectorSearch
+from switchyard.run_context import ALL
 from tests.conftest import FIXTURES, SAMPLES
 from tests.retrievers.helpers import make_chunk, unit
 
-LONG_TEXT = ("The Janney coupler was patented by Eli Janney in 1873. It couples cars automatically when they are "
-             "pushed together. Link-and-pin couplers needed a worker between the cars. Many workers were injured "
-             "that way every year. The Safety Appliance Act of 1893 made automatic couplers mandatory on US "
-             "railroads. Buffers and chain couplers remain common in Europe. Their screw links are tightened by "
-             "hand before a train departs. ")
+LONG_TEXT = (
+    "The Janney coupler was patented by Eli Janney in 1873. It couples cars automatically when they are "
+    "pushed together. Link-and-pin couplers needed a worker between the cars. Many workers were injured "
+    "that way every year. The Safety Appliance Act of 1893 made automatic couplers mandatory on US "
+    "railroads. Buffers and chain couplers remain common in Europe. Their screw links are tightened by "
+    "hand before a train departs. "
+)
 
 
 @pytest.fixture(scope="module")
@@ -72,11 +76,12 @@ class TestWindowStore:
 
     def test_a_collection_without_windows_is_searched_by_chunk_vectors(self, tmp_path):
         IndexStore(str(tmp_path / "ix"), "c", dim=3).write_documents(
-            ["a"], [make_chunk("a::0", "alpha")], np.stack([unit(1, 1, 0)]))
+            ["a"], [make_chunk("a::0", "alpha")], np.stack([unit(1, 1, 0)])
+        )
         reopened = IndexStore(str(tmp_path / "ix"), "c", dim=3, windows=(64, 32))  # config asks for windows
         assert reopened.windows is None and not reopened.has_windows
         assert WINDOW_COLUMN not in reopened.table().schema.names
-        hit, = VectorSearch(reopened).run(unit(1, 0, 0), 1)
+        (hit,) = VectorSearch(reopened).run(unit(1, 0, 0), 1)
         assert hit.score == pytest.approx(float(unit(1, 1, 0) @ unit(1, 0, 0)), abs=1e-5)
 
 
@@ -86,8 +91,12 @@ class TestWindowIngest:
         doc = tmp_path / "couplers.md"
         doc.write_text("# Couplers\n\n" + LONG_TEXT + "\n")
         stack.ingestor(progress=False).run([doc, SAMPLES / "track-gauge.md"])
-        rows = {r["chunk_id"]: r for r in stack.store.scan(["chunk_id", "title", "text", "search_text", "vector",
-                                                             WINDOW_COLUMN], scope=ALL).to_pylist()}
+        rows = {
+            r["chunk_id"]: r
+            for r in stack.store.scan(
+                ["chunk_id", "title", "text", "search_text", "vector", WINDOW_COLUMN], scope=ALL
+            ).to_pylist()
+        }
         splitter = SentenceWindows(32, 12, embedder.tokenizer_file)
         for row in rows.values():
             chunk = make_chunk(row["chunk_id"], row["text"], title=row["title"])
@@ -98,7 +107,9 @@ class TestWindowIngest:
     def test_dense_search_finds_the_chunk_of_the_matching_sentence(self, make_stack, tmp_path):
         stack = make_stack("retrieve.mode=dense", "ingest.window_tokens=32", "ingest.window_overlap=12")
         stack.ingestor(progress=False).run([SAMPLES])
-        top = stack.search("What is being developed to join the pneumatic and data connections automatically?", top_k=1, groups=ALL)
+        top = stack.search(
+            "What is being developed to join the pneumatic and data connections automatically?", top_k=1, groups=ALL
+        )
         assert stack.store.has_windows and top.passages[0].title == "Railway couplers"
 
     def test_a_collection_built_without_windows_keeps_ingesting_without_them(self, make_stack):
@@ -113,8 +124,12 @@ class TestWindowIngest:
 
     def test_windowed_collection_gets_its_ann_index_on_the_windows(self, make_stack):
         # 60 articles, one chunk each, but more windows than that: the threshold counts the vectors searched
-        stack = make_stack("store.vector_index_min_rows=150", "store.vector_index.kind=ivf_pq",
-                           "store.vector_index.num_partitions=2", collection="mv")
+        stack = make_stack(
+            "store.vector_index_min_rows=150",
+            "store.vector_index.kind=ivf_pq",
+            "store.vector_index.num_partitions=2",
+            collection="mv",
+        )
         stack.ingestor(progress=False).run([FIXTURES / "phantomwiki_articles.json"])
         windows = sum(len(w) for w in stack.store.scan([WINDOW_COLUMN], scope=ALL)[WINDOW_COLUMN].to_pylist())
         assert stack.store.count(ALL) < 150 <= windows
@@ -126,8 +141,13 @@ class TestWindowIngest:
 
     def test_hnsw_search_over_windows_takes_a_configured_ef_below_its_need(self, make_stack):
         # LanceDB's multivector search needs ef >= 10 * k; a configured ef of 20 for k = 100 used to be an error
-        stack = make_stack("store.vector_index_min_rows=150", "store.vector_index.kind=ivf_hnsw_sq",
-                           "store.vector_index.num_partitions=1", "store.vector_index.ef=20", collection="mvh")
+        stack = make_stack(
+            "store.vector_index_min_rows=150",
+            "store.vector_index.kind=ivf_hnsw_sq",
+            "store.vector_index.num_partitions=1",
+            "store.vector_index.ef=20",
+            collection="mvh",
+        )
         stack.ingestor(progress=False).run([FIXTURES / "phantomwiki_articles.json"])
         indexed = {tuple(ix.columns): ix.index_type.upper() for ix in stack.store.table().list_indices()}
         assert indexed.get((WINDOW_COLUMN,)) == "IVFHNSWSQ"
@@ -142,17 +162,35 @@ class TestWindowConcurrency:
         from tests.together import run_together
 
         make_stack("ingest.window_tokens=32", "ingest.window_overlap=12").ingestor(progress=False).run([SAMPLES])
-        queries = ["Who patented the knuckle coupler?", "standard gauge", "hump yard retarders", "block signalling",
-                   "blue flag protection", "narrow gauge railways", "automatic couplers", "classification tracks"]
+        queries = [
+            "Who patented the knuckle coupler?",
+            "standard gauge",
+            "hump yard retarders",
+            "block signalling",
+            "blue flag protection",
+            "narrow gauge railways",
+            "automatic couplers",
+            "classification tracks",
+        ]
         fresh = make_stack("retrieve.mode=dense")
-        got = run_together(len(queries), lambda i: [(p.chunk_id, round(p.score, 5))
-                                                  for p in fresh.search(queries[i], top_k=3, groups=ALL).passages])
+        got = run_together(
+            len(queries),
+            lambda i: [(p.chunk_id, round(p.score, 5)) for p in fresh.search(queries[i], top_k=3, groups=ALL).passages],
+        )
         sequential = make_stack("retrieve.mode=dense")
-        assert got == [[(p.chunk_id, round(p.score, 5)) for p in sequential.search(q, top_k=3, groups=ALL).passages]
-                       for q in queries]
+        assert got == [
+            [(p.chunk_id, round(p.score, 5)) for p in sequential.search(q, top_k=3, groups=ALL).passages]
+            for q in queries
+        ]
         assert fresh.store.windows == (32, 12)
-        windows = dict(zip(*[fresh.store.scan(["chunk_id", WINDOW_COLUMN], scope=ALL)[c].to_pylist()
-                             for c in ("chunk_id", WINDOW_COLUMN)]))
+        windows = dict(
+            zip(
+                *[
+                    fresh.store.scan(["chunk_id", WINDOW_COLUMN], scope=ALL)[c].to_pylist()
+                    for c in ("chunk_id", WINDOW_COLUMN)
+                ]
+            )
+        )
         top_id, top_score = got[0][0]
         best = float((np.asarray(windows[top_id], dtype=np.float32) @ embedder.embed_query(queries[0])).max())
         assert top_score == pytest.approx(best, abs=1e-4)

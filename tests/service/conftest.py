@@ -1,4 +1,5 @@
 """A real `cli.py serve` process on 127.0.0.1 over a copy of the sample index, talked to over HTTP."""
+
 from __future__ import annotations
 
 import contextlib
@@ -37,9 +38,23 @@ def running_server(tmp_path, index_dir, *args: str, token: str | None = None, en
     environment.pop("SWITCHYARD_API_TOKEN", None)
     if token:
         environment["SWITCHYARD_API_TOKEN"] = token
-    proc = subprocess.Popen([sys.executable, str(ROOT / "cli.py"), "serve", "--port", str(port), "--index-dir",
-                             str(index_dir), "--upload-dir", str(tmp_path / "uploads"), *args],
-                            stdout=log, stderr=subprocess.STDOUT, env=environment)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            str(ROOT / "cli.py"),
+            "serve",
+            "--port",
+            str(port),
+            "--index-dir",
+            str(index_dir),
+            "--upload-dir",
+            str(tmp_path / "uploads"),
+            *args,
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=environment,
+    )
     server = Server(proc, f"http://127.0.0.1:{port}", token, log)
     try:
         wait_until_serving(f"{server.url}/healthz", proc, "the server", log=server.output)
@@ -62,7 +77,7 @@ def index_copy(sample_index, tmp_path):
 @pytest.fixture(scope="module")
 def module_index(tmp_path_factory, embedder):
     from switchyard.configs.loader import load_config
-    from switchyard.retrievers.pipeline import RetrievalStack
+    from switchyard.retrievers.stack import RetrievalStack
     from tests.conftest import SAMPLES
 
     uri = tmp_path_factory.mktemp("service") / "index"
@@ -73,8 +88,9 @@ def module_index(tmp_path_factory, embedder):
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, module_index):
     """One server for a module's read-only tests: the no-LLM pipeline (default) and the fixed one."""
-    with running_server(tmp_path_factory.mktemp("srv"), module_index, "--config", "no-llm", "--config", "fixed",
-                        "--max-in-flight", "4") as srv:
+    with running_server(
+        tmp_path_factory.mktemp("srv"), module_index, "--config", "no-llm", "--config", "fixed", "--max-in-flight", "4"
+    ) as srv:
         yield srv
 
 

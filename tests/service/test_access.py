@@ -2,9 +2,8 @@
 each route tried across the boundary (other collection, filter tricks, guessed ids, the other tenant's job, MCP
 tools and resources); the key file and the audit log never hold a key; the shared key store and rate limiter under
 concurrent use."""
-from __future__ import annotations
 
-from switchyard.llm.context import ALL
+from __future__ import annotations
 
 import json
 import threading
@@ -14,10 +13,11 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
+from switchyard.run_context import ALL
 from switchyard.service.keys import KeyRuns, KeyStore, RateLimiter, keys_path
 
-SECRET_WORDS = ("77431", "runs monthly")   # only in acme's hr-labelled payroll document (not in the question)
-GLOBEX_WORDS = ("Bluebird",)               # only in globex's collection
+SECRET_WORDS = ("77431", "runs monthly")  # only in acme's hr-labelled payroll document (not in the question)
+GLOBEX_WORDS = ("Bluebird",)  # only in globex's collection
 QUESTION = "What is the Zanzibar payroll code?"
 MCP_HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 
@@ -25,7 +25,7 @@ MCP_HEADERS = {"accept": "application/json, text/event-stream", "content-type": 
 @pytest.fixture(scope="module")
 def tenants(tmp_path_factory, embedder):
     from switchyard.configs.loader import load_config
-    from switchyard.retrievers.pipeline import RetrievalStack
+    from switchyard.retrievers.stack import RetrievalStack
     from tests.conftest import SAMPLES
 
     root = tmp_path_factory.mktemp("tenants")
@@ -41,12 +41,14 @@ def tenants(tmp_path_factory, embedder):
     RetrievalStack(cfg, collection="globex", embedder=embedder).ingestor(progress=False).run([docs / "launch.md"])
     payroll = next(d["doc_id"] for d in acme.store.list_documents(ALL) if d["doc_id"].startswith("payroll"))
     store = KeyStore(keys_path(str(uri), root / "uploads"))
-    keys = {"acme": store.create("acme", "acme"),
-            "acme-writer": store.create("acme-writer", "acme", write=True),
-            "acme-hr": store.create("acme-hr", "acme", groups="hr"),
-            "globex": store.create("globex", "globex", write=True),
-            "admin": store.create("admin", admin=True),
-            "slow": store.create("slow", "acme", rpm=3)}
+    keys = {
+        "acme": store.create("acme", "acme"),
+        "acme-writer": store.create("acme-writer", "acme", write=True),
+        "acme-hr": store.create("acme-hr", "acme", groups="hr"),
+        "globex": store.create("globex", "globex", write=True),
+        "admin": store.create("admin", admin=True),
+        "slow": store.create("slow", "acme", rpm=3),
+    }
     return {"root": root, "uri": uri, "docs": docs, "keys": keys, "store": store, "payroll": payroll}
 
 
@@ -55,9 +57,14 @@ def client(tenants):
     from switchyard.service.app import create_app
     from switchyard.service.settings import ServiceSettings
 
-    settings = ServiceSettings(configs=("no-llm",), overrides=(f"store.uri={tenants['uri']}",), warm_up=False,
-                               upload_dir=tenants["root"] / "uploads", api_token=None,
-                               audit_log=tenants["root"] / "audit.jsonl")
+    settings = ServiceSettings(
+        configs=("no-llm",),
+        overrides=(f"store.uri={tenants['uri']}",),
+        warm_up=False,
+        upload_dir=tenants["root"] / "uploads",
+        api_token=None,
+        audit_log=tenants["root"] / "audit.jsonl",
+    )
     with TestClient(create_app(settings)) as c:
         yield c
 
@@ -80,8 +87,10 @@ def mcp(client, headers, method, params, rid=1):
 class TestKeys:
     def test_auth_is_on_once_keys_exist(self, client, tenants):
         assert client.get("/v1/collections").status_code == 401
-        assert client.get("/v1/collections", headers={"Authorization": "Bearer sy_000000000000_" + "x" * 43}
-                          ).status_code == 401
+        assert (
+            client.get("/v1/collections", headers={"Authorization": "Bearer sy_000000000000_" + "x" * 43}).status_code
+            == 401
+        )
         assert client.get("/healthz").status_code == 200
 
     def test_key_file_never_holds_a_key(self, tenants):
@@ -127,21 +136,35 @@ class TestCollectionsAcrossTenants:
 
     def test_chat_completions_and_documents_across_tenants(self, client, tenants):
         headers = as_key(tenants, "acme")
-        r = client.post("/v1/chat/completions", headers=headers,
-                        json={"messages": [{"role": "user", "content": "codename?"}], "collection": "globex"})
+        r = client.post(
+            "/v1/chat/completions",
+            headers=headers,
+            json={"messages": [{"role": "user", "content": "codename?"}], "collection": "globex"},
+        )
         assert r.status_code == 404 and not leaks(r.text)
         assert client.get("/v1/collections/globex/documents", headers=headers).status_code == 404
         globex_doc = client.get("/v1/collections/globex/documents", headers=as_key(tenants, "admin")).json()[0]
-        r = client.delete(f"/v1/collections/globex/documents/{globex_doc['doc_id']}", headers=as_key(tenants,
-                                                                                                     "acme-writer"))
+        r = client.delete(
+            f"/v1/collections/globex/documents/{globex_doc['doc_id']}", headers=as_key(tenants, "acme-writer")
+        )
         assert r.status_code == 404
         assert client.get("/metrics", headers=headers).status_code == 403
         assert client.get("/metrics", headers=as_key(tenants, "admin")).status_code == 200
 
 
 class TestDocumentLabels:
-    @pytest.mark.parametrize("where", [None, "source~payroll", "doc_id={payroll}", "doc_id!=x", "title=Payroll",
-                                       "source=x' OR '1'='1", "doc_id={payroll} or acl=hr"])
+    @pytest.mark.parametrize(
+        "where",
+        [
+            None,
+            "source~payroll",
+            "doc_id={payroll}",
+            "doc_id!=x",
+            "title=Payroll",
+            "source=x' OR '1'='1",
+            "doc_id={payroll} or acl=hr",
+        ],
+    )
     def test_ask_and_stream_never_read_the_labelled_document(self, client, tenants, where):
         where = where.format(payroll=tenants["payroll"]) if where else None
         body = {"question": QUESTION, "collection": "acme", "where": where}
@@ -149,15 +172,27 @@ class TestDocumentLabels:
             r = client.post(route, headers=as_key(tenants, "acme"), json=body)
             assert r.status_code in (200, 400), r.text
             assert not leaks(r.text) and tenants["payroll"] not in r.text
-        r = client.post("/v1/chat/completions", headers=as_key(tenants, "acme"),
-                        json={"messages": [{"role": "user", "content": QUESTION}], "collection": "acme"})
+        r = client.post(
+            "/v1/chat/completions",
+            headers=as_key(tenants, "acme"),
+            json={"messages": [{"role": "user", "content": QUESTION}], "collection": "acme"},
+        )
         assert r.status_code == 200 and not leaks(r.text)
         # the same question with the group retrieves it
         r = client.post("/v1/ask", headers=as_key(tenants, "acme-hr"), json={**body, "where": None})
         assert r.json()["retrieved_doc_ids"][0] == tenants["payroll"]
 
-    @pytest.mark.parametrize("where", [None, "source~payroll", "doc_id={payroll}", "title=Payroll",
-                                       "source=x' OR '1'='1", "doc_id={payroll} or acl=hr"])
+    @pytest.mark.parametrize(
+        "where",
+        [
+            None,
+            "source~payroll",
+            "doc_id={payroll}",
+            "title=Payroll",
+            "source=x' OR '1'='1",
+            "doc_id={payroll} or acl=hr",
+        ],
+    )
     def test_search_never_returns_the_labelled_document(self, client, tenants, where):
         where = where.format(payroll=tenants["payroll"]) if where else None
         body = {"query": QUESTION, "collection": "acme", "where": where, "k": 50}
@@ -174,40 +209,60 @@ class TestDocumentLabels:
         assert r.json()["results"][0]["doc_id"] == tenants["payroll"]
 
     def test_a_filter_naming_acl_is_a_400(self, client, tenants):
-        r = client.post("/v1/ask", headers=as_key(tenants, "acme"),
-                        json={"question": QUESTION, "collection": "acme", "where": "acl=hr"})
+        r = client.post(
+            "/v1/ask",
+            headers=as_key(tenants, "acme"),
+            json={"question": QUESTION, "collection": "acme", "where": "acl=hr"},
+        )
         assert r.status_code == 400 and "unknown filter field" in r.json()["detail"]
 
     def test_a_search_filter_naming_acl_is_a_400(self, client, tenants):
-        r = client.post("/v1/search", headers=as_key(tenants, "acme"),
-                        json={"query": QUESTION, "collection": "acme", "where": "acl=hr"})
+        r = client.post(
+            "/v1/search",
+            headers=as_key(tenants, "acme"),
+            json={"query": QUESTION, "collection": "acme", "where": "acl=hr"},
+        )
         assert r.status_code == 400 and "unknown filter field" in r.json()["detail"]
 
     def test_documents_listing_and_guessed_ids(self, client, tenants):
         listed = client.get("/v1/collections/acme/documents", headers=as_key(tenants, "acme")).text
         assert tenants["payroll"] not in listed
-        assert tenants["payroll"] in client.get("/v1/collections/acme/documents", headers=as_key(tenants, "acme-hr")
-                                                ).text
+        assert (
+            tenants["payroll"] in client.get("/v1/collections/acme/documents", headers=as_key(tenants, "acme-hr")).text
+        )
         path = f"/v1/collections/acme/documents/{tenants['payroll']}"
-        assert client.delete(path, headers=as_key(tenants, "acme")).status_code == 403      # no --write
+        assert client.delete(path, headers=as_key(tenants, "acme")).status_code == 403  # no --write
         assert client.delete(path, headers=as_key(tenants, "acme-writer")).status_code == 404  # not readable
-        assert tenants["payroll"] in client.get("/v1/collections/acme/documents",
-                                                headers=as_key(tenants, "admin")).text
+        assert tenants["payroll"] in client.get("/v1/collections/acme/documents", headers=as_key(tenants, "admin")).text
 
 
 class TestUploadsAndJobs:
     def test_uploads_need_write_creating_needs_admin_and_jobs_stay_with_their_tenant(self, client, tenants):
         files = {"files": ("memo.md", b"# Memo\n\nThe Globex memo says Bluebird again.\n", "text/markdown")}
-        assert client.post("/v1/collections/globex/documents", headers=as_key(tenants, "acme"), files=files
-                           ).status_code == 404
-        assert client.post("/v1/collections/acme/documents", headers=as_key(tenants, "acme"), files=files
-                           ).status_code == 403
-        assert client.post("/v1/collections/newco/documents", headers=as_key(tenants, "globex"), files=files
-                           ).status_code == 404
-        assert client.post("/v1/collections/globex/documents", headers=as_key(tenants, "globex"), files=files,
-                           data={"acl": "bad label"}).status_code == 400
-        r = client.post("/v1/collections/globex/documents", headers=as_key(tenants, "globex"), files=files,
-                        data={"acl": "board"})
+        assert (
+            client.post("/v1/collections/globex/documents", headers=as_key(tenants, "acme"), files=files).status_code
+            == 404
+        )
+        assert (
+            client.post("/v1/collections/acme/documents", headers=as_key(tenants, "acme"), files=files).status_code
+            == 403
+        )
+        assert (
+            client.post("/v1/collections/newco/documents", headers=as_key(tenants, "globex"), files=files).status_code
+            == 404
+        )
+        assert (
+            client.post(
+                "/v1/collections/globex/documents",
+                headers=as_key(tenants, "globex"),
+                files=files,
+                data={"acl": "bad label"},
+            ).status_code
+            == 400
+        )
+        r = client.post(
+            "/v1/collections/globex/documents", headers=as_key(tenants, "globex"), files=files, data={"acl": "board"}
+        )
         assert r.status_code == 202, r.text
         job_id = r.json()["job_id"]
         for _ in range(600):
@@ -232,24 +287,35 @@ class TestMCP:
         headers = as_key(tenants, "acme")
         listed = mcp(client, headers, "tools/call", {"name": "list_collections", "arguments": {}})
         assert [c["name"] for c in listed["result"]["structuredContent"]["collections"]] == ["acme"]
-        for name, args in [("search", {"query": "codename", "collection": "globex"}),
-                           ("ask", {"question": "codename?", "collection": "globex"})]:
+        for name, args in [
+            ("search", {"query": "codename", "collection": "globex"}),
+            ("ask", {"question": "codename?", "collection": "globex"}),
+        ]:
             out = mcp(client, headers, "tools/call", {"name": name, "arguments": args})
             assert out["result"]["isError"] and "does not exist" in json.dumps(out) and not leaks(json.dumps(out))
         for where in (None, f"doc_id={tenants['payroll']}", "source~payroll"):
-            out = mcp(client, headers, "tools/call", {"name": "search", "arguments": {
-                "query": QUESTION, "collection": "acme", "where": where, "k": 50}})
+            out = mcp(
+                client,
+                headers,
+                "tools/call",
+                {"name": "search", "arguments": {"query": QUESTION, "collection": "acme", "where": where, "k": 50}},
+            )
             assert not leaks(json.dumps(out)) and tenants["payroll"] not in json.dumps(out)
-        out = mcp(client, headers, "tools/call", {"name": "ask", "arguments": {"question": QUESTION,
-                                                                               "collection": "acme"}})
+        out = mcp(
+            client, headers, "tools/call", {"name": "ask", "arguments": {"question": QUESTION, "collection": "acme"}}
+        )
         assert not out["result"].get("isError") and not leaks(json.dumps(out))
         resources = json.dumps(mcp(client, headers, "resources/list", {}))
         assert "globex" not in resources and tenants["payroll"] not in resources
         for uri in (f"switchyard://acme/documents/{tenants['payroll']}", "switchyard://globex/documents/x"):
             out = mcp(client, headers, "resources/read", {"uri": uri})
             assert "error" in out and not leaks(json.dumps(out))
-        hr = mcp(client, as_key(tenants, "acme-hr"), "resources/read",
-                 {"uri": f"switchyard://acme/documents/{tenants['payroll']}"})
+        hr = mcp(
+            client,
+            as_key(tenants, "acme-hr"),
+            "resources/read",
+            {"uri": f"switchyard://acme/documents/{tenants['payroll']}"},
+        )
         assert "77431" in json.dumps(hr)
 
 
@@ -316,8 +382,9 @@ def test_cli_keys_create_list_revoke(tmp_path):
     from tests.test_cli import cli
 
     index = tmp_path / "index"
-    done = cli("keys", "create", "acme", "--collections", "acme,docs", "--write", "--groups", "hr",
-               "--index-dir", str(index))
+    done = cli(
+        "keys", "create", "acme", "--collections", "acme,docs", "--write", "--groups", "hr", "--index-dir", str(index)
+    )
     assert done.returncode == 0, done.stderr
     key = done.stdout.strip()
     assert key.startswith("sy_") and key not in Path(index / ".switchyard-keys.json").read_text()

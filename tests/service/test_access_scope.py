@@ -1,5 +1,6 @@
 """Who passes ALL: the local caller, the shared token and admin keys; a key with groups reads within them."""
-from switchyard.llm.context import ALL
+
+from switchyard.run_context import ALL
 from switchyard.service.keys import LOCAL, TOKEN, KeyStore
 
 

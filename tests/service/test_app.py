@@ -1,8 +1,7 @@
 """The HTTP service as a client meets it: a real `cli.py serve` on 127.0.0.1, real models, real index, httpx and
 the openai client."""
-from __future__ import annotations
 
-from switchyard.llm.context import ALL
+from __future__ import annotations
 
 import json
 import signal
@@ -12,6 +11,7 @@ import time
 import httpx
 import pytest
 
+from switchyard.run_context import ALL
 from tests.service.conftest import running_server, wait_for_job
 
 QUESTION = "Who patented the knuckle coupler?"
@@ -61,15 +61,18 @@ class TestAsk:
         assert [p["name"] for p in listed] == ["no-llm", "fixed"]
         assert all(p["mermaid"].lstrip().startswith(("graph", "---", "%%")) for p in listed)
 
-    @pytest.mark.parametrize("body, status, said", [
-        ({"question": QUESTION, "pipeline": "nope"}, 404, "known pipelines: no-llm, fixed"),
-        ({"question": "   "}, 400, "the question is empty"),
-        ({"question": "x" * 2001}, 413, "longer than 2000"),
-        ({"question": QUESTION, "collection": "../etc"}, 400, "invalid collection name"),
-        ({"question": QUESTION, "collection": "missing"}, 404, "does not exist"),
-        ({"question": QUESTION, "where": "color=="}, 400, ""),
-        ({"nothing": 1}, 422, ""),
-    ])
+    @pytest.mark.parametrize(
+        "body, status, said",
+        [
+            ({"question": QUESTION, "pipeline": "nope"}, 404, "known pipelines: no-llm, fixed"),
+            ({"question": "   "}, 400, "the question is empty"),
+            ({"question": "x" * 2001}, 413, "longer than 2000"),
+            ({"question": QUESTION, "collection": "../etc"}, 400, "invalid collection name"),
+            ({"question": QUESTION, "collection": "missing"}, 404, "does not exist"),
+            ({"question": QUESTION, "where": "color=="}, 400, ""),
+            ({"nothing": 1}, 422, ""),
+        ],
+    )
     def test_bad_requests_are_json_4xx(self, server, body, status, said):
         with server.client() as c:
             r = c.post("/v1/ask", json=body)
@@ -86,8 +89,10 @@ class TestAsk:
 @pytest.mark.slow
 class TestStream:
     def test_event_order_and_final_answer(self, server):
-        with server.client() as c, c.stream("POST", "/v1/ask/stream",
-                                            json={"question": QUESTION, "pipeline": "fixed"}) as r:
+        with (
+            server.client() as c,
+            c.stream("POST", "/v1/ask/stream", json={"question": QUESTION, "pipeline": "fixed"}) as r,
+        ):
             assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
             events = [(kind, json.loads(data)) for kind, data in sse_events(r)]
         kinds = [k for k, _ in events]
@@ -105,7 +110,7 @@ class TestStream:
     def test_a_client_that_disconnects_frees_its_run(self, server):
         with server.client() as c:
             with c.stream("POST", "/v1/ask/stream", json={"question": QUESTION, "pipeline": "fixed"}) as r:
-                for kind, data in sse_events(r):
+                for kind, _data in sse_events(r):
                     if kind == "node_start":
                         break  # walk away mid-run
             deadline = time.time() + 60
@@ -121,14 +126,16 @@ class TestOpenAICompatible:
         from openai import OpenAI
 
         client = OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0, timeout=300)
-        done = client.chat.completions.create(model="no-llm", messages=[
-            {"role": "system", "content": "ignored"}, {"role": "user", "content": QUESTION}])
+        done = client.chat.completions.create(
+            model="no-llm", messages=[{"role": "system", "content": "ignored"}, {"role": "user", "content": QUESTION}]
+        )
         content = done.choices[0].message.content
         assert "Janney" in content and "Sources:\n[1] Railway couplers" in content
         assert done.model_extra["sources"][0]["title"] == "Railway couplers"
         pieces, last = [], None
-        for chunk in client.chat.completions.create(model="fixed", stream=True,
-                                                    messages=[{"role": "user", "content": QUESTION}]):
+        for chunk in client.chat.completions.create(
+            model="fixed", stream=True, messages=[{"role": "user", "content": QUESTION}]
+        ):
             if chunk.choices:
                 pieces.append(chunk.choices[0].delta.content or "")
                 last = chunk
@@ -151,10 +158,18 @@ class TestCollections:
     def test_upload_good_and_bad_files_then_list_and_delete(self, tmp_path, index_copy):
         with running_server(tmp_path, index_copy, "--config", "no-llm") as srv, srv.client() as c:
             before = {d["doc_id"] for d in c.get("/v1/collections/default/documents").json()}
-            files = [("files", ("../../escape/turntables.txt", b"A turntable turns locomotives around in a roundhouse "
-                                                               b"yard. Turntables date from the steam era.")),
-                     ("files", ("broken.pdf", b"%PDF-1.4 this is not really a pdf")),
-                     ("files", ("notes.xyz", b"unsupported format"))]
+            files = [
+                (
+                    "files",
+                    (
+                        "../../escape/turntables.txt",
+                        b"A turntable turns locomotives around in a roundhouse "
+                        b"yard. Turntables date from the steam era.",
+                    ),
+                ),
+                ("files", ("broken.pdf", b"%PDF-1.4 this is not really a pdf")),
+                ("files", ("notes.xyz", b"unsupported format")),
+            ]
             r = c.post("/v1/collections/default/documents", files=files)
             assert r.status_code == 202, r.text
             assert r.json()["files"] == ["turntables.txt", "broken.pdf", "notes.xyz"]
@@ -179,14 +194,19 @@ class TestCollections:
             assert wait_for_job(c, r.json()["job_id"])["state"] == "done"
             assert {"name": "yard2", "chunks": 1} in c.get("/v1/collections").json()
             asked = c.post("/v1/ask", json={"question": "What slows cars?", "collection": "yard2"}).json()
-            assert [d["doc_id"] for d in c.get("/v1/collections/yard2/documents").json()] == \
-                asked["retrieved_doc_ids"]  # searched that collection alone
+            assert [d["doc_id"] for d in c.get("/v1/collections/yard2/documents").json()] == asked[
+                "retrieved_doc_ids"
+            ]  # searched that collection alone
             assert c.get("/v1/jobs/nope").status_code == 404
             assert c.get("/v1/collections/none/documents").status_code == 404
 
     def test_upload_limits(self, tmp_path, index_copy):
-        with running_server(tmp_path, index_copy, "--config", "no-llm", "--max-upload-files", "2",
-                            "--max-upload-mb", "0.001") as srv, srv.client() as c:
+        with (
+            running_server(
+                tmp_path, index_copy, "--config", "no-llm", "--max-upload-files", "2", "--max-upload-mb", "0.001"
+            ) as srv,
+            srv.client() as c,
+        ):
             too_many = [("files", (f"f{i}.txt", b"x")) for i in range(3)]
             assert c.post("/v1/collections/default/documents", files=too_many).status_code == 413
             big = [("files", ("big.txt", b"x" * 5000))]
@@ -198,8 +218,10 @@ class TestCollections:
         """A document replaced while questions run: every answer cites the old text or the new, never a mix."""
         old = " ".join(f"Sentence {i} says the ferry yard uses old rules." for i in range(60)).encode()
         new = " ".join(f"Sentence {i} says the ferry yard uses new rules." for i in range(60)).encode()
-        with running_server(tmp_path, index_copy, "--config", "no-llm", "--max-in-flight", "8") as srv, \
-                srv.client() as c:
+        with (
+            running_server(tmp_path, index_copy, "--config", "no-llm", "--max-in-flight", "8") as srv,
+            srv.client() as c,
+        ):
             r = c.post("/v1/collections/default/documents", files=[("files", ("ferry.txt", old))])
             assert wait_for_job(c, r.json()["job_id"])["state"] == "done"
             seen, stop = [], threading.Event()
@@ -207,8 +229,10 @@ class TestCollections:
             def ask():
                 with srv.client() as client:
                     while not stop.is_set():
-                        body = client.post("/v1/ask", json={"question": "Which rules does the ferry yard use?",
-                                                            "where": "source~ferry"}).json()
+                        body = client.post(
+                            "/v1/ask",
+                            json={"question": "Which rules does the ferry yard use?", "where": "source~ferry"},
+                        ).json()
                         texts = {c["text"] for c in body.get("citations", [])}
                         seen.append(("old" in " ".join(texts), "new" in " ".join(texts)))
 
@@ -233,24 +257,39 @@ class TestAuth:
             with srv.client(token=None) as anonymous:
                 assert anonymous.get("/healthz").status_code == 200
                 assert anonymous.get("/").status_code == 200
-                for method, path in (("GET", "/v1/pipelines"), ("GET", "/metrics"), ("POST", "/v1/ask"),
-                                     ("GET", "/docs"), ("GET", "/v1/collections")):
+                for method, path in (
+                    ("GET", "/v1/pipelines"),
+                    ("GET", "/metrics"),
+                    ("POST", "/v1/ask"),
+                    ("GET", "/docs"),
+                    ("GET", "/v1/collections"),
+                ):
                     r = anonymous.request(method, path, json={"question": QUESTION})
                     assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer", path
             with srv.client(token="wrong") as wrong:
                 assert wrong.post("/v1/ask", json={"question": QUESTION}).status_code == 401
             with srv.client() as good:
                 assert good.post("/v1/ask", json={"question": QUESTION}).status_code == 200
-                assert metric(good.get("/metrics").text, "switchyard_requests_total", route="/v1/ask", method="POST",
-                              status="401") == 2
+                assert (
+                    metric(
+                        good.get("/metrics").text,
+                        "switchyard_requests_total",
+                        route="/v1/ask",
+                        method="POST",
+                        status="401",
+                    )
+                    == 2
+                )
             assert "s3cret-token" not in srv.output()
 
 
 @pytest.mark.slow
 class TestBackPressureAndShutdown:
     def test_runs_beyond_the_bound_get_429_then_sigterm_finishes_cleanly(self, tmp_path, index_copy):
-        with running_server(tmp_path, index_copy, "--config", "fixed", "--max-in-flight", "1") as srv, \
-                srv.client() as c:
+        with (
+            running_server(tmp_path, index_copy, "--config", "fixed", "--max-in-flight", "1") as srv,
+            srv.client() as c,
+        ):
             with c.stream("POST", "/v1/ask/stream", json={"question": QUESTION}) as held:
                 events = sse_events(held)  # kept: closing it would close the connection, i.e. walk away
                 for kind, _ in events:
@@ -264,8 +303,9 @@ class TestBackPressureAndShutdown:
             assert metric(c.get("/metrics").text, "switchyard_rejected_total", reason="in_flight") == 2
             # SIGTERM with a run in flight: the server stops by itself and the index stays readable
             done = []
-            streamer = threading.Thread(target=lambda: done.append(
-                c.post("/v1/ask", json={"question": "What is standard gauge?"}).status_code))
+            streamer = threading.Thread(
+                target=lambda: done.append(c.post("/v1/ask", json={"question": "What is standard gauge?"}).status_code)
+            )
             streamer.start()
             time.sleep(1.0)
             srv.proc.send_signal(signal.SIGTERM)
@@ -280,8 +320,7 @@ class TestBackPressureAndShutdown:
         assert len(store.list_documents(ALL)) == 5
 
     def test_a_run_past_the_timeout_is_cancelled(self, tmp_path, index_copy):
-        with running_server(tmp_path, index_copy, "--config", "fixed", "--timeout", "0.5") as srv, \
-                srv.client() as c:
+        with running_server(tmp_path, index_copy, "--config", "fixed", "--timeout", "0.5") as srv, srv.client() as c:
             r = c.post("/v1/ask", json={"question": QUESTION})
             assert r.status_code == 504 and "timed out after 0.5s" in r.json()["detail"]
             with c.stream("POST", "/v1/ask/stream", json={"question": QUESTION}) as held:

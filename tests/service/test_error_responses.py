@@ -1,13 +1,25 @@
 """One handler maps the whole error family to the JSON error reply, by the status each class carries: the same
 `{"detail": "<one line>"}` from any route, `ServiceError`'s headers kept, anything else a 500 with one line. The
 chat endpoint words the same errors the OpenAI way."""
+
 from __future__ import annotations
 
 import pytest
 from fastapi.testclient import TestClient
 
-from switchyard.errors import (ApprovalError, CollectionNotFound, FilterError, LLMError, MissingExtra, NotFound,
-                               PauseExpired, QuestionError, ServiceError, StoreError, UnknownThread)
+from switchyard.errors import (
+    ApprovalError,
+    CollectionNotFound,
+    FilterError,
+    LLMError,
+    MissingExtra,
+    NotFound,
+    PauseExpired,
+    QuestionError,
+    ServiceError,
+    StoreError,
+    UnknownThread,
+)
 from switchyard.service.app import create_app
 from switchyard.service.settings import ServiceSettings
 
@@ -30,8 +42,15 @@ RAISED = {
 @pytest.fixture(scope="module")
 def client(tmp_path_factory):
     index = tmp_path_factory.mktemp("index")
-    app = create_app(ServiceSettings(configs=("no-llm",), overrides=(f"store.uri={index}",), warm_up=False,
-                                     api_token=None, upload_dir=str(tmp_path_factory.mktemp("uploads"))))
+    app = create_app(
+        ServiceSettings(
+            configs=("no-llm",),
+            overrides=(f"store.uri={index}",),
+            warm_up=False,
+            api_token=None,
+            upload_dir=str(tmp_path_factory.mktemp("uploads")),
+        )
+    )
 
     def fail(kind: str):
         raise RAISED[kind]
@@ -41,20 +60,23 @@ def client(tmp_path_factory):
         yield c
 
 
-@pytest.mark.parametrize("kind, status, detail", [
-    ("collection", 404, "collection 'x' does not exist (collections: none)"),
-    ("store", 409, "the index is locked"),
-    ("filter", 400, "unknown filter field 'acl'"),
-    ("question", 400, "the question is empty"),
-    ("llm", 502, "the LLM server is unreachable"),
-    ("extra", 501, "needs the server extra"),
-    ("thread", 404, "no paused run 'x'"),
-    ("expired", 410, "the pause expired"),
-    ("approval", 422, "retrieve needs a non-empty query"),
-    ("item", 404, "no job 'x'"),
-    ("busy", 429, "4 runs are in flight; retry shortly"),
-    ("other", 500, "internal error: KeyError: 'boom'"),
-])
+@pytest.mark.parametrize(
+    "kind, status, detail",
+    [
+        ("collection", 404, "collection 'x' does not exist (collections: none)"),
+        ("store", 409, "the index is locked"),
+        ("filter", 400, "unknown filter field 'acl'"),
+        ("question", 400, "the question is empty"),
+        ("llm", 502, "the LLM server is unreachable"),
+        ("extra", 501, "needs the server extra"),
+        ("thread", 404, "no paused run 'x'"),
+        ("expired", 410, "the pause expired"),
+        ("approval", 422, "retrieve needs a non-empty query"),
+        ("item", 404, "no job 'x'"),
+        ("busy", 429, "4 runs are in flight; retry shortly"),
+        ("other", 500, "internal error: KeyError: 'boom'"),
+    ],
+)
 def test_each_class_answers_with_its_status_and_one_line(client, kind, status, detail):
     r = client.get(f"/test/raise/{kind}")
     assert r.status_code == status
@@ -62,11 +84,14 @@ def test_each_class_answers_with_its_status_and_one_line(client, kind, status, d
     assert (r.headers.get("retry-after") == "1") == (kind == "busy")
 
 
-@pytest.mark.parametrize("body, status, said", [
-    ({"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}, 404, "unknown pipeline 'gpt-4o'"),
-    ({"messages": [{"role": "user", "content": " "}]}, 400, "the question is empty"),
-    ({"messages": [{"role": "user", "content": "hi"}], "collection": "nope"}, 404, "collection 'nope' does not"),
-])
+@pytest.mark.parametrize(
+    "body, status, said",
+    [
+        ({"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}, 404, "unknown pipeline 'gpt-4o'"),
+        ({"messages": [{"role": "user", "content": " "}]}, 400, "the question is empty"),
+        ({"messages": [{"role": "user", "content": "hi"}], "collection": "nope"}, 404, "collection 'nope' does not"),
+    ],
+)
 def test_the_chat_endpoint_words_them_the_openai_way(client, body, status, said):
     r = client.post("/v1/chat/completions", json=body)
     assert r.status_code == status

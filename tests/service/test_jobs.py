@@ -1,7 +1,6 @@
 """Durable upload jobs: the SQLite job store, and a real server killed with SIGKILL in the middle of a job."""
-from __future__ import annotations
 
-from switchyard.llm.context import ALL
+from __future__ import annotations
 
 import os
 import signal
@@ -15,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from switchyard.errors import StoreError
+from switchyard.run_context import ALL
 from switchyard.service.job_store import JOB_STORE_NAME, MAX_ATTEMPTS, FileStatus, Job, JobStore, job_store_path
 from switchyard.service.jobs import IngestJobs
 from tests.service.conftest import wait_for_job
@@ -22,14 +22,16 @@ from tests.together import run_together
 
 
 def _job(collection: str = "c", files: int = 2) -> Job:
-    return Job(id=uuid.uuid4().hex, collection=collection,
-               files=[FileStatus(f"f{i}.txt", f"/up/{collection}/f{i}.txt") for i in range(files)])
+    return Job(
+        id=uuid.uuid4().hex,
+        collection=collection,
+        files=[FileStatus(f"f{i}.txt", f"/up/{collection}/f{i}.txt") for i in range(files)],
+    )
 
 
 def _in_other_process(code: str, *args: str) -> None:
     """Run a snippet in a fresh interpreter (a store owned by a process that then goes away)."""
-    subprocess.run([sys.executable, "-c", code, *args], check=True, timeout=60,
-                   cwd=Path(__file__).resolve().parents[2])
+    subprocess.run([sys.executable, "-c", code, *args], check=True, timeout=60, cwd=Path(__file__).resolve().parents[2])
 
 
 class TestJobStore:
@@ -78,7 +80,9 @@ class TestJobStore:
             "import sys; from switchyard.service.job_store import *; s = JobStore(sys.argv[1]); "
             "j = Job(id='deadbeef', collection='c', state='running', attempts=1, owner=s.owner, "
             "files=[FileStatus('a.txt', '/up/a.txt', 'indexed', None, 1, 0), FileStatus('b.txt', '/up/b.txt')]); "
-            "s.save(j); import os; os._exit(0)", str(path))
+            "s.save(j); import os; os._exit(0)",
+            str(path),
+        )
         live = JobStore(path)  # another server, alive, with a job of its own
         mine = _job()
         mine.state, mine.owner = "running", live.owner
@@ -95,8 +99,11 @@ class TestJobStore:
         assert [j.id for j in second.claim_orphans()] == ["deadbeef"]
         assert live.load(mine.id).owner == live.owner
         # the lock file of a process gone with no job left is removed once it is an hour old
-        _in_other_process("import sys, os; from switchyard.service.job_store import *; s = JobStore(sys.argv[1]); "
-                          "print(s.owner); os._exit(0)", str(path))
+        _in_other_process(
+            "import sys, os; from switchyard.service.job_store import *; s = JobStore(sys.argv[1]); "
+            "print(s.owner); os._exit(0)",
+            str(path),
+        )
         owners = path.with_name(path.name + ".owners")
         stale = [p for p in owners.iterdir() if p.stem not in (live.owner, second.owner)]
         assert len(stale) == 1
@@ -184,7 +191,11 @@ class TestRecovery:
             "import sys, os; from switchyard.service.job_store import *; s = JobStore(sys.argv[1]); up = sys.argv[2]; "
             "j = Job(id='0' * 32, collection='c', state='running', attempts=int(sys.argv[3]), owner=s.owner, "
             "files=[FileStatus(n, os.path.join(up, 'c', n)) for n in ('a.txt', 'b.txt', 'c.txt')]); "
-            "j.files[0].status = 'indexed'; s.save(j); os._exit(0)", str(path), str(up), str(attempts))
+            "j.files[0].status = 'indexed'; s.save(j); os._exit(0)",
+            str(path),
+            str(up),
+            str(attempts),
+        )
         return up, str(path)
 
     def test_resumed_job_ingests_the_files_not_yet_reported(self, tmp_path):
@@ -299,8 +310,9 @@ class TestRecovery:
         assert len(set(ids)) == threads_n * 5
         for job_id in ids:
             assert _wait(jobs, job_id)["state"] == "done"
-        assert sorted(stack.ingested) == sorted([f"own-{i}-{k}.txt" for i in range(threads_n) for k in range(5)]
-                                                + ["shared.txt"] * threads_n * 5)
+        assert sorted(stack.ingested) == sorted(
+            [f"own-{i}-{k}.txt" for i in range(threads_n) for k in range(5)] + ["shared.txt"] * threads_n * 5
+        )
         for i in range(threads_n):
             for k in range(5):
                 assert (tmp_path / "up" / f"c{i % 2}" / f"own-{i}-{k}.txt").read_text() == f"{i} {k} own-{i}-{k}.txt"
@@ -319,9 +331,15 @@ def _note(i: int, version: str) -> bytes:
     rng = random.Random(i)
     words = "locomotive freight yard signal switch coupler brake ballast sleeper gauge rail depot siding".split()
     paragraphs = 1 if version == "A" else 5
-    body = "\n\n".join(" ".join(f"Note {i} version {version} paragraph {p} sentence {s} mentions the "
-                                 + " ".join(rng.choice(words) for _ in range(8)) + "." for s in range(6))
-                       for p in range(paragraphs))
+    body = "\n\n".join(
+        " ".join(
+            f"Note {i} version {version} paragraph {p} sentence {s} mentions the "
+            + " ".join(rng.choice(words) for _ in range(8))
+            + "."
+            for s in range(6)
+        )
+        for p in range(paragraphs)
+    )
     return f"# Yard note {i}\n\n{body}\n".encode()
 
 
@@ -349,7 +367,7 @@ class TestKilledServer:
     def _expected_chunks(self, tmp_path, embedder, names) -> dict[str, dict[str, int]]:
         """Chunks per file that a clean ingest of each version gives, in another index."""
         from switchyard.configs.loader import load_config
-        from switchyard.retrievers.pipeline import RetrievalStack
+        from switchyard.retrievers.stack import RetrievalStack
 
         expected: dict[str, dict[str, int]] = {}
         for version in ("A", "B"):
@@ -357,8 +375,11 @@ class TestKilledServer:
             folder.mkdir()
             for i, n in enumerate(names):
                 (folder / n).write_bytes(_note(i, version))
-            stack = RetrievalStack(load_config("no-llm", [f"store.uri={tmp_path / 'clean-index'}"]),
-                                   collection=f"clean{version}", embedder=embedder)
+            stack = RetrievalStack(
+                load_config("no-llm", [f"store.uri={tmp_path / 'clean-index'}"]),
+                collection=f"clean{version}",
+                embedder=embedder,
+            )
             assert stack.ingestor(progress=False).run([folder]).added == len(names)
             expected[version] = {Path(d["source"]).name: d["chunks"] for d in stack.store.list_documents(ALL)}
         assert all(expected["B"][n] > expected["A"][n] for n in names)
@@ -373,7 +394,7 @@ class TestKilledServer:
         args = ("--config", "no-llm", "--no-warm-up")
 
         with running_server(tmp_path, index_copy, *args) as srv, srv.client(timeout=60) as c:
-            old = [("files", (n, _note(i, "A"))) for i, n in enumerate(names[:self.OLD])]
+            old = [("files", (n, _note(i, "A"))) for i, n in enumerate(names[: self.OLD])]
             first = c.post("/v1/collections/bulk/documents", files=old).json()["job_id"]
             assert wait_for_job(c, first, timeout=240)["state"] == "done"
 

@@ -6,6 +6,7 @@ client sees, the session going on), the documents as resources. Access: a reques
 wrong one, is refused; a key made by `cli.py keys create` sees only its own collections (the other tenant's is the
 same tool error as a collection that does not exist).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -28,9 +29,11 @@ from tests.conftest import ROOT
 from tests.service.conftest import running_server
 
 QUESTION = "Who patented the knuckle coupler?"
-MEMO = ("# Shunting memo\n\nThe hump yard at Kelvin Junction closes for rail grinding on the first Monday of March. "
-        "During the closure, freight trains are sorted at the flat yard in Dunmore. The hump reopens on the Wednesday "
-        "after the grinding train has left.\n")
+MEMO = (
+    "# Shunting memo\n\nThe hump yard at Kelvin Junction closes for rail grinding on the first Monday of March. "
+    "During the closure, freight trains are sorted at the flat yard in Dunmore. The hump reopens on the Wednesday "
+    "after the grinding train has left.\n"
+)
 TIME_LIMIT_S = 240
 
 
@@ -38,7 +41,7 @@ TIME_LIMIT_S = 240
 def two_collections(tmp_path_factory, sample_index, embedder):
     """A copy of the sample index (collection `default`) with a second collection, `memos`, of one document."""
     from switchyard.configs.loader import load_config
-    from switchyard.retrievers.pipeline import RetrievalStack
+    from switchyard.retrievers.stack import RetrievalStack
 
     root = tmp_path_factory.mktemp("mcp")
     uri = root / "index"
@@ -52,6 +55,7 @@ def two_collections(tmp_path_factory, sample_index, embedder):
 
 def run(check) -> None:
     """Run an async check, bounded in time; a failure inside the SDK's task groups is raised as itself."""
+
     async def bounded():
         with anyio.fail_after(TIME_LIMIT_S):
             await check()
@@ -87,8 +91,12 @@ async def check_session(session: ClientSession) -> None:
     # list_collections
     listed = await session.call_tool("list_collections", {})
     assert not listed.is_error
-    assert listed.structured_content == {"collections": [{"name": "default", "documents": 5, "chunks": 5},
-                                                         {"name": "memos", "documents": 1, "chunks": 1}]}
+    assert listed.structured_content == {
+        "collections": [
+            {"name": "default", "documents": 5, "chunks": 5},
+            {"name": "memos", "documents": 1, "chunks": 1},
+        ]
+    }
 
     # search: the default collection, then another one, with a filter
     found = await session.call_tool("search", {"query": "knuckle coupler", "k": 2})
@@ -112,8 +120,14 @@ async def check_session(session: ClientSession) -> None:
     assert "Janney" in answer["short_answer"] and "[1]" in answer["evidence"] and not answer["abstained"]
     assert answer["citations"][0]["n"] == 1 and answer["citations"][0]["title"] == "Railway couplers"
     assert "Janney" in answer["citations"][0]["text"]
-    other = await session.call_tool("ask", {"question": "Where are freight trains sorted during the closure?",
-                                            "pipeline": "no-llm", "collection": "memos"})
+    other = await session.call_tool(
+        "ask",
+        {
+            "question": "Where are freight trains sorted during the closure?",
+            "pipeline": "no-llm",
+            "collection": "memos",
+        },
+    )
     assert other.structured_content["short_answer"] == "Dunmore"
     assert [c["title"] for c in other.structured_content["citations"]] == ["Shunting memo"]
 
@@ -122,8 +136,10 @@ async def check_session(session: ClientSession) -> None:
         ("search", "k"): {"query": "coupler", "k": 0},
         ("search", "query: Field required"): {"k": 3},
         ("search", "unknown filter field 'colour'"): {"query": "coupler", "where": "colour=red"},
-        ("search", "collection 'elsewhere' does not exist (collections: default, memos)"):
-            {"query": "coupler", "collection": "elsewhere"},
+        ("search", "collection 'elsewhere' does not exist (collections: default, memos)"): {
+            "query": "coupler",
+            "collection": "elsewhere",
+        },
         ("search", "the question is empty"): {"query": "  "},
         ("ask", "unknown pipeline 'oracle'; known pipelines: no-llm"): {"question": QUESTION, "pipeline": "oracle"},
         ("ask", "collection '../default' does not exist"): {"question": QUESTION, "collection": "../default"},
@@ -152,9 +168,11 @@ async def check_session(session: ClientSession) -> None:
     assert "Kelvin Junction" in (await session.read_resource(memo_uri)).contents[0].text
     templates = (await session.list_resource_templates()).resource_templates
     assert [t.uri_template for t in templates] == ["switchyard://{collection}/documents/{doc_id}"]
-    for uri, said in (("switchyard://default/documents/no-such-doc", "no document 'no-such-doc'"),
-                      ("switchyard://default/documents/it's", "no document \"it's\""),
-                      ("switchyard://elsewhere/documents/couplers", "collection 'elsewhere' does not exist")):
+    for uri, said in (
+        ("switchyard://default/documents/no-such-doc", "no document 'no-such-doc'"),
+        ("switchyard://default/documents/it's", 'no document "it\'s"'),
+        ("switchyard://elsewhere/documents/couplers", "collection 'elsewhere' does not exist"),
+    ):
         with pytest.raises(MCPError, match=said):
             await session.read_resource(uri)
 
@@ -167,8 +185,9 @@ def readme_host_config(index) -> tuple[str, list[str]]:
     entry = json.loads(block)["mcpServers"]["switchyard"]
 
     def here(value: str) -> str:
-        return value.replace("/home/me/switchyard/.switchyard/index", str(index)).replace("/home/me/switchyard",
-                                                                                          str(ROOT))
+        return value.replace("/home/me/switchyard/.switchyard/index", str(index)).replace(
+            "/home/me/switchyard", str(ROOT)
+        )
 
     command = here(entry["command"])
     assert command == str(ROOT / ".venv" / "bin" / "switchyard")  # the command setup.sh (or pip) installs
@@ -191,8 +210,10 @@ def test_stdio(two_collections, tmp_path):
 
     async def check():
         with errors.open("w") as errlog:
-            async with stdio_client(params, errlog=errlog) as (read, write), \
-                    ClientSession(read, write, read_timeout_seconds=120) as session:
+            async with (
+                stdio_client(params, errlog=errlog) as (read, write),
+                ClientSession(read, write, read_timeout_seconds=120) as session,
+            ):
                 await check_session(session)
 
     run(check)
@@ -205,8 +226,13 @@ def test_stdio(two_collections, tmp_path):
 def test_stdio_bad_config_is_one_line(tmp_path):
     import subprocess
 
-    proc = subprocess.run([sys.executable, str(ROOT / "cli.py"), "mcp", "--config", str(tmp_path / "nope.yaml")],
-                          capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "cli.py"), "mcp", "--config", str(tmp_path / "nope.yaml")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.startswith("error: ") and proc.stderr.count("\n") == 1, proc.stderr
 
@@ -224,17 +250,26 @@ def test_streamable_http(two_collections, tmp_path):
         url = f"{srv.url}/mcp"
 
         async def check():
-            async with mcp_http_client("mcp-s3cret") as http, \
-                    streamable_http_client(url, http_client=http) as (read, write), \
-                    ClientSession(read, write, read_timeout_seconds=120) as session:
+            async with (
+                mcp_http_client("mcp-s3cret") as http,
+                streamable_http_client(url, http_client=http) as (read, write),
+                ClientSession(read, write, read_timeout_seconds=120) as session,
+            ):
                 await check_session(session)
 
         run(check)
 
         # no token, or a wrong one: refused before the MCP server sees the request, for every method
-        initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-                      "params": {"protocolVersion": "2025-06-18", "capabilities": {},
-                                 "clientInfo": {"name": "probe", "version": "0"}}}
+        initialize = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "probe", "version": "0"},
+            },
+        }
         accept = {"Accept": "application/json, text/event-stream"}
         for token in (None, "wrong"):
             with srv.client(token=token) as client:
@@ -243,9 +278,11 @@ def test_streamable_http(two_collections, tmp_path):
                     assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer", (token, method)
 
         async def refused():
-            async with mcp_http_client("wrong") as http, \
-                    streamable_http_client(url, http_client=http) as (read, write), \
-                    ClientSession(read, write, read_timeout_seconds=30) as session:
+            async with (
+                mcp_http_client("wrong") as http,
+                streamable_http_client(url, http_client=http) as (read, write),
+                ClientSession(read, write, read_timeout_seconds=30) as session,
+            ):
                 await session.initialize()
 
         with pytest.raises(MCPError, match="Server returned an error response"):  # how the SDK's client meets a 401
@@ -259,8 +296,12 @@ def test_streamable_http(two_collections, tmp_path):
 
 def create_key(index, name: str, *options: str) -> str:
     """A key made by the real `cli.py keys create`; the key is the first line it prints."""
-    done = subprocess.run([sys.executable, str(ROOT / "cli.py"), "keys", "create", name, "--index-dir", str(index),
-                           *options], capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "cli.py"), "keys", "create", name, "--index-dir", str(index), *options],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout.splitlines()[0].strip()
 
@@ -273,23 +314,33 @@ def test_a_key_sees_only_its_collections_over_mcp(two_collections, tmp_path):
     index = tmp_path / "index"
     shutil.copytree(two_collections, index)
     memos_key = create_key(index, "memos-reader", "--collections", "memos")
-    listed = subprocess.run([sys.executable, str(ROOT / "cli.py"), "list", "--json", "--index-dir", str(index)],
-                            capture_output=True, text=True, timeout=60, check=True)
+    listed = subprocess.run(
+        [sys.executable, str(ROOT / "cli.py"), "list", "--json", "--index-dir", str(index)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     couplers = next(d["doc_id"] for d in json.loads(listed.stdout) if d["title"] == "Railway couplers")
     with running_server(tmp_path, index, "--config", "no-llm") as srv:
+
         async def check():
-            async with mcp_http_client(memos_key) as http, \
-                    streamable_http_client(f"{srv.url}/mcp", http_client=http) as (read, write), \
-                    ClientSession(read, write, read_timeout_seconds=120) as session:
+            async with (
+                mcp_http_client(memos_key) as http,
+                streamable_http_client(f"{srv.url}/mcp", http_client=http) as (read, write),
+                ClientSession(read, write, read_timeout_seconds=120) as session,
+            ):
                 await session.initialize()
                 listed = await session.call_tool("list_collections", {})
                 assert [c["name"] for c in listed.structured_content["collections"]] == ["memos"]
                 own = await session.call_tool("search", {"query": "rail grinding", "collection": "memos"})
                 assert not own.is_error and "Kelvin Junction" in json.dumps(own.structured_content)
-                other = error_text(await session.call_tool("search", {"query": "knuckle coupler",
-                                                                      "collection": "default"}))
-                missing = error_text(await session.call_tool("search", {"query": "knuckle coupler",
-                                                                        "collection": "nope"}))
+                other = error_text(
+                    await session.call_tool("search", {"query": "knuckle coupler", "collection": "default"})
+                )
+                missing = error_text(
+                    await session.call_tool("search", {"query": "knuckle coupler", "collection": "nope"})
+                )
                 assert other == missing.replace("nope", "default") and "Janney" not in other
                 default_pipeline = await session.call_tool("ask", {"question": QUESTION})  # its collection: default
                 assert default_pipeline.is_error and "Janney" not in error_text(default_pipeline)
@@ -314,8 +365,13 @@ def test_without_a_token_only_local_requests(sample_index, tmp_path):
     from switchyard.service.app import create_app
     from switchyard.service.settings import ServiceSettings
 
-    settings = ServiceSettings(configs=("no-llm",), overrides=(f"store.uri={sample_index}",), warm_up=False,
-                               upload_dir=tmp_path / "uploads", api_token=None)
+    settings = ServiceSettings(
+        configs=("no-llm",),
+        overrides=(f"store.uri={sample_index}",),
+        warm_up=False,
+        upload_dir=tmp_path / "uploads",
+        api_token=None,
+    )
     ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
     headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
     with TestClient(create_app(settings), base_url="http://127.0.0.1:8000") as client:
@@ -334,8 +390,10 @@ def test_document_text_keeps_each_overlap_once():
     spans = [(0, 37), (18, 53)]  # the second chunk repeats "Delta epsilon zeta."
     chunks = [SimpleNamespace(text=text[a:b], start_char=a, end_char=b) for a, b in spans]
     assert document_text(chunks) == text
-    apart = [SimpleNamespace(text="One.", start_char=0, end_char=4), SimpleNamespace(text="Two.", start_char=6,
-                                                                                     end_char=10)]
+    apart = [
+        SimpleNamespace(text="One.", start_char=0, end_char=4),
+        SimpleNamespace(text="Two.", start_char=6, end_char=10),
+    ]
     assert document_text(apart) == "One.\nTwo."
     assert document_text([]) == ""
 

@@ -1,4 +1,5 @@
 """The OpenAPI document shows the response schemas the routes really answer with."""
+
 from __future__ import annotations
 
 import pytest
@@ -10,8 +11,14 @@ from switchyard.service.settings import ServiceSettings
 @pytest.fixture(scope="module")
 def openapi(tmp_path_factory):
     index = tmp_path_factory.mktemp("index")
-    app = create_app(ServiceSettings(configs=("no-llm",), overrides=(f"store.uri={index}",), warm_up=False,
-                                     upload_dir=str(tmp_path_factory.mktemp("uploads"))))
+    app = create_app(
+        ServiceSettings(
+            configs=("no-llm",),
+            overrides=(f"store.uri={index}",),
+            warm_up=False,
+            upload_dir=str(tmp_path_factory.mktemp("uploads")),
+        )
+    )
     return app.openapi()
 
 
@@ -20,20 +27,26 @@ def response_schema(openapi: dict, method: str, path: str, status: str = "200") 
 
 
 class TestOpenAPI:
-    @pytest.mark.parametrize("method, path, status, model", [
-        ("get", "/v1/threads/{thread_id}", "200", "ThreadStatus"),
-        ("get", "/healthz", "200", "Health"),
-        ("get", "/v1/jobs/{job_id}", "200", "JobStatus"),
-        ("delete", "/v1/collections/{name}/documents/{doc_id}", "200", "Deleted"),
-        ("post", "/v1/collections/{name}/documents", "202", "UploadAccepted"),
-    ])
+    @pytest.mark.parametrize(
+        "method, path, status, model",
+        [
+            ("get", "/v1/threads/{thread_id}", "200", "ThreadStatus"),
+            ("get", "/healthz", "200", "Health"),
+            ("get", "/v1/jobs/{job_id}", "200", "JobStatus"),
+            ("delete", "/v1/collections/{name}/documents/{doc_id}", "200", "Deleted"),
+            ("post", "/v1/collections/{name}/documents", "202", "UploadAccepted"),
+        ],
+    )
     def test_routes_name_their_models(self, openapi, method, path, status, model):
         assert response_schema(openapi, method, path, status) == {"$ref": f"#/components/schemas/{model}"}
 
-    @pytest.mark.parametrize("method, path, models", [
-        ("post", "/v1/ask", ["AskResult", "Paused", "ThreadDone"]),  # Paused, ThreadDone: graph.router.approve
-        ("post", "/v1/threads/{thread_id}/resume", ["Paused", "ThreadDone"]),
-    ])
+    @pytest.mark.parametrize(
+        "method, path, models",
+        [
+            ("post", "/v1/ask", ["AskResult", "Paused", "ThreadDone"]),  # Paused, ThreadDone: graph.router.approve
+            ("post", "/v1/threads/{thread_id}/resume", ["Paused", "ThreadDone"]),
+        ],
+    )
     def test_runs_that_may_pause_name_each_model(self, openapi, method, path, models):
         schema = response_schema(openapi, method, path)
         assert schema["anyOf"] == [{"$ref": f"#/components/schemas/{m}"} for m in models]
@@ -44,8 +57,14 @@ class TestOpenAPI:
         approval = openapi["components"]["schemas"]["Approval"]
         assert approval["properties"]["decision"]["enum"] == ["approve", "edit", "reject"]
 
-    @pytest.mark.parametrize("path, model", [("/v1/pipelines", "PipelineInfo"), ("/v1/collections", "CollectionInfo"),
-                                             ("/v1/collections/{name}/documents", "DocumentInfo")])
+    @pytest.mark.parametrize(
+        "path, model",
+        [
+            ("/v1/pipelines", "PipelineInfo"),
+            ("/v1/collections", "CollectionInfo"),
+            ("/v1/collections/{name}/documents", "DocumentInfo"),
+        ],
+    )
     def test_lists_name_their_item_model(self, openapi, path, model):
         schema = response_schema(openapi, "get", path)
         assert schema["type"] == "array" and schema["items"] == {"$ref": f"#/components/schemas/{model}"}

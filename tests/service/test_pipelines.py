@@ -1,6 +1,7 @@
 """`GET /v1/pipelines` with every shipped config served together (the web page loads it to list them): each is
 listed with its own graph mode, closed-book's `closed_book` included. No model is loaded: a server that does not
 warm up builds its pipelines' graphs only."""
+
 from __future__ import annotations
 
 import typing
@@ -22,8 +23,15 @@ SHIPPED = tuple(sorted(path.stem for path in (ROOT / "configs").glob("*.yaml")))
 @pytest.fixture(scope="module")
 def listed(tmp_path_factory):
     index = tmp_path_factory.mktemp("index")
-    app = create_app(ServiceSettings(configs=SHIPPED, overrides=(f"store.uri={index}",), warm_up=False,
-                                     api_token=None, upload_dir=str(tmp_path_factory.mktemp("uploads"))))
+    app = create_app(
+        ServiceSettings(
+            configs=SHIPPED,
+            overrides=(f"store.uri={index}",),
+            warm_up=False,
+            api_token=None,
+            upload_dir=str(tmp_path_factory.mktemp("uploads")),
+        )
+    )
     with TestClient(app, raise_server_exceptions=False) as client:
         return client.get("/v1/pipelines")
 

@@ -2,6 +2,7 @@
 (fixed and agent) equals the recorded `ask --json` outputs and the data of the `POST /v1/ask/stream` events equal the
 recorded stream (tests/fixtures/recorded_outputs, answered from the recorded run's LLM replies: no model), key order
 included; only timings and run ids are masked."""
+
 from __future__ import annotations
 
 import json
@@ -21,8 +22,15 @@ pytestmark = pytest.mark.slow
 def served(tmp_path_factory):
     root = tmp_path_factory.mktemp("recorded")
     ingest(root / "index")
-    app = create_app(ServiceSettings(configs=("fixed", "agent"), overrides=tuple(replay_overrides(root / "index")),
-                                     warm_up=False, api_token=None, upload_dir=str(root / "uploads")))
+    app = create_app(
+        ServiceSettings(
+            configs=("fixed", "agent"),
+            overrides=tuple(replay_overrides(root / "index")),
+            warm_up=False,
+            api_token=None,
+            upload_dir=str(root / "uploads"),
+        )
+    )
     with TestClient(app) as client:
         yield client, root / "index"
 

@@ -1,5 +1,6 @@
 """`POST /v1/search`: the passages `cli.py search --json` prints, over HTTP, with the same filters and the limits
 and error replies of the other routes. Access labels and other tenants' collections: tests/service/test_access.py."""
+
 from __future__ import annotations
 
 import json
@@ -29,9 +30,18 @@ def index(tmp_path_factory, sample_index):
 
 def served(index, tmp_path_factory, **settings) -> TestClient:
     # bm25-only rewrites with the LLM by default; PRF instead, so that no model is needed
-    return TestClient(create_app(ServiceSettings(
-        configs=("no-llm", "bm25-only"), overrides=(f"store.uri={index}", "rewrite.method=prf"), warm_up=False,
-        max_in_flight=2, upload_dir=str(tmp_path_factory.mktemp("uploads")), **{"api_token": None, **settings})))
+    return TestClient(
+        create_app(
+            ServiceSettings(
+                configs=("no-llm", "bm25-only"),
+                overrides=(f"store.uri={index}", "rewrite.method=prf"),
+                warm_up=False,
+                max_in_flight=2,
+                upload_dir=str(tmp_path_factory.mktemp("uploads")),
+                **{"api_token": None, **settings},
+            )
+        )
+    )
 
 
 @pytest.fixture(scope="module")
@@ -66,20 +76,24 @@ class TestSearch:
         bm25 = client.post("/v1/search", json={"query": QUERY, "pipeline": "bm25-only", "k": 2}).json()
         assert bm25["config"]["retrieve"]["mode"] == "bm25"
         assert bm25["results"][0]["title"] == "Railway couplers"
-        assert all(set(p["scores"]) <= {"bm25", "fused", "rerank"} and "dense" not in p["scores"]
-                   for p in bm25["results"]), bm25["results"]
+        assert all(
+            set(p["scores"]) <= {"bm25", "fused", "rerank"} and "dense" not in p["scores"] for p in bm25["results"]
+        ), bm25["results"]
 
-    @pytest.mark.parametrize("body, status, said", [
-        ({"query": "   "}, 400, "the query is empty"),
-        ({"query": "x" * 2001}, 413, "the query is longer than 2000 characters"),
-        ({"query": QUERY, "k": 0}, 422, "greater than or equal to 1"),
-        ({"query": QUERY, "k": 51}, 422, "less than or equal to 50"),
-        ({"k": 3}, 422, "Field required"),
-        ({"query": QUERY, "pipeline": "nope"}, 404, "known pipelines: no-llm, bm25-only"),
-        ({"query": QUERY, "collection": "../etc"}, 400, "invalid collection name"),
-        ({"query": QUERY, "collection": "missing"}, 404, "collection 'missing' does not exist"),
-        ({"query": QUERY, "where": "color=="}, 400, "color"),
-    ])
+    @pytest.mark.parametrize(
+        "body, status, said",
+        [
+            ({"query": "   "}, 400, "the query is empty"),
+            ({"query": "x" * 2001}, 413, "the query is longer than 2000 characters"),
+            ({"query": QUERY, "k": 0}, 422, "greater than or equal to 1"),
+            ({"query": QUERY, "k": 51}, 422, "less than or equal to 50"),
+            ({"k": 3}, 422, "Field required"),
+            ({"query": QUERY, "pipeline": "nope"}, 404, "known pipelines: no-llm, bm25-only"),
+            ({"query": QUERY, "collection": "../etc"}, 400, "invalid collection name"),
+            ({"query": QUERY, "collection": "missing"}, 404, "collection 'missing' does not exist"),
+            ({"query": QUERY, "where": "color=="}, 400, "color"),
+        ],
+    )
     def test_bad_requests_are_json_4xx(self, client, body, status, said):
         r = client.post("/v1/search", json=body)
         assert r.status_code == status, r.text
@@ -111,9 +125,27 @@ class TestSearch:
 def test_the_same_passages_as_the_cli(client, index):
     """`cli.py search --json` and `POST /v1/search` over the same index, config and query: the same object but the
     timings."""
-    done = subprocess.run([sys.executable, str(ROOT / "cli.py"), "search", QUERY, "--config", "no-llm", "--set",
-                           f"store.uri={index}", "--set", "rewrite.method=prf", "--k", "4",
-                           "--json"], capture_output=True, text=True, timeout=600, cwd=ROOT)
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "cli.py"),
+            "search",
+            QUERY,
+            "--config",
+            "no-llm",
+            "--set",
+            f"store.uri={index}",
+            "--set",
+            "rewrite.method=prf",
+            "--k",
+            "4",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+    )
     assert done.returncode == 0, done.stderr
     cli = json.loads(done.stdout)
     http = client.post("/v1/search", json={"query": QUERY, "k": 4}).json()

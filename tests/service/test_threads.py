@@ -2,6 +2,7 @@
 /v1/threads/{id}/resume goes on to the next pause or the answer; bad answers, unknown, foreign and expired threads are
 clear 4xx; of two resumes at once exactly one proceeds; a pause survives a real server restart. The LLM is a scripted
 OpenAI-compatible server (a whole zeroshot agent run, tests/nodes/scripted.py)."""
+
 from __future__ import annotations
 
 import shutil
@@ -54,9 +55,13 @@ def client(index, scripted_agent, embedder):
     from switchyard.service.app import create_app
     from switchyard.service.settings import ServiceSettings
 
-    settings = ServiceSettings(configs=("agent-approve", "no-llm"), warm_up=False, api_token=None,
-                               overrides=(f"store.uri={index.uri}", *llm_overrides(scripted_agent)),
-                               upload_dir=index.root / "uploads")
+    settings = ServiceSettings(
+        configs=("agent-approve", "no-llm"),
+        warm_up=False,
+        api_token=None,
+        overrides=(f"store.uri={index.uri}", *llm_overrides(scripted_agent)),
+        upload_dir=index.root / "uploads",
+    )
     app = create_app(settings)
     registry = app.state.service.registry
     registry.models.provide(registry.configs["agent-approve"].embedding, embedder)
@@ -85,10 +90,20 @@ class TestThreads:
         r = client.post("/v1/ask", json={"question": QUESTION}, headers=alice)
         assert r.status_code == 200, r.text
         paused = r.json()
-        assert paused["status"] == "paused" and set(paused) == {"status", "thread_id", "question", "pending",
-                                                                "expires_at"}
-        assert paused["pending"] == {"step": 1, "action": "retrieve", "args": {"query": "knuckle coupler patent"},
-                                     "thought": "do retrieve", "guard": None}
+        assert paused["status"] == "paused" and set(paused) == {
+            "status",
+            "thread_id",
+            "question",
+            "pending",
+            "expires_at",
+        }
+        assert paused["pending"] == {
+            "step": 1,
+            "action": "retrieve",
+            "args": {"query": "knuckle coupler patent"},
+            "thought": "do retrieve",
+            "guard": None,
+        }
         status = client.get(f"/v1/threads/{paused['thread_id']}", headers=alice).json()
         assert status["status"] == "paused" and status["pending"] == paused["pending"]
         done, pauses = approve_to_the_end(client, alice, paused)
@@ -118,8 +133,10 @@ class TestThreads:
         assert done["steps"][1]["human"] == {"decision": "reject", "reason": "grade first"}
         assert done["steps"][1]["observation"] == "rerank rejected by the reviewer: grade first"
 
-    @pytest.mark.parametrize("body", [{"decision": "maybe"}, {}, {"decision": "approve", "extra": 1},
-                                      {"decision": "reject", "reason": "x" * 201}])
+    @pytest.mark.parametrize(
+        "body",
+        [{"decision": "maybe"}, {}, {"decision": "approve", "extra": 1}, {"decision": "reject", "reason": "x" * 201}],
+    )
     def test_a_bad_answer_is_a_422_and_the_run_stays_paused(self, client, index, body):
         alice = as_key(index, "alice")
         paused = client.post("/v1/ask", json={"question": QUESTION}, headers=alice).json()
@@ -134,8 +151,7 @@ class TestThreads:
             r = client.post(f"/v1/threads/{thread_id}/resume", json={"decision": "approve"}, headers=bob)
             assert r.status_code == 404 and r.json() == {"detail": f"no paused run {thread_id!r}"}
             assert client.get(f"/v1/threads/{thread_id}", headers=bob).status_code == 404
-        assert client.post(f"/v1/threads/{paused['thread_id']}/resume", json={"decision": "approve"}).status_code \
-            == 401
+        assert client.post(f"/v1/threads/{paused['thread_id']}/resume", json={"decision": "approve"}).status_code == 401
 
     def test_an_unanswered_pause_expires(self, client, index, monkeypatch):
         alice = as_key(index, "alice")
@@ -143,19 +159,25 @@ class TestThreads:
         later = time.time() + 3601  # past graph.router.approve_timeout_s (configs/agent-approve.yaml: 3600)
         monkeypatch.setattr("switchyard.service.threads.time", SimpleNamespace(time=lambda: later))
         for _ in range(2):
-            r = client.post(f"/v1/threads/{paused['thread_id']}/resume", json={"decision": "approve"},
-                            headers=alice)
+            r = client.post(f"/v1/threads/{paused['thread_id']}/resume", json={"decision": "approve"}, headers=alice)
             assert r.status_code == 410 and "expired" in r.json()["detail"]
         assert client.get(f"/v1/threads/{paused['thread_id']}", headers=alice).json() == {
-            "thread_id": paused["thread_id"], "status": "expired", "pending": None, "expires_at": None}
+            "thread_id": paused["thread_id"],
+            "status": "expired",
+            "pending": None,
+            "expires_at": None,
+        }
         assert app_pipe(client).pending(paused["thread_id"]) is None  # its checkpoints are gone
 
     def test_streams_and_chat_refuse_a_pausing_pipeline(self, client, index):
         alice = as_key(index, "alice")
         r = client.post("/v1/ask/stream", json={"question": QUESTION}, headers=alice)
         assert r.status_code == 400 and "POST /v1/threads/{thread_id}/resume" in r.json()["detail"]
-        chat = client.post("/v1/chat/completions", headers=alice,
-                           json={"model": "agent-approve", "messages": [{"role": "user", "content": QUESTION}]})
+        chat = client.post(
+            "/v1/chat/completions",
+            headers=alice,
+            json={"model": "agent-approve", "messages": [{"role": "user", "content": QUESTION}]},
+        )
         assert chat.status_code == 400
         pipelines = {p["name"]: p["approve"] for p in client.get("/v1/pipelines", headers=alice).json()}
         assert pipelines == {"agent-approve": True, "no-llm": False}
@@ -212,8 +234,9 @@ class TestRealServer:
             paused = c.post("/v1/ask", json={"question": QUESTION}).json()
             ROUTER_DELAY_S["value"] = 1.0
             try:
-                replies = run_together(2, lambda i: c.post(f"/v1/threads/{paused['thread_id']}/resume",
-                                                           json={"decision": "approve"}))
+                replies = run_together(
+                    2, lambda i: c.post(f"/v1/threads/{paused['thread_id']}/resume", json={"decision": "approve"})
+                )
             finally:
                 ROUTER_DELAY_S["value"] = 0.0
             assert sorted(r.status_code for r in replies) == [200, 409]

@@ -3,6 +3,7 @@ clickable citations, side-by-side runs, and the API-token field.
 
 Needs Debian's `chromium` and `chromium-driver` packages and the `selenium` package; skipped without them.
 """
+
 from __future__ import annotations
 
 import json
@@ -51,9 +52,19 @@ def browser():
     profile = tempfile.mkdtemp(prefix="switchyard-chromium-")
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
-    for arg in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-quic",
-                "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                f"--user-data-dir={profile}", "--window-size=1400,1000"):
+    for arg in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={profile}",
+        "--window-size=1400,1000",
+    ):
         options.add_argument(arg)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
@@ -66,8 +77,9 @@ def browser():
 
 
 def wait(driver, condition, timeout: float = 20, message: str = ""):
-    return WebDriverWait(driver, timeout, poll_frequency=0.1,
-                         ignored_exceptions=(StaleElementReferenceException,)).until(condition, message)
+    return WebDriverWait(
+        driver, timeout, poll_frequency=0.1, ignored_exceptions=(StaleElementReferenceException,)
+    ).until(condition, message)
 
 
 def open_page(driver, url: str, expect_lists: bool = True) -> None:
@@ -89,8 +101,12 @@ def ask(driver, question: str, pipeline: str, slots=("a",), finish: bool = True)
     Select(driver.find_element(By.ID, "pipeline")).select_by_value(pipeline)
     driver.find_element(By.ID, "ask").click()
     if finish:
-        wait(driver, lambda d: all(run_status(d, s) in FINAL for s in slots), RUN_TIMEOUT_S,
-             f"no final answer in {RUN_TIMEOUT_S} s")
+        wait(
+            driver,
+            lambda d: all(run_status(d, s) in FINAL for s in slots),
+            RUN_TIMEOUT_S,
+            f"no final answer in {RUN_TIMEOUT_S} s",
+        )
 
 
 def metric(driver, slot: str, name: str) -> tuple[str, float]:
@@ -106,16 +122,21 @@ def node_states(driver, slot: str) -> dict[str, str]:
 
 def js_errors(driver) -> list[str]:
     """Uncaught exceptions and console errors, leaving out the browser's own lines for failed HTTP requests."""
-    return [entry["message"] for entry in driver.get_log("browser")
-            if entry["level"] == "SEVERE" and "Failed to load resource" not in entry["message"]]
+    return [
+        entry["message"]
+        for entry in driver.get_log("browser")
+        if entry["level"] == "SEVERE" and "Failed to load resource" not in entry["message"]
+    ]
 
 
-SSE_SAMPLE = ("event: run_start\r\ndata: {\"run_id\": \"r1\"}\r\n\r\n"
-              ": ping - 2026-01-01 00:00:00\r\n\r\n"
-              "event: token\r\ndata: {\"text\": \"caf\\u00e9 \\u2014 [1]\"}\r\n\r\n"
-              "event: passages\ndata: {\"a\":\ndata: 1}\n\n"
-              "data: {\"plain\": true}\r\r"
-              "event: answer\r\ndata: {\"result\": {\"answer\": \"done\"}}\r\n")  # no blank line at the end
+SSE_SAMPLE = (
+    'event: run_start\r\ndata: {"run_id": "r1"}\r\n\r\n'
+    ": ping - 2026-01-01 00:00:00\r\n\r\n"
+    'event: token\r\ndata: {"text": "caf\\u00e9 \\u2014 [1]"}\r\n\r\n'
+    'event: passages\ndata: {"a":\ndata: 1}\n\n'
+    'data: {"plain": true}\r\r'
+    'event: answer\r\ndata: {"result": {"answer": "done"}}\r\n'
+)  # no blank line at the end
 
 
 @pytest.mark.slow
@@ -124,7 +145,8 @@ class TestWebPage:
         """The page's own SSE parser: CRLF / LF / CR line ends, comments, multi-line data, chunks split anywhere
         (a CRLF split in two included) and a last event without its blank line."""
         open_page(browser, server.url)
-        results = browser.execute_script("""
+        results = browser.execute_script(
+            """
             const text = arguments[0];
             const parse = (chunks) => {
               const out = [];
@@ -137,10 +159,16 @@ class TestWebPage:
             for (let i = 1; i < text.length; i++) all.push(parse([text.slice(0, i), text.slice(i)]));
             all.push(parse(Array.from(text)));
             return all;
-        """, SSE_SAMPLE)
-        expected = [["run_start", '{"run_id": "r1"}'], ["token", '{"text": "caf\\u00e9 \\u2014 [1]"}'],
-                    ["passages", '{"a":\n1}'], ["message", '{"plain": true}'],
-                    ["answer", '{"result": {"answer": "done"}}']]
+        """,
+            SSE_SAMPLE,
+        )
+        expected = [
+            ["run_start", '{"run_id": "r1"}'],
+            ["token", '{"text": "caf\\u00e9 \\u2014 [1]"}'],
+            ["passages", '{"a":\n1}'],
+            ["message", '{"plain": true}'],
+            ["answer", '{"result": {"answer": "done"}}'],
+        ]
         for i, got in enumerate(results):
             assert json.loads(got) == expected, f"split variant {i}"
 
@@ -212,8 +240,12 @@ class TestWebPage:
         assert "stopped" in browser.find_element(By.CSS_SELECTOR, '#run-a [data-role="error"]').text
         assert not stop.is_displayed() and browser.find_element(By.ID, "ask").is_enabled()
         with server.client() as c:
-            wait(browser, lambda d: "switchyard_runs_in_flight 0.0" in c.get("/metrics").text, 30,
-                 "the server kept the stopped run's slot")
+            wait(
+                browser,
+                lambda d: "switchyard_runs_in_flight 0.0" in c.get("/metrics").text,
+                30,
+                "the server kept the stopped run's slot",
+            )
         ask(browser, QUESTION, "no-llm")
         assert run_status(browser, "a") == "done" and "Janney" in browser.find_element(By.ID, "answer").text
 
@@ -257,8 +289,9 @@ class TestWebPage:
             assert js_errors(browser) == []
 
     def test_api_token(self, browser, module_index, tmp_path_factory):
-        with running_server(tmp_path_factory.mktemp("srv-token"), module_index, "--config", "no-llm",
-                            token="s3cret") as secured:
+        with running_server(
+            tmp_path_factory.mktemp("srv-token"), module_index, "--config", "no-llm", token="s3cret"
+        ) as secured:
             open_page(browser, secured.url, expect_lists=False)
             banner = browser.find_element(By.ID, "error")
             wait(browser, lambda d: banner.is_displayed(), message="no message about the missing token")
@@ -290,8 +323,16 @@ class TestWebPage:
 
         llm = ScriptedOpenAIServer(zeroshot_agent)
         try:
-            with running_server(tmp_path, index_copy, "--config", "agent-approve", "--set", "llm.backend=openai",
-                                "--set", f"llm.base_url={llm.url}") as srv:
+            with running_server(
+                tmp_path,
+                index_copy,
+                "--config",
+                "agent-approve",
+                "--set",
+                "llm.backend=openai",
+                "--set",
+                f"llm.base_url={llm.url}",
+            ) as srv:
                 open_page(browser, srv.url)
                 ask(browser, QUESTION, "agent-approve", finish=False)
                 box = browser.find_element(By.CSS_SELECTOR, '#run-a [data-role="approval"]')
@@ -310,9 +351,15 @@ class TestWebPage:
                     step = box.get_attribute("data-step")
                     steps.append(box.find_element(By.CSS_SELECTOR, '[data-role="pending-action"]').text)
                     box.find_element(By.CSS_SELECTOR, 'button[data-decision="approve"]').click()
-                    wait(browser, lambda d: run_status(d, "a") in FINAL or (
-                        run_status(d, "a") == "paused" and box.get_attribute("data-step") != step),
-                        RUN_TIMEOUT_S, "no reply to Approve")
+                    wait(
+                        browser,
+                        lambda d: (
+                            run_status(d, "a") in FINAL
+                            or (run_status(d, "a") == "paused" and box.get_attribute("data-step") != step)  # noqa: B023
+                        ),
+                        RUN_TIMEOUT_S,
+                        "no reply to Approve",
+                    )
                 assert steps == ["retrieve", "rerank", "grade", "answer"]
                 assert run_status(browser, "a") == "done" and not box.is_displayed()
                 assert "Janney" in browser.find_element(By.ID, "answer").text

@@ -5,30 +5,46 @@ seed, cancellation and token stream) travels with the run as LangGraph runtime c
 
 LangGraph's own tooling (`langgraph.json`) builds its graphs with graphs/langgraph_server.py instead.
 """
+
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
-from datetime import datetime, timezone
-from typing import AsyncIterator, Iterator
+from datetime import UTC, datetime
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.types import Command
 
-from switchyard.extras import check_config
+from switchyard import tracing
 from switchyard.configs.loader import config_hash, config_to_dict, load_config
 from switchyard.configs.schema import SwitchyardConfig
 from switchyard.errors import ConfigError, PauseExpired, QuestionError, SwitchyardError, UnknownThread, first_line
+from switchyard.extras import check_config
 from switchyard.graphs.build import build_graph
-from switchyard.graphs.results import (STREAM_EVENT, Answer, AskResult, ConfigInfo, Decision, ErrorEvent, Failures, NodeEnd,
-                            PassageRef, Passages, Paused, PendingAction, RunStart, StreamEvent, Usage)
-from switchyard.llm import telemetry
-from switchyard.llm.context import ALL, RunContext, Scope
+from switchyard.graphs.results import (
+    STREAM_EVENT,
+    Answer,
+    AskResult,
+    ConfigInfo,
+    Decision,
+    ErrorEvent,
+    Failures,
+    NodeEnd,
+    PassageRef,
+    Passages,
+    Paused,
+    PendingAction,
+    RunStart,
+    StreamEvent,
+    Usage,
+)
 from switchyard.nodes.approve import Approval, checked_arguments
 from switchyard.nodes.resources import Resources, SharedModels
 from switchyard.nodes.search import search_passages
 from switchyard.retrievers.search import SearchResult
+from switchyard.run_context import ALL, RunContext, Scope
 
 STREAM_MODES = ["custom", "updates", "values"]
 _PASSAGE_KEYS = ("candidates", "reranked", "graded")
@@ -38,8 +54,12 @@ class Pipeline:
     """Pass one `SharedModels` to every pipeline of a process to share loaded models between them. With
     graph.router.approve, `checkpointer` keeps the paused runs (default: in memory; the service's is on disk)."""
 
-    def __init__(self, config: SwitchyardConfig | None = None, models: SharedModels | None = None,
-                 checkpointer: BaseCheckpointSaver | None = None):
+    def __init__(
+        self,
+        config: SwitchyardConfig | None = None,
+        models: SharedModels | None = None,
+        checkpointer: BaseCheckpointSaver | None = None,
+    ):
         self.config = config or load_config()
         check_config(self.config)  # a missing extra is one clear error now, not an ImportError mid-run
         self.resources = Resources(self.config, models)
@@ -51,7 +71,7 @@ class Pipeline:
         later query starts them again). `with Pipeline(...) as pipe:` closes it at the end of the block."""
         self.resources.close()
 
-    def __enter__(self) -> "Pipeline":
+    def __enter__(self) -> Pipeline:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -73,8 +93,9 @@ class Pipeline:
             raise QuestionError(f"collection {store.collection!r} is empty; run `cli.py ingest PATH` first")
 
     # -- one answer --------------------------------------------------------------------------------------------
-    def ask(self, question: str, where: str | None = None, *, seed: int | None = None,
-            groups: Scope | None = ALL) -> AskResult:
+    def ask(
+        self, question: str, where: str | None = None, *, seed: int | None = None, groups: Scope | None = ALL
+    ) -> AskResult:
         """Run the graph and return its `AskResult` (`.to_json()` is `ask --json`). `seed` (default: llm.seed) makes
         sampling at temperature > 0 depend on the question and run alone, never on what else is in flight.
         `groups`: the caller's access scope, its groups (it reads only documents unlabelled or labelled with one of
@@ -87,31 +108,38 @@ class Pipeline:
             state = self.graph.invoke(self._input(question, where), config=self._run_config(), context=context)
             return _finished(span, self._result(question, state, context))
 
-    async def aask(self, question: str, where: str | None = None, *, seed: int | None = None,
-                   groups: Scope | None = ALL) -> AskResult:
+    async def aask(
+        self, question: str, where: str | None = None, *, seed: int | None = None, groups: Scope | None = ALL
+    ) -> AskResult:
         question = self.checked_question(question)
         self._unattended()
         context = RunContext(seed=seed, groups=groups)
         with self._run_span(question, where, context) as span:
             try:
-                state = await self.graph.ainvoke(self._input(question, where), config=self._run_config(),
-                                                 context=context)
+                state = await self.graph.ainvoke(
+                    self._input(question, where), config=self._run_config(), context=context
+                )
             except asyncio.CancelledError:  # e.g. a timeout around this call: stop the LLM work in the threads too
                 context.cancelled.set()
                 raise
             return _finished(span, self._result(question, state, context))
 
     # -- a human in the loop (graph.router.approve) -----------------------------------------------------------
-    def start(self, question: str, where: str | None = None, *, thread_id: str | None = None,
-              context: RunContext | None = None) -> AskResult | Paused:
+    def start(
+        self,
+        question: str,
+        where: str | None = None,
+        *,
+        thread_id: str | None = None,
+        context: RunContext | None = None,
+    ) -> AskResult | Paused:
         """Run until the first pause: `Paused` (the pending action and the run's `thread_id`), or the `AskResult`
         of a run that needed no action (a question the no-documents rules answer). `context` as for `stream`; the
         run id is the thread id."""
         question = self.checked_question(question)
         self._needs_pauses()
         context = context or (RunContext(run_id=thread_id) if thread_id else RunContext())
-        return self._until_pause(question, where, self._input(question, where), thread_id or context.run_id,
-                                 context)
+        return self._until_pause(question, where, self._input(question, where), thread_id or context.run_id, context)
 
     def resume(self, thread_id: str, approval: Approval, *, context: RunContext | None = None) -> AskResult | Paused:
         """Answer a paused run and go on to its next pause or its result. `UnknownThread` for a thread that does
@@ -124,8 +152,10 @@ class Pipeline:
             raise UnknownThread(f"no paused run {thread_id!r}")
         if paused.expires_at.timestamp() <= time.time():
             self.forget(thread_id)
-            raise PauseExpired(f"the pause of run {thread_id!r} expired at {paused.expires_at.isoformat()} "
-                               f"(graph.router.approve_timeout_s); it cannot be resumed")
+            raise PauseExpired(
+                f"the pause of run {thread_id!r} expired at {paused.expires_at.isoformat()} "
+                f"(graph.router.approve_timeout_s); it cannot be resumed"
+            )
         if approval.decision == "edit":
             checked_arguments(paused.pending.action, approval.arguments)
         context = context or RunContext(run_id=thread_id)
@@ -138,18 +168,24 @@ class Pipeline:
             return None
         value = dict(snapshot.interrupts[0].value)
         expires = value.pop("paused_at") + self.config.graph.router.approve_timeout_s
-        return Paused(thread_id=thread_id, question=snapshot.values["question"], pending=PendingAction(**value),
-                      expires_at=datetime.fromtimestamp(expires, timezone.utc))
+        return Paused(
+            thread_id=thread_id,
+            question=snapshot.values["question"],
+            pending=PendingAction(**value),
+            expires_at=datetime.fromtimestamp(expires, UTC),
+        )
 
     def forget(self, thread_id: str) -> None:
         """Delete a thread's checkpoints (a finished or expired run)."""
         self.graph.checkpointer.delete_thread(thread_id)
 
-    def _until_pause(self, question: str, where: str | None, graph_input, thread_id: str,
-                     context: RunContext) -> AskResult | Paused:
+    def _until_pause(
+        self, question: str, where: str | None, graph_input, thread_id: str, context: RunContext
+    ) -> AskResult | Paused:
         with self._run_span(question, where, context) as span:
-            state = self.graph.invoke(graph_input, config={**self._run_config(), **self._thread(thread_id)},
-                                      context=context)
+            state = self.graph.invoke(
+                graph_input, config={**self._run_config(), **self._thread(thread_id)}, context=context
+            )
             if "__interrupt__" in state:
                 return self.pending(thread_id)
             self.forget(thread_id)
@@ -161,28 +197,43 @@ class Pipeline:
 
     def _needs_pauses(self) -> None:
         if not self.pauses:
-            raise ConfigError("start/resume are for pipelines that pause for approval (graph.router.approve); "
-                              "use ask")
+            raise ConfigError("start/resume are for pipelines that pause for approval (graph.router.approve); use ask")
 
     def _unattended(self) -> None:
         if self.pauses:
-            raise ConfigError("this pipeline pauses for a human's approval before each action "
-                              "(graph.router.approve): run it with Pipeline.start / resume, `cli.py ask` or the "
-                              "service's POST /v1/ask")
+            raise ConfigError(
+                "this pipeline pauses for a human's approval before each action "
+                "(graph.router.approve): run it with Pipeline.start / resume, `cli.py ask` or the "
+                "service's POST /v1/ask"
+            )
 
     # -- what a run retrieves ----------------------------------------------------------------------------------
-    def search(self, query: str, where: str | None = None, top_k: int | None = None,
-               groups: Scope | None = ALL) -> SearchResult:
+    def search(
+        self, query: str, where: str | None = None, top_k: int | None = None, groups: Scope | None = ALL
+    ) -> SearchResult:
         """The passages `ask(query, where)` retrieves in its first round (nodes/search.py `search_passages`): the
         configured rewrite's queries (PRF with the filter; an LLM rewrite makes one LLM call), the one retrieval path,
         then the reranker; `top_k` passages (default `rerank.top_k`). `QuestionError`/`StoreError` as for `ask`."""
         question = self.checked_question(query)
-        return search_passages(question, stack=self.resources.stack, get_llm=lambda: self.resources.llm, where=where,
-                               top_k=top_k, groups=groups)
+        return search_passages(
+            question,
+            stack=self.resources.stack,
+            get_llm=lambda: self.resources.llm,
+            where=where,
+            top_k=top_k,
+            groups=groups,
+        )
 
     # -- the run as events -------------------------------------------------------------------------------------
-    def stream(self, question: str, where: str | None = None, *, seed: int | None = None,
-               context: RunContext | None = None, groups: Scope | None = ALL) -> Iterator[StreamEvent]:
+    def stream(
+        self,
+        question: str,
+        where: str | None = None,
+        *,
+        seed: int | None = None,
+        context: RunContext | None = None,
+        groups: Scope | None = ALL,
+    ) -> Iterator[StreamEvent]:
         """The run as typed events (graphs/results.py; `.event` names the kind, `.to_json()` is the streamed
         JSON), in order:
 
@@ -203,9 +254,15 @@ class Pipeline:
         self._unattended()
         return self._events(question, where, _streamed(context, seed, groups))
 
-    def astream(self, question: str, where: str | None = None, *, seed: int | None = None,
-                context: RunContext | None = None, groups: Scope | None = ALL
-                ) -> AsyncIterator[StreamEvent]:
+    def astream(
+        self,
+        question: str,
+        where: str | None = None,
+        *,
+        seed: int | None = None,
+        context: RunContext | None = None,
+        groups: Scope | None = ALL,
+    ) -> AsyncIterator[StreamEvent]:
         """`stream()` for asyncio: the same events; closing the iterator (or cancelling its task) cancels the run."""
         question = self.checked_question(question)
         self._unattended()
@@ -214,8 +271,9 @@ class Pipeline:
     def _events(self, question: str, where: str | None, context: RunContext) -> Iterator[StreamEvent]:
         with self._run_span(question, where, context) as span:
             yield RunStart(run_id=context.run_id, config_hash=self.config_hash)
-            chunks = self.graph.stream(self._input(question, where), config=self._run_config(), context=context,
-                                       stream_mode=STREAM_MODES)
+            chunks = self.graph.stream(
+                self._input(question, where), config=self._run_config(), context=context, stream_mode=STREAM_MODES
+            )
             state, finished = None, False
             try:
                 for mode, chunk in chunks:
@@ -225,7 +283,7 @@ class Pipeline:
                         yield from stream_events(mode, chunk)
                 finished = True
             except Exception as exc:  # the run failed: say so as the last event
-                telemetry.failed(span, exc)
+                tracing.failed(span, exc)
                 yield ErrorEvent(message=error_message(exc))
                 return
             finally:
@@ -237,8 +295,9 @@ class Pipeline:
     async def _aevents(self, question: str, where: str | None, context: RunContext) -> AsyncIterator[StreamEvent]:
         with self._run_span(question, where, context) as span:
             yield RunStart(run_id=context.run_id, config_hash=self.config_hash)
-            chunks = self.graph.astream(self._input(question, where), config=self._run_config(), context=context,
-                                        stream_mode=STREAM_MODES)
+            chunks = self.graph.astream(
+                self._input(question, where), config=self._run_config(), context=context, stream_mode=STREAM_MODES
+            )
             state, finished = None, False
             try:
                 async for mode, chunk in chunks:
@@ -249,7 +308,7 @@ class Pipeline:
                             yield event
                 finished = True
             except Exception as exc:
-                telemetry.failed(span, exc)
+                tracing.failed(span, exc)
                 yield ErrorEvent(message=error_message(exc))
                 return
             finally:
@@ -274,15 +333,18 @@ class Pipeline:
     @contextmanager
     def _run_span(self, question: str, where: str | None, context: RunContext) -> Iterator:
         """The run's trace span (a no-op while tracing is off); its context travels in `context`."""
-        attributes = {telemetry.SPAN_KIND: "AGENT" if self.config.graph.mode == "agent" else "CHAIN",
-                      "switchyard.run_id": context.run_id, "switchyard.config_hash": self.config_hash,
-                      "switchyard.collection": self.config.store.collection,
-                      "switchyard.graph": self.graph.name}
+        attributes = {
+            tracing.SPAN_KIND: "AGENT" if self.config.graph.mode == "agent" else "CHAIN",
+            "switchyard.run_id": context.run_id,
+            "switchyard.config_hash": self.config_hash,
+            "switchyard.collection": self.config.store.collection,
+            "switchyard.graph": self.graph.name,
+        }
         if where:
             attributes["switchyard.filter"] = where
-        if telemetry.capture_content():
+        if tracing.capture_content():
             attributes["input.value"] = question
-        with telemetry.run_span(self.graph.name, attributes, context) as span:
+        with tracing.run_span(self.graph.name, attributes, context) as span:
             yield span
 
     def _run_config(self) -> dict:
@@ -297,25 +359,40 @@ class Pipeline:
         usage = dict(state.get("usage", {}))
         parse_fallbacks = int(usage.pop("parse_fallbacks", 0))
         return AskResult(
-            question=question, run_id=context.run_id, trace_id=context.trace_id, answer=state.get("answer", ""),
-            short_answer=state.get("short_answer", ""), evidence=state.get("evidence", ""),
-            grounding=state.get("grounding", {}), abstained=bool(state.get("abstained", False)),
-            citations=state.get("citations", []), verdict=state.get("verdict"),
+            question=question,
+            run_id=context.run_id,
+            trace_id=context.trace_id,
+            answer=state.get("answer", ""),
+            short_answer=state.get("short_answer", ""),
+            evidence=state.get("evidence", ""),
+            grounding=state.get("grounding", {}),
+            abstained=bool(state.get("abstained", False)),
+            citations=state.get("citations", []),
+            verdict=state.get("verdict"),
             queries=state.get("query_history", []),
             retrieved_doc_ids=list(dict.fromkeys(state.get("retrieved", []))),
-            citation_check=state.get("citation_check", {}), trace=state.get("trace", []), steps=steps,
-            failures=Failures(parse_fallbacks=parse_fallbacks, guards=guards), usage=Usage(**usage),
-            config=ConfigInfo(hash=self.config_hash, resolved=config_to_dict(self.config)))
+            citation_check=state.get("citation_check", {}),
+            trace=state.get("trace", []),
+            steps=steps,
+            failures=Failures(parse_fallbacks=parse_fallbacks, guards=guards),
+            usage=Usage(**usage),
+            config=ConfigInfo(hash=self.config_hash, resolved=config_to_dict(self.config)),
+        )
 
 
 def _finished(span, result: AskResult) -> AskResult:
     """The run span's closing attributes; returns `result`."""
     if span.is_recording():
-        span.set_attributes({"switchyard.abstained": result.abstained, "switchyard.verdict": result.verdict or "",
-                             "switchyard.llm_calls": result.usage.llm_calls,
-                             "llm.token_count.prompt": result.usage.prompt_tokens,
-                             "llm.token_count.completion": result.usage.completion_tokens})
-        if telemetry.capture_content():
+        span.set_attributes(
+            {
+                "switchyard.abstained": result.abstained,
+                "switchyard.verdict": result.verdict or "",
+                "switchyard.llm_calls": result.usage.llm_calls,
+                "llm.token_count.prompt": result.usage.prompt_tokens,
+                "llm.token_count.completion": result.usage.completion_tokens,
+            }
+        )
+        if tracing.capture_content():
             span.set_attribute("output.value", result.answer)
     return result
 
@@ -337,14 +414,27 @@ def stream_events(mode: str, chunk) -> list[StreamEvent]:
         if not update:
             continue
         entry = (update.get("trace") or [{}])[0]
-        events.append(NodeEnd(node=node, ms=entry.get("ms", 0.0), llm_calls=entry.get("llm_calls", 0),
-                              prompt_tokens=entry.get("prompt_tokens", 0),
-                              completion_tokens=entry.get("completion_tokens", 0), summary=entry.get("output", {})))
+        events.append(
+            NodeEnd(
+                node=node,
+                ms=entry.get("ms", 0.0),
+                llm_calls=entry.get("llm_calls", 0),
+                prompt_tokens=entry.get("prompt_tokens", 0),
+                completion_tokens=entry.get("completion_tokens", 0),
+                summary=entry.get("output", {}),
+            )
+        )
         for key in _PASSAGE_KEYS:
             if key in update:
-                events.append(Passages(node=node, passages=[
-                    PassageRef(doc_id=p.doc_id, title=p.title, source=p.source, page=p.page, score=p.score)
-                    for p in update[key]]))
+                events.append(
+                    Passages(
+                        node=node,
+                        passages=[
+                            PassageRef(doc_id=p.doc_id, title=p.title, source=p.source, page=p.page, score=p.score)
+                            for p in update[key]
+                        ],
+                    )
+                )
         if "decision" in update:
             decision = update["decision"]
             events.append(Decision(**{k: decision.get(k) for k in ("step", "action", "args", "guard", "thought")}))

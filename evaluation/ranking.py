@@ -3,6 +3,7 @@
 `ranking` is a list of document ids, best first, without duplicates; `qrels` maps relevant ids to a graded
 relevance (> 0). Gains are linear (rel / log2(rank + 1)), as in BEIR's pytrec_eval setup.
 """
+
 from __future__ import annotations
 
 import math

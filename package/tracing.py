@@ -13,11 +13,12 @@ Attribute names follow OpenInference (`openinference.span.kind`, `llm.*`, `retri
 semantic conventions (`gen_ai.*`), so Phoenix, Langfuse and Jaeger show LLM and retriever spans as such. Text
 (questions, queries, answers) is recorded only with `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`.
 """
+
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 from opentelemetry import trace
 from opentelemetry.context import Context
@@ -75,11 +76,13 @@ def run_span(name: str, attributes: dict, run) -> Iterator[Span]:
 
 
 @contextmanager
-def span(name: str, attributes: dict | None = None, parent: Context | None = None,
-         kind: SpanKind = SpanKind.INTERNAL) -> Iterator[Span]:
+def span(
+    name: str, attributes: dict | None = None, parent: Context | None = None, kind: SpanKind = SpanKind.INTERNAL
+) -> Iterator[Span]:
     """A span made current for the block (in this thread or task); `parent` defaults to the current span."""
-    with tracer().start_as_current_span(name, context=parent, kind=kind, attributes=attributes,
-                                        record_exception=False, set_status_on_exception=False) as current:
+    with tracer().start_as_current_span(
+        name, context=parent, kind=kind, attributes=attributes, record_exception=False, set_status_on_exception=False
+    ) as current:
         try:
             yield current
         except BaseException as exc:

@@ -5,9 +5,11 @@ The 318 words of scikit-learn's `ENGLISH_STOP_WORDS` (sklearn/feature_extraction
 before without importing scikit-learn (its licence, BSD 3-Clause, is at the end of this file).
 tests/retrievers/test_stop_words.py pins the count and a checksum of the list.
 """
+
 from __future__ import annotations
 
-ENGLISH_STOP_WORDS: frozenset[str] = frozenset("""
+ENGLISH_STOP_WORDS: frozenset[str] = frozenset(
+    """
     a about above across after afterwards again against all almost alone along already also although always am
     among amongst amoungst amount an and another any anyhow anyone anything anyway anywhere are around as at
     back be became because become becomes becoming been before beforehand behind being below beside besides
@@ -27,7 +29,8 @@ ENGLISH_STOP_WORDS: frozenset[str] = frozenset("""
     what whatever when whence whenever where whereafter whereas whereby wherein whereupon wherever whether which
     while whither who whoever whole whom whose why will with within without would yet you your yours yourself
     yourselves
-""".split())
+""".split()
+)
 
 
 # The list above is from scikit-learn, under this licence:

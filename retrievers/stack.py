@@ -1,25 +1,26 @@
 """Builds the retrieval stack from a config, once per process: store, embedder, retrievers, fusion, reranker."""
+
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from switchyard.configs.schema import FusionConfig, SwitchyardConfig, VectorFieldConfig
 from switchyard.errors import StoreError
 from switchyard.llm.client import LLM
-from switchyard.llm.context import RunContext, Scope
 from switchyard.retrievers.bm25 import LanceBM25Retriever, RankBM25Retriever
 from switchyard.retrievers.chunking import Chunker, SentenceWindows
 from switchyard.retrievers.dense import DenseRetriever
 from switchyard.retrievers.embedder import Embedder, SentenceModelSpec, TextEmbedder
-from switchyard.retrievers.vector_recording import build_embedder
+from switchyard.retrievers.filters import scope_clauses
 from switchyard.retrievers.hybrid import HybridRetriever
 from switchyard.retrievers.ingest import FieldEncoder, Ingestor, corpus_collection
 from switchyard.retrievers.lazy import Lazy
 from switchyard.retrievers.query_adapter import QueryAdapter
 from switchyard.retrievers.rerankers import CrossEncoderReranker, DenseRescoreReranker, LLMReranker, NoReranker
-from switchyard.retrievers.filters import scope_clauses
 from switchyard.retrievers.search import Retrieval, SearchResult, Where
 from switchyard.retrievers.store import IndexStore
+from switchyard.retrievers.vector_recording import build_embedder
+from switchyard.run_context import RunContext, Scope
 
 
 class RetrievalStack:
@@ -30,28 +31,43 @@ class RetrievalStack:
     reranker (called on first use, so a stack whose reranker never runs loads no LLM). Every search goes through
     `retrieval` (retrievers/search.py), the one retrieval path."""
 
-    def __init__(self, config: SwitchyardConfig, collection: str | None = None,
-                 get_llm: Callable[[], LLM] | None = None, embedder: TextEmbedder | None = None,
-                 field_embedders: dict[str, TextEmbedder] | None = None):
+    def __init__(
+        self,
+        config: SwitchyardConfig,
+        collection: str | None = None,
+        get_llm: Callable[[], LLM] | None = None,
+        embedder: TextEmbedder | None = None,
+        field_embedders: dict[str, TextEmbedder] | None = None,
+    ):
         self.config = config
         self.collection = collection or config.store.collection
         self._get_llm = get_llm
         e = config.embedding
         self._embedder = Lazy(lambda: build_embedder(**e.model_dump()), embedder)
         self._field_embedders = {
-            name: Lazy(lambda f=f: build_embedder(**field_embedder_settings(e.model_dump(), f)),
-                       (field_embedders or {}).get(name))
-            for name, f in config.retrieve.retrievers.fields().items()}
+            name: Lazy(
+                lambda f=f: build_embedder(**field_embedder_settings(e.model_dump(), f)),
+                (field_embedders or {}).get(name),
+            )
+            for name, f in config.retrieve.retrievers.fields().items()
+        }
         self._store = Lazy(self._build_store)
-        self._chunker = Lazy(lambda: Chunker(config.ingest.chunk_size, config.ingest.chunk_overlap,
-                                             self.embedder.tokenizer_file))
+        self._chunker = Lazy(
+            lambda: Chunker(config.ingest.chunk_size, config.ingest.chunk_overlap, self.embedder.tokenizer_file)
+        )
         self._adapter = Lazy(self._build_adapter)
         self._retriever = Lazy(self._build_retriever)
         self._reranker = Lazy(self._build_reranker)
-        self._retrieval = Lazy(lambda: Retrieval(self.retriever, self.reranker, top_k=config.retrieve.top_k,
-                                                 rerank_top_k=config.rerank.top_k,
-                                                 rrf_k=config.retrieve.fusion.rrf_k,
-                                                 collection=self.collection))
+        self._retrieval = Lazy(
+            lambda: Retrieval(
+                self.retriever,
+                self.reranker,
+                top_k=config.retrieve.top_k,
+                rerank_top_k=config.rerank.top_k,
+                rrf_k=config.retrieve.fusion.rrf_k,
+                collection=self.collection,
+            )
+        )
 
     @property
     def embedder(self) -> TextEmbedder:
@@ -61,8 +77,10 @@ class RetrievalStack:
         """The configuration of vector field `name` (retrieve.retrievers.e5 or .vector_fields.<name>)."""
         fields = self.config.retrieve.retrievers.fields()
         if name not in fields:
-            raise StoreError(f"collection {self.collection!r} holds {name} vectors, but the config names no vector "
-                             f"field {name!r} (retrieve.retrievers.vector_fields.{name})")
+            raise StoreError(
+                f"collection {self.collection!r} holds {name} vectors, but the config names no vector "
+                f"field {name!r} (retrieve.retrievers.vector_fields.{name})"
+            )
         return fields[name]
 
     def field_embedder(self, name: str) -> TextEmbedder:
@@ -100,20 +118,27 @@ class RetrievalStack:
             self.field_embedder(name).warm_up()
         if self.store.exists():
             self.store.table()
-        self.retriever
+        self.retriever  # noqa: B018 (builds the retriever now)
         reranker_warm_up = getattr(self.reranker, "warm_up", None)
         if reranker_warm_up is not None:
             reranker_warm_up()
 
     def _build_store(self) -> IndexStore:
         bm25 = self.config.retrieve.retrievers.bm25
-        return IndexStore(self.config.store.uri, self.collection, embedding_model=self.config.embedding.model,
-                          dim=self.embedder.dim, embedding_backend=self.embedder.backend,
-                          fts_stem=bm25.stem, fts_remove_stop_words=bm25.remove_stop_words,
-                          vector_index=self.config.store.vector_index,
-                          vector_index_min_rows=self.config.store.vector_index_min_rows,
-                          storage_options=self.config.store.storage_options, windows=window_spec(self.config),
-                          vector_fields={name: self._field_dim(name) for name in self.enabled_fields()})
+        return IndexStore(
+            self.config.store.uri,
+            self.collection,
+            embedding_model=self.config.embedding.model,
+            dim=self.embedder.dim,
+            embedding_backend=self.embedder.backend,
+            fts_stem=bm25.stem,
+            fts_remove_stop_words=bm25.remove_stop_words,
+            vector_index=self.config.store.vector_index,
+            vector_index_min_rows=self.config.store.vector_index_min_rows,
+            storage_options=self.config.store.storage_options,
+            windows=window_spec(self.config),
+            vector_fields={name: self._field_dim(name) for name in self.enabled_fields()},
+        )
 
     def _field_dim(self, name: str) -> int:
         # read from the model folder, without loading the model: listing or deleting documents needs no field's weights
@@ -124,28 +149,45 @@ class RetrievalStack:
         for a new one, if the config asks for them)."""
         spec = self.store.windows
         windows = SentenceWindows(*spec, self.embedder.tokenizer_file) if spec else None
-        return Ingestor(self.store, self.embedder, self.chunker, batch_docs=self.config.ingest.batch_docs,
-                        progress=progress, windows=windows,
-                        fields={name: FieldEncoder(self.field_embedder(name), self.field_config(name).passage_prefix)
-                                for name in self.store.vector_fields})
+        return Ingestor(
+            self.store,
+            self.embedder,
+            self.chunker,
+            batch_docs=self.config.ingest.batch_docs,
+            progress=progress,
+            windows=windows,
+            fields={
+                name: FieldEncoder(self.field_embedder(name), self.field_config(name).passage_prefix)
+                for name in self.store.vector_fields
+            },
+        )
 
     def bm25(self):
         c = self.config.retrieve.retrievers.bm25
         if c.backend == "rank_bm25":
-            return RankBM25Retriever(self.store, top_k=c.top_k, k1=c.k1, b=c.b, stem=c.stem,
-                                     remove_stop_words=c.remove_stop_words, max_chunks=c.max_chunks)
+            return RankBM25Retriever(
+                self.store,
+                top_k=c.top_k,
+                k1=c.k1,
+                b=c.b,
+                stem=c.stem,
+                remove_stop_words=c.remove_stop_words,
+                max_chunks=c.max_chunks,
+            )
         return LanceBM25Retriever(self.store, top_k=c.top_k)
 
     def dense(self) -> DenseRetriever:
         c = self.config.retrieve.retrievers.dense
-        return DenseRetriever(self.store, self.embedder, top_k=c.top_k,
-                              adapter=self._adapter.get() if c.query_adapter else None)
+        return DenseRetriever(
+            self.store, self.embedder, top_k=c.top_k, adapter=self._adapter.get() if c.query_adapter else None
+        )
 
     def field_retriever(self, name: str) -> DenseRetriever:
         """The dense retriever of vector field `name`: its model, its column, its query prefix; listed as `name`."""
         f = self.field_config(name)
-        return DenseRetriever(self.store, self.field_embedder(name), top_k=f.top_k, name=name, field=name,
-                              query_prefix=f.query_prefix)
+        return DenseRetriever(
+            self.store, self.field_embedder(name), top_k=f.top_k, name=name, field=name, query_prefix=f.query_prefix
+        )
 
     def _build_adapter(self) -> QueryAdapter:
         adapter = QueryAdapter(self.config.retrieve.retrievers.dense.query_adapter)
@@ -189,8 +231,14 @@ class RetrievalStack:
         if self._retriever.built:
             self._retriever.get().close()
 
-    def search(self, query: str, top_k: int | None = None, where: Where = None, rerank: bool = True,
-               groups: Scope | None = None) -> SearchResult:
+    def search(
+        self,
+        query: str,
+        top_k: int | None = None,
+        where: Where = None,
+        rerank: bool = True,
+        groups: Scope | None = None,
+    ) -> SearchResult:
         """`retrieval.search` for one query within the caller's scope (`groups`: its access groups, or ALL; a
         missing scope is an AccessError); a missing collection is a clear error before any model loads."""
         scope_clauses(groups)
@@ -208,10 +256,16 @@ def corpus_collection_for(config: SwitchyardConfig, paths: list, prefix: str = "
     """The cached collection of a corpus under the config's index-shaping settings (retrievers/ingest.py
     corpus_collection): chunking, embedding model, windows, vector fields, the vector recording it is built from."""
     i, fields = config.ingest, config.retrieve.retrievers.fields()
-    return corpus_collection(paths, i.chunk_size, i.chunk_overlap, config.embedding.model, prefix=prefix,
-                             windows=window_spec(config),
-                             fields=[field_key(name, f) for name, f in fields.items() if f.enabled],
-                             vectors=config.embedding.vector_cache)
+    return corpus_collection(
+        paths,
+        i.chunk_size,
+        i.chunk_overlap,
+        config.embedding.model,
+        prefix=prefix,
+        windows=window_spec(config),
+        fields=[field_key(name, f) for name, f in fields.items() if f.enabled],
+        vectors=config.embedding.vector_cache,
+    )
 
 
 def field_key(name: str, field: VectorFieldConfig) -> str:
@@ -224,4 +278,3 @@ def field_embedder_settings(embedding: dict, field: VectorFieldConfig) -> dict:
     """Embedder arguments for a vector field from those of the main model (`embedding`): its model on the same
     runtime (backend, threads, precision, cache, vector recording), with its batch size."""
     return {**embedding, "model": field.model, "batch_size": field.batch_size or embedding["batch_size"]}
-

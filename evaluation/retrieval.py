@@ -8,6 +8,7 @@ first `retrieve.top_k` fused passages, as `ask` reranks its candidates). What th
 `ask` on purpose: no rewrite step, deeper retriever lists, the whole fused list scored. A configuration's latency
 is the sum of the stages it uses, measured per query.
 """
+
 from __future__ import annotations
 
 import csv
@@ -16,21 +17,31 @@ import tempfile
 import time
 from pathlib import Path
 
-from switchyard.llm.context import ALL
 from switchyard.configs.schema import FusionConfig, SwitchyardConfig
-from switchyard.retrievers.embedder import Embedder
-from switchyard.retrievers.documents import Passage
-from switchyard.retrievers.metrics import METRIC_NAMES, dedupe, percentile, score_query
-from switchyard.retrievers.pipeline import RetrievalStack, corpus_collection_for
-from switchyard.retrievers.query_adapter import QueryAdapter, check_adapter_path, check_fit_settings, collect_examples, fit
 from switchyard.errors import DatasetError
+from switchyard.evaluation.ranking import METRIC_NAMES, dedupe, percentile, score_query
+from switchyard.retrievers.documents import Passage
+from switchyard.retrievers.embedder import Embedder
+from switchyard.retrievers.query_adapter import (
+    QueryAdapter,
+    check_adapter_path,
+    check_fit_settings,
+    collect_examples,
+    fit,
+)
+from switchyard.retrievers.stack import RetrievalStack, corpus_collection_for
+from switchyard.run_context import ALL
 
 EVAL_DEPTH = 100  # documents scored per query (recall@100 needs 100)
 
 
 def load_beir(folder: str | Path, split: str = "test") -> tuple[Path, dict[str, str], dict[str, dict[str, float]]]:
     folder = Path(folder)
-    corpus, queries_path, qrels_path = folder / "corpus.jsonl", folder / "queries.jsonl", folder / "qrels" / f"{split}.tsv"
+    corpus, queries_path, qrels_path = (
+        folder / "corpus.jsonl",
+        folder / "queries.jsonl",
+        folder / "qrels" / f"{split}.tsv",
+    )
     for path in (corpus, queries_path, qrels_path):
         if not path.is_file():
             raise DatasetError(f"{folder} is not a BEIR folder: missing {path.relative_to(folder)}")
@@ -59,8 +70,13 @@ def load_beir(folder: str | Path, split: str = "test") -> tuple[Path, dict[str, 
     return corpus, queries, qrels
 
 
-def prepare_stack(config: SwitchyardConfig, corpus: Path, index_uri: str, progress: bool | None = None,
-                  embedder: Embedder | None = None) -> tuple[RetrievalStack, float]:
+def prepare_stack(
+    config: SwitchyardConfig,
+    corpus: Path,
+    index_uri: str,
+    progress: bool | None = None,
+    embedder: Embedder | None = None,
+) -> tuple[RetrievalStack, float]:
     """A stack whose collection holds `corpus` (ingested now, or found unchanged in a cached one under
     `index_uri`), with each retriever returning enough chunks to rank EVAL_DEPTH documents; and the ingest time."""
     cfg = config.model_copy(deep=True)
@@ -91,8 +107,10 @@ class QueryRanker:
         self.top_k = stack.config.retrieve.top_k
         self.hybrid = stack.hybrid_retriever()
         self.singles = {r.name: r for r in self.hybrid.retrievers}
-        self.fusions = {"hybrid": self.hybrid,
-                        **{name: stack.hybrid_retriever(fusion) for name, fusion in (variants or {}).items()}}
+        self.fusions = {
+            "hybrid": self.hybrid,
+            **{name: stack.hybrid_retriever(fusion) for name, fusion in (variants or {}).items()},
+        }
         self.rerank = stack.config.rerank.method != "none"
         self.names = [*self.singles, *self.fusions] + (["hybrid+rerank"] if self.rerank else [])
 
@@ -121,13 +139,19 @@ class QueryRanker:
             t = time.perf_counter()
             reranked = self.stack.retrieval.rerank(query, head, top_k=len(head)) if head else []
             times["hybrid+rerank"] = times["hybrid"] + time.perf_counter() - t
-            rankings["hybrid+rerank"] = reranked + fused[self.top_k:]
+            rankings["hybrid+rerank"] = reranked + fused[self.top_k :]
         return rankings, times
 
 
-def evaluate(config: SwitchyardConfig, folder: str | Path, split: str = "test", index_dir: str | None = None,
-             limit: int | None = None, progress: bool | None = None,
-             variants: dict[str, FusionConfig] | None = None) -> dict:
+def evaluate(
+    config: SwitchyardConfig,
+    folder: str | Path,
+    split: str = "test",
+    index_dir: str | None = None,
+    limit: int | None = None,
+    progress: bool | None = None,
+    variants: dict[str, FusionConfig] | None = None,
+) -> dict:
     """Scores bm25, dense (and each enabled vector field, e.g. retrieve.retrievers.e5), hybrid (the config's fusion of those
     lists), each named fusion variant (over the same lists) and, with a reranker configured, hybrid+rerank."""
     from tqdm import tqdm
@@ -172,9 +196,18 @@ def evaluate(config: SwitchyardConfig, folder: str | Path, split: str = "test", 
     }
 
 
-def fit_adapter(config: SwitchyardConfig, folder: str | Path, out: str | Path, split: str = "train",
-                index_dir: str | None = None, epochs: int = 3, learning_rate: float = 1e-3,
-                temperature: float = 0.05, negatives: int = 30, progress: bool | None = None) -> dict:
+def fit_adapter(
+    config: SwitchyardConfig,
+    folder: str | Path,
+    out: str | Path,
+    split: str = "train",
+    index_dir: str | None = None,
+    epochs: int = 3,
+    learning_rate: float = 1e-3,
+    temperature: float = 0.05,
+    negatives: int = 30,
+    progress: bool | None = None,
+) -> dict:
     """Fit a query adapter (retrievers/query_adapter.py) on the labelled queries of one split of a BEIR folder and
     write it to `out` (.npz); returns what was recorded in it (the settings, the counts, the resolved config).
     Score it on another split: `eval-retrieval --set retrieve.retrievers.dense.query_adapter=OUT`."""
@@ -190,19 +223,34 @@ def fit_adapter(config: SwitchyardConfig, folder: str | Path, out: str | Path, s
         t0 = time.perf_counter()
         matrix = fit(examples, epochs=epochs, learning_rate=learning_rate, temperature=temperature)
         meta = {
-            "model": stack.config.embedding.model, "dim": int(matrix.shape[0]), "windows": stack.store.windows,
-            "dataset": Path(folder).name, "split": split, "queries": len(examples), "skipped_queries": skipped,
-            "epochs": epochs, "learning_rate": learning_rate, "temperature": temperature, "negatives": negatives,
-            "fit_s": round(time.perf_counter() - t0, 1), "index_s": round(index_s, 1),
+            "model": stack.config.embedding.model,
+            "dim": int(matrix.shape[0]),
+            "windows": stack.store.windows,
+            "dataset": Path(folder).name,
+            "split": split,
+            "queries": len(examples),
+            "skipped_queries": skipped,
+            "epochs": epochs,
+            "learning_rate": learning_rate,
+            "temperature": temperature,
+            "negatives": negatives,
+            "fit_s": round(time.perf_counter() - t0, 1),
+            "index_s": round(index_s, 1),
             "config": stack.config.model_dump(mode="json"),
         }
         QueryAdapter.save(out, matrix, meta)
     return meta
 
 
-def evaluate_suite(config: SwitchyardConfig, folders: list[str | Path], split: str = "test",
-                   index_dir: str | None = None, limit: int | None = None, progress: bool | None = None,
-                   variants: dict[str, FusionConfig] | None = None) -> dict:
+def evaluate_suite(
+    config: SwitchyardConfig,
+    folders: list[str | Path],
+    split: str = "test",
+    index_dir: str | None = None,
+    limit: int | None = None,
+    progress: bool | None = None,
+    variants: dict[str, FusionConfig] | None = None,
+) -> dict:
     """`evaluate` on each BEIR folder, plus each configuration's macro average (the unweighted mean over datasets).
     Every folder is checked before any is indexed."""
     names = [Path(f).name for f in folders]
@@ -211,18 +259,24 @@ def evaluate_suite(config: SwitchyardConfig, folders: list[str | Path], split: s
     for folder in folders:
         load_beir(folder, split)
     datasets = [evaluate(config, f, split, index_dir, limit, progress, variants) for f in folders]
-    macro = {name: {m: round(sum(d["results"][name][m] for d in datasets) / len(datasets), 4) for m in METRIC_NAMES}
-             for name in datasets[0]["results"]}
+    macro = {
+        name: {m: round(sum(d["results"][name][m] for d in datasets) / len(datasets), 4) for m in METRIC_NAMES}
+        for name in datasets[0]["results"]
+    }
     return {"split": split, "datasets": datasets, "macro": macro}
 
 
 def format_table(result: dict) -> str:
     cols = list(METRIC_NAMES) + ["query_ms_p50", "query_ms_p95"]
-    lines = [f"{result['dataset']} ({result['split']}, {result['queries']} queries), index {result['index_s']}s",
-             "| configuration | " + " | ".join(cols) + " |", "|---" * (len(cols) + 1) + "|"]
+    lines = [
+        f"{result['dataset']} ({result['split']}, {result['queries']} queries), index {result['index_s']}s",
+        "| configuration | " + " | ".join(cols) + " |",
+        "|---" * (len(cols) + 1) + "|",
+    ]
     for name, row in result["results"].items():
-        lines.append(f"| {name} | " + " | ".join(f"{row[c]:.4f}" if c in METRIC_NAMES else f"{row[c]:.1f}"
-                                                 for c in cols) + " |")
+        lines.append(
+            f"| {name} | " + " | ".join(f"{row[c]:.4f}" if c in METRIC_NAMES else f"{row[c]:.1f}" for c in cols) + " |"
+        )
     return "\n".join(lines)
 
 
@@ -235,31 +289,46 @@ def format_suite_table(suite: dict) -> str:
     datasets = suite["datasets"]
     heads = [f"{d['dataset']} ({d['queries']} q)" for d in datasets] + ["macro average"]
     legend = " / ".join(label for _, label in SUITE_METRICS)
-    lines = [f"split {suite['split']}; each cell: {legend}",
-             "| configuration | " + " | ".join(heads) + " |", "|---" * (len(heads) + 1) + "|"]
+    lines = [
+        f"split {suite['split']}; each cell: {legend}",
+        "| configuration | " + " | ".join(heads) + " |",
+        "|---" * (len(heads) + 1) + "|",
+    ]
     for name in suite["macro"]:
         cells = [d["results"][name] for d in datasets] + [suite["macro"][name]]
-        lines.append(f"| {name} | " + " | ".join(" / ".join(f"{c[m]:.4f}" for m, _ in SUITE_METRICS)
-                                                 for c in cells) + " |")
+        lines.append(
+            f"| {name} | " + " | ".join(" / ".join(f"{c[m]:.4f}" for m, _ in SUITE_METRICS) for c in cells) + " |"
+        )
     margins = []
     for d in datasets + [{"dataset": "macro", "results": suite["macro"]}]:
         r = d["results"]
-        margins.append(f"{d['dataset']} {r['hybrid']['ndcg@10'] - max(r['bm25']['ndcg@10'], r['dense']['ndcg@10']):+.4f}")
+        margins.append(
+            f"{d['dataset']} {r['hybrid']['ndcg@10'] - max(r['bm25']['ndcg@10'], r['dense']['ndcg@10']):+.4f}"
+        )
     lines.append("hybrid nDCG@10 minus the best single retriever's: " + ", ".join(margins))
     return "\n".join(lines)
 
 
-def benchmark(config: SwitchyardConfig, folders: list[str | Path], split: str = "test", index_dir: str | None = None,
-              limit: int | None = None, progress: bool | None = None,
-              variants: dict[str, FusionConfig] | None = None, out: str | Path | None = None) -> dict:
+def benchmark(
+    config: SwitchyardConfig,
+    folders: list[str | Path],
+    split: str = "test",
+    index_dir: str | None = None,
+    limit: int | None = None,
+    progress: bool | None = None,
+    variants: dict[str, FusionConfig] | None = None,
+    out: str | Path | None = None,
+) -> dict:
     """`cli.py eval-retrieval`: `evaluate` on one BEIR folder, `evaluate_suite` on several; with `out`, the result
     is also written there as JSON. `format_benchmark` prints either."""
     if len(folders) == 1:
-        result = evaluate(config, folders[0], split=split, index_dir=index_dir, limit=limit, progress=progress,
-                          variants=variants)
+        result = evaluate(
+            config, folders[0], split=split, index_dir=index_dir, limit=limit, progress=progress, variants=variants
+        )
     else:
-        result = evaluate_suite(config, folders, split=split, index_dir=index_dir, limit=limit, progress=progress,
-                                variants=variants)
+        result = evaluate_suite(
+            config, folders, split=split, index_dir=index_dir, limit=limit, progress=progress, variants=variants
+        )
     if out:
         Path(out).parent.mkdir(parents=True, exist_ok=True)
         Path(out).write_text(json.dumps(result, indent=2))
