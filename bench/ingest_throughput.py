@@ -15,7 +15,7 @@ time); then each round ingests the same SciFact abstracts into a fresh index thr
 (interleaved, so a load change on a shared machine hits all of them alike), and the best round per backend counts.
 Per backend: full-ingest chunks/s (load, clean, chunk, embed, write, FTS index), embedding-only chunks/s of the same
 chunk texts, ingest overhead, the ratio to torch and the cosine of its vectors to torch's. Then SciFact test
-nDCG@10 (dense and hybrid) through each backend (retrievers.beir_eval.evaluate, a full ingest of the 5,183
+nDCG@10 (dense and hybrid) through each backend (evaluation.retrieval.evaluate, a full ingest of the 5,183
 abstracts each). The bar for making a backend the default: >= 2x torch's full-ingest chunks/s and
 |nDCG@10 - torch| <= 0.005 (dense and hybrid).
 
