@@ -86,7 +86,7 @@ class TestOff:
         SDK's trace module on its own when it is installed; it sets nothing up either)."""
         code = (
             "import sys; import switchyard.graphs.pipeline, switchyard.service.app, switchyard.evaluation.runner; "
-            "from switchyard import cli, otel_sdk; from switchyard.llm import telemetry; "
+            "from switchyard import cli, otel_sdk; from switchyard import tracing; "
             "from opentelemetry import trace; cli.set_process_defaults(); "
             "assert otel_sdk.provider() is None and tracing.current_trace_id() is None; "
             "assert type(trace.get_tracer_provider()).__name__ == 'ProxyTracerProvider'; "
