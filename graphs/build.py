@@ -200,8 +200,10 @@ def build_graph(
     for before, after in zip(FIXED_SEQUENCE, FIXED_SEQUENCE[1:]):
         graph.add_edge(before, after)
     graph.add_conditional_edges(
-        FIXED_SEQUENCE[-1], partial(route_after_grade, max_retries=config.grade.max_retries), GRADE_ROUTES
-    )  # type: ignore[arg-type]  # LangGraph asks dict[Hashable, str], invariant
+        FIXED_SEQUENCE[-1],
+        partial(route_after_grade, max_retries=config.grade.max_retries),
+        GRADE_ROUTES,  # type: ignore[arg-type]  # LangGraph asks dict[Hashable, str], invariant
+    )
     graph.add_edge("answer", END)
     graph.add_edge("abstain", END)
     return graph.compile(name=f"switchyard-{config.graph.mode}")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 
@@ -187,7 +187,9 @@ class Pipeline:
                 graph_input, config={**self._run_config(), **self._thread(thread_id)}, context=context
             )
             if "__interrupt__" in state:
-                return self.pending(thread_id)
+                paused = self.pending(thread_id)
+                assert paused is not None  # the run has just stopped at an interrupt
+                return paused
             self.forget(thread_id)
             return _finished(span, self._result(question, state, context))
 
@@ -262,7 +264,7 @@ class Pipeline:
         seed: int | None = None,
         context: RunContext | None = None,
         groups: Scope | None = ALL,
-    ) -> AsyncIterator[StreamEvent]:
+    ) -> AsyncGenerator[StreamEvent, None]:
         """`stream()` for asyncio: the same events; closing the iterator (or cancelling its task) cancels the run."""
         question = self.checked_question(question)
         self._unattended()
@@ -290,9 +292,12 @@ class Pipeline:
                 if not finished:
                     context.cancelled.set()
                 chunks.close()
+            assert state is not None  # a finished stream has yielded its "values" at least once
             yield Answer(result=_finished(span, self._result(question, state, context)))
 
-    async def _aevents(self, question: str, where: str | None, context: RunContext) -> AsyncIterator[StreamEvent]:
+    async def _aevents(
+        self, question: str, where: str | None, context: RunContext
+    ) -> AsyncGenerator[StreamEvent, None]:
         with self._run_span(question, where, context) as span:
             yield RunStart(run_id=context.run_id, config_hash=self.config_hash)
             chunks = self.graph.astream(
@@ -315,6 +320,7 @@ class Pipeline:
                 if not finished:
                     context.cancelled.set()
                 await chunks.aclose()
+            assert state is not None  # a finished stream has yielded its "values" at least once
             yield Answer(result=_finished(span, self._result(question, state, context)))
 
     # -- shared by every way of running ------------------------------------------------------------------------

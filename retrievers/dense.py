@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from switchyard.retrievers.documents import Passage
-from switchyard.retrievers.embedder import Embedder
+from switchyard.retrievers.embedder import TextEmbedder
 from switchyard.retrievers.filters import Clause
 from switchyard.retrievers.query_adapter import QueryAdapter
 from switchyard.retrievers.store import IndexStore, VectorSearch
@@ -16,7 +16,7 @@ class DenseRetriever:
     def __init__(
         self,
         store: IndexStore,
-        embedder: Embedder,
+        embedder: TextEmbedder,
         top_k: int = 100,
         adapter: QueryAdapter | None = None,
         name: str = "dense",

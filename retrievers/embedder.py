@@ -17,8 +17,9 @@ import os
 import tempfile
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -405,7 +406,23 @@ class OpenVINOBackend(_CompiledBackend):
             return np.array(request.get_output_tensor(0).data, copy=True)
 
 
-BACKEND_CLASSES = {"torch": TorchBackend, "onnx": OnnxRuntimeBackend, "openvino": OpenVINOBackend}
+class RuntimeBackend(Protocol):
+    """What `Embedder` asks of a runtime backend (`TorchBackend`, `OnnxRuntimeBackend`, `OpenVINOBackend`)."""
+
+    def load(self) -> Any: ...
+
+    def dim(self, loaded: Any, /) -> int: ...
+
+    def inference_precision(self, loaded: Any, /) -> str: ...
+
+    def encode(self, loaded: Any, texts: list[str], batch_size: int, /) -> np.ndarray: ...
+
+
+BACKEND_CLASSES: dict[str, Callable[..., RuntimeBackend]] = {
+    "torch": TorchBackend,
+    "onnx": OnnxRuntimeBackend,
+    "openvino": OpenVINOBackend,
+}
 
 
 @runtime_checkable
@@ -416,6 +433,9 @@ class TextEmbedder(Protocol):
     model_name: str
     model_dir: Path
     batch_size: int
+
+    @property
+    def backend(self) -> str: ...
 
     @property
     def dim(self) -> int: ...

@@ -23,7 +23,7 @@ import numpy as np
 from switchyard.errors import NotFound
 from switchyard.retrievers.chunking import Chunker, SentenceWindows
 from switchyard.retrievers.documents import LoadError, SourceDocument, search_text, sha256_hex
-from switchyard.retrievers.embedder import Embedder
+from switchyard.retrievers.embedder import TextEmbedder
 from switchyard.retrievers.filters import parse_labels
 from switchyard.retrievers.loaders import iter_files, load_file
 from switchyard.retrievers.store import IndexStore
@@ -84,7 +84,7 @@ class IngestReport:
 class FieldEncoder:
     """How a vector field embeds a chunk at ingest: its model, with its passage prefix."""
 
-    embedder: Embedder
+    embedder: TextEmbedder
     passage_prefix: str = ""
 
 
@@ -92,7 +92,7 @@ class Ingestor:
     def __init__(
         self,
         store: IndexStore,
-        embedder: Embedder,
+        embedder: TextEmbedder,
         chunker: Chunker,
         batch_docs: int = 64,
         progress: bool | None = None,
@@ -224,7 +224,7 @@ class PreparedBatch:
 def prepare_batch(
     batch: list[tuple[SourceDocument, str]],
     chunker: Chunker,
-    embedder: Embedder,
+    embedder: TextEmbedder,
     windows: SentenceWindows | None,
     fields: dict[str, FieldEncoder] | None = None,
 ) -> PreparedBatch:
@@ -270,7 +270,7 @@ class LocalExecutor:
 
 
 def _window_vectors(
-    embedder: Embedder, windows: SentenceWindows, chunks: list, texts: list[str], vectors: np.ndarray
+    embedder: TextEmbedder, windows: SentenceWindows, chunks: list, texts: list[str], vectors: np.ndarray
 ) -> list[np.ndarray]:
     """Each chunk's window vectors; a window that is the chunk's whole search text reuses the chunk's vector."""
     known = dict(zip(texts, vectors))

@@ -44,11 +44,12 @@ class RetrievalStack:
         self._get_llm = get_llm
         e = config.embedding
         self._embedder = Lazy(lambda: build_embedder(**e.model_dump()), embedder)
+
+        def field_builder(f: VectorFieldConfig) -> Callable[[], TextEmbedder]:
+            return lambda: build_embedder(**field_embedder_settings(e.model_dump(), f))
+
         self._field_embedders = {
-            name: Lazy(
-                lambda f=f: build_embedder(**field_embedder_settings(e.model_dump(), f)),
-                (field_embedders or {}).get(name),
-            )
+            name: Lazy(field_builder(f), (field_embedders or {}).get(name))
             for name, f in config.retrieve.retrievers.fields().items()
         }
         self._store = Lazy(self._build_store)
@@ -190,7 +191,9 @@ class RetrievalStack:
         )
 
     def _build_adapter(self) -> QueryAdapter:
-        adapter = QueryAdapter(self.config.retrieve.retrievers.dense.query_adapter)
+        path = self.config.retrieve.retrievers.dense.query_adapter
+        assert path is not None  # built only when dense.query_adapter is set (dense())
+        adapter = QueryAdapter(path)
         adapter.check(self.config.embedding.model, self.embedder.dim)
         return adapter
 

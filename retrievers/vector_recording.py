@@ -315,7 +315,9 @@ class RecordingEmbedder(QueryVectorCache):
             self.recording.add([texts[i] for i in missing], computed, self._live_runtime())
             for i, vector in zip(missing, computed):
                 found[i] = vector
-        return np.stack(found).astype(np.float32, copy=False)
+        vectors = [vector for vector in found if vector is not None]
+        assert len(vectors) == len(found)  # every text is found or computed above
+        return np.stack(vectors).astype(np.float32, copy=False)
 
 
 def build_embedder(

@@ -85,7 +85,9 @@ def create_app(settings: ServiceSettings | None = None) -> FastAPI:
     def page() -> FileResponse:
         return FileResponse(STATIC / "index.html")
 
-    app.add_route("/mcp", mcp_endpoint, include_in_schema=False)  # an ASGI app: every method, the SDK answers
+    # an ASGI app: every method, the SDK answers (Starlette's Route runs a non-function endpoint as an ASGI app;
+    # add_route's annotation names request handlers only)
+    app.add_route("/mcp", mcp_endpoint, include_in_schema=False)  # type: ignore[arg-type]
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     app.add_middleware(BearerAuth, token=settings.api_token, keys=service.keys)
     app.add_middleware(AuditMiddleware, audit=AuditLog(settings.audit_log, settings.audit_questions))

@@ -88,6 +88,12 @@ class Service:
         if self.threads is not None:
             self.registry.checkpointer = self.threads.checkpointer
 
+    @property
+    def paused_runs(self) -> PausedRuns:
+        """The record of paused runs, where one is known to exist: a run paused, or a thread was found in it."""
+        assert self.threads is not None  # set whenever a served pipeline pauses (graph.router.approve)
+        return self.threads
+
     def collections(self, principal: Principal = LOCAL) -> list[str]:
         """The collections of the index that `principal` may read."""
         return self.access.visible(principal)
@@ -165,7 +171,7 @@ class Service:
             pipe.forget(context.run_id)
             raise
         if isinstance(outcome, Paused):
-            self.threads.add(
+            self.paused_runs.add(
                 outcome.thread_id, principal.name, name, pipe.resources.stack.collection, outcome.expires_at.timestamp()
             )
             return outcome
@@ -183,7 +189,7 @@ class Service:
         if not thread.expired():
             return
         if thread.state != "expired":
-            self.threads.finish(thread.id, "expired")
+            self.paused_runs.finish(thread.id, "expired")
         raise PauseExpired(
             f"the pause of run {thread.id!r} expired (graph.router.approve_timeout_s); it cannot be resumed"
         )
@@ -200,7 +206,7 @@ class Service:
             checked_arguments(paused.pending.action if paused else "", approval.arguments)  # ApprovalError: 422
         slot = self.acquire(principal)
         try:
-            if not self.threads.claim(thread_id):
+            if not self.paused_runs.claim(thread_id):
                 raise ServiceError(
                     409, f"run {thread_id!r} is being resumed by another request, or its pause has just expired"
                 )
@@ -210,14 +216,14 @@ class Service:
                     lambda: pipe.resume(thread_id, approval, context=context), context, thread.pipeline
                 )
             except SwitchyardError as exc:
-                self.threads.finish(thread_id, "expired" if exc.http_status == 410 else "failed")
+                self.paused_runs.finish(thread_id, "expired" if exc.http_status == 410 else "failed")
                 raise
         finally:
             slot.release()
         if isinstance(outcome, Paused):
-            self.threads.paused(thread_id, outcome.expires_at.timestamp())
+            self.paused_runs.paused(thread_id, outcome.expires_at.timestamp())
             return outcome
-        self.threads.finish(thread_id, "done")
+        self.paused_runs.finish(thread_id, "done")
         return ThreadDone(**dict(outcome), thread_id=thread_id)
 
     async def _pausing(self, run, context: RunContext, name: str) -> Paused | AskResult:

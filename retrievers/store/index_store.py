@@ -91,7 +91,7 @@ class IndexStore:
         self.fts_remove_stop_words = fts_remove_stop_words
         self.vector_index = vector_index or VectorIndexConfig()
         self.vector_index_min_rows = vector_index_min_rows
-        self._windows = tuple(windows) if windows else None
+        self._windows = (windows[0], windows[1]) if windows else None
         self._vector_fields = dict(vector_fields or {})
         self._db = Lazy(lambda: connect(self.uri, self.storage_options))
         self._table = None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from typing import Any
 
 import anyio
 from fastapi import APIRouter, File, Form, Request, UploadFile
@@ -26,21 +27,21 @@ from switchyard.service.schemas import CollectionInfo, Deleted, DocumentInfo, Up
 router = APIRouter()
 
 
-@router.get("/v1/collections")
-def collections(service: ServiceDep, principal: PrincipalDep) -> list[CollectionInfo]:
+@router.get("/v1/collections", response_model=list[CollectionInfo])
+def collections(service: ServiceDep, principal: PrincipalDep) -> list[dict[str, Any]]:
     return [
         {"name": name, "chunks": service.registry.stack(name).store.count(principal.scope)}
         for name in service.collections(principal)
     ]
 
 
-@router.get("/v1/collections/{name}/documents")
-def documents(name: str, store: CollectionStore, principal: PrincipalDep) -> list[DocumentInfo]:
+@router.get("/v1/collections/{name}/documents", response_model=list[DocumentInfo])
+def documents(name: str, store: CollectionStore, principal: PrincipalDep) -> list[dict]:
     return store.list_documents(principal.scope)
 
 
-@router.delete("/v1/collections/{name}/documents/{doc_id}")
-def delete_document(name: str, doc_id: str, store: CollectionStore, principal: PrincipalDep) -> Deleted:
+@router.delete("/v1/collections/{name}/documents/{doc_id}", response_model=Deleted)
+def delete_document(name: str, doc_id: str, store: CollectionStore, principal: PrincipalDep) -> dict[str, Any]:
     require_write(principal, name)
     removed = store.delete_documents([doc_id], principal.scope)
     if not removed:
@@ -48,7 +49,7 @@ def delete_document(name: str, doc_id: str, store: CollectionStore, principal: P
     return {"deleted": doc_id, "chunks": removed}
 
 
-@router.post("/v1/collections/{name}/documents", status_code=202)
+@router.post("/v1/collections/{name}/documents", status_code=202, response_model=UploadAccepted)
 async def upload(
     name: str,
     request: Request,
@@ -56,7 +57,7 @@ async def upload(
     principal: PrincipalDep,
     files: list[UploadFile] = File(...),
     acl: str | None = Form(None, description="access labels of the uploaded documents, e.g. 'hr,finance'"),
-) -> UploadAccepted:
+) -> dict[str, Any]:
     note(request, name)
     readable_pipeline(service, principal, None, name, create=True)  # validates the name; 404 if not the caller's
     if name not in service.collections():

@@ -13,8 +13,8 @@ from switchyard.service.schemas import JobStatus
 router = APIRouter()
 
 
-@router.get("/v1/jobs/{job_id}")
-def job(job_id: str, request: Request, service: ServiceDep, principal: PrincipalDep) -> JobStatus:
+@router.get("/v1/jobs/{job_id}", response_model=JobStatus)
+def job(job_id: str, request: Request, service: ServiceDep, principal: PrincipalDep) -> dict:
     found = service.jobs.get(job_id)
     if found is None or not principal.can_read(found["collection"]):
         raise NotFound(f"no job {job_id!r}")

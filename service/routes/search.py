@@ -14,8 +14,8 @@ from switchyard.service.schemas import SearchReply, SearchRequest
 router = APIRouter()
 
 
-@router.post("/v1/search")
-async def search(body: SearchRequest, question: SearchQuestion, _slot: SearchSlot) -> SearchReply:
+@router.post("/v1/search", response_model=SearchReply)
+async def search(body: SearchRequest, question: SearchQuestion, _slot: SearchSlot) -> dict:
     pipe = question.pipe
 
     def run():

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter
 from fastapi.responses import Response
 
@@ -12,8 +14,8 @@ from switchyard.service.schemas import Health, PipelineInfo
 router = APIRouter()
 
 
-@router.get("/healthz")
-def healthz(service: ServiceDep) -> Health:
+@router.get("/healthz", response_model=Health)
+def healthz(service: ServiceDep) -> dict[str, Any]:
     return {"status": "ok", "pipelines": service.registry.names()}
 
 
@@ -23,6 +25,6 @@ def metrics(service: ServiceDep, principal: PrincipalDep) -> Response:
     return Response(service.metrics.render(), media_type=CONTENT_TYPE)
 
 
-@router.get("/v1/pipelines")
-def pipelines(service: ServiceDep) -> list[PipelineInfo]:
+@router.get("/v1/pipelines", response_model=list[PipelineInfo])
+def pipelines(service: ServiceDep) -> list[dict]:
     return service.registry.describe()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter
 
 from switchyard.graphs.results import Paused
@@ -19,8 +21,8 @@ async def resume(thread_id: str, body: Approval, service: ServiceDep, principal:
     return await service.resume_thread(principal, thread_id, body)
 
 
-@router.get("/v1/threads/{thread_id}")
-def thread_status(thread_id: str, service: ServiceDep, principal: PrincipalDep) -> ThreadStatus:
+@router.get("/v1/threads/{thread_id}", response_model=ThreadStatus)
+def thread_status(thread_id: str, service: ServiceDep, principal: PrincipalDep) -> dict[str, Any]:
     thread, pipe = service.thread(principal, thread_id)
     if thread.expired():
         return {"thread_id": thread_id, "status": "expired"}
