@@ -36,6 +36,7 @@ _EXPORTS: dict[str, str] = {
     "Usage": "switchyard.graphs.results",
     "Approval": "switchyard.nodes.approve",
     "RunContext": "switchyard.run_context",
+    "ALL": "switchyard.run_context",  # the access scope that reads every document (closed by default otherwise)
     "SharedModels": "switchyard.nodes.resources",
     # retrieval and ingestion
     "Passage": "switchyard.retrievers.documents",
@@ -109,4 +110,4 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, imported eagerl
     from switchyard.nodes.resources import SharedModels
     from switchyard.retrievers.documents import Passage
     from switchyard.retrievers.stack import RetrievalStack
-    from switchyard.run_context import RunContext
+    from switchyard.run_context import ALL, RunContext

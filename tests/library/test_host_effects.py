@@ -117,6 +117,7 @@ def test_the_public_api_is_pinned():
 
     assert switchyard.__all__ == sorted(
         [
+            "ALL",
             "AccessError",
             "Approval",
             "ApprovalError",
