@@ -1,4 +1,5 @@
-"""Pack recorded runs in place: each run's LLM replies into one file, its vectors into one file per model.
+"""Pack recorded runs in place: each run's LLM replies into one file, its vectors into one file per model, its rows
+into one compressed file.
 
     .venv/bin/python bench/pack_run.py bench/eval/fixed-hotpotqa100 [DIR ...] [--replies-only]
 
@@ -8,8 +9,10 @@ written by older runs (one JSON file per reply, `llm-cache/ab/abcd....json`) and
 `llm-cache/replies.jsonl.xz` (every reply, one compact JSON line each, sorted by key; a packed file already there is
 merged in) and `vectors/<model>.npz` (every vector of that model, sorted by key), reads every entry back from the
 packed file with the readers a replay uses and compares it with what the old files held (replies: equal JSON;
-vectors: equal bits), and only then deletes the old files. `--replies-only` leaves the vectors as they are. Packing
-a packed run again changes nothing. Replay reads either layout: `eval --replay --llm-cache DIR/llm-cache
+vectors: equal bits), and only then deletes the old files. The rows (`questions.jsonl`) go into
+`questions.jsonl.xz` (evaluation/jsonl.py: the lines as written, packed ones first; checked to read back as the same
+text) and the uncompressed file is deleted. `--replies-only` leaves the vectors and rows as they are. Packing a
+packed run again changes nothing. Replay reads either layout: `eval --replay --llm-cache DIR/llm-cache
 --vector-cache DIR/vectors` (docs/evaluation.md).
 """
 
@@ -26,6 +29,8 @@ from pathlib import Path
 import numpy as np
 
 from switchyard.errors import SwitchyardError
+from switchyard.evaluation.jsonl import packed_path, read_log_lines, read_packed_lines, write_packed_lines
+from switchyard.evaluation.rows import RESULTS
 from switchyard.llm.cache import LOG, PACKED, ReplyStore, entry_line
 from switchyard.retrievers.vector_recording import VectorRecording, write_packed_vectors
 
@@ -123,6 +128,25 @@ def pack_vectors(vectors: Path) -> tuple[int, int]:
     return packed, deleted
 
 
+def pack_rows(results: Path) -> tuple[int, bool]:
+    """(rows packed, whether the uncompressed file was deleted) for the results file `results`."""
+    if not results.exists():
+        return len(read_packed_lines(results)), False  # packed already (or no rows)
+    if results.read_bytes() and not results.read_bytes().endswith(b"\n"):
+        raise PackError(f"{results}: its last line is torn (a killed run); resume the run or cut the line first")
+    lines = read_packed_lines(results) + read_log_lines(results)
+    for number, line in enumerate(lines, 1):
+        try:
+            json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise PackError(f"{results}: line {number} is not JSON ({exc.msg})") from None
+    write_packed_lines(results, lines)
+    if read_packed_lines(results) != lines:
+        raise PackError(f"{packed_path(results)}: its lines do not read back identical")
+    results.unlink()
+    return len(lines), True
+
+
 def pack_run(run: Path, replies_only: bool = False) -> str:
     if not run.is_dir():
         raise PackError(f"{run}: no such run folder")
@@ -133,13 +157,16 @@ def pack_run(run: Path, replies_only: bool = False) -> str:
     if not replies_only and (run / "vectors").is_dir():
         n, gone = pack_vectors(run / "vectors")
         said.append(f"{n} vectors in vectors/<model>.npz ({gone} segments deleted)")
+    if not replies_only and (packed_path(run / RESULTS).exists() or (run / RESULTS).exists()):
+        n, unpacked = pack_rows(run / RESULTS)
+        said.append(f"{n} rows in {packed_path(run / RESULTS).name}" + (f" ({RESULTS} deleted)" if unpacked else ""))
     return f"{run}: " + ("; ".join(said) or "nothing to pack")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", nargs="+", type=Path, metavar="DIR")
-    parser.add_argument("--replies-only", action="store_true", help="pack the reply cache, leave the vectors")
+    parser.add_argument("--replies-only", action="store_true", help="pack the reply cache, leave the vectors and rows")
     args = parser.parse_args(argv)
     for run in args.runs:
         try:

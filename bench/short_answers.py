@@ -6,7 +6,7 @@ not taken from the pipeline's word), abstention, words per answer and latency.
         --naive bench/eval/short-answers-hotpotqa100/naive_rag.jsonl
     .venv/bin/python bench/short_answers.py bench/eval/short-answers-phantomwiki-s11
 
-Reads EVAL_DIR/questions.jsonl (the rows `cli.py eval` wrote) and, with --naive, the rows of bench/naive_rag.py;
+Reads EVAL_DIR/questions.jsonl (or its packed questions.jsonl.xz: the rows `cli.py eval` wrote) and, with --naive, the rows of bench/naive_rag.py;
 prints one Markdown table row per config (and one for the naive baseline first). Writes nothing, loads no model.
 """
 
@@ -20,6 +20,8 @@ from pathlib import Path
 
 import common  # noqa: F401  (the repository root on sys.path)
 
+from switchyard.evaluation.jsonl import read_results  # noqa: E402
+from switchyard.evaluation.rows import RESULTS  # noqa: E402
 from switchyard.nodes.short_answer import occurs_in, split_list  # noqa: E402
 
 
@@ -37,7 +39,7 @@ def main() -> None:
     ap.add_argument("eval_dir")
     ap.add_argument("--naive", help="bench/naive_rag.py rows, shown as a first line")
     args = ap.parse_args()
-    rows = [json.loads(x) for x in (Path(args.eval_dir) / "questions.jsonl").read_text().splitlines() if x.strip()]
+    rows = read_results(Path(args.eval_dir) / RESULTS)  # packed (questions.jsonl.xz) or not
     by_config = defaultdict(list)
     for r in rows:
         if not r.get("error"):

@@ -18,6 +18,8 @@ from switchyard.evaluation.metrics import (
     no_documents_scores,
 )
 
+RESULTS = "questions.jsonl"  # a run folder's rows (and `questions.jsonl.xz`, packed: evaluation/jsonl.py)
+
 ERROR_SCORES = {"exact_match": 0.0, "f1": 0.0, "contains": 0.0, "gold_recall": None, "citation_precision": None}
 
 

@@ -33,14 +33,12 @@ from switchyard.evaluation import manifest as run_manifest
 from switchyard.evaluation.datasets import EvalQuestion, EvalSet
 from switchyard.evaluation.faithfulness import FaithfulnessJudge, judge_name
 from switchyard.evaluation.jsonl import drop_error_lines, drop_torn_tail
-from switchyard.evaluation.rows import ERROR_SCORES, EvalRow, read_rows
+from switchyard.evaluation.rows import ERROR_SCORES, RESULTS, EvalRow, read_rows
 from switchyard.graphs.pipeline import Pipeline
 from switchyard.llm.cache import CachingBackend
 from switchyard.nodes.resources import SharedModels
 from switchyard.retrievers.stack import corpus_collection_for
 from switchyard.retrievers.vector_recording import RecordingEmbedder
-
-RESULTS = "questions.jsonl"
 
 
 class Asker(Protocol):

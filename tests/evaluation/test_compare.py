@@ -2,6 +2,8 @@
 work, and a report on exactly the rows compared, in a fixed order, whatever the folder holds."""
 
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -52,3 +54,24 @@ def test_a_comparison_reports_exactly_its_rows(tmp_path):
     assert list(again.report["configs"]) == ["no-llm-bm25", "no-llm"] and again.report["baseline"] == "no-llm-bm25"
     assert [c["questions"] for c in again.report["configs"].values()] == [2, 2]
     assert len(again.results.read_text().splitlines()) == 6  # the results file is untouched
+    # packed for git (bench/pack_run.py): the rows are read from questions.jsonl.xz, nothing is asked again, and
+    # the report is the same; a new question is asked and appended to a fresh questions.jsonl
+    report = done.report
+    packed = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "pack_run.py"), str(out)], capture_output=True, text=True, timeout=300
+    )
+    assert packed.returncode == 0 and "6 rows in questions.jsonl.xz" in packed.stdout, packed.stderr
+    assert not (out / "questions.jsonl").exists()
+    same = run_evaluation(DATASET, ["no-llm", bm25], out, limit=3, corpus=SAMPLES, index_dir=index, progress=False)
+    assert same.asked == 0 and _scores(same.report) == _scores(report)
+    more = run_evaluation(DATASET, ["no-llm"], out, limit=4, corpus=SAMPLES, index_dir=index, progress=False)
+    assert more.asked == 1 and len((out / "questions.jsonl").read_text().splitlines()) == 1
+    assert more.report["configs"]["no-llm"]["questions"] == 4
+
+
+def _scores(report: dict) -> dict:
+    """A report's figures without its timings."""
+    return {
+        name: {k: v for k, v in c.items() if "ms" not in k and "latency" not in k}
+        for name, c in report["configs"].items()
+    }

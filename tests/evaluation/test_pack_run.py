@@ -1,12 +1,14 @@
-"""bench/pack_run.py: a recorded run packed in place (one reply file, one vector file per model), every entry read
-back identical, and a replay from the packed run answering as from the old files."""
+"""bench/pack_run.py: a recorded run packed in place (one reply file, one vector file per model, one rows file),
+every entry read back identical, and a replay from the packed run answering as from the old files."""
 
 import json
+import lzma
 import subprocess
 import sys
 
 import numpy as np
 
+from switchyard.evaluation.jsonl import drop_error_lines, read_results, write_packed_lines
 from switchyard.llm.cache import CachingBackend, ReplyStore
 from switchyard.retrievers.vector_recording import VectorRecording
 from tests.conftest import ROOT
@@ -85,3 +87,56 @@ def test_a_broken_old_file_stops_the_packing_and_deletes_nothing(tmp_path):
     done = pack(tmp_path / "run", "--replies-only")
     assert done.returncode != 0 and "is not a recorded reply" in done.stderr
     assert sorted(cache.rglob("*")) == files
+
+
+def rows(n, error_at=()):
+    return [
+        json.dumps(
+            {"config": "c", "run": 0, "id": f"q{i}", "answer": f"é {i}", "error": "boom" if i in error_at else None}
+        )
+        for i in range(n)
+    ]
+
+
+def test_rows_are_packed_into_one_compressed_file_read_first(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    lines = rows(5)
+    (run / "questions.jsonl").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    expected = read_results(run / "questions.jsonl")
+
+    done = pack(run)
+    assert done.returncode == 0, done.stderr
+    assert "5 rows in questions.jsonl.xz (questions.jsonl deleted)" in done.stdout
+    assert sorted(p.name for p in run.iterdir()) == ["questions.jsonl.xz"]
+    assert lzma.decompress((run / "questions.jsonl.xz").read_bytes()).decode() == "".join(x + "\n" for x in lines)
+    assert read_results(run / "questions.jsonl") == expected
+
+    # a resumed run appends to questions.jsonl; readers see the packed rows, then the new ones; packing merges
+    (run / "questions.jsonl").write_text(rows(7)[5] + "\n" + rows(7)[6] + "\n", encoding="utf-8")
+    assert [r["id"] for r in read_results(run / "questions.jsonl")] == [f"q{i}" for i in range(7)]
+    assert "7 rows" in pack(run).stdout and not (run / "questions.jsonl").exists()
+    assert [r["id"] for r in read_results(run / "questions.jsonl")] == [f"q{i}" for i in range(7)]
+    before = (run / "questions.jsonl.xz").read_bytes()
+    assert pack(run).returncode == 0 and (run / "questions.jsonl.xz").read_bytes() == before  # nothing to do
+
+
+def test_retrying_errors_drops_failed_rows_from_the_packed_file_too(tmp_path):
+    results = tmp_path / "questions.jsonl"
+    write_packed_lines(results, rows(4, error_at={1}))
+    results.write_text(rows(6, error_at={5})[4] + "\n" + rows(6, error_at={5})[5] + "\n", encoding="utf-8")
+    assert drop_error_lines(results) == 2
+    assert [r["id"] for r in read_results(results)] == ["q0", "q2", "q3", "q4"]
+    assert drop_error_lines(results) == 0
+
+
+def test_a_torn_or_broken_rows_file_is_not_packed(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "questions.jsonl").write_text(rows(2)[0] + "\n" + rows(2)[1][:10], encoding="utf-8")
+    done = pack(run)
+    assert done.returncode == 1 and "last line is torn" in done.stderr
+    (run / "questions.jsonl").write_text(rows(2)[0] + "\n{not json\n", encoding="utf-8")
+    done = pack(run)
+    assert done.returncode == 1 and "line 2 is not JSON" in done.stderr
+    assert sorted(p.name for p in run.iterdir()) == ["questions.jsonl"]  # nothing written, nothing deleted
