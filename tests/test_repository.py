@@ -1,0 +1,36 @@
+"""What the repository carries: a checkout of code, with each recorded run (bench/eval) stored compactly, one file
+for its replies and one for its rows (bench/pack_run.py), so a clone stays small and code tools can walk it."""
+
+import shutil
+import subprocess
+
+import pytest
+
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("git") is None or not (ROOT / ".git").exists(), reason="needs a git checkout"
+)
+
+
+def tracked() -> list[str]:
+    out = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True, timeout=60).stdout
+    return [name for name in out.decode().split("\0") if name]
+
+
+def test_the_checkout_stays_small():
+    files = tracked()
+    size = sum((ROOT / name).stat().st_size for name in files if (ROOT / name).is_file())
+    assert len(files) <= 3000, f"{len(files)} tracked files"
+    assert size <= 60_000_000, f"{size / 1e6:.1f} MB tracked"
+
+
+def test_every_recorded_run_is_packed():
+    names = tracked()
+    runs = sorted({name.split("/")[2] for name in names if name.startswith("bench/eval/")})
+    assert len(runs) >= 10
+    for run in runs:
+        files = [name for name in names if name.startswith(f"bench/eval/{run}/")]
+        assert f"bench/eval/{run}/questions.jsonl" not in files, f"{run}: rows not packed"
+        replies = [name for name in files if "/llm-cache/" in name]
+        assert replies in ([], [f"bench/eval/{run}/llm-cache/replies.jsonl.xz"]), f"{run}: {replies[:3]}"
