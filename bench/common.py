@@ -162,3 +162,24 @@ def wait_until_healthy(server, url: str, timeout_s: float, every_s: float = 0.2)
             pass
         time.sleep(every_s)
     return f"did not answer /healthz within {timeout_s:g} s"
+
+
+def copied_chunk(src: dict, doc_id: str, text: str, tag: str):
+    """A chunk of a synthetic corpus grown from the SciFact chunk `src` (bench/query_latency.py, bench/scale.py):
+    the copy `doc_id` holding `text`, its hashes set to `tag`."""
+    from switchyard.retrievers.documents import Chunk
+
+    return Chunk(
+        chunk_id=f"{doc_id}::{src['chunk_index']}",
+        doc_id=doc_id,
+        source=src["source"],
+        title=src["title"],
+        text=text,
+        chunk_index=src["chunk_index"],
+        start_char=0,
+        end_char=len(text),
+        page=None,
+        page_end=None,
+        content_hash=tag,
+        doc_hash=tag,
+    )

@@ -20,11 +20,10 @@ import time
 from pathlib import Path
 
 import numpy as np
-from common import ROOT, scifact_docs, scifact_queries, write_resolved_config
+from common import ROOT, copied_chunk, scifact_docs, scifact_queries, write_resolved_config
 
 from switchyard.configs.loader import load_config
 from switchyard.evaluation.ranking import percentile
-from switchyard.retrievers.documents import Chunk
 from switchyard.retrievers.stack import RetrievalStack
 from switchyard.run_context import ALL
 
@@ -37,22 +36,7 @@ def build(stack: RetrievalStack, base: list[dict], base_vecs: np.ndarray, size: 
         copy = i // len(base)
         doc_id = f"{src['doc_id']}~{copy}"
         text = src["text"] if copy == 0 else f"{src['text']} variant{copy}"
-        batch.append(
-            Chunk(
-                chunk_id=f"{doc_id}::{src['chunk_index']}",
-                doc_id=doc_id,
-                source=src["source"],
-                title=src["title"],
-                text=text,
-                chunk_index=src["chunk_index"],
-                start_char=0,
-                end_char=len(text),
-                page=None,
-                page_end=None,
-                content_hash="x",
-                doc_hash="x",
-            )
-        )
+        batch.append(copied_chunk(src, doc_id, text, "x"))
         v = base_vecs[i % len(base)] + (rng.normal(0, 0.02, base_vecs.shape[1]) if copy else 0)
         vecs.append(v / np.linalg.norm(v))
         ids.append(doc_id)

@@ -48,12 +48,11 @@ from datetime import timedelta
 from pathlib import Path
 
 import numpy as np
-from common import ROOT, SHARED, e5_overrides, write_resolved_config
+from common import ROOT, SHARED, copied_chunk, e5_overrides, write_resolved_config
 
 from switchyard.configs.loader import load_config
 from switchyard.configs.schema import VectorIndexConfig
 from switchyard.evaluation.ranking import percentile
-from switchyard.retrievers.documents import Chunk
 from switchyard.retrievers.stack import RetrievalStack, window_spec
 from switchyard.retrievers.store import E5_COLUMN, MULTIVECTOR_HITS_PER_K, IndexStore, VectorSearch
 from switchyard.retrievers.store.vector_index import partitions
@@ -170,22 +169,7 @@ def variant_batches(rows: list[dict], vectors: np.ndarray, size: int, batch: int
                     text = " ".join(words[i][:keep] + tail)
                 else:
                     text = src["text"]
-                pending[0].append(
-                    Chunk(
-                        chunk_id=f"{doc_id}::{src['chunk_index']}",
-                        doc_id=doc_id,
-                        source=src["source"],
-                        title=src["title"],
-                        text=text,
-                        chunk_index=src["chunk_index"],
-                        start_char=0,
-                        end_char=len(text),
-                        page=None,
-                        page_end=None,
-                        content_hash="scale",
-                        doc_hash="scale",
-                    )
-                )
+                pending[0].append(copied_chunk(src, doc_id, text, "scale"))
                 pending[1].append(mixed[i])
             pending[2].append(doc_id)
             produced += end - start
