@@ -1,6 +1,7 @@
 """The pipeline config schema. Every section forbids unknown keys so a typo is an error, not a silent default.
 
-This module imports nothing from the rest of Switchyard; every layer imports it.
+This module imports nothing from the rest of Switchyard but configs/versions.py (the keys added since config hashes
+were first recorded); every layer imports it.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from pathlib import Path
 from typing import Annotated, ClassVar, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_serializer, model_validator
+
+from switchyard.configs.versions import canonical_dump
 
 # Allowed values a component's argument is typed with too (the schema checks them; the component does not again)
 VectorIndexKind = Literal["ivf_hnsw_sq", "ivf_pq"]
@@ -25,16 +28,6 @@ GraphMode = Literal["fixed", "agent", "closed_book"]  # graph.mode; the service 
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
-
-
-def _without_new_defaults(out: dict, **defaults) -> dict:
-    """A section's dump without the keys that hold the default they were added with. Keys added after config hashes
-    were recorded are dumped only when set to another value, so the hashes, recorded outputs and eval manifests of
-    every config made before stay identical (and load back unchanged)."""
-    for key, default in defaults.items():
-        if key in out and out[key] == default:
-            del out[key]
-    return out
 
 
 class VectorIndexConfig(_Section):
@@ -165,10 +158,6 @@ class EmbeddingConfig(_Section):
             raise ValueError("embedding.replay needs embedding.vector_cache (the folder of recorded vectors)")
         return self
 
-    @model_serializer(mode="wrap")
-    def _omit_new_defaults(self, handler) -> dict:
-        return _without_new_defaults(handler(self), vector_cache=None, replay=False)
-
 
 # bench/scale.py at 100k chunks: rank_bm25 holds 5.3 MB per 1k chunks in memory and takes 436 ms per query (every
 # chunk is scored in Python); at 1M that is ~5 GB and seconds per query, so larger collections are refused.
@@ -251,12 +240,6 @@ class E5Config(VectorFieldConfig):
     )
     _hint: ClassVar[str] = " (configs/e5.yaml)"
 
-    @model_serializer(mode="wrap")
-    def _omit_new_defaults(self, handler) -> dict:
-        return _without_new_defaults(
-            handler(self), model="e5-small", query_prefix="query: ", passage_prefix="passage: ", batch_size=16
-        )
-
 
 class RetrieversConfig(_Section):
     bm25: BM25Config = BM25Config()
@@ -285,10 +268,6 @@ class RetrieversConfig(_Section):
 
     def field_path(self, name: str) -> str:
         return "retrieve.retrievers." + (name if name == "e5" else f"vector_fields.{name}")
-
-    @model_serializer(mode="wrap")
-    def _omit_new_defaults(self, handler) -> dict:
-        return _without_new_defaults(handler(self), e5=E5Config().model_dump(), vector_fields={})
 
 
 class FusionConfig(_Section):
@@ -581,10 +560,6 @@ class AnswerConfig(_Section):
         "after `correct`)",
     )
 
-    @model_serializer(mode="wrap")
-    def _omit_new_defaults(self, handler) -> dict:
-        return _without_new_defaults(handler(self), fallback_coverage=FALLBACK_COVERAGE)
-
 
 DEFAULT_REACT_EXAMPLES = [
     "Question: Who founded the company that makes the Walkman?\n"
@@ -654,16 +629,6 @@ class RouterConfig(_Section):
         description="approve: a pause unanswered this long expires (the run cannot be resumed)",
     )
 
-    @model_serializer(mode="wrap")
-    def _omit_new_defaults(self, handler) -> dict:
-        return _without_new_defaults(
-            handler(self),
-            memory_tokens=MEMORY_TOKENS,
-            direct_reply=False,
-            approve=False,
-            approve_timeout_s=APPROVE_TIMEOUT_S,
-        )
-
     @model_validator(mode="after")
     def _tools_need_a_step_strategy(self) -> RouterConfig:
         if self.protocol == "tools" and self.strategy == "plan":
@@ -703,10 +668,6 @@ class GraphConfig(_Section):
     recursion_limit: int = Field(25, ge=5, le=500, description="LangGraph super-step limit, set explicitly")
     router: RouterConfig = RouterConfig()
     no_documents: NoDocumentsConfig = NoDocumentsConfig()
-
-    @model_serializer(mode="wrap")
-    def _omit_new_defaults(self, handler) -> dict:
-        return _without_new_defaults(handler(self), no_documents=NoDocumentsConfig().model_dump())
 
     @model_validator(mode="after")
     def _limit_covers_budget(self) -> GraphConfig:
@@ -750,8 +711,10 @@ class SwitchyardConfig(_Section):
     ray: RayConfig = RayConfig()
 
     @model_serializer(mode="wrap")
-    def _omit_new_defaults(self, handler) -> dict:
-        return _without_new_defaults(handler(self), ray=RayConfig().model_dump())
+    def _canonical(self, handler) -> dict:
+        # without the keys added since version 1 at the default they were added with (configs/versions.py), so
+        # the hash, recorded outputs, saved configs and eval manifests of every config made before stay identical
+        return canonical_dump(handler(self))
 
     @model_validator(mode="after")
     def _gpu_actors_run_torch(self) -> SwitchyardConfig:

@@ -274,7 +274,8 @@ def corpus_collection_for(config: SwitchyardConfig, paths: list, prefix: str = "
 def field_key(name: str, field: VectorFieldConfig) -> str:
     """What a vector field adds to a cached collection's key: its name, and its model unless that is the field's
     default (so the e5 field's key is "e5", as it always was)."""
-    return f"{name}:{field.model}" if "model" in field.model_dump() else name
+    default = type(field).model_fields["model"].default  # none for a field of `vector_fields`: its model is required
+    return name if field.model == default else f"{name}:{field.model}"
 
 
 def field_embedder_settings(embedding: dict, field: VectorFieldConfig) -> dict:
