@@ -5,8 +5,9 @@ A manifest records the code (git commit, dirty flag and a hash of the uncommitte
 packages that shape results, the sha256 of every model file used (GGUF, embedding and reranker weights), each
 config's LLM (backend, base_url, model), every collection asked ({name, rows, version}: LanceDB's table version),
 each retrieving config's embedding runtime (`embedding`: backend and the precision it computes in), a hash of every
-prompt template (llm/prompts.py), the dataset's hash, seeds and the resolved configs. It is kept as `manifest.json`
-in the evaluation's folder and copied into report.json and report.md.
+prompt template (llm/prompts.py), the dataset's hash, seeds and the resolved configs, with the version of the config
+layout they are written in (`config_version`, configs/versions.py; a manifest without it is of version 1). It is kept
+as `manifest.json` in the evaluation's folder and copied into report.json and report.md.
 
 The embedding precision is the one the runtime resolved, not the config's setting: OpenVINO's `precision: auto`
 computes in bf16 on a CPU with native bf16 and in f32 elsewhere. The two agree to cosine >= 0.9999, but that is
@@ -17,10 +18,10 @@ A run replaying recorded vectors (eval --vector-cache DIR --replay) records the 
 those are the vectors it uses, so it resumes on any machine.
 
 `created`/`updated` (timing), `scope` (runs, limit), `llm_cache` and `vector_cache` (recording or replaying),
-`judge`, `mixed`, `host` and the dataset's path describe a run without changing what its rows mean and are never
-compared. A resumed evaluation compares everything else (`changes`): a value present in both manifests that differs
-is a change; configs, collections and models present in only one are not (adding a config to an evaluation is a
-resume too).
+`judge`, `mixed`, `host`, `config_version` and the dataset's path describe a run without changing what its rows mean
+and are never compared. A resumed evaluation compares everything else (`changes`): a value present in both manifests
+that differs is a change; configs, collections and models present in only one are not (adding a config to an
+evaluation is a resume too).
 
 File hashes are cached by path, size and modification time (in $XDG_CACHE_HOME/switchyard), so re-runs do not
 read the model files again.
@@ -39,7 +40,9 @@ from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 
+from switchyard.configs.loader import config_to_dict
 from switchyard.configs.schema import LangChainLLMConfig, LLMConfig, LocalLLMConfig, OpenAILLMConfig, SwitchyardConfig
+from switchyard.configs.versions import CONFIG_VERSION
 from switchyard.errors import LLMError, ManifestMismatch, ModelNotFoundError
 from switchyard.llm.factory import llm_identity
 from switchyard.llm.llamacpp import packaged_gguf
@@ -51,6 +54,8 @@ MANIFEST = "manifest.json"
 PACKAGES = ("langgraph", "lancedb", "llama-cpp-python", "sentence-transformers", "openai")
 # `cluster`: where the questions were asked (eval --ray) changes no row, so a run may resume elsewhere
 # `host`: the CPU is provenance; what it changes in the rows (the embedding precision) is compared per config
+# `config_version`: the layout the configs are written in (configs/versions.py); a config dumps alike in every
+# version after its own, and the configs themselves are compared (a manifest without it is of version 1)
 NOT_COMPARED = (
     "created",
     "updated",
@@ -62,6 +67,7 @@ NOT_COMPARED = (
     "dataset.path",
     "cluster",
     "host",
+    "config_version",
 )
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".onnx", ".gguf", ".pt", ".pth")
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -248,6 +254,17 @@ def _now() -> str:
 
 
 # -- the manifest ----------------------------------------------------------------------------------------------
+def resolved_config(config: SwitchyardConfig) -> dict:
+    """A config as the manifest records it: its dump (configs/versions.py: keys added since version 1 at the default
+    they were added with are left out) without how replies and vectors were obtained."""
+    data = config_to_dict(config)
+    data["llm"].pop("cache_dir", None)  # how replies were obtained, recorded under llm_cache
+    data["llm"].pop("replay", None)
+    data["embedding"].pop("vector_cache", None)  # recorded under vector_cache
+    data["embedding"].pop("replay", None)
+    return data
+
+
 def build(
     configs: dict[str, SwitchyardConfig],
     dataset_path: str | Path | None,
@@ -267,14 +284,7 @@ def build(
     own = tuple(
         Path(p) for p in (out_dir, cache.cache_dir if cache else None, vectors.vector_cache if vectors else None) if p
     )
-    resolved = {}
-    for name, config in configs.items():
-        data = config.model_dump(mode="json")
-        data["llm"].pop("cache_dir", None)  # how replies were obtained, recorded under llm_cache
-        data["llm"].pop("replay", None)
-        data["embedding"].pop("vector_cache", None)  # recorded under vector_cache
-        data["embedding"].pop("replay", None)
-        resolved[name] = data
+    resolved = {name: resolved_config(config) for name, config in configs.items()}
     now = _now()
     return {
         "created": now,
@@ -292,6 +302,7 @@ def build(
         },
         "seeds": {name: c.llm.seed for name, c in configs.items()},  # run r of a config uses seed + r
         "configs": resolved,
+        "config_version": CONFIG_VERSION,
         "scope": {"runs": runs, "limit": limit},
         "llm_cache": {"dir": cache.cache_dir, "mode": "replay" if cache.replay else "record"} if cache else None,
         "vector_cache": {"dir": vectors.vector_cache, "mode": "replay" if vectors.replay else "record"}
