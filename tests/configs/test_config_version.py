@@ -101,7 +101,9 @@ class TestTheTable:
     @pytest.mark.parametrize("row", ADDED_KEYS, ids=lambda row: row.path)
     def test_each_key_was_added_with_todays_default(self, row):
         # the default config's sections dumped alone are complete (the table applies to the whole config only);
-        # without the keys added to a section later, the default is the value the row records
+        # without the keys added to a section later, the default is the value the row records. A row keeps the
+        # value its key was added with: changing a default later changes what configs that left the key out do,
+        # which this flags for a deliberate decision
         defaults = SwitchyardConfig()
         full = {name: getattr(defaults, name).model_dump(mode="json") for name in SwitchyardConfig.model_fields}
         value = _at(full, row.path)
