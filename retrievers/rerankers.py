@@ -1,8 +1,10 @@
 """Rerankers behind one interface: `run(query, passages, top_k) -> passages`, best first.
 
 - `none`: keep the fused order.
-- `cross_encoder`: a sentence-transformers CrossEncoder from a local folder (or a model already in the local
-  Hugging Face cache); a configured model that is not on disk is a clear error, never a download.
+- `cross_encoder`: a cross-encoder that reads query and passage together. `model` is a `cross-encoder-onnx/1` file
+  (retrievers/cross_encoder_onnx.py: ONNX Runtime, no PyTorch), or a sentence-transformers CrossEncoder folder or a
+  model already in the local Hugging Face cache (PyTorch); unset, the cross-encoder Switchyard ships. A configured
+  model that is not on disk is a clear error, never a download. Its score is the model's raw logit.
 - `dense_rescore`: a second-opinion score from an embedding model over the candidates' full text, convexly
   combined with the fused score (min-max normalised over the candidate list).
 - `llm`: the LLM rates each candidate 0-10 for the query (one structured call per passage).
@@ -21,6 +23,7 @@ from switchyard.errors import RerankerError
 from switchyard.extras import needs_extra
 from switchyard.llm.client import LLM, judge_passages
 from switchyard.llm.prompts import RERANK_RELEVANCE
+from switchyard.retrievers.cross_encoder_onnx import OnnxCrossEncoder, is_onnx_file
 from switchyard.retrievers.documents import Passage, search_text
 from switchyard.retrievers.fusion import min_max
 from switchyard.retrievers.lazy import Lazy
@@ -51,53 +54,106 @@ class NoReranker:
         return passages[: top_k or self.top_k]
 
 
-class CrossEncoderReranker:
-    name = "cross_encoder"
+# The cross-encoder Switchyard ships, used when rerank.model is unset: a `cross-encoder-onnx/1` file inside the package
+# (package data of switchyard.retrievers) and its sha256, verified when it loads. It is trained by
+# bench/train_reranker.py (issue 61) and is not in this installation yet: shipping it is putting the file at
+# SHIPPED_CROSS_ENCODER and its digest in SHIPPED_CROSS_ENCODER_SHA256.
+SHIPPED_CROSS_ENCODER = Path(__file__).resolve().parent / "models" / "cross-encoder.onnx"
+SHIPPED_CROSS_ENCODER_SHA256: str | None = None
 
-    def __init__(self, model: str, top_k: int = 5, batch_size: int = 32):
-        if not model:
-            raise RerankerError("rerank.method=cross_encoder needs rerank.model (a local folder or a cached model)")
-        if top_k < 1 or batch_size < 1:
-            raise ValueError("top_k and batch_size must be >= 1")
-        self.model_name = model
-        self.top_k = top_k
+
+def shipped_cross_encoder() -> tuple[Path, str]:
+    """(path, sha256) of the shipped cross-encoder, or one clear RerankerError when it is not installed."""
+    if SHIPPED_CROSS_ENCODER_SHA256 is None or not SHIPPED_CROSS_ENCODER.is_file():
+        raise RerankerError(
+            "rerank.method=cross_encoder with rerank.model unset uses the cross-encoder shipped with Switchyard, which "
+            "is not in this installation; set rerank.model to a cross-encoder .onnx file (export_cross_encoder) or a "
+            "sentence-transformers CrossEncoder folder"
+        )
+    return SHIPPED_CROSS_ENCODER, SHIPPED_CROSS_ENCODER_SHA256
+
+
+class _SentenceTransformersCrossEncoder:
+    """A sentence-transformers CrossEncoder (PyTorch) from a local folder or the local Hugging Face cache, scoring
+    by its raw logit like the ONNX files. One at a time: its Hugging Face tokenizer is not safe to share."""
+
+    def __init__(self, name: str, batch_size: int):
+        self.name = name
         self.batch_size = batch_size
         self._model = Lazy(self._load)
         self._predict_lock = threading.Lock()
 
     def _load(self):
-        with needs_extra("torch", "rerank.method: cross_encoder"):
+        with needs_extra("torch", "rerank.method: cross_encoder with a sentence-transformers model"):
+            import torch
             from sentence_transformers import CrossEncoder
 
-        local = Path(self.model_name).expanduser()
+        local = Path(self.name).expanduser()
         try:
             if local.is_dir():
-                return CrossEncoder(str(local), device="cpu")
-            return CrossEncoder(self.model_name, device="cpu", local_files_only=True)
+                model = CrossEncoder(str(local), device="cpu", activation_fn=torch.nn.Identity())
+            else:
+                model = CrossEncoder(self.name, device="cpu", local_files_only=True, activation_fn=torch.nn.Identity())
         except Exception as exc:
             raise RerankerError(
-                f"cross-encoder {self.model_name!r} is configured but not available locally "
-                f"({type(exc).__name__}); give a local model folder in rerank.model or set rerank.method=none"
+                f"cross-encoder {self.name!r} is configured but not available locally "
+                f"({type(exc).__name__}); give a cross-encoder .onnx file or a local model folder in rerank.model, "
+                "or set rerank.method=none"
             ) from None
-
-    @property
-    def model(self):
-        return self._model.get()
+        return model
 
     def warm_up(self) -> None:
         self._model.get()
+
+    def predict(self, pairs: list[tuple[str, str]]) -> np.ndarray:
+        model = self._model.get()
+        with self._predict_lock:
+            scores = model.predict(pairs, batch_size=self.batch_size, show_progress_bar=False)
+        return np.asarray(scores, dtype=np.float32).reshape(len(pairs))
+
+
+class CrossEncoderReranker:
+    """Reranks by a cross-encoder's score of (query, passage text). `model`: a `cross-encoder-onnx/1` file (by its
+    `.onnx` suffix; `sha256`, when given, is verified on load), a sentence-transformers CrossEncoder folder or cached
+    model, or None/"" for the shipped cross-encoder. `threads`: ONNX Runtime intra-op threads (None: one per core).
+    Cheap to construct; the model loads in `warm_up()` or on first use. Safe to share between threads."""
+
+    name = "cross_encoder"
+
+    def __init__(
+        self,
+        model: str | None = None,
+        top_k: int = 5,
+        batch_size: int = 32,
+        threads: int | None = None,
+        sha256: str | None = None,
+    ):
+        if top_k < 1 or batch_size < 1:
+            raise ValueError("top_k and batch_size must be >= 1")
+        self.top_k = top_k
+        self.batch_size = batch_size
+        self.scorer: OnnxCrossEncoder | _SentenceTransformersCrossEncoder
+        if not model:
+            path, sha256 = shipped_cross_encoder()
+            self.model_name = str(path)
+            self.scorer = OnnxCrossEncoder(path, sha256=sha256, batch_size=batch_size, threads=threads)
+        elif is_onnx_file(model):
+            self.model_name = model
+            self.scorer = OnnxCrossEncoder(model, sha256=sha256, batch_size=batch_size, threads=threads)
+        else:
+            self.model_name = model
+            self.scorer = _SentenceTransformersCrossEncoder(model, batch_size)
+
+    def warm_up(self) -> None:
+        self.scorer.warm_up()
 
     def run(
         self, query: str, passages: list[Passage], top_k: int | None = None, run: RunContext | None = None
     ) -> list[Passage]:
         if not passages:
             return []
-        model = self.model
-        with self._predict_lock:  # one tokenizer, one model: calls from several runs take turns
-            scores = model.predict(
-                [(query, p.text) for p in passages], batch_size=self.batch_size, show_progress_bar=False
-            )
-        return _ordered(passages, list(np.asarray(scores, dtype=float)), self.name, top_k or self.top_k)
+        scores = self.scorer.predict([(query, p.text) for p in passages])
+        return _ordered(passages, [float(s) for s in scores], self.name, top_k or self.top_k)
 
 
 class DenseRescoreReranker:

@@ -1,0 +1,328 @@
+"""The cross-encoder file format (retrievers/cross_encoder_onnx.py) and the cross_encoder reranker that reads it.
+
+A tiny BERT cross-encoder (2 layers, hidden size 32, the MiniLM tokenizer, seeded random weights) is built and
+exported once per session: its scores mean nothing, but the file must reproduce them exactly."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+from switchyard.errors import RerankerError
+from switchyard.retrievers import rerankers
+from switchyard.retrievers.cross_encoder_onnx import FORMAT, OnnxCrossEncoder, export_cross_encoder, file_sha256
+from switchyard.retrievers.documents import Passage
+from switchyard.retrievers.rerankers import CrossEncoderReranker
+from tests.conftest import ROOT
+
+MAX_LENGTH = 64
+QUERY = "Which coupler joins railway cars automatically?"
+TEXTS = [
+    "The Janney knuckle coupler joins railway cars automatically when they are pushed together.",
+    "Track gauge is the distance between the inner faces of the two rails.",
+    "Signals protect trains by keeping a safe distance between them.",
+    "A buffer-and-chain coupler needs a worker between the cars to link them.",
+    "Bananas are rich in potassium.",
+    # longer than MAX_LENGTH tokens with the query: the passage is truncated
+    " ".join(["The history of couplers spans many decades of railway engineering and patents."] * 12),
+]
+PAIRS = [(QUERY, t) for t in TEXTS] + [
+    ("gauge", "Standard gauge is 1,435 mm."),
+    ("What keeps trains apart?", "Block signals keep trains apart."),
+]
+
+
+@pytest.fixture(scope="session")
+def tiny_cross_encoder(tmp_path_factory):
+    """A saved sentence-transformers CrossEncoder folder: a 2-layer BERT with the MiniLM tokenizer, seeded."""
+    import torch
+    from sentence_transformers import CrossEncoder
+    from transformers import BertConfig, BertForSequenceClassification
+
+    from switchyard.retrievers.embedder import resolve_model_dir
+
+    minilm = resolve_model_dir("minilm")
+    folder = tmp_path_factory.mktemp("tiny-ce") / "model"
+    torch.manual_seed(0)
+    config = BertConfig(
+        vocab_size=30522,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=512,
+        num_labels=1,
+        initializer_range=0.5,  # wide weights: scores that differ clearly between pairs
+    )
+    BertForSequenceClassification(config).save_pretrained(str(folder))
+    for name in ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json"):
+        shutil.copy(minilm / name, folder / name)
+    model = CrossEncoder(str(folder), device="cpu", max_length=MAX_LENGTH, activation_fn=torch.nn.Identity())
+    model.save_pretrained(str(folder))
+    return folder
+
+
+@pytest.fixture(scope="session")
+def torch_scores(tiny_cross_encoder):
+    import torch
+    from sentence_transformers import CrossEncoder
+
+    model = CrossEncoder(
+        str(tiny_cross_encoder), device="cpu", max_length=MAX_LENGTH, activation_fn=torch.nn.Identity()
+    )
+    return np.asarray(model.predict(PAIRS, show_progress_bar=False), dtype=np.float32)
+
+
+@pytest.fixture(scope="session")
+def exported(tiny_cross_encoder, tmp_path_factory):
+    """{"fp32": (path, sha256), "int8": (path, sha256)} of the tiny model's two exports."""
+    out = tmp_path_factory.mktemp("ce-onnx")
+    training = {"data": "none (random weights)", "steps": 0, "seed": 0}
+    files = {}
+    for kind, quantize in (("fp32", False), ("int8", True)):
+        path = out / f"tiny-{kind}.onnx"
+        digest = export_cross_encoder(
+            str(tiny_cross_encoder),
+            path,
+            max_length=MAX_LENGTH,
+            quantize=quantize,
+            base_model="tiny-bert (test)",
+            training=training,
+        )
+        files[kind] = (path, digest)
+    return files
+
+
+def _passages(texts):
+    return [
+        Passage(chunk_id=f"c{i}", doc_id=f"d{i}", source="s.txt", title="t", text=t, score=1.0 / (i + 1))
+        for i, t in enumerate(texts)
+    ]
+
+
+class TestExport:
+    def test_fp32_file_scores_as_the_torch_model(self, exported, torch_scores):
+        path, _ = exported["fp32"]
+        scores = OnnxCrossEncoder(path, batch_size=3).predict(PAIRS)
+        assert scores.dtype == np.float32 and scores.shape == (len(PAIRS),)
+        assert np.ptp(torch_scores) > 0.5  # the pairs' scores differ: agreement is not trivial
+        np.testing.assert_allclose(scores, torch_scores, atol=1e-4, rtol=1e-4)
+
+    def test_int8_file_is_smaller_and_ranks_like_fp32(self, exported):
+        fp32 = OnnxCrossEncoder(exported["fp32"][0]).predict(PAIRS)
+        int8 = OnnxCrossEncoder(exported["int8"][0]).predict(PAIRS)
+        assert exported["int8"][0].stat().st_size < 0.5 * exported["fp32"][0].stat().st_size
+        # int8 of a tiny model with wide random weights is noisier than of a trained MiniLM: mostly the same order
+        from scipy.stats import spearmanr
+
+        assert spearmanr(fp32, int8).statistic > 0.85
+        assert len(set(np.argsort(-fp32)[:3]) & set(np.argsort(-int8)[:3])) >= 2
+
+    def test_the_file_carries_its_format_tokenizer_and_summary(self, exported):
+        import onnx
+
+        path, digest = exported["int8"]
+        assert digest == file_sha256(path)
+        model = onnx.load(str(path))
+        meta = {p.key: p.value for p in model.metadata_props}
+        assert meta["switchyard.format"] == FORMAT
+        assert meta["switchyard.max_length"] == str(MAX_LENGTH)
+        assert meta["switchyard.base_model"] == "tiny-bert (test)"
+        assert json.loads(meta["switchyard.training"]) == {
+            "data": "none (random weights)",
+            "steps": 0,
+            "seed": 0,
+            "quantized": True,
+        }
+        assert json.loads(meta["switchyard.tokenizer"])["model"]["type"] == "WordPiece"
+        assert [i.name for i in model.graph.input] == ["input_ids", "attention_mask", "token_type_ids"]
+        assert [o.name for o in model.graph.output] == ["logits"]
+        assert OnnxCrossEncoder(path).metadata == meta
+
+    def test_export_of_a_model_with_several_labels_is_refused(self, tmp_path):
+        from sentence_transformers import CrossEncoder
+
+        from switchyard.retrievers.embedder import resolve_model_dir
+
+        model = CrossEncoder(str(resolve_model_dir("minilm")), num_labels=3, device="cpu")
+        with pytest.raises(ValueError, match="1 label"):
+            export_cross_encoder(model, tmp_path / "x.onnx")
+        assert not (tmp_path / "x.onnx").exists()
+
+
+class TestRuntime:
+    def test_passage_is_truncated_not_the_query(self, exported):
+        model = OnnxCrossEncoder(exported["fp32"][0])
+        model.warm_up()
+        long = TEXTS[-1]
+        enc = model._loaded.get().pair.encode(QUERY, long)
+        assert len(enc.ids) == MAX_LENGTH
+        assert enc.ids[: len(model._loaded.get().pair.encode(QUERY).ids)] == model._loaded.get().pair.encode(QUERY).ids
+        # the same pair with more text after the cut scores the same: only the first MAX_LENGTH tokens count
+        assert model.predict([(QUERY, long)])[0] == pytest.approx(model.predict([(QUERY, long + " more")])[0], abs=1e-5)
+
+    def test_a_query_longer_than_max_length_still_scores(self, exported):
+        model = OnnxCrossEncoder(exported["fp32"][0])
+        scores = model.predict([(" ".join(["coupler"] * 200), "A short passage."), (QUERY, TEXTS[0])])
+        assert np.isfinite(scores).all() and scores.shape == (2,)
+
+    def test_batches_and_order_do_not_change_scores(self, exported):
+        path = exported["fp32"][0]
+        one = OnnxCrossEncoder(path, batch_size=1).predict(PAIRS)
+        many = OnnxCrossEncoder(path, batch_size=32).predict(PAIRS)
+        reversed_ = OnnxCrossEncoder(path, batch_size=4).predict(PAIRS[::-1])[::-1]
+        np.testing.assert_allclose(one, many, atol=1e-5)
+        np.testing.assert_allclose(one, reversed_, atol=1e-5)
+        assert OnnxCrossEncoder(path).predict([]).shape == (0,)
+
+    def test_eight_threads_on_one_barrier_score_as_sequential(self, exported):
+        model = OnnxCrossEncoder(exported["int8"][0], batch_size=2, threads=1)
+        work = [[PAIRS[(i + j) % len(PAIRS)] for j in range(3 + i)] for i in range(8)]  # different pairs each
+        sequential = [model.predict(pairs) for pairs in work]
+        fresh = OnnxCrossEncoder(exported["int8"][0], batch_size=2, threads=1)  # loads under the race too
+        barrier = threading.Barrier(8)
+        results: list = [None] * 8
+        errors: list = []
+
+        def score(i):
+            try:
+                barrier.wait()
+                results[i] = fresh.predict(work[i])
+            except Exception as exc:  # pragma: no cover - reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=score, args=(i,)) for i in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors
+        for got, want in zip(results, sequential):
+            np.testing.assert_allclose(got, want, rtol=0, atol=1e-6)
+
+    def test_bad_arguments_are_refused_before_loading(self, tmp_path):
+        with pytest.raises(ValueError, match="batch_size"):
+            OnnxCrossEncoder(tmp_path / "x.onnx", batch_size=0)
+        with pytest.raises(ValueError, match="threads"):
+            OnnxCrossEncoder(tmp_path / "x.onnx", threads=0)
+        with pytest.raises(ValueError, match="64 hex digits"):
+            OnnxCrossEncoder(tmp_path / "x.onnx", sha256="abc")
+
+
+class TestClearErrors:
+    def test_checksum_mismatch_names_the_file_and_both_digests(self, exported):
+        path, digest = exported["int8"]
+        wrong = "0" * 64
+        model = OnnxCrossEncoder(path, sha256=wrong)
+        for _ in range(2):  # a failed load stays failed, with the same message
+            with pytest.raises(RerankerError) as err:
+                model.predict(PAIRS[:1])
+            message = str(err.value)
+            assert str(path) in message and digest in message and wrong in message and "\n" not in message
+        assert OnnxCrossEncoder(path, sha256=digest.upper()).predict(PAIRS[:1]).shape == (1,)
+
+    def test_checksum_mismatch_through_the_reranker(self, exported):
+        path, digest = exported["int8"]
+        reranker = CrossEncoderReranker(str(path), sha256="f" * 64)
+        with pytest.raises(RerankerError, match=f"has sha256 {digest}, expected f{{64}}"):
+            reranker.warm_up()
+
+    def test_missing_file(self, tmp_path):
+        reranker = CrossEncoderReranker(str(tmp_path / "gone.onnx"))
+        with pytest.raises(RerankerError, match=r"cross-encoder file .*gone\.onnx does not exist"):
+            reranker.run("q", _passages(["a"]))
+
+    def test_a_file_that_is_not_onnx(self, tmp_path):
+        junk = tmp_path / "junk.onnx"
+        junk.write_bytes(b"not a model at all" * 100)
+        with pytest.raises(RerankerError, match="is not a Switchyard cross-encoder file.*ONNX Runtime cannot load"):
+            OnnxCrossEncoder(junk).warm_up()
+
+    def test_an_onnx_model_of_another_format(self, exported, tmp_path):
+        import onnx
+
+        model = onnx.load(str(exported["fp32"][0]))
+        del model.metadata_props[:]
+        plain = tmp_path / "plain.onnx"
+        onnx.save(model, str(plain))
+        with pytest.raises(RerankerError, match="is not a Switchyard cross-encoder file"):
+            OnnxCrossEncoder(plain).warm_up()
+        model.metadata_props.add(key="switchyard.format", value="cross-encoder-onnx/99")
+        onnx.save(model, str(plain))
+        with pytest.raises(RerankerError, match="'cross-encoder-onnx/99'"):
+            OnnxCrossEncoder(plain).warm_up()
+
+    def test_unset_model_says_the_shipped_one_is_not_installed(self):
+        assert rerankers.SHIPPED_CROSS_ENCODER_SHA256 is None or rerankers.SHIPPED_CROSS_ENCODER.is_file()
+        if rerankers.SHIPPED_CROSS_ENCODER_SHA256 is not None:
+            pytest.skip("the shipped cross-encoder is installed")
+        for model in (None, ""):
+            with pytest.raises(RerankerError, match="shipped with Switchyard, which is not in this installation"):
+                CrossEncoderReranker(model)
+
+    def test_unset_model_through_the_config(self, make_stack):
+        stack = make_stack("rerank.method=cross_encoder")
+        if rerankers.SHIPPED_CROSS_ENCODER_SHA256 is not None:
+            pytest.skip("the shipped cross-encoder is installed")
+        with pytest.raises(RerankerError, match="set rerank.model to a cross-encoder .onnx file"):
+            stack.reranker  # noqa: B018
+
+
+class TestReranker:
+    def test_reranks_by_the_file_scores(self, exported, torch_scores):
+        path, digest = exported["fp32"]
+        reranker = CrossEncoderReranker(str(path), top_k=4, sha256=digest)
+        out = reranker.run(QUERY, _passages(TEXTS))
+        expected = np.argsort(-torch_scores[: len(TEXTS)], kind="stable")[:4]
+        assert [p.chunk_id for p in out] == [f"c{i}" for i in expected]
+        assert [p.ranks["cross_encoder"] for p in out] == [1, 2, 3, 4]
+        assert [p.score for p in out] == pytest.approx([float(torch_scores[i]) for i in expected], abs=1e-4)
+
+    def test_sentence_transformers_folder_scores_the_same_logits(self, tiny_cross_encoder, exported):
+        by_folder = CrossEncoderReranker(str(tiny_cross_encoder), top_k=len(TEXTS)).run(QUERY, _passages(TEXTS))
+        by_file = CrossEncoderReranker(str(exported["fp32"][0]), top_k=len(TEXTS)).run(QUERY, _passages(TEXTS))
+        assert [p.chunk_id for p in by_folder] == [p.chunk_id for p in by_file]
+        assert [p.score for p in by_folder] == pytest.approx([p.score for p in by_file], abs=1e-4)
+
+    def test_the_shipped_model_is_used_once_its_file_and_digest_are_set(self, exported, monkeypatch):
+        # what shipping it takes: the file at SHIPPED_CROSS_ENCODER and its digest in SHIPPED_CROSS_ENCODER_SHA256
+        path, digest = exported["int8"]
+        monkeypatch.setattr(rerankers, "SHIPPED_CROSS_ENCODER", path)
+        monkeypatch.setattr(rerankers, "SHIPPED_CROSS_ENCODER_SHA256", digest)
+        out = CrossEncoderReranker(None, top_k=2).run(QUERY, _passages(TEXTS))
+        assert len(out) == 2 and all("cross_encoder" in p.scores for p in out)
+        monkeypatch.setattr(rerankers, "SHIPPED_CROSS_ENCODER_SHA256", "0" * 64)
+        with pytest.raises(RerankerError, match="expected 0{64}"):
+            CrossEncoderReranker(None).warm_up()
+
+
+@pytest.mark.slow
+def test_cli_search_reranks_with_the_file_without_importing_torch(exported, sample_index):
+    path, _ = exported["int8"]
+    script = (
+        "import sys\n"
+        "from switchyard.cli import main\n"
+        "code = main()\n"
+        "print('TORCH_IMPORTED' if 'torch' in sys.modules else 'NO_TORCH', file=sys.stderr)\n"
+        "sys.exit(code)\n"
+    )
+    args = ["search", "railway coupler", "--index-dir", str(sample_index), "--json", "--k", "3"]
+    sets = ["--set", "rerank.method=cross_encoder", "--set", f"rerank.model={path}"]
+    out = subprocess.run(
+        [sys.executable, "-c", script, *args, *sets], capture_output=True, text=True, timeout=600, cwd=ROOT
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stderr.strip().splitlines()[-1] == "NO_TORCH"
+    data = json.loads(out.stdout)
+    hits = data["results"]
+    assert data["config"]["rerank"]["model"] == str(path)
+    assert len(hits) == 3
+    assert all("cross_encoder" in h["scores"] for h in hits)
+    scores = [h["scores"]["cross_encoder"] for h in hits]
+    assert scores == sorted(scores, reverse=True)
