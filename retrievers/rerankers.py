@@ -113,7 +113,7 @@ class _SentenceTransformersCrossEncoder:
 
 
 class CrossEncoderReranker:
-    """Reranks by a cross-encoder's score of (query, passage text). `model`: a `cross-encoder-onnx/1` file (by its
+    """Reranks by a cross-encoder's score of (query, the passage's title and text, as BM25 and the embedder see it). `model`: a `cross-encoder-onnx/1` file (by its
     `.onnx` suffix; `sha256`, when given, is verified on load), a sentence-transformers CrossEncoder folder or cached
     model, or None/"" for the shipped cross-encoder. `threads`: ONNX Runtime intra-op threads (None: one per core).
     Cheap to construct; the model loads in `warm_up()` or on first use. Safe to share between threads."""
@@ -152,7 +152,7 @@ class CrossEncoderReranker:
     ) -> list[Passage]:
         if not passages:
             return []
-        scores = self.scorer.predict([(query, p.text) for p in passages])
+        scores = self.scorer.predict([(query, search_text(p.title, p.text)) for p in passages])
         return _ordered(passages, [float(s) for s in scores], self.name, top_k or self.top_k)
 
 

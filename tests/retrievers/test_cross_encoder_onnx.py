@@ -99,9 +99,9 @@ def exported(tiny_cross_encoder, tmp_path_factory):
     return files
 
 
-def _passages(texts):
+def _passages(texts, title=""):
     return [
-        Passage(chunk_id=f"c{i}", doc_id=f"d{i}", source="s.txt", title="t", text=t, score=1.0 / (i + 1))
+        Passage(chunk_id=f"c{i}", doc_id=f"d{i}", source="s.txt", title=title, text=t, score=1.0 / (i + 1))
         for i, t in enumerate(texts)
     ]
 
@@ -283,6 +283,14 @@ class TestReranker:
         assert [p.chunk_id for p in out] == [f"c{i}" for i in expected]
         assert [p.ranks["cross_encoder"] for p in out] == [1, 2, 3, 4]
         assert [p.score for p in out] == pytest.approx([float(torch_scores[i]) for i in expected], abs=1e-4)
+
+    def test_the_title_is_scored_with_the_text(self, exported):
+        # what BM25 and the embedder see (search_text): the title, then the text
+        path, _ = exported["fp32"]
+        out = CrossEncoderReranker(str(path), top_k=1).run(QUERY, _passages(TEXTS[1:2], title="Railway couplers"))
+        with_title = OnnxCrossEncoder(path).predict([(QUERY, "Railway couplers\n" + TEXTS[1]), (QUERY, TEXTS[1])])
+        assert out[0].score == pytest.approx(float(with_title[0]), abs=1e-5)
+        assert abs(with_title[0] - with_title[1]) > 1e-3
 
     def test_sentence_transformers_folder_scores_the_same_logits(self, tiny_cross_encoder, exported):
         by_folder = CrossEncoderReranker(str(tiny_cross_encoder), top_k=len(TEXTS)).run(QUERY, _passages(TEXTS))
