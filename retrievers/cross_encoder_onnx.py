@@ -22,7 +22,7 @@ import os
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -57,17 +57,25 @@ def export_cross_encoder(
     path: str | Path,
     *,
     max_length: int = 256,
-    quantize: bool = True,
+    quantize: bool | Literal["weights", "dynamic"] = True,
     base_model: str = "",
     training: dict | None = None,
 ) -> str:
     """Write `model` (a sentence-transformers `CrossEncoder` with one output label, or the folder it was saved to)
     to `path` in the `cross-encoder-onnx/1` format and return the file's sha256.
 
-    `quantize`: int8 weights (ONNX Runtime dynamic quantisation) for every MatMul and the embedding tables, the
-    classification head kept in float32; False keeps the whole graph in float32. The file is written atomically."""
+    `quantize`: False keeps the whole graph in float32 (about 4 bytes per parameter). True or "weights" stores every
+    weight matrix and embedding table as int8 with one float32 scale per output channel (per row of a table), each
+    dequantised to float32 by the graph: a quarter of the size, computed in float32, scores within a few percent of
+    the float32 file's spread. "dynamic": ONNX Runtime's dynamic quantisation (int8 weights and int8 activations at
+    run time): the same size and about twice as fast on a CPU, but noisier (all-layer int8 moved a MiniLM
+    cross-encoder's scores by about a fifth of their spread over a candidate list). The classification head stays
+    float32 either way. The file is written atomically."""
     if max_length < 8:
         raise ValueError("max_length must be >= 8")
+    mode = "weights" if quantize is True else quantize
+    if mode not in (False, "weights", "dynamic"):
+        raise ValueError(f"quantize must be True, False, 'weights' or 'dynamic', not {quantize!r}")
     with needs_extra("torch", "export_cross_encoder"):
         import torch
         from sentence_transformers import CrossEncoder
@@ -87,15 +95,15 @@ def export_cross_encoder(
         fp32 = Path(work) / "fp32.onnx"
         _torch_export(torch, hf, fp32)
         graph = fp32
-        if quantize:
+        if mode:
             graph = Path(work) / "int8.onnx"
-            _quantize(fp32, graph)
+            (_quantize_weights if mode == "weights" else _quantize_dynamic)(fp32, graph)
         meta = {
             META_FORMAT: FORMAT,
             META_TOKENIZER: tokenizer.to_str(),
             META_MAX_LENGTH: str(int(max_length)),
             META_BASE_MODEL: base_model,
-            META_TRAINING: json.dumps({**(training or {}), "quantized": bool(quantize)}, sort_keys=True),
+            META_TRAINING: json.dumps({**(training or {}), "quantized": mode or False}, sort_keys=True),
         }
         final = Path(work) / "final.onnx"
         _with_metadata(graph, final, meta)
@@ -142,7 +150,61 @@ def _torch_export(torch: Any, hf: Any, out: Path) -> None:
         )
 
 
-def _quantize(fp32: Path, out: Path) -> None:
+def _quantize_weights(fp32: Path, out: Path) -> None:
+    """Weight-only int8: each MatMul weight (per output column) and embedding table (per row) becomes int8 + float32
+    scales behind a DequantizeLinear; activations stay float32. Small tensors and the head are left as they are."""
+    import onnx
+    from onnx import helper, numpy_helper
+
+    model = onnx.load(str(fp32))
+    graph = model.graph
+    initializers = {i.name: i for i in graph.initializer}
+    replaced: dict[str, str] = {}
+    dequantize = []
+    for node in graph.node:
+        if node.op_type not in ("MatMul", "Gather") or any(p in node.name.lower() for p in FP32_NAME_PARTS):
+            continue
+        slot = 1 if node.op_type == "MatMul" else 0
+        name = node.input[slot]
+        if name not in replaced:
+            if name not in initializers:
+                continue
+            weight = numpy_helper.to_array(initializers[name])
+            if weight.ndim != 2 or weight.size < 4096 or weight.dtype != np.float32:
+                continue
+            axis = 1 if node.op_type == "MatMul" else 0  # per output column of a matrix, per row of a table
+            peak = np.abs(weight).max(axis=1 - axis)
+            scale = (np.where(peak > 0, peak, 1.0) / 127.0).astype(np.float32)
+            q = np.clip(np.round(weight / np.expand_dims(scale, 1 - axis)), -127, 127).astype(np.int8)
+            graph.initializer.extend(
+                [
+                    numpy_helper.from_array(q, f"{name}_int8"),
+                    numpy_helper.from_array(scale, f"{name}_scale"),
+                    numpy_helper.from_array(np.zeros_like(q, shape=scale.shape), f"{name}_zero"),
+                ]
+            )
+            dequantize.append(
+                helper.make_node(
+                    "DequantizeLinear",
+                    [f"{name}_int8", f"{name}_scale", f"{name}_zero"],
+                    [f"{name}_dequantized"],
+                    axis=axis,
+                    name=f"{name}_DequantizeLinear",
+                )
+            )
+            replaced[name] = f"{name}_dequantized"
+        node.input[slot] = replaced[name]
+    used = {i for n in graph.node for i in n.input}
+    kept = [i for i in graph.initializer if i.name not in replaced or i.name in used]
+    del graph.initializer[:]
+    graph.initializer.extend(kept)
+    nodes = dequantize + list(graph.node)  # their inputs are initializers: first is a topological order
+    del graph.node[:]
+    graph.node.extend(nodes)
+    onnx.save(model, str(out))
+
+
+def _quantize_dynamic(fp32: Path, out: Path) -> None:
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
