@@ -367,7 +367,8 @@ def train(pairs: list[Pair], sources: dict, mined: dict, out: Path, args, log: L
     for step in range(start, total):
         batch = batches[step]
         labels = torch.tensor([p.label for p in batch], dtype=torch.float32)
-        loss = loss_fn([[p.query for p in batch], [p.passage for p in batch]], labels)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.bf16):
+            loss = loss_fn([[p.query for p in batch], [p.passage for p in batch]], labels)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
@@ -416,7 +417,7 @@ def data_digest(pairs: list[Pair], args) -> str:
     h = hashlib.sha256()
     for p in pairs:
         h.update(f"{p.qid}\t{p.label}\t{p.passage[:64]}\n".encode())
-    keys = ("seed", "epochs", "batch_size", "lr", "warmup", "max_length", "max_steps")
+    keys = ("seed", "epochs", "batch_size", "lr", "warmup", "max_length", "max_steps", "bf16")
     h.update(json.dumps({k: getattr(args, k) for k in keys}, sort_keys=True).encode())
     return h.hexdigest()[:16]
 
@@ -459,10 +460,10 @@ def main() -> int:
     ap.add_argument("--out", default=str(OUT))
     ap.add_argument("--suite", default=str(SUITE))
     ap.add_argument("--sources", nargs="+", choices=SOURCES, default=list(SOURCES))
-    ap.add_argument("--squad-paragraphs", type=int, default=4000, help="SQuAD train non-first paragraphs (1 q each)")
-    ap.add_argument("--negatives", type=int, default=7, help="hard negatives per query")
+    ap.add_argument("--squad-paragraphs", type=int, default=2000, help="SQuAD train non-first paragraphs (1 q each)")
+    ap.add_argument("--negatives", type=int, default=5, help="hard negatives per query")
     ap.add_argument("--depth", type=int, default=30, help="fused passages mined per training query")
-    ap.add_argument("--tune-queries", type=int, default=60, help="tune queries per dataset for the curve")
+    ap.add_argument("--tune-queries", type=int, default=40, help="tune queries per dataset for the curve")
     ap.add_argument("--tune-candidates", type=int, default=20, help="fused candidates reranked per tune query")
     ap.add_argument("--max-length", type=int, default=256)
     ap.add_argument("--batch-size", type=int, default=16)
@@ -473,8 +474,11 @@ def main() -> int:
     ap.add_argument("--warmup", type=float, default=0.1, help="share of the steps")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument(
+        "--bf16", action="store_true", help="train under bfloat16 autocast (~1.3x the pairs per CPU-second here)"
+    )
     ap.add_argument("--log-every", type=int, default=25)
-    ap.add_argument("--eval-every", type=int, default=500)
+    ap.add_argument("--eval-every", type=int, default=400)
     ap.add_argument("--checkpoint-every", type=int, default=200)
     ap.add_argument("--resume", action="store_true")
     ap.add_argument("--export-only", action="store_true", help="export OUT/model again, no training")
@@ -516,6 +520,7 @@ def main() -> int:
         "batch_size": args.batch_size,
         "lr": args.lr,
         "max_length": args.max_length,
+        "bf16": args.bf16,
         "seed": args.seed,
         "train_s": round(train_s),
     }
