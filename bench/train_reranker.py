@@ -3,7 +3,11 @@
     nice -n 10 .venv/bin/python bench/train_reranker.py                    # the full run (sized for <= 2 h, 2 cores)
     .venv/bin/python bench/train_reranker.py --resume                      # continue from the last checkpoint
     .venv/bin/python bench/train_reranker.py --export-only                 # export the saved model folder again
-    # a short check: --squad-paragraphs 300 --max-steps 120 --eval-every 60 --tune-queries 20
+    .venv/bin/python bench/train_reranker.py --mine-only                   # stop after mining and counting pairs
+    # a short check: --squad-paragraphs 300 --max-steps 60 --eval-every 30 --tune-queries 15 --tune-candidates 10
+
+Sized for this 2-core machine (docs/reranker-data-card.md, "Throughput"): ~15,700 pairs, one epoch, projected ~96
+minutes in all on idle cores (~80 with --bf16), of which ~72 training.
 
 Steps (each printed with its time, and appended to OUT/train.log):
 1. the suite's BEIR folders (bench/retrieval_suite.py, if missing) and the tune splits: each dev split of scifact,
@@ -481,6 +485,7 @@ def main() -> int:
     ap.add_argument("--eval-every", type=int, default=400)
     ap.add_argument("--checkpoint-every", type=int, default=200)
     ap.add_argument("--resume", action="store_true")
+    ap.add_argument("--mine-only", action="store_true", help="stop after mining and counting the pairs")
     ap.add_argument("--export-only", action="store_true", help="export OUT/model again, no training")
     ap.add_argument("--fp32", action="store_true", help="export without int8 quantisation")
     args = ap.parse_args()
@@ -501,6 +506,8 @@ def main() -> int:
     pairs = make_pairs(sources, mined, args)
     per_source = {n: sum(p.source == n for p in pairs) for n in sources}
     log(f"pairs: {len(pairs)} {per_source}")
+    if args.mine_only:
+        return 0
     t0 = time.perf_counter()
     model, steps = train(pairs, sources, mined, out, args, log)
     train_s = time.perf_counter() - t0
