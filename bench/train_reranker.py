@@ -215,13 +215,10 @@ def training_sources(suite: Path, out: Path, args, log: Log) -> dict[str, dict]:
 
 
 # -- 3. mining --------------------------------------------------------------------------------------------------
-def mining_key(sources: dict[str, dict], args) -> str:
-    spec = {
-        "sources": {n: [str(s["corpus"]), sorted(s["queries"]), sorted(s["tune"])] for n, s in sources.items()},
-        "depth": args.depth,
-        "tune_candidates": args.tune_candidates,
-    }
-    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
+def mining_key(src: dict, args) -> str:
+    """What one source's mined candidates depend on: its corpus, its queries, the depth and candidate counts."""
+    spec = [str(src["corpus"]), sorted(src["queries"]), sorted(src["tune"]), args.depth, args.tune_candidates]
+    return hashlib.sha256(json.dumps(spec).encode()).hexdigest()[:16]
 
 
 def _top(hybrid, text: str, k: int, passages: dict[str, list[str]]) -> list[str]:
@@ -236,27 +233,36 @@ def _top(hybrid, text: str, k: int, passages: dict[str, list[str]]) -> list[str]
 
 
 def mine(sources: dict[str, dict], out: Path, suite: Path, args, log: Log) -> dict:
-    """{key, passages: {pid: [doc_id, text]}, ranked: {source: {qid: [pid, ...]}}, tune: {source: {qid: [pid]}}}."""
+    """{keys: {source: key}, passages: {pid: [doc_id, text]}, ranked: {source: {qid: [pid, ...]}}, tune: {source:
+    {qid: [pid, ...]}}}, in one file; a source whose key is unchanged since the file was written is not mined again
+    (a run with another --sources or a larger --squad-paragraphs re-mines only what changed)."""
     target = out / "mined.json.gz"
-    key = mining_key(sources, args)
+    keys = {name: mining_key(src, args) for name, src in sources.items()}
+    cached: dict = {"keys": {}, "passages": {}, "ranked": {}, "tune": {}}
     if target.is_file():
         cached = json.loads(gzip.decompress(target.read_bytes()))
-        if cached.get("key") == key:
-            log(f"mined candidates: cached ({target})")
-            return cached
-    from switchyard.configs.loader import load_config
-    from switchyard.evaluation.retrieval import prepare_stack
-
-    config = load_config(None, [])
+    todo = [name for name in sources if cached.get("keys", {}).get(name) != keys[name]]
+    reused = [name for name in sources if name not in todo]
+    if reused:
+        log(f"mined candidates reused from {target}: {', '.join(reused)}")
     passages: dict[str, list[str]] = {}
-    ranked: dict[str, dict[str, list[str]]] = {}
-    tune: dict[str, dict[str, list[str]]] = {}
-    for name, src in sources.items():
+    ranked = {name: cached["ranked"][name] for name in reused}
+    tune = {name: cached["tune"][name] for name in reused}
+    for name in reused:
+        for pids in [*ranked[name].values(), *tune[name].values()]:
+            for pid in pids:
+                passages[pid] = cached["passages"][pid]
+    if todo:
+        from switchyard.configs.loader import load_config
+        from switchyard.evaluation.retrieval import prepare_stack
+
+        config = load_config(None, [])
+    for name in todo:
+        src = sources[name]
         t0 = time.perf_counter()
         index = out / "index" if name == "squad" else suite / "index"
         stack, index_s = prepare_stack(config, src["corpus"], str(index), progress=False)
         hybrid = stack.hybrid_retriever()
-
         ranked[name] = {qid: _top(hybrid, text, args.depth, passages) for qid, text in src["queries"].items()}
         tune[name] = {qid: _top(hybrid, text, args.tune_candidates, passages) for qid, text in src["tune"].items()}
         stack.close()
@@ -264,9 +270,10 @@ def mine(sources: dict[str, dict], out: Path, suite: Path, args, log: Log) -> di
             f"mined {name}: {len(src['queries']) + len(src['tune'])} queries in {time.perf_counter() - t0:.0f} s "
             f"(ingest {index_s:.0f} s)"
         )
-    mined = {"key": key, "passages": passages, "ranked": ranked, "tune": tune}
-    target.write_bytes(gzip.compress(json.dumps(mined).encode(), mtime=0))
-    log(f"mined candidates written: {target} ({target.stat().st_size / 1e6:.1f} MB)")
+    mined = {"keys": keys, "passages": passages, "ranked": ranked, "tune": tune}
+    if todo:
+        target.write_bytes(gzip.compress(json.dumps(mined).encode(), mtime=0))
+        log(f"mined candidates written: {target} ({target.stat().st_size / 1e6:.1f} MB)")
     return mined
 
 
