@@ -83,7 +83,6 @@ NAMESPACE = {
 }
 SPLIT_DEV = ("scifact", "hotpotqa", "hotpot-single", "phantomwiki")  # dev split cut into train / tune halves
 SOURCES = ("squad", "scifact", "hotpotqa", "phantomwiki")  # training sources (hotpot-single is within hotpotqa)
-TUNE_DATASETS = ("scifact", "hotpotqa", "phantomwiki")  # the curve's held-out measurement
 
 
 class Log:
