@@ -338,6 +338,13 @@ class RerankConfig(_Section):
     )
     top_k: int = Field(5, ge=1, description="passages kept after reranking")
     weight: float = Field(0.5, ge=0, le=1, description="dense_rescore: weight of the new score against the fused one")
+    fused_weight: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="cross_encoder: weight of the fused score against the cross-encoder's, both min-max normalised "
+        "over the candidates (0: the cross-encoder's order)",
+    )
     batch_size: int = Field(32, ge=1)
 
 

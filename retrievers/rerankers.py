@@ -4,7 +4,8 @@
 - `cross_encoder`: a cross-encoder that reads query and passage together. `model` is a `cross-encoder-onnx/1` file
   (retrievers/cross_encoder_onnx.py: ONNX Runtime, no PyTorch), or a sentence-transformers CrossEncoder folder or a
   model already in the local Hugging Face cache (PyTorch); unset, the cross-encoder Switchyard ships. A configured
-  model that is not on disk is a clear error, never a download. Its score is the model's raw logit.
+  model that is not on disk is a clear error, never a download. Its score is the model's raw logit, or with
+  `fused_weight` > 0 a blend of it with the fused score (both min-max normalised over the candidate list).
 - `dense_rescore`: a second-opinion score from an embedding model over the candidates' full text, convexly
   combined with the fused score (min-max normalised over the candidate list).
 - `llm`: the LLM rates each candidate 0-10 for the query (one structured call per passage).
@@ -38,6 +39,11 @@ def _ordered(passages: list[Passage], scores: list[float], name: str, top_k: int
     for rank, p in enumerate(ranked, start=1):
         p.ranks[name] = rank
     return ranked[:top_k]
+
+
+def blend(new: list[float], fused: list[float], fused_weight: float) -> list[float]:
+    """(1 - fused_weight) * minmax(new) + fused_weight * minmax(fused), over one candidate list."""
+    return [(1 - fused_weight) * a + fused_weight * b for a, b in zip(min_max(new), min_max(fused))]
 
 
 class NoReranker:
@@ -127,11 +133,15 @@ class CrossEncoderReranker:
         batch_size: int = 32,
         threads: int | None = None,
         sha256: str | None = None,
+        fused_weight: float = 0.0,
     ):
         if top_k < 1 or batch_size < 1:
             raise ValueError("top_k and batch_size must be >= 1")
+        if not 0 <= fused_weight <= 1:
+            raise ValueError("fused_weight must be in [0, 1]")
         self.top_k = top_k
         self.batch_size = batch_size
+        self.fused_weight = fused_weight
         self.scorer: OnnxCrossEncoder | _SentenceTransformersCrossEncoder
         if not model:
             path, sha256 = shipped_cross_encoder()
@@ -152,8 +162,14 @@ class CrossEncoderReranker:
     ) -> list[Passage]:
         if not passages:
             return []
-        scores = self.scorer.predict([(query, search_text(p.title, p.text)) for p in passages])
-        return _ordered(passages, [float(s) for s in scores], self.name, top_k or self.top_k)
+        logits = self.scorer.predict([(query, search_text(p.title, p.text)) for p in passages]).tolist()
+        if self.fused_weight > 0:
+            for p, logit in zip(passages, logits):
+                p.scores["cross_encoder_logit"] = float(logit)
+            return _ordered(
+                passages, blend(logits, [p.score for p in passages], self.fused_weight), self.name, top_k or self.top_k
+            )
+        return _ordered(passages, logits, self.name, top_k or self.top_k)
 
 
 class DenseRescoreReranker:

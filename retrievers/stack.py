@@ -222,7 +222,9 @@ class RetrievalStack:
         c = self.config.rerank
         if c.method == "cross_encoder":
             threads = self.config.embedding.threads  # the ONNX Runtime threads the embedder's setting gives
-            return CrossEncoderReranker(c.model, top_k=c.top_k, batch_size=c.batch_size, threads=threads)
+            return CrossEncoderReranker(
+                c.model, top_k=c.top_k, batch_size=c.batch_size, threads=threads, fused_weight=c.fused_weight
+            )
         if c.method == "dense_rescore":
             embedder = self.embedder if not c.model else Embedder(c.model, batch_size=c.batch_size)
             return DenseRescoreReranker(embedder, top_k=c.top_k, weight=c.weight)

@@ -30,6 +30,7 @@ OTHER_VALUES = {
     "retrieve.retrievers.e5.query_prefix": "q: ",
     "retrieve.retrievers.e5.passage_prefix": "p: ",
     "retrieve.retrievers.e5.batch_size": 8,
+    "rerank.fused_weight": 0.3,
 }
 # what a key needs beside it to load (replay reads a vector recording)
 NEEDS = {"embedding.replay": ["embedding.vector_cache=/tmp/vectors"]}

@@ -299,6 +299,31 @@ class TestReranker:
         assert [p.ranks["cross_encoder"] for p in out] == [1, 2, 3, 4]
         assert [p.score for p in out] == pytest.approx([float(torch_scores[i]) for i in expected], abs=1e-4)
 
+    def test_fused_weight_blends_the_min_max_normalised_scores(self, exported, torch_scores):
+        path, _ = exported["fp32"]
+        passages = _passages(TEXTS)  # fused scores 1, 1/2, 1/3, ...: the fused order is c0, c1, c2, ...
+        logits = torch_scores[: len(TEXTS)].astype(np.float64)
+        fused = np.array([p.score for p in passages])
+        for weight in (0.3, 0.7):
+            out = CrossEncoderReranker(str(path), top_k=len(TEXTS), fused_weight=weight).run(QUERY, _passages(TEXTS))
+            norm = lambda x: (x - x.min()) / (x.max() - x.min())  # noqa: E731
+            expected = (1 - weight) * norm(logits) + weight * norm(fused)
+            assert [p.chunk_id for p in out] == [f"c{i}" for i in np.argsort(-expected, kind="stable")]
+            assert [p.score for p in out] == pytest.approx(sorted(expected, reverse=True), abs=1e-4)
+            by_id = {p.chunk_id: p for p in out}
+            assert [by_id[f"c{i}"].scores["cross_encoder_logit"] for i in range(len(TEXTS))] == pytest.approx(
+                logits, abs=1e-4
+            )
+        only_fused = CrossEncoderReranker(str(path), top_k=len(TEXTS), fused_weight=1.0).run(QUERY, _passages(TEXTS))
+        assert [p.chunk_id for p in only_fused] == [f"c{i}" for i in range(len(TEXTS))]
+        with pytest.raises(ValueError, match="fused_weight"):
+            CrossEncoderReranker(str(path), fused_weight=1.5)
+
+    def test_the_config_key_reaches_the_reranker(self, exported, make_stack):
+        path, _ = exported["fp32"]
+        stack = make_stack("rerank.method=cross_encoder", f"rerank.model={path}", "rerank.fused_weight=0.25")
+        assert stack.reranker.fused_weight == 0.25
+
     def test_the_title_is_scored_with_the_text(self, exported):
         # what BM25 and the embedder see (search_text): the title, then the text
         path, _ = exported["fp32"]
