@@ -135,7 +135,8 @@ def _observation(name: str, update: dict) -> str:
 
 def agent_action(name: str, fn: Node) -> Node:
     """The same node, with the router's arguments applied: rewrite/retrieve(query), abstain(reason); an answer
-    without graded passages uses the reranked (or retrieved) ones, so the citation check still applies."""
+    without graded passages uses the reranked ones, running the rerank node over the retrieved ones when the agent
+    skipped it (so an agent answers from the ranking the fixed pipeline uses), and the citation check still applies."""
 
     def run(state: dict, runtime: Runtime[RunContext], res: Resources) -> dict:
         args = state.get("action_args") or {}
@@ -148,7 +149,9 @@ def agent_action(name: str, fn: Node) -> Node:
             if query not in state.get("query_history", []):
                 update["query_history"] = [query]
         elif name == "answer" and not state.get("graded"):
-            fallback = state.get("reranked") or state.get("candidates", [])[: res.config.rerank.top_k]
+            fallback = state.get("reranked") or (
+                rerank(state, runtime, res)["reranked"] if state.get("candidates") else []
+            )
             update = fn({**state, "graded": fallback}, runtime, res)
         elif name == "abstain" and args.get("reason"):
             update = abstention(res.config.answer.abstain_message, f"the agent abstained: {args['reason']}")

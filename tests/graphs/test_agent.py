@@ -89,6 +89,28 @@ class TestAgentGraph:
         assert _guards(result)[-1] == "budget" and len(result.steps) == 4
         assert not result.abstained and result.citations
 
+    def test_answer_without_rerank_answers_from_the_rerank_node(self, make_pipeline):
+        # an agent that skips rerank and grade still answers from the ranking the fixed pipeline would use
+        from switchyard.run_context import ALL, RunContext
+
+        question, query = "What do blue flags protect on a railway?", "railway"
+        llm, backend = scripted_llm(
+            router=[_d("retrieve", query=query), _d("answer")], answer="Blue flags protect workers on a track [1]."
+        )
+        overrides = ("rerank.method=dense_rescore", "rerank.weight=1.0", "rerank.top_k=2")
+        pipeline = make_pipeline(*AGENT, *overrides, llm=llm)
+        result = pipeline.ask(question)
+        assert _actions(result) == ["retrieve", "answer"]
+        retrieval = pipeline.resources.stack.retrieval
+        candidates = retrieval.run([query], run=RunContext(groups=ALL))
+        expected = retrieval.rerank(question, candidates)
+        assert [p.chunk_id for p in expected] != [p.chunk_id for p in candidates[:2]]  # the reranker reorders
+        from tests.nodes.scripted import _kind
+
+        prompt = next(c for c in backend.calls if _kind(c[0]["content"]) == "answer")[-1]["content"]
+        positions = [prompt.find(" ".join(p.text.split())[:60]) for p in expected]  # the prompt folds white space
+        assert -1 not in positions and positions == sorted(positions)
+
     def test_budget_exhausted_without_passages_abstains(self, make_pipeline):
         llm, _ = scripted_llm(router=lambda n: _d("rewrite", query=f"blue flag variant {n}"))
         result = make_pipeline(*AGENT, "graph.router.max_steps=2", llm=llm).ask("What do blue flags protect?")
