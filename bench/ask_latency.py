@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/ask_latency.py --runs 3
     .venv/bin/python bench/ask_latency.py --config configs/no-llm.yaml --runs 1   # another pipeline
+    .venv/bin/python bench/ask_latency.py --set rerank.method=cross_encoder --set rerank.model=FILE.onnx
 
 The sample corpus (samples/corpus) is ingested into a temporary index; the models are loaded and warmed with one
 question, then the SAMPLE_QUESTIONS of bench/common.py (8) are asked --runs times, the query-vector cache cleared
@@ -29,10 +30,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", default=str(ROOT / "configs" / "fixed.yaml"))
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config override (repeatable)")
     parser.add_argument("--out", default=str(ROOT / "bench" / "out" / "ask"))
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        config = load_config(args.config, [f"store.uri={tmp}/index"])
+        config = load_config(args.config, [*args.set, f"store.uri={tmp}/index"])
         write_resolved_config(config, Path(args.out))
         pipe = Pipeline(config)
         pipe.resources.stack.ingestor(progress=False).run([ROOT / "samples" / "corpus"])
