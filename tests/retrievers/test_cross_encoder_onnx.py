@@ -9,7 +9,6 @@ import json
 import shutil
 import subprocess
 import sys
-import threading
 
 import numpy as np
 import pytest
@@ -20,6 +19,7 @@ from switchyard.retrievers.cross_encoder_onnx import FORMAT, OnnxCrossEncoder, e
 from switchyard.retrievers.documents import Passage
 from switchyard.retrievers.rerankers import CrossEncoderReranker
 from tests.conftest import ROOT
+from tests.threads import on_one_barrier
 
 MAX_LENGTH = 64
 QUERY = "Which coupler joins railway cars automatically?"
@@ -201,23 +201,7 @@ class TestRuntime:
         work = [[PAIRS[(i + j) % len(PAIRS)] for j in range(3 + i)] for i in range(8)]  # different pairs each
         sequential = [model.predict(pairs) for pairs in work]
         fresh = OnnxCrossEncoder(exported["int8"][0], batch_size=2, threads=1)  # loads under the race too
-        barrier = threading.Barrier(8)
-        results: list = [None] * 8
-        errors: list = []
-
-        def score(i):
-            try:
-                barrier.wait()
-                results[i] = fresh.predict(work[i])
-            except Exception as exc:  # pragma: no cover - reported below
-                errors.append(exc)
-
-        threads = [threading.Thread(target=score, args=(i,)) for i in range(8)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        assert not errors
+        results = on_one_barrier(fresh.predict, work)
         for got, want in zip(results, sequential):
             np.testing.assert_allclose(got, want, rtol=0, atol=1e-6)
 

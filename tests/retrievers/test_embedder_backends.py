@@ -13,6 +13,7 @@ from switchyard.retrievers.embedder import Embedder, OnnxExport
 from switchyard.retrievers.store import ChunkFetch
 from switchyard.run_context import ALL
 from tests.conftest import SAMPLES
+from tests.threads import on_one_barrier
 
 LONG = " ".join(
     f"Sentence {i} of a long abstract: the coupler, the brake pipe and the buffer beam were inspected at "
@@ -145,21 +146,7 @@ def test_concurrent_encoding_matches_serial(emb):
     groups = [SENTENCES[i::4] for i in range(4)]
     serial = [emb.run(g) for g in groups]
     emb.clear_cache()
-    barrier, results, errors = threading.Barrier(len(groups), timeout=60), {}, []
-
-    def work(i):
-        try:
-            barrier.wait()
-            results[i] = (emb.run(groups[i]), emb.embed_query(groups[i][0]))
-        except Exception as exc:  # surfaced below: a thread's exception would otherwise be lost
-            errors.append(exc)
-
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(groups))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors
+    results = on_one_barrier(lambda group: (emb.run(group), emb.embed_query(group[0])), groups)
     for i, _group in enumerate(groups):
         vectors, query = results[i]
         assert _cos(vectors, serial[i]).min() > 0.9999
@@ -195,17 +182,7 @@ def test_concurrent_first_use_exports_once(tmp_path, monkeypatch, embedder):
     exports = [OnnxExport(embedder.model_dir, tmp_path) for _ in range(4)]
     for e in exports:
         e.model_hash()  # hash before the barrier: the threads then race for the build itself
-    barrier, paths = threading.Barrier(len(exports), timeout=60), []
-
-    def work(export):
-        barrier.wait()
-        paths.append(export.path())
-
-    threads = [threading.Thread(target=work, args=(e,)) for e in exports]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    paths = on_one_barrier(lambda export: export.path(), exports)
     assert len(calls) == 1 and sum(e.exported for e in exports) == 1
     assert len(set(paths)) == 1 and paths[0].read_text() == "exported once"
 

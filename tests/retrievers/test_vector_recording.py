@@ -1,7 +1,6 @@
 """Recorded embedding vectors (retrievers/vector_recording.py) and the Embedder that records and replays them."""
 
 import hashlib
-import threading
 
 import numpy as np
 import pytest
@@ -16,6 +15,7 @@ from switchyard.retrievers.vector_recording import (
     build_embedder,
     write_packed_vectors,
 )
+from tests.threads import on_one_barrier
 
 TORCH_F32 = {"backend": "torch", "precision": "f32"}
 
@@ -109,26 +109,15 @@ class TestVectorRecording:
         values = vectors(200)
         shared = VectorRecording(tmp_path, "minilm", flush_every=16)
         other_writer = VectorRecording(tmp_path, "minilm", flush_every=16)  # as another process would
-        barrier = threading.Barrier(8)
-        errors = []
 
         def record(worker: int):
-            try:
-                barrier.wait()
-                recording = shared if worker % 2 else other_writer
-                for start in range(worker, 200, 10):  # overlapping slices: the same texts from several threads
-                    recording.add(texts[start : start + 10], values[start : start + 10], TORCH_F32)
-            except Exception as exc:  # pragma: no cover - reported below
-                errors.append(exc)
+            recording = shared if worker % 2 else other_writer
+            for start in range(worker, 200, 10):  # overlapping slices: the same texts from several threads
+                recording.add(texts[start : start + 10], values[start : start + 10], TORCH_F32)
 
-        threads = [threading.Thread(target=record, args=(w,)) for w in range(8)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        on_one_barrier(record, range(8))
         shared.flush()
         other_writer.flush()
-        assert not errors
         assert shared.recorded <= 200 and other_writer.recorded <= 200
         assert not list(tmp_path.glob(".*.tmp"))
         found = VectorRecording(tmp_path, "minilm", replay=True).lookup(texts)
