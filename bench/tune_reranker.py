@@ -108,9 +108,13 @@ def cmd_score(args) -> int:
     path = args.out / f"{args.split}.json.gz"
     data = load(args.out, args.split)
     model_path, digest = (args.model, None) if args.model else shipped_cross_encoder()
+    settings = {"model": str(model_path), "depth": args.depth, "limit": args.limit}
+    cached = {k: data[k] for k in settings if k in data}
+    if data["datasets"] and cached != settings:  # one file holds one model's scores
+        sys.exit(f"{path} was scored with {cached}, not {settings}: give another --out")
+    data.update(settings)
     model = OnnxCrossEncoder(model_path, sha256=digest, threads=args.threads)
     model.warm_up()
-    data.update(model=str(model_path), depth=args.depth, limit=args.limit)
     for name in args.datasets:
         if name in data["datasets"]:
             print(f"  {name}: cached in {path}")
