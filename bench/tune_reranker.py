@@ -36,7 +36,6 @@ from switchyard.evaluation.retrieval import EVAL_DEPTH, QueryRanker, load_beir, 
 from switchyard.evaluation.stats import sign_flip_pvalue
 from switchyard.retrievers.cross_encoder_onnx import OnnxCrossEncoder
 from switchyard.retrievers.documents import search_text
-from switchyard.retrievers.fusion import min_max
 from switchyard.retrievers.rerankers import blend, shipped_cross_encoder
 
 SUITE = ROOT / "bench" / "out" / "retrieval-suite"
@@ -89,7 +88,7 @@ def score_dataset(name: str, split: str, suite: Path, model: OnnxCrossEncoder, d
 def reranked(row: dict, n: int, weight: float) -> list[str]:
     """The document ranking the default gives with the first n fused passages reranked (weight: fused_weight)."""
     head_docs, fused, logits = row["head_docs"][:n], row["head_fused"][:n], row["head_logits"][:n]
-    scores = blend(logits, fused, weight) if weight < 1 else min_max(fused)
+    scores = blend(logits, 1 - weight, fused, weight)
     order = sorted(range(len(head_docs)), key=lambda i: -scores[i])  # stable: ties keep the fused order
     # then the fused documents not in the head, in their order
     return dedupe([head_docs[i] for i in order] + row["hybrid"])[:EVAL_DEPTH]

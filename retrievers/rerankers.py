@@ -41,9 +41,9 @@ def _ordered(passages: list[Passage], scores: list[float], name: str, top_k: int
     return ranked[:top_k]
 
 
-def blend(new: list[float], fused: list[float], fused_weight: float) -> list[float]:
-    """(1 - fused_weight) * minmax(new) + fused_weight * minmax(fused), over one candidate list."""
-    return [(1 - fused_weight) * a + fused_weight * b for a, b in zip(min_max(new), min_max(fused))]
+def blend(new: list[float], new_weight: float, fused: list[float], fused_weight: float) -> list[float]:
+    """new_weight * minmax(new) + fused_weight * minmax(fused), over one candidate list (the weights sum to 1)."""
+    return [new_weight * a + fused_weight * b for a, b in zip(min_max(new), min_max(fused))]
 
 
 class NoReranker:
@@ -143,15 +143,11 @@ class CrossEncoderReranker:
         self.batch_size = batch_size
         self.fused_weight = fused_weight
         self.scorer: OnnxCrossEncoder | _SentenceTransformersCrossEncoder
-        if not model:
-            path, sha256 = shipped_cross_encoder()
-            self.model_name = str(path)
-            self.scorer = OnnxCrossEncoder(path, sha256=sha256, batch_size=batch_size, threads=threads)
-        elif is_onnx_file(model):
-            self.model_name = model
-            self.scorer = OnnxCrossEncoder(model, sha256=sha256, batch_size=batch_size, threads=threads)
+        file, sha256 = shipped_cross_encoder() if not model else (model, sha256)
+        self.model_name = str(file)
+        if not model or is_onnx_file(model):
+            self.scorer = OnnxCrossEncoder(file, sha256=sha256, batch_size=batch_size, threads=threads)
         else:
-            self.model_name = model
             self.scorer = _SentenceTransformersCrossEncoder(model, batch_size)
 
     def warm_up(self) -> None:
@@ -166,9 +162,9 @@ class CrossEncoderReranker:
         if self.fused_weight > 0:
             for p, logit in zip(passages, logits):
                 p.scores["cross_encoder_logit"] = float(logit)
-            return _ordered(
-                passages, blend(logits, [p.score for p in passages], self.fused_weight), self.name, top_k or self.top_k
-            )
+            fused = [p.score for p in passages]
+            scores = blend(logits, 1 - self.fused_weight, fused, self.fused_weight)
+            return _ordered(passages, scores, self.name, top_k or self.top_k)
         return _ordered(passages, logits, self.name, top_k or self.top_k)
 
 
@@ -193,9 +189,7 @@ class DenseRescoreReranker:
             return []
         vectors = self.embedder.run([query] + [search_text(p.title, p.text) for p in passages])
         cosine = (vectors[1:] @ vectors[0]).tolist()
-        prior = min_max([p.score for p in passages])
-        second = min_max(cosine)
-        scores = [(1 - self.weight) * a + self.weight * b for a, b in zip(prior, second)]
+        scores = blend(cosine, self.weight, [p.score for p in passages], 1 - self.weight)
         for p, c in zip(passages, cosine):
             p.scores["rescore_cosine"] = float(c)
         return _ordered(passages, scores, self.name, top_k or self.top_k)
