@@ -236,6 +236,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="append one JSON line per request here (key name, route, collection, status, ms; never the key)",
     )
     p.add_argument("--audit-questions", action="store_true", help="put the question in the audit lines too")
+    p.add_argument(
+        "--allow-token-with-keys",
+        action="store_true",
+        help="accept SWITCHYARD_API_TOKEN (it opens everything) even while API keys exist; refused by default",
+    )
 
     p = sub.add_parser("keys", help="API keys of the index: create (printed once), list, revoke")
     keys = p.add_subparsers(dest="keys_action", required=True, metavar="ACTION")

@@ -89,7 +89,9 @@ def create_app(settings: ServiceSettings | None = None) -> FastAPI:
     # add_route's annotation names request handlers only)
     app.add_route("/mcp", mcp_endpoint, include_in_schema=False)  # type: ignore[arg-type]
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
-    app.add_middleware(BearerAuth, token=settings.api_token, keys=service.keys)
+    app.add_middleware(
+        BearerAuth, token=settings.api_token, keys=service.keys, token_with_keys=settings.token_with_keys
+    )
     app.add_middleware(AuditMiddleware, audit=AuditLog(settings.audit_log, settings.audit_questions))
     app.add_middleware(MetricsMiddleware, metrics=service.metrics)  # outermost: counts 401s too
     if otel_sdk.install() is not None:  # the server's own process: the SDK from OTEL_*, as the CLI does

@@ -4,8 +4,9 @@ rate.
 A plain ASGI middleware (not BaseHTTPMiddleware), so streamed responses and client disconnects pass through
 untouched. A request presents `Authorization: Bearer <credential>`: the server's shared token
 (`SWITCHYARD_API_TOKEN`, compared in constant time; it opens everything) or an API key of the index's key store
-(service/keys.py; it opens what the key allows). With neither a token nor any key, the server is open (the local
-user). The credential is never logged. An authenticated request carries its `Principal` in
+(service/keys.py; it opens what the key allows). While keys exist the shared token is refused unless the server was
+started with `token_with_keys` (`serve --allow-token-with-keys`). With neither a token nor any key, the server is open
+(the local user). A key file that others may read refuses every request (503) until it is fixed. The credential is never logged. An authenticated request carries its `Principal` in
 `request.state.principal`, which the routes and the MCP server's access check read; a key past its requests per
 minute gets 429 with `Retry-After`.
 """
@@ -14,9 +15,18 @@ from __future__ import annotations
 
 import hmac
 import json
+import logging
 import math
 
+from switchyard.errors import AccessError
 from switchyard.service.keys import LOCAL, TOKEN, KeyStore, Principal, RateLimiter
+
+log = logging.getLogger("switchyard.service")
+UNAUTHENTICATED = "missing or wrong bearer token or API key (Authorization: Bearer <key>)"
+TOKEN_REFUSED = (
+    "the shared token is refused while API keys exist; use an API key (or start the server with "
+    "--allow-token-with-keys)"
+)
 
 PUBLIC_PATHS = ("/healthz", "/", "/favicon.ico")
 PUBLIC_PREFIXES = ("/static/",)
@@ -28,29 +38,51 @@ def principal_of(scope_or_request) -> Principal:
     return (scope.get("state") or {}).get("principal") or LOCAL
 
 
+def describe_credentials(token: str | None, keys: KeyStore, token_with_keys: bool = False) -> str:
+    """One line naming what opens the server: the shared token (on, off or refused) and the API keys."""
+    listed = keys.list()
+    admins = sum(1 for k in listed if k["admin"])
+    if token and listed and not token_with_keys:
+        shared = "shared token refused while keys exist"
+    else:
+        shared = "shared token " + ("on (opens everything)" if token else "off")
+    if not token and not listed:
+        return "credentials: none, the server is open to anyone who can reach it"
+    return f"credentials: {shared}; {len(listed)} API key(s), {admins} admin"
+
+
 class BearerAuth:
-    def __init__(self, app, token: str | None, keys: KeyStore | None = None, limiter: RateLimiter | None = None):
+    def __init__(
+        self,
+        app,
+        token: str | None,
+        keys: KeyStore | None = None,
+        limiter: RateLimiter | None = None,
+        token_with_keys: bool = False,
+    ):
         self.app = app
         self.token = token.encode() if token else None
         self.keys = keys
         self.limiter = limiter or RateLimiter()
+        self.token_with_keys = token_with_keys
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http" or self._public(scope["path"]):
             await self.app(scope, receive, send)
             return
-        if self.token is None and not (self.keys and self.keys.active()):
+        try:
+            keys_exist = bool(self.keys and self.keys.active())
+        except AccessError as exc:  # an unsafe or unreadable key file: fail closed
+            log.error("refusing requests: %s", exc)
+            await _reply(send, 503, "the server's API key file cannot be used; see the server log", [])
+            return
+        if self.token is None and not keys_exist:
             scope.setdefault("state", {})["principal"] = LOCAL
             await self.app(scope, receive, send)
             return
-        principal = self._authenticate(scope)
-        if principal is None:
-            await _reply(
-                send,
-                401,
-                "missing or wrong bearer token or API key (Authorization: Bearer <key>)",
-                [(b"www-authenticate", b"Bearer")],
-            )
+        principal = self._authenticate(scope, keys_exist)
+        if not isinstance(principal, Principal):
+            await _reply(send, 401, principal, [(b"www-authenticate", b"Bearer")])
             return
         scope.setdefault("state", {})["principal"] = principal
         if principal.rpm:
@@ -69,17 +101,18 @@ class BearerAuth:
     def _public(path: str) -> bool:
         return path in PUBLIC_PATHS or path.startswith(PUBLIC_PREFIXES)
 
-    def _authenticate(self, scope) -> Principal | None:
+    def _authenticate(self, scope, keys_exist: bool) -> Principal | str:
+        """The request's principal, or why it is refused."""
         header = dict(scope.get("headers") or []).get(b"authorization", b"")
         scheme, _, given = header.partition(b" ")
         given = given.strip()
         if scheme.lower() != b"bearer" or not given:
-            return None
+            return UNAUTHENTICATED
         if self.token is not None and hmac.compare_digest(given, self.token):
-            return TOKEN
+            return TOKEN if self.token_with_keys or not keys_exist else TOKEN_REFUSED
         if self.keys is not None:
-            return self.keys.verify(given.decode("ascii", "replace"))
-        return None
+            return self.keys.verify(given.decode("ascii", "replace")) or UNAUTHENTICATED
+        return UNAUTHENTICATED
 
 
 async def _reply(send, status: int, detail: str, headers: list[tuple[bytes, bytes]]) -> None:

@@ -5,7 +5,8 @@ groups and limits), `KeyStore` (the keys of an index, hashed in a JSON file besi
 A key is `sy_<id>_<secret>`: the id finds its record, the secret is checked against a salted hash. The file holds the
 id, the salt and the hash, never the key; `keys create` prints the key once. Writes take an exclusive `flock` and
 replace the file atomically, so concurrent `keys create` commands and a server reading the file never see half of
-it; a server re-reads the file when it changes, so a revoked key stops working at once.
+it; a server re-reads the file when it changes, so a revoked key stops working at once. A file that other users may
+read or write is refused (AccessError), as ssh refuses such a private key.
 """
 
 from __future__ import annotations
@@ -128,15 +129,20 @@ class KeyStore:
             st = self.path.stat()
         except FileNotFoundError:
             return None
-        return st.st_ino, st.st_mtime_ns, st.st_size
+        return st.st_ino, st.st_mtime_ns, st.st_size, st.st_mode
 
     def _read(self) -> dict[str, KeyRecord]:
         try:
+            mode = self.path.stat().st_mode
             data = json.loads(self.path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             return {}
         except (OSError, ValueError) as exc:
             raise AccessError(f"cannot read the key file {self.path}: {exc}") from None
+        if mode & 0o077:  # as ssh does for a private key: the hashes are only as safe as the file
+            raise AccessError(
+                f"the key file {self.path} is open to other users (mode {mode & 0o777:04o}); run chmod 600 on it"
+            )
         return {
             r["key_id"]: KeyRecord(**{**r, "collections": tuple(r["collections"]), "groups": tuple(r["groups"])})
             for r in data.get("keys", [])

@@ -23,6 +23,9 @@ class ServiceSettings:
     audit_log: Path | None = None  # one JSON line per request; None: the switchyard.audit logger
     audit_questions: bool = False  # put the question in the audit line
     api_token: str | None = field(default_factory=lambda: os.environ.get(TOKEN_ENV) or None, repr=False)
+    # With API keys in the index's key file, the shared token is refused unless the operator opts in here
+    # (`serve --allow-token-with-keys`): a token that opens everything would silently widen scoped keys.
+    token_with_keys: bool = False
 
     def __post_init__(self):
         if not self.configs:

@@ -21,6 +21,7 @@ def cmd_serve(args) -> int:
         import uvicorn
 
         from switchyard.service.app import create_app
+        from switchyard.service.auth import describe_credentials
         from switchyard.service.settings import ServiceSettings
 
     try:
@@ -36,13 +37,19 @@ def cmd_serve(args) -> int:
             warm_up=not args.no_warm_up,
             audit_log=Path(args.audit_log) if args.audit_log else None,
             audit_questions=args.audit_questions,
+            token_with_keys=args.allow_token_with_keys,
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    app = create_app(settings)  # configs are loaded and checked here: a bad one is a one-line error
+    # configs and the key file are loaded and checked here: a bad config or an unsafe key file is a one-line error
+    app = create_app(settings)
+    service = app.state.service
     print(
-        f"switchyard: serving {', '.join(app.state.service.registry.names())} on http://{args.host}:{args.port}/"
-        + (" (bearer token required)" if settings.api_token else ""),
+        f"switchyard: serving {', '.join(service.registry.names())} on http://{args.host}:{args.port}/",
+        file=sys.stderr,
+    )
+    print(
+        "switchyard: " + describe_credentials(settings.api_token, service.keys, settings.token_with_keys),
         file=sys.stderr,
         flush=True,
     )

@@ -52,8 +52,7 @@ def tenants(tmp_path_factory, embedder):
     return {"root": root, "uri": uri, "docs": docs, "keys": keys, "store": store, "payroll": payroll}
 
 
-@pytest.fixture(scope="module")
-def client(tenants):
+def served(tenants, **settings) -> TestClient:
     from switchyard.service.app import create_app
     from switchyard.service.settings import ServiceSettings
 
@@ -62,10 +61,15 @@ def client(tenants):
         overrides=(f"store.uri={tenants['uri']}",),
         warm_up=False,
         upload_dir=tenants["root"] / "uploads",
-        api_token=None,
         audit_log=tenants["root"] / "audit.jsonl",
+        **{"api_token": None, **settings},
     )
-    with TestClient(create_app(settings)) as c:
+    return TestClient(create_app(settings))
+
+
+@pytest.fixture(scope="module")
+def client(tenants):
+    with served(tenants) as c:
         yield c
 
 
@@ -105,6 +109,54 @@ class TestKeys:
         assert client.get("/v1/collections", headers=headers).status_code == 200
         KeyStore(tenants["store"].path).revoke("temp")  # as `cli.py keys revoke` from another process
         assert client.get("/v1/collections", headers=headers).status_code == 401
+
+    @pytest.mark.parametrize("opted_in", [False, True])
+    def test_the_shared_token_is_refused_while_keys_exist_unless_opted_in(self, tenants, opted_in):
+        from switchyard.service.auth import TOKEN_REFUSED
+
+        settings = dict(api_token="shared-s3cret", token_with_keys=opted_in)
+        with served(tenants, **settings) as c:
+            r = c.get("/v1/collections", headers={"Authorization": "Bearer shared-s3cret"})
+            if opted_in:
+                assert r.status_code == 200 and {"acme", "globex"} <= {x["name"] for x in r.json()}
+            else:
+                assert (r.status_code, r.json()["detail"]) == (401, TOKEN_REFUSED)
+            assert c.get("/v1/collections", headers=as_key(tenants, "acme")).status_code == 200
+            assert c.get("/v1/collections", headers={"Authorization": "Bearer wrong"}).status_code == 401
+
+    def test_a_key_file_open_to_others_refuses_every_request_until_fixed(self, client, tenants, caplog):
+        from switchyard.errors import AccessError
+
+        path = tenants["store"].path
+        headers = as_key(tenants, "acme")
+        try:
+            path.chmod(0o644)
+            r = client.get("/v1/collections", headers=headers)
+            assert r.status_code == 503 and str(path) not in r.text
+            assert "mode 0644" in caplog.text and "chmod 600" in caplog.text
+            assert client.get("/healthz").status_code == 200
+            with pytest.raises(AccessError, match="open to other users"):
+                served(tenants).__enter__()
+        finally:
+            path.chmod(0o600)
+        assert client.get("/v1/collections", headers=headers).status_code == 200
+
+    def test_the_credentials_line(self, tenants, tmp_path):
+        from switchyard.service.auth import describe_credentials
+
+        store = tenants["store"]
+        admins = sum(k["admin"] for k in store.list())
+        assert (
+            describe_credentials(None, store)
+            == f"credentials: shared token off; {len(store.list())} API key(s), {admins} admin"
+        )
+        assert "shared token refused while keys exist" in describe_credentials("t", store)
+        assert "shared token on (opens everything)" in describe_credentials("t", store, token_with_keys=True)
+        empty = KeyStore(tmp_path / "none.json")
+        assert describe_credentials(None, empty) == "credentials: none, the server is open to anyone who can reach it"
+        assert (
+            describe_credentials("t", empty) == "credentials: shared token on (opens everything); 0 API key(s), 0 admin"
+        )
 
 
 class TestCollectionsAcrossTenants:

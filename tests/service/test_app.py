@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
+import sys
 import threading
 import time
 
@@ -12,6 +14,7 @@ import httpx
 import pytest
 
 from switchyard.run_context import ALL
+from tests.conftest import ROOT
 from tests.service.conftest import running_server, wait_for_job
 
 QUESTION = "Who patented the knuckle coupler?"
@@ -281,6 +284,46 @@ class TestAuth:
                     == 2
                 )
             assert "s3cret-token" not in srv.output()
+            assert "credentials: shared token on (opens everything); 0 API key(s), 0 admin" in srv.output()
+
+    def test_serve_names_its_credentials_and_refuses_an_open_key_file(self, tmp_path, index_copy):
+        from switchyard.service.keys import KeyStore, keys_path
+
+        store = KeyStore(keys_path(str(index_copy), tmp_path / "uploads"))
+        key = store.create("reader", "default")
+        store.create("root", admin=True)
+        with running_server(tmp_path, index_copy, "--config", "no-llm", token="s3cret-token") as srv:
+            assert "credentials: shared token refused while keys exist; 2 API key(s), 1 admin" in srv.output()
+            with srv.client() as shared:
+                assert shared.get("/v1/collections").status_code == 401
+            with srv.client(token=key) as reader:
+                assert reader.get("/v1/collections").status_code == 200
+        args = ("--config", "no-llm", "--allow-token-with-keys")
+        with running_server(tmp_path, index_copy, *args, token="s3cret-token") as srv:
+            assert "credentials: shared token on (opens everything); 2 API key(s), 1 admin" in srv.output()
+            with srv.client() as shared:
+                assert shared.get("/v1/collections").status_code == 200
+        store.path.chmod(0o640)
+        done = subprocess.run(
+            [
+                sys.executable,
+                str(ROOT / "cli.py"),
+                "serve",
+                "--index-dir",
+                str(index_copy),
+                "--port",
+                "1",
+                "--upload-dir",
+                str(tmp_path / "uploads"),
+                "--config",
+                "no-llm",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert done.returncode != 0 and "Traceback" not in done.stderr
+        assert done.stderr.strip().splitlines()[-1].endswith("(mode 0640); run chmod 600 on it")
 
 
 @pytest.mark.slow
