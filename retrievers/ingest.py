@@ -27,7 +27,7 @@ from switchyard.retrievers.embedder import TextEmbedder
 from switchyard.retrievers.filters import parse_labels
 from switchyard.retrievers.loaders import iter_files, load_file
 from switchyard.retrievers.store import IndexStore
-from switchyard.run_context import ALL, Scope
+from switchyard.run_context import ALL, AllScope, Scope
 
 
 def corpus_collection(
@@ -123,12 +123,18 @@ class Ingestor:
         return sha256_hex(doc.title, doc.text, repr(doc.page_starts), settings)
 
     def run(
-        self, paths: Sequence[str | Path], acl: str | list[str] | None = None, executor: IngestExecutor | None = None
+        self,
+        paths: Sequence[str | Path],
+        acl: str | list[str] | None = None,
+        executor: IngestExecutor | None = None,
+        scope: Scope = ALL,
     ) -> IngestReport:
         """`acl`: access labels for the documents that carry none of their own (a corpus record's `acl` field);
         re-ingesting with other labels updates them. `executor` reads the files and prepares (chunks and embeds)
         the batches; default: this process (retrievers/ray_ingest.py does both on a Ray cluster). Whoever does
-        them, the decisions (what is unchanged, updated or removed) and the commits are made here."""
+        them, the decisions (what is unchanged, updated or removed) and the commits are made here. `scope`: what
+        the writer may read; an indexed document outside it is neither replaced nor removed, and is reported like
+        one that does not exist."""
         from tqdm import tqdm
 
         executor = executor or LocalExecutor(self.prepare)
@@ -136,6 +142,7 @@ class Ingestor:
         started = time.perf_counter()
         report = IngestReport()
         states = self.store.doc_states() if self.store.exists() else {}
+        hidden = hidden_documents(self.store, scope)
         pending: list[tuple[SourceDocument, str]] = []
         vanished: set[str] = set()
         seen: set[str] = set()
@@ -161,6 +168,9 @@ class Ingestor:
                 if doc.doc_id in seen:
                     report.errors.append(LoadError(doc.source, f"duplicate document id {doc.doc_id!r}; skipped"))
                     continue
+                if doc.doc_id in hidden:
+                    report.errors.append(LoadError(doc.source, f"{not_writable(doc.doc_id)}; skipped"))
+                    continue
                 state = states.get(doc.doc_id)
                 if state and state["source"] != doc.source:
                     report.errors.append(
@@ -177,7 +187,9 @@ class Ingestor:
                 else:
                     pending.append((doc, digest))
             if file_errors == 0:  # never delete on a partial read
-                vanished |= {d for d, s in states.items() if s["source"] == source and d not in file_docs}
+                vanished |= {
+                    d for d, s in states.items() if s["source"] == source and d not in file_docs and d not in hidden
+                }
 
         bar = tqdm(total=len(pending), desc="indexing", unit="doc", disable=not self.progress)
         batches = [pending[start : start + self.batch_docs] for start in range(0, len(pending), self.batch_docs)]
@@ -300,6 +312,19 @@ def matching_documents(docs: list[dict], targets: Iterable[str]) -> list[str]:
             raise NotFound(f"no indexed document matches {target!r} (see `cli.py list`); nothing deleted")
         matched |= found
     return sorted(matched)
+
+
+def hidden_documents(store: IndexStore, scope: Scope) -> dict[str, str]:
+    """doc_id -> source of the indexed documents that `scope` may not read (none for ALL)."""
+    if isinstance(scope, AllScope) or not store.exists():
+        return {}
+    readable = {d["doc_id"] for d in store.list_documents(scope)}
+    return {d["doc_id"]: d["source"] for d in store.list_documents(ALL) if d["doc_id"] not in readable}
+
+
+def not_writable(doc_id: str) -> str:
+    """What a writer is told of a document it may not read: the words of one that does not exist."""
+    return f"no document {doc_id!r} to change with this key"
 
 
 def delete_matching(store: IndexStore, targets: Iterable[str], scope: Scope | None) -> tuple[int, int]:

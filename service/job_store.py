@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
 import sqlite3
 import threading
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from switchyard.errors import StoreError, first_line
+from switchyard.run_context import ALL, AllScope, Scope
 from switchyard.service.settings import beside_index
 from switchyard.service.sqlite_store import connect, write_transaction
 
@@ -67,6 +69,7 @@ class Job:
     attempts: int = 0  # times a process started it; > 1: resumed after a server stopped during it
     owner: str | None = None  # the store instance (process) that runs it
     acl: tuple[str, ...] = ()  # access labels of the uploaded documents (the upload's `acl` field)
+    scope: Scope = ALL  # what the uploader may read: documents outside it are not changed (resumed jobs too)
 
     @property
     def resumed(self) -> bool:
@@ -118,8 +121,10 @@ class JobStore:
         with self._tx() as db:
             for statement in filter(str.strip, _SCHEMA.split(";")):  # executescript would commit first
                 db.execute(statement)
-            if "acl" not in {row[1] for row in db.execute("PRAGMA table_info(jobs)")}:  # a store made before labels
-                db.execute("ALTER TABLE jobs ADD COLUMN acl TEXT")
+            columns = {row[1] for row in db.execute("PRAGMA table_info(jobs)")}
+            for column in ("acl", "scope"):  # a store made before labels, or before writes respected reads
+                if column not in columns:
+                    db.execute(f"ALTER TABLE jobs ADD COLUMN {column} TEXT")
             old = time.time() - KEEP_FINISHED_S
             db.execute(
                 "DELETE FROM job_files WHERE job_id IN (SELECT id FROM jobs WHERE state NOT IN (?, ?) AND created < ?)",
@@ -138,7 +143,7 @@ class JobStore:
         with self._tx() as db:
             db.execute(
                 "INSERT INTO jobs (id, collection, state, error, created, started, finished, attempts, owner, "
-                "acl) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET state = "
+                "acl, scope) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET state = "
                 "excluded.state, error = excluded.error, started = excluded.started, finished = "
                 "excluded.finished, attempts = excluded.attempts, owner = excluded.owner",
                 (
@@ -152,6 +157,7 @@ class JobStore:
                     job.attempts,
                     job.owner,
                     ",".join(job.acl),
+                    None if isinstance(job.scope, AllScope) else json.dumps(list(job.scope)),
                 ),
             )
             db.execute("DELETE FROM job_files WHERE job_id = ?", (job.id,))
@@ -165,7 +171,7 @@ class JobStore:
         with self._lock:
             row = self._conn.execute(
                 "SELECT id, collection, state, error, created, started, finished, attempts, "
-                "owner, acl FROM jobs WHERE id = ?",
+                "owner, acl, scope FROM jobs WHERE id = ?",
                 (job_id,),
             ).fetchone()
             if row is None:
@@ -186,6 +192,7 @@ class JobStore:
             attempts=row[7],
             owner=row[8],
             acl=tuple(filter(None, (row[9] or "").split(","))),
+            scope=ALL if row[10] is None else tuple(json.loads(row[10])),
         )
 
     def claim_orphans(self) -> list[Job]:

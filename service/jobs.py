@@ -5,6 +5,9 @@ An upload is accepted (202) only once its files are in their final place, `uploa
 fsynced, renamed into place), and its job is recorded as queued: an accepted upload is never lost. Uploading a file
 of the same name again updates its documents in place.
 
+A job writes as its uploader reads: a document the uploader's key may not read is neither replaced nor removed, even
+by a job resumed after a restart (the job records the key's groups).
+
 Each file is one `Ingestor.run` (one atomic LanceDB commit per batch of documents; a document is never split across
 batches), so questions asked during a job, and a server killed during it, see a document's old or new version, never
 half of it; a file that cannot be parsed is reported on the job and changes nothing in the collection.
@@ -30,6 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from switchyard.retrievers.stack import RetrievalStack
+from switchyard.run_context import ALL, Scope
 from switchyard.service.job_store import MAX_ATTEMPTS, FileStatus, Job, JobStore
 
 log = logging.getLogger("switchyard.service")
@@ -72,8 +76,11 @@ class IngestJobs:
         path.mkdir(parents=True)
         return path
 
-    def submit(self, collection: str, staged: Path, names: list[str], acl: tuple[str, ...] = ()) -> Job:
-        """Move the staged files (already fsynced) to their final place, record the job, queue it."""
+    def submit(
+        self, collection: str, staged: Path, names: list[str], acl: tuple[str, ...] = (), scope: Scope = ALL
+    ) -> Job:
+        """Move the staged files (already fsynced) to their final place, record the job, queue it. `scope`: what
+        the uploader may read (the job changes no document outside it)."""
         home = self.upload_dir / collection
         home.mkdir(parents=True, exist_ok=True)
         files = []
@@ -81,7 +88,9 @@ class IngestJobs:
             os.replace(staged / name, home / name)
             files.append(FileStatus(name, str((home / name).resolve())))
         fsync_dir(home)
-        job = Job(id=staged.name, collection=collection, files=files, owner=self.store.owner, acl=tuple(acl))
+        job = Job(
+            id=staged.name, collection=collection, files=files, owner=self.store.owner, acl=tuple(acl), scope=scope
+        )
         self.store.save(job)  # accepted from here on
         shutil.rmtree(staged, ignore_errors=True)
         self._executor.submit(self._run, job)
@@ -128,7 +137,7 @@ class IngestJobs:
                 if not path.is_file():
                     status.status, status.error = "error", "the uploaded file is no longer in the upload folder"
                 else:
-                    report = stack.ingestor(progress=False).run([path], acl=list(job.acl))
+                    report = stack.ingestor(progress=False).run([path], acl=list(job.acl), scope=job.scope)
                     if report.errors:
                         status.status, status.error = "error", "; ".join(e.reason for e in report.errors)[:500]
                     else:

@@ -1,5 +1,7 @@
 """Collections and their documents: list, upload (202 and a job), delete. A collection the caller may not read is
-the same 404 as one that does not exist; changing one needs a key with --write, creating one an admin key."""
+the same 404 as one that does not exist; changing one needs a key with --write, creating one an admin key. Writes
+respect reads: uploading over, re-labelling or deleting a document the caller may not read is the 404 of a document
+that does not exist, and changes nothing."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from fastapi import APIRouter, File, Form, Request, UploadFile
 
 from switchyard.errors import NotFound, ServiceError
 from switchyard.retrievers.filters import parse_labels
+from switchyard.retrievers.ingest import hidden_documents
 from switchyard.service.audit import note
 from switchyard.service.dependencies import (
     CollectionStore,
@@ -68,11 +71,13 @@ async def upload(
     settings = service.settings
     if len(files) > settings.max_upload_files:
         raise ServiceError(413, f"at most {settings.max_upload_files} files per upload")
-    staged = service.jobs.staging()
     names: list[str] = []
+    for upload_file in files:
+        names.append(_unique(safe_name(upload_file.filename), names))
+    _refuse_hidden(service, principal, name, names)
+    staged = service.jobs.staging()
     try:
-        for upload_file in files:
-            stored = _unique(safe_name(upload_file.filename), names)
+        for upload_file, stored in zip(files, names):
             size = 0
             with (staged / stored).open("wb") as out:
                 while chunk := await upload_file.read(1 << 20):
@@ -84,12 +89,23 @@ async def upload(
                     out.write(chunk)
                 out.flush()
                 os.fsync(out.fileno())  # on disk before the job is recorded: an accepted upload is never lost
-            names.append(stored)
-        job = await anyio.to_thread.run_sync(service.jobs.submit, name, staged, names, labels)
+        job = await anyio.to_thread.run_sync(service.jobs.submit, name, staged, names, labels, principal.scope)
     except BaseException:
         shutil.rmtree(staged, ignore_errors=True)
         raise
     return {"job_id": job.id, "status_url": f"/v1/jobs/{job.id}", "files": names}
+
+
+def _refuse_hidden(service, principal, collection: str, names: list[str]) -> None:
+    """Writes respect reads: a file name whose indexed documents the caller may not read is the 404 of a document
+    that does not exist, before anything is stored (its upload folder copy included)."""
+    if collection not in service.collections():
+        return
+    hidden = set(hidden_documents(service.registry.stack(collection).store, principal.scope).values())
+    home = service.settings.upload_dir / collection
+    for stored in names:
+        if str((home / stored).resolve()) in hidden:
+            raise NotFound(f"no document {stored!r} in collection {collection!r}")
 
 
 def _unique(name: str, taken: list[str]) -> str:

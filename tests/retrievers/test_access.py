@@ -99,6 +99,29 @@ class TestIngestLabels:
         assert stack.ingestor(progress=False).run([doc], acl="legal").unchanged == 1
         assert stack.ingestor(progress=False).run([doc]).updated == 1 and stack.store.count(()) > 0
 
+    def test_writes_respect_reads(self, make_stack, tmp_path):
+        # a writer who may read only finance documents re-ingests the corpus with every record changed and the
+        # hr ones dropped: the documents it may read are updated or removed, the hr ones stay exactly as they were
+        path = corpus(tmp_path)
+        stack = make_stack()
+        assert stack.ingestor(progress=False).run([path]).added == 8
+        before = {c.chunk_id: c.text for d in ("secret-0", "secret-1") for c in stack.store.document_chunks(d, ALL)}
+        records = [json.loads(line) for line in path.read_text().splitlines()]
+        dropped = ("secret-0", "secret-1")
+        kept = [{**r, "text": r["text"] + " Changed.", "acl": "public"} for r in records if r["_id"] not in dropped]
+        path.write_text("\n".join(json.dumps(r) for r in kept), encoding="utf-8")
+        report = stack.ingestor(progress=False).run([path], scope=("finance",))
+        assert report.updated == 2 and report.removed == 0  # finance-1, public-1; secret-2.. are not the writer's
+        hidden = {e.reason for e in report.errors}
+        assert hidden == {f"no document 'secret-{i}' to change with this key; skipped" for i in range(2, 6)}
+        assert {c.chunk_id: c.text for d in ("secret-0", "secret-1") for c in stack.store.document_chunks(d, ALL)} == (
+            before
+        )
+        assert all("Changed" not in c.text for c in stack.store.document_chunks("secret-3", ALL))
+        assert "Changed" in stack.store.document_chunks("finance-1", ALL)[0].text
+        # a writer who may read everything removes what vanished
+        assert stack.ingestor(progress=False).run([path], scope=ALL).removed == 2
+
     def test_a_bad_label_in_a_corpus_record_is_reported_not_indexed(self, make_stack, tmp_path):
         path = tmp_path / "bad.jsonl"
         path.write_text(json.dumps({"_id": "a", "text": "some text", "acl": ["ok", "not ok"]}), encoding="utf-8")

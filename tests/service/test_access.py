@@ -334,6 +334,76 @@ class TestUploadsAndJobs:
         assert r.status_code == 202
 
 
+class TestWritesRespectReads:
+    """A writer without a document's group cannot replace, re-label or delete it: the 404 of a document that does
+    not exist, and nothing changes (index, labels, the upload folder's copy)."""
+
+    def upload(self, client, tenants, key, name, body, acl=None):
+        data = {"acl": acl} if acl else None
+        files = {"files": (name, body, "application/octet-stream")}
+        return client.post("/v1/collections/acme/documents", headers=as_key(tenants, key), files=files, data=data)
+
+    def finished(self, client, tenants, key, r):
+        assert r.status_code == 202, r.text
+        for _ in range(600):
+            job = client.get(f"/v1/jobs/{r.json()['job_id']}", headers=as_key(tenants, key)).json()
+            if job["state"] in ("done", "failed"):
+                return job
+            time.sleep(0.2)
+        pytest.fail(f"job did not finish: {job}")
+
+    def test_a_writer_without_the_group_gets_404_and_changes_nothing(self, client, tenants):
+        ledger = b"# Ledger\n\nThe Zanzibar ledger total is 55120.\n"
+        corpus = "\n".join(
+            json.dumps(r)
+            for r in (
+                {"_id": "bonus-plan", "text": "The Zanzibar bonus pool is 9031.", "acl": "hr"},
+                {"_id": "canteen", "text": "The canteen opens at eight."},
+            )
+        ).encode()
+        for name, body, acl in (("ledger.md", ledger, "hr"), ("people.jsonl", corpus, None)):
+            job = self.finished(client, tenants, "admin", self.upload(client, tenants, "admin", name, body, acl))
+            assert job["state"] == "done" and job["files"][0]["status"] == "indexed", job
+        as_admin = as_key(tenants, "admin")
+        before = client.get("/v1/collections/acme/documents", headers=as_admin).json()
+        home = tenants["root"] / "uploads" / "acme"
+        on_disk = {name: (home / name).read_bytes() for name in ("ledger.md", "people.jsonl")}
+
+        missing = client.delete("/v1/collections/acme/documents/no-such-doc", headers=as_key(tenants, "acme-writer"))
+        forged = b"# Ledger\n\nThe Zanzibar ledger total is 0. Pay everything to account 666.\n"
+        attempts = [
+            ("ledger.md", forged, None),  # replace
+            ("ledger.md", forged, "public"),  # replace and re-label (form acl)
+            ("people.jsonl", b'{"_id": "bonus-plan", "text": "No bonus.", "acl": "public"}', None),  # JSON acl
+        ]
+        for name, body, acl in attempts:
+            r = self.upload(client, tenants, "acme-writer", name, body, acl)
+            assert r.status_code == 404 and r.json()["detail"] == f"no document {name!r} in collection 'acme'"
+            assert missing.status_code == 404 and missing.json()["detail"].startswith("no document ")
+        ledger_id = next(d["doc_id"] for d in before if d["source"].endswith("ledger.md"))
+        for doc_id in (ledger_id, "bonus-plan"):
+            r = client.delete(f"/v1/collections/acme/documents/{doc_id}", headers=as_key(tenants, "acme-writer"))
+            assert (r.status_code, r.json()["detail"]) == (404, f"no document {doc_id!r} in collection 'acme'")
+
+        assert client.get("/v1/collections/acme/documents", headers=as_admin).json() == before
+        assert {name: (home / name).read_bytes() for name in on_disk} == on_disk
+        hits = client.post(
+            "/v1/search",
+            headers=as_key(tenants, "acme-hr"),
+            json={"query": "Zanzibar ledger total", "collection": "acme"},
+        ).text
+        assert "55120" in hits and "666" not in hits
+
+        # a writer who may read them changes them as before
+        key = tenants["store"].create("acme-hr-writer", "acme", write=True, groups="hr")
+        tenants["keys"]["acme-hr-writer"] = key
+        job = self.finished(
+            client, tenants, "acme-hr-writer", self.upload(client, tenants, "acme-hr-writer", "ledger.md", forged)
+        )
+        assert job["state"] == "done" and job["files"][0]["updated"] == 1, job
+        assert (home / "ledger.md").read_bytes() == forged
+
+
 class TestMCP:
     def test_tools_and_resources_across_tenants(self, client, tenants):
         headers = as_key(tenants, "acme")

@@ -49,7 +49,7 @@ class TestJobStore:
         path = tmp_path / "index" / JOB_STORE_NAME
         store = JobStore(path)
         job = _job(files=3)
-        job.owner = store.owner
+        job.owner, job.scope = store.owner, ("hr",)
         store.save(job)
         assert store.load(job.id).state == "queued" and store.load("nope") is None
         job.state, job.started, job.attempts = "running", time.time(), 1
@@ -156,15 +156,17 @@ class FakeStack:
 
     def __init__(self, fail: Exception | None = None):
         self.ingested: list[str] = []
+        self.scopes: list = []
         self.fail = fail
 
     def ingestor(self, progress=False):
         return self
 
-    def run(self, paths, acl=None):
+    def run(self, paths, acl=None, scope=ALL):
         if self.fail:
             raise self.fail
         self.ingested += [Path(p).name for p in paths]
+        self.scopes.append(scope)
         return FakeReport(added=1)
 
 
@@ -181,7 +183,7 @@ def _wait(jobs: IngestJobs, job_id: str, timeout: float = 30) -> dict:
 class TestRecovery:
     """IngestJobs.recover over a job store left by a process that died mid-job (no models, a fake stack)."""
 
-    def _left_behind(self, tmp_path, attempts: int = 1) -> tuple[Path, str]:
+    def _left_behind(self, tmp_path, attempts: int = 1, scope: str = "ALL") -> tuple[Path, str]:
         up = tmp_path / "up"
         (up / "c").mkdir(parents=True)
         for name in ("a.txt", "b.txt", "c.txt"):
@@ -189,12 +191,15 @@ class TestRecovery:
         path = tmp_path / "index" / JOB_STORE_NAME
         _in_other_process(
             "import sys, os; from switchyard.service.job_store import *; s = JobStore(sys.argv[1]); up = sys.argv[2]; "
+            "from switchyard.run_context import ALL; "
+            "sc = ALL if sys.argv[4] == 'ALL' else tuple(filter(None, sys.argv[4].split(','))); "
             "j = Job(id='0' * 32, collection='c', state='running', attempts=int(sys.argv[3]), owner=s.owner, "
-            "files=[FileStatus(n, os.path.join(up, 'c', n)) for n in ('a.txt', 'b.txt', 'c.txt')]); "
+            "files=[FileStatus(n, os.path.join(up, 'c', n)) for n in ('a.txt', 'b.txt', 'c.txt')], scope=sc); "
             "j.files[0].status = 'indexed'; s.save(j); os._exit(0)",
             str(path),
             str(up),
             str(attempts),
+            scope,
         )
         return up, str(path)
 
@@ -208,6 +213,16 @@ class TestRecovery:
         assert [f["status"] for f in job["files"]] == ["indexed", "indexed", "indexed"]
         assert stack.ingested == ["b.txt", "c.txt"]
         assert jobs.recover() == []  # nothing is resumed twice
+        jobs.shutdown()
+
+    @pytest.mark.parametrize("scope", [("hr", "legal"), ()])
+    def test_a_resumed_job_writes_as_its_uploader_reads(self, tmp_path, scope):
+        up, path = self._left_behind(tmp_path, scope=",".join(scope))
+        stack = FakeStack()
+        jobs = IngestJobs(up, lambda c: stack, Path(path))
+        jobs.recover()
+        assert _wait(jobs, "0" * 32)["state"] == "done"
+        assert stack.scopes == [scope, scope]  # not ALL: the restart does not widen the job's writes
         jobs.shutdown()
 
     def test_a_job_that_cannot_be_resumed_fails_with_a_reason(self, tmp_path):
@@ -234,7 +249,7 @@ class TestRecovery:
         path = tmp_path / "index" / JOB_STORE_NAME
 
         class Blocking(FakeStack):
-            def run(self, paths, acl=None):
+            def run(self, paths, acl=None, scope=ALL):
                 started.set()
                 release.wait(timeout=30)
                 return super().run(paths)
@@ -264,7 +279,7 @@ class TestRecovery:
         started, release = threading.Event(), threading.Event()
 
         class Blocking(FakeStack):
-            def run(self, paths, acl=None):
+            def run(self, paths, acl=None, scope=ALL):
                 started.set()
                 release.wait(timeout=30)
                 return super().run(paths)
