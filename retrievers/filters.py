@@ -6,7 +6,8 @@
              | FIELD '~' TEXT      case-insensitive "contains"
     FIELD   := doc_id | source | title | page
 
-Example: `source~handbook and page=3`. Values may be quoted with '…' or "…".
+Example: `source~handbook and page=3`. Values may be quoted with '…' or "…" (a quoted value may hold ' and ').
+`format_filter` writes clauses back as text that parses to the same clauses.
 
 Access: `readable_by(groups)` is a clause on the `acl` column (a document's access labels) that `parse_filter` never
 produces (`acl` is no filter field), so a caller's filter can only be ANDed to it, never widen it. A chunk is
@@ -28,7 +29,8 @@ FIELDS = {"doc_id": str, "source": str, "title": str, "page": int}
 ACL_FIELD = "acl"
 READABLE = "readable"  # the op of an access clause
 _LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-_CLAUSE = re.compile(r"^\s*(\w+)\s*(!=|=|~)\s*(.*?)\s*$", re.S)
+_HEAD = re.compile(r"\s*(\w+)\s*(!=|=|~)\s*")  # FIELD OP, then the value
+_AND = re.compile(r"\s+and\s+", re.I)
 
 
 @dataclass(frozen=True)
@@ -39,29 +41,64 @@ class Clause:
 
 
 def parse_filter(text: str | None) -> list[Clause]:
+    """The clauses of a filter. A value quoted right after its operator ('…' or "…") runs to the next quote of the
+    same kind and may hold anything else, ' and ' included; an unquoted value runs to the next ' and '."""
     if text is None or not text.strip():
         return []
     clauses = []
-    for part in re.split(r"\s+and\s+", text.strip(), flags=re.I):
-        match = _CLAUSE.match(part)
-        if not match:
+    pos = 0
+    while True:
+        head = _HEAD.match(text, pos)
+        if not head:
+            part = text[pos : (m.start() if (m := _AND.search(text, pos)) else len(text))].strip()
             raise FilterError(f"bad filter clause {part!r}: use FIELD=VALUE, FIELD!=VALUE or FIELD~TEXT")
-        field, op, raw = match.groups()
-        if field not in FIELDS:
-            raise FilterError(f"unknown filter field {field!r}; fields: {', '.join(FIELDS)}")
-        if len(raw) >= 2 and raw[0] == raw[-1] and raw[0] in "'\"":
-            raw = raw[1:-1]
-        if FIELDS[field] is int:
-            if op == "~":
-                raise FilterError(f"'~' (contains) does not apply to the numeric field {field!r}")
-            try:
-                value: Any = int(raw)
-            except ValueError:
-                raise FilterError(f"filter field {field!r} needs a whole number, got {raw!r}") from None
+        field, op = head.groups()
+        pos = head.end()
+        if pos < len(text) and text[pos] in "'\"":
+            close = text.find(text[pos], pos + 1)
+            if close < 0:
+                raise FilterError(f"unclosed quote in filter clause {text[head.start() :].strip()!r}")
+            raw, pos = text[pos + 1 : close], close + 1
+            after = _AND.match(text, pos)
+            if after is None and text[pos:].strip():
+                raise FilterError(f"unexpected {text[pos:].strip()!r} after the quoted value of {field!r}")
         else:
-            value = raw
-        clauses.append(Clause(field, op, value))
-    return clauses
+            after = _AND.search(text, pos)
+            raw = text[pos : after.start() if after else len(text)].strip()
+        clauses.append(_clause(field, op, raw))
+        if after is None:
+            return clauses
+        pos = after.end()
+
+
+def _clause(field: str, op: str, raw: str) -> Clause:
+    if field not in FIELDS:
+        raise FilterError(f"unknown filter field {field!r}; fields: {', '.join(FIELDS)}")
+    if FIELDS[field] is not int:
+        return Clause(field, op, raw)
+    if op == "~":
+        raise FilterError(f"'~' (contains) does not apply to the numeric field {field!r}")
+    try:
+        return Clause(field, op, int(raw))
+    except ValueError:
+        raise FilterError(f"filter field {field!r} needs a whole number, got {raw!r}") from None
+
+
+def format_filter(clauses: Iterable[Clause]) -> str:
+    """The filter text of clauses (what `parse_filter` reads back as the same clauses): each text value quoted with a
+    quote it does not contain. A value holding both kinds of quote has no filter text (FilterError)."""
+    parts = []
+    for c in clauses:
+        if c.field not in FIELDS or c.op not in ("=", "!=", "~"):
+            raise FilterError(f"not a filter clause: {c}")
+        if isinstance(c.value, int):
+            parts.append(f"{c.field}{c.op}{c.value}")
+            continue
+        quote = next((q for q in "\"'" if q not in c.value), None)
+        if quote is None:
+            raise FilterError(f"the value of {c.field!r} holds both kinds of quote; it cannot be written as a filter")
+        parts.append(f"{c.field}{c.op}{quote}{c.value}{quote}")
+    return " and ".join(parts)
 
 
 def parse_labels(labels: str | Iterable[str] | None) -> tuple[str, ...]:
@@ -127,7 +164,10 @@ def to_sql(clauses: list[Clause]) -> str | None:
             parts.append(f"lower({c.field}) LIKE {_sql_str('%' + pattern + '%')} ESCAPE '\\'")
         else:
             literal = str(c.value) if isinstance(c.value, int) else _sql_str(c.value)
-            parts.append(f"{c.field} {'=' if c.op == '=' else '!='} {literal}")
+            if c.op == "=":
+                parts.append(f"{c.field} = {literal}")
+            else:  # a row without the field (no page) is not equal, as in to_predicate; SQL's NULL != x is not true
+                parts.append(f"({c.field} IS NULL OR {c.field} != {literal})")
     return " AND ".join(parts) or None
 
 

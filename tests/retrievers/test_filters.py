@@ -7,7 +7,9 @@ from switchyard.retrievers.filters import parse_filter, to_predicate, to_sql
 class TestFilters:
     def test_parse_and_compile(self):
         clauses = parse_filter("source~Manual and page=3 and doc_id!='x'")
-        assert to_sql(clauses) == ("lower(source) LIKE '%manual%' ESCAPE '\\' AND page = 3 AND doc_id != 'x'")
+        assert to_sql(clauses) == (
+            "lower(source) LIKE '%manual%' ESCAPE '\\' AND page = 3 AND (doc_id IS NULL OR doc_id != 'x')"
+        )
         keep = to_predicate(clauses)
         assert keep({"source": "/a/MANUAL.pdf", "page": 3, "doc_id": "y"})
         assert not keep({"source": "/a/MANUAL.pdf", "page": 4, "doc_id": "y"})
