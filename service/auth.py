@@ -20,6 +20,7 @@ import math
 
 from switchyard.errors import AccessError
 from switchyard.service.keys import LOCAL, TOKEN, KeyStore, Principal, RateLimiter
+from switchyard.service.openai_compat import OPENAI_PREFIX, openai_error_body
 
 log = logging.getLogger("switchyard.service")
 UNAUTHENTICATED = "missing or wrong bearer token or API key (Authorization: Bearer <key>)"
@@ -74,7 +75,7 @@ class BearerAuth:
             keys_exist = bool(self.keys and self.keys.active())
         except AccessError as exc:  # an unsafe or unreadable key file: fail closed
             log.error("refusing requests: %s", exc)
-            await _reply(send, 503, "the server's API key file cannot be used; see the server log", [])
+            await _reply(scope, send, 503, "the server's API key file cannot be used; see the server log", [])
             return
         if self.token is None and not keys_exist:
             scope.setdefault("state", {})["principal"] = LOCAL
@@ -82,13 +83,14 @@ class BearerAuth:
             return
         principal = self._authenticate(scope, keys_exist)
         if not isinstance(principal, Principal):
-            await _reply(send, 401, principal, [(b"www-authenticate", b"Bearer")])
+            await _reply(scope, send, 401, principal, [(b"www-authenticate", b"Bearer")])
             return
         scope.setdefault("state", {})["principal"] = principal
         if principal.rpm:
             wait = self.limiter.hit(principal.name, principal.rpm)
             if wait is not None:
                 await _reply(
+                    scope,
                     send,
                     429,
                     f"key {principal.name!r} is past its {principal.rpm} requests per minute; retry shortly",
@@ -115,8 +117,10 @@ class BearerAuth:
         return UNAUTHENTICATED
 
 
-async def _reply(send, status: int, detail: str, headers: list[tuple[bytes, bytes]]) -> None:
-    body = json.dumps({"detail": detail}).encode()
+async def _reply(scope, send, status: int, detail: str, headers: list[tuple[bytes, bytes]]) -> None:
+    """The refusal as the route's error family words it: `{"detail"}`, or OpenAI's `{"error"}` on the chat routes."""
+    openai = scope["path"].startswith(OPENAI_PREFIX)
+    body = json.dumps(openai_error_body(status, detail) if openai else {"detail": detail}).encode()
     await send(
         {
             "type": "http.response.start",

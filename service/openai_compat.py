@@ -78,11 +78,16 @@ def chat_completion(result: AskResult, model: str) -> dict:
     }
 
 
-def openai_error(status: int, message: str, headers: dict | None = None) -> JSONResponse:
+OPENAI_PREFIX = "/v1/chat/"  # the routes whose every error, the authentication's included, is worded this way
+
+
+def openai_error_body(status: int, message: str) -> dict:
     kind = "invalid_request_error" if status < 500 else "server_error"
-    return JSONResponse(
-        {"error": {"message": message, "type": kind, "code": status}}, status_code=status, headers=headers
-    )
+    return {"error": {"message": message, "type": kind, "code": status}}
+
+
+def openai_error(status: int, message: str, headers: dict | None = None) -> JSONResponse:
+    return JSONResponse(openai_error_body(status, message), status_code=status, headers=headers)
 
 
 async def chat_stream(events: AsyncIterator[StreamEvent], model: str) -> AsyncIterator[dict]:

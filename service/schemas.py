@@ -14,6 +14,45 @@ from switchyard.graphs.results import AskResult, PendingAction
 MAX_K = 50  # passages one search may return
 
 
+class ErrorReply(BaseModel):
+    """Every error but a request that does not validate (422, FastAPI's own) and the chat route's (OpenAI's)."""
+
+    detail: str = Field(description="one line saying what went wrong")
+
+
+class OpenAIErrorBody(BaseModel):
+    message: str
+    type: Literal["invalid_request_error", "server_error"]
+    code: int
+
+
+class OpenAIErrorReply(BaseModel):
+    error: OpenAIErrorBody
+
+
+ERROR_MEANINGS = {
+    400: "malformed: a bad name, filter, label, question or value",
+    401: "no valid credential (or the shared token while API keys exist)",
+    403: "the key may read but not do this (needs --write or --admin)",
+    404: "no such collection, document, pipeline, job or thread, or one the key may not read",
+    409: "the index cannot take this now (e.g. another embedding model's collection)",
+    410: "the paused run expired",
+    413: "a question or an upload larger than the server takes",
+    422: "an approval that does not fit the paused action",
+    429: "over a limit (runs in flight, the key's rate); retry after Retry-After seconds",
+    501: "the server lacks an optional part this needs",
+    502: "the model server failed",
+    503: "the server's API key file cannot be used",
+    504: "the run took longer than the server's timeout",
+}
+AUTHENTICATED = (401, 429, 503)  # what the authentication in front of every non-public route may answer
+
+
+def error_responses(*codes: int, model: type[BaseModel] = ErrorReply) -> dict[int | str, dict]:
+    """The OpenAPI `responses` of the errors a route may answer, so the document lists every status it sends."""
+    return {code: {"model": model, "description": ERROR_MEANINGS[code]} for code in sorted(codes)}
+
+
 class AskRequest(BaseModel):
     question: str = Field(description="the question")
     pipeline: str | None = Field(None, description="a served pipeline's name (config file stem); default: first")

@@ -11,9 +11,9 @@ from starlette.background import BackgroundTask
 
 from switchyard.graphs.results import AskResult, Paused
 from switchyard.service.dependencies import AskQuestion, AskSlot, ServiceDep, StreamQuestion, StreamSlot
-from switchyard.service.schemas import ThreadDone
+from switchyard.service.schemas import AUTHENTICATED, ThreadDone, error_responses
 
-router = APIRouter()
+router = APIRouter(responses=error_responses(*AUTHENTICATED, 400, 404, 409, 413, 501, 502, 504))
 
 
 @router.post("/v1/ask")

@@ -25,9 +25,16 @@ from switchyard.service.dependencies import (
     require_write,
 )
 from switchyard.service.jobs import safe_name
-from switchyard.service.schemas import CollectionInfo, Deleted, DocumentInfo, UploadAccepted
+from switchyard.service.schemas import (
+    AUTHENTICATED,
+    CollectionInfo,
+    Deleted,
+    DocumentInfo,
+    UploadAccepted,
+    error_responses,
+)
 
-router = APIRouter()
+router = APIRouter(responses=error_responses(*AUTHENTICATED, 400, 404, 409))
 
 
 @router.get("/v1/collections", response_model=list[CollectionInfo])
@@ -43,7 +50,7 @@ def documents(name: str, store: CollectionStore, principal: PrincipalDep) -> lis
     return store.list_documents(principal.scope)
 
 
-@router.delete("/v1/collections/{name}/documents/{doc_id}", response_model=Deleted)
+@router.delete("/v1/collections/{name}/documents/{doc_id}", response_model=Deleted, responses=error_responses(403))
 def delete_document(name: str, doc_id: str, store: CollectionStore, principal: PrincipalDep) -> dict[str, Any]:
     require_write(principal, name)
     removed = store.delete_documents([doc_id], principal.scope)
@@ -52,7 +59,12 @@ def delete_document(name: str, doc_id: str, store: CollectionStore, principal: P
     return {"deleted": doc_id, "chunks": removed}
 
 
-@router.post("/v1/collections/{name}/documents", status_code=202, response_model=UploadAccepted)
+@router.post(
+    "/v1/collections/{name}/documents",
+    status_code=202,
+    response_model=UploadAccepted,
+    responses=error_responses(403, 413),
+)
 async def upload(
     name: str,
     request: Request,

@@ -8,9 +8,9 @@ from fastapi import APIRouter, Request
 from switchyard.errors import NotFound
 from switchyard.service.audit import note
 from switchyard.service.dependencies import PrincipalDep, ServiceDep
-from switchyard.service.schemas import JobStatus
+from switchyard.service.schemas import AUTHENTICATED, JobStatus, error_responses
 
-router = APIRouter()
+router = APIRouter(responses=error_responses(*AUTHENTICATED, 404))
 
 
 @router.get("/v1/jobs/{job_id}", response_model=JobStatus)

@@ -9,9 +9,9 @@ from fastapi import APIRouter
 
 from switchyard.nodes.search import search_json
 from switchyard.service.dependencies import SearchQuestion, SearchSlot
-from switchyard.service.schemas import SearchReply, SearchRequest
+from switchyard.service.schemas import AUTHENTICATED, SearchReply, SearchRequest, error_responses
 
-router = APIRouter()
+router = APIRouter(responses=error_responses(*AUTHENTICATED, 400, 404, 409, 413, 501))
 
 
 @router.post("/v1/search", response_model=SearchReply)

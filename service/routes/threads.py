@@ -9,9 +9,9 @@ from fastapi import APIRouter
 from switchyard.graphs.results import Paused
 from switchyard.nodes.approve import Approval
 from switchyard.service.dependencies import PrincipalDep, ServiceDep
-from switchyard.service.schemas import ThreadDone, ThreadStatus
+from switchyard.service.schemas import AUTHENTICATED, ThreadDone, ThreadStatus, error_responses
 
-router = APIRouter()
+router = APIRouter(responses=error_responses(*AUTHENTICATED, 400, 404, 409, 410, 422, 501, 502, 504))
 
 
 @router.post("/v1/threads/{thread_id}/resume")

@@ -97,3 +97,30 @@ def test_the_chat_endpoint_words_them_the_openai_way(client, body, status, said)
     assert r.status_code == status
     error = r.json()["error"]
     assert said in error["message"] and error["code"] == status and error["type"] == "invalid_request_error"
+
+
+@pytest.mark.parametrize(
+    "content, said",
+    [
+        ('{"messages": "hi"}', "messages: Input should be a valid list"),
+        ('{"messages": [{"role": "user"', "the body is not valid JSON"),
+        ("role=user", "the body is not valid JSON"),
+    ],
+)
+def test_a_chat_body_that_does_not_parse_or_validate_is_an_openai_400(client, content, said):
+    # OpenAI's SDKs read error.message; FastAPI's own {"detail": ...} replies (400, 422) would be unreadable to them
+    r = client.post("/v1/chat/completions", content=content, headers={"content-type": "application/json"})
+    assert r.status_code == 400
+    assert r.json() == {"error": {"message": said, "type": "invalid_request_error", "code": 400}}
+
+
+def test_the_documented_errors_are_the_replies(client):
+    # every route lists the statuses it may send, with the body of its error family (tests/service/test_fuzz.py
+    # checks the replies against them)
+    doc = client.get("/openapi.json").json()
+    chat = doc["paths"]["/v1/chat/completions"]["post"]["responses"]
+    assert chat["404"]["content"]["application/json"]["schema"]["$ref"].endswith("/OpenAIErrorReply")
+    ask = doc["paths"]["/v1/ask"]["post"]["responses"]
+    assert {"400", "401", "404", "413", "429", "502", "504"} <= set(ask)
+    assert ask["404"]["content"]["application/json"]["schema"]["$ref"].endswith("/ErrorReply")
+    assert "403" in doc["paths"]["/metrics"]["get"]["responses"]
