@@ -257,18 +257,16 @@ class TestClearErrors:
         with pytest.raises(RerankerError, match="'cross-encoder-onnx/99'"):
             OnnxCrossEncoder(plain).warm_up()
 
-    def test_unset_model_says_the_shipped_one_is_not_installed(self):
-        assert rerankers.SHIPPED_CROSS_ENCODER_SHA256 is None or rerankers.SHIPPED_CROSS_ENCODER.is_file()
-        if rerankers.SHIPPED_CROSS_ENCODER_SHA256 is not None:
-            pytest.skip("the shipped cross-encoder is installed")
+    def test_unset_model_when_the_shipped_file_is_missing(self, monkeypatch, tmp_path):
+        # an installation without the file (a trimmed copy): one clear error, whatever the config says
+        monkeypatch.setattr(rerankers, "SHIPPED_CROSS_ENCODER", tmp_path / "cross-encoder.onnx")
         for model in (None, ""):
             with pytest.raises(RerankerError, match="shipped with Switchyard, which is not in this installation"):
                 CrossEncoderReranker(model)
 
-    def test_unset_model_through_the_config(self, make_stack):
+    def test_unset_model_through_the_config_when_missing(self, make_stack, monkeypatch, tmp_path):
+        monkeypatch.setattr(rerankers, "SHIPPED_CROSS_ENCODER", tmp_path / "cross-encoder.onnx")
         stack = make_stack("rerank.method=cross_encoder")
-        if rerankers.SHIPPED_CROSS_ENCODER_SHA256 is not None:
-            pytest.skip("the shipped cross-encoder is installed")
         with pytest.raises(RerankerError, match="set rerank.model to a cross-encoder .onnx file"):
             stack.reranker  # noqa: B018
 
@@ -332,6 +330,49 @@ class TestReranker:
         monkeypatch.setattr(rerankers, "SHIPPED_CROSS_ENCODER_SHA256", "0" * 64)
         with pytest.raises(RerankerError, match="expected 0{64}"):
             CrossEncoderReranker(None).warm_up()
+
+
+needs_shipped = pytest.mark.skipif(
+    rerankers.SHIPPED_CROSS_ENCODER_SHA256 is None, reason="no cross-encoder is shipped in this checkout yet"
+)
+
+
+@needs_shipped
+class TestShippedModel:
+    """The committed cross-encoder (bench/train_reranker.py; docs/reranker-data-card.md) as a user gets it."""
+
+    def test_it_is_one_checked_file_of_at_most_25_mb(self):
+        path = rerankers.SHIPPED_CROSS_ENCODER
+        assert path.is_file() and path.stat().st_size <= 25_000_000
+        assert file_sha256(path) == rerankers.SHIPPED_CROSS_ENCODER_SHA256
+
+    def test_unset_model_loads_it_and_ranks_the_answer_first(self):
+        reranker = CrossEncoderReranker(None, top_k=len(TEXTS))
+        reranker.warm_up()
+        assert reranker.model_name == str(rerankers.SHIPPED_CROSS_ENCODER)
+        ranked = reranker.run(QUERY, _passages(TEXTS))
+        order = [p.chunk_id for p in ranked]
+        assert order[0] == "c0", order  # the Janney coupler: the answer
+        assert set(order[:3]) == {"c0", "c3", "c5"}, order  # the passages about couplers before gauge, signals, bananas
+
+    def test_a_changed_file_is_refused(self, monkeypatch, tmp_path):
+        copy = tmp_path / "cross-encoder.onnx"
+        data = bytearray(rerankers.SHIPPED_CROSS_ENCODER.read_bytes())
+        data[-1] ^= 1
+        copy.write_bytes(bytes(data))
+        monkeypatch.setattr(rerankers, "SHIPPED_CROSS_ENCODER", copy)
+        with pytest.raises(RerankerError, match=f"expected {rerankers.SHIPPED_CROSS_ENCODER_SHA256}"):
+            CrossEncoderReranker(None).warm_up()
+
+    def test_eight_threads_on_one_barrier_score_as_sequential(self):
+        reranker = CrossEncoderReranker(None, top_k=len(TEXTS), threads=1)
+        work = [TEXTS[i % len(TEXTS) :] + TEXTS[: i % len(TEXTS)] for i in range(8)]  # other orders each
+        sequential = [[(p.chunk_id, p.score) for p in reranker.run(QUERY, _passages(texts))] for texts in work]
+        fresh = CrossEncoderReranker(None, top_k=len(TEXTS), threads=1)  # loads under the race too
+        results = on_one_barrier(
+            lambda texts: [(p.chunk_id, p.score) for p in fresh.run(QUERY, _passages(texts))], work
+        )
+        assert results == sequential
 
 
 @pytest.mark.slow
