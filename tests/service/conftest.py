@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -64,6 +65,25 @@ def running_server(tmp_path, index_dir, *args: str, token: str | None = None, en
             proc.send_signal(signal.SIGTERM)  # the graceful path, as a deployment stops it
         stop_process(proc, timeout=60)
         log.close()
+
+
+def two_tenant_index(root, embedder) -> tuple[Path, Path]:
+    """An index under `root` with two tenants' collections: acme (two sample documents and an hr-labelled payroll
+    document) and globex (one launch document). (index folder, the folder of the two written documents)"""
+    from switchyard.configs.loader import load_config
+    from switchyard.retrievers.stack import RetrievalStack
+    from tests.conftest import SAMPLES
+
+    index, docs = root / "index", root / "docs"
+    docs.mkdir()
+    (docs / "payroll.md").write_text("# Payroll\n\nThe Zanzibar payroll code is 77431. Payroll runs monthly.\n")
+    (docs / "launch.md").write_text("# Launch\n\nThe Globex launch codename is Bluebird.\n")
+    cfg = load_config(None, [f"store.uri={index}"])
+    acme = RetrievalStack(cfg, collection="acme", embedder=embedder)
+    acme.ingestor(progress=False).run([SAMPLES / "couplers.html", SAMPLES / "track-gauge.txt"])
+    acme.ingestor(progress=False).run([docs / "payroll.md"], acl="hr")
+    RetrievalStack(cfg, collection="globex", embedder=embedder).ingestor(progress=False).run([docs / "launch.md"])
+    return index, docs
 
 
 @pytest.fixture

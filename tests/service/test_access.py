@@ -13,8 +13,11 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
+from switchyard.configs.loader import load_config
+from switchyard.retrievers.stack import RetrievalStack
 from switchyard.run_context import ALL
 from switchyard.service.keys import KeyRuns, KeyStore, RateLimiter, keys_path
+from tests.service.conftest import two_tenant_index
 
 SECRET_WORDS = ("77431", "runs monthly")  # only in acme's hr-labelled payroll document (not in the question)
 GLOBEX_WORDS = ("Bluebird",)  # only in globex's collection
@@ -24,21 +27,9 @@ MCP_HEADERS = {"accept": "application/json, text/event-stream", "content-type": 
 
 @pytest.fixture(scope="module")
 def tenants(tmp_path_factory, embedder):
-    from switchyard.configs.loader import load_config
-    from switchyard.retrievers.stack import RetrievalStack
-    from tests.conftest import SAMPLES
-
     root = tmp_path_factory.mktemp("tenants")
-    uri = root / "index"
-    docs = root / "docs"
-    docs.mkdir()
-    (docs / "payroll.md").write_text("# Payroll\n\nThe Zanzibar payroll code is 77431. Payroll runs monthly.\n")
-    (docs / "launch.md").write_text("# Launch\n\nThe Globex launch codename is Bluebird.\n")
-    cfg = load_config(None, [f"store.uri={uri}"])
-    acme = RetrievalStack(cfg, collection="acme", embedder=embedder)
-    acme.ingestor(progress=False).run([SAMPLES / "couplers.html", SAMPLES / "track-gauge.txt"])
-    acme.ingestor(progress=False).run([docs / "payroll.md"], acl="hr")
-    RetrievalStack(cfg, collection="globex", embedder=embedder).ingestor(progress=False).run([docs / "launch.md"])
+    uri, docs = two_tenant_index(root, embedder)
+    acme = RetrievalStack(load_config(None, [f"store.uri={uri}"]), collection="acme", embedder=embedder)
     payroll = next(d["doc_id"] for d in acme.store.list_documents(ALL) if d["doc_id"].startswith("payroll"))
     store = KeyStore(keys_path(str(uri), root / "uploads"))
     keys = {

@@ -27,8 +27,7 @@ from schemathesis.specs.openapi.checks import (  # noqa: E402
 )
 
 from switchyard.service.keys import KeyStore, keys_path  # noqa: E402
-from tests.conftest import SAMPLES  # noqa: E402
-from tests.service.conftest import running_server  # noqa: E402
+from tests.service.conftest import running_server, two_tenant_index  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -42,19 +41,8 @@ TENANT_WORDS = {
 
 @pytest.fixture(scope="module")
 def fuzzed_server(tmp_path_factory, embedder):
-    from switchyard.configs.loader import load_config
-    from switchyard.retrievers.stack import RetrievalStack
-
     root = tmp_path_factory.mktemp("fuzz")
-    index = root / "index"
-    docs = root / "docs"
-    docs.mkdir()
-    (docs / "payroll.md").write_text("# Payroll\n\nThe Zanzibar payroll code is 77431.\n")
-    (docs / "launch.md").write_text("# Launch\n\nThe Globex launch codename is Bluebird.\n")
-    cfg = load_config(None, [f"store.uri={index}"])
-    acme = RetrievalStack(cfg, collection="acme", embedder=embedder)
-    acme.ingestor(progress=False).run([SAMPLES / "track-gauge.txt", docs / "payroll.md"])
-    RetrievalStack(cfg, collection="globex", embedder=embedder).ingestor(progress=False).run([docs / "launch.md"])
+    index, _ = two_tenant_index(root, embedder)
     store = KeyStore(keys_path(str(index), root / "uploads"))
     keys = {
         "acme-read": store.create("acme-read", "acme"),
