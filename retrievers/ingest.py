@@ -24,7 +24,7 @@ from switchyard.errors import NotFound
 from switchyard.retrievers.chunking import Chunker, SentenceWindows
 from switchyard.retrievers.documents import LoadError, SourceDocument, search_text, sha256_hex
 from switchyard.retrievers.embedder import TextEmbedder
-from switchyard.retrievers.filters import parse_labels
+from switchyard.retrievers.filters import ACL_FIELD, parse_labels, scope_clauses, to_predicate
 from switchyard.retrievers.loaders import iter_files, load_file
 from switchyard.retrievers.store import IndexStore
 from switchyard.run_context import ALL, AllScope, Scope
@@ -316,10 +316,11 @@ def matching_documents(docs: list[dict], targets: Iterable[str]) -> list[str]:
 
 def hidden_documents(store: IndexStore, scope: Scope) -> dict[str, str]:
     """doc_id -> source of the indexed documents that `scope` may not read (none for ALL)."""
-    if isinstance(scope, AllScope) or not store.exists():
+    if isinstance(scope, AllScope) or not store.exists() or not store.has_acl():  # no labels: every one readable
         return {}
-    readable = {d["doc_id"] for d in store.list_documents(scope)}
-    return {d["doc_id"]: d["source"] for d in store.list_documents(ALL) if d["doc_id"] not in readable}
+    readable = to_predicate(scope_clauses(scope))  # the read rule of the queries, on one scan of the labels
+    rows = store.scan(["doc_id", "source", ACL_FIELD], scope=ALL).to_pylist()
+    return {row["doc_id"]: row["source"] for row in rows if not readable(row)}
 
 
 def not_writable(doc_id: str) -> str:

@@ -6,9 +6,9 @@ untouched. A request presents `Authorization: Bearer <credential>`: the server's
 (`SWITCHYARD_API_TOKEN`, compared in constant time; it opens everything) or an API key of the index's key store
 (service/keys.py; it opens what the key allows). While keys exist the shared token is refused unless the server was
 started with `token_with_keys` (`serve --allow-token-with-keys`). With neither a token nor any key, the server is open
-(the local user). A key file that others may read refuses every request (503) until it is fixed. The credential is never logged. An authenticated request carries its `Principal` in
-`request.state.principal`, which the routes and the MCP server's access check read; a key past its requests per
-minute gets 429 with `Retry-After`.
+(the local user). A key file that others may read refuses every request (503) until it is fixed. The credential is
+never logged. An authenticated request carries its `Principal` in `request.state.principal`, which the routes and
+the MCP server's access check read; a key past its requests per minute gets 429 with `Retry-After`.
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ class OpenAIErrors(APIRoute):
                     return openai_error(400, "the body is not valid JSON")
                 where = ".".join(str(part) for part in first["loc"] if part != "body")
                 return openai_error(400, f"{where}: {first['msg']}" if where else first["msg"])
-            except HTTPException as exc:  # e.g. a body that is not JSON
+            except HTTPException as exc:  # a body FastAPI cannot read ("There was an error parsing the body")
                 return openai_error(exc.status_code, str(exc.detail), exc.headers)
 
         return openai_errors
