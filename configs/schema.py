@@ -423,6 +423,12 @@ class OpenAILLMConfig(_LLMShared):
         description="how structured output is requested; json_object = llama.cpp's "
         "{type: json_object, schema} (switched to automatically when a server asks for it)",
     )
+    context_window: int | None = Field(
+        None,
+        ge=256,
+        description="the model's context in tokens; prompts are fitted to it before they are sent. Empty = ask the "
+        "server (llama.cpp /props, vLLM /v1/models max_model_len) and, when it does not say, shorten a prompt only after the server refuses it",
+    )
 
 
 class LangChainLLMConfig(_LLMShared):
@@ -445,6 +451,13 @@ class LangChainLLMConfig(_LLMShared):
         "function_calling",
         description="the `method` of with_structured_output; function_calling works with "
         "llama.cpp's server (a forced tool call is grammar-constrained)",
+    )
+    context_window: int | None = Field(
+        None,
+        ge=256,
+        description="the model's context in tokens; prompts are fitted to it before they are sent. Empty = the "
+        "model's profile (max_input_tokens) or its server's word (an OpenAI-compatible base_url), and otherwise a "
+        "prompt is shortened only after the server refuses it",
     )
 
     @model_validator(mode="after")

@@ -52,9 +52,10 @@ ADDED_KEYS: tuple[AddedKey, ...] = (
     AddedKey("retrieve.retrievers.e5.passage_prefix", "passage: ", 15),
     AddedKey("retrieve.retrievers.e5.batch_size", 16, 16),
     AddedKey("rerank.fused_weight", 0.0, 17),
+    AddedKey("llm.context_window", None, 18),
 )
 
-CONFIG_VERSION: int = 17
+CONFIG_VERSION: int = 18
 """The current version of the config layout: 1 + the keys added since version 1 (one version per row)."""
 
 

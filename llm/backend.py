@@ -123,20 +123,95 @@ def counted_tokens(messages: Messages, count_tokens: Callable[[str], int]) -> in
     return sum(count_tokens(m["content"]) + MESSAGE_OVERHEAD_TOKENS for m in messages)
 
 
+_PASSAGE_LINE = re.compile(r"^\[(\d+)\] ", re.M)  # a numbered passage, one a line (nodes/answer.py and the agents)
+_STEP_START, _STEP_END = "Thought: ", "Observation: "  # an agent's earlier step (nodes/strategies/common.scratchpad)
+_KEPT_TAIL_CHARS = 400  # a last line this short (the question) survives shortening
+
+
 def fit_messages(messages: Messages, budget_tokens: int, count_tokens: Callable[[str], int]) -> Messages:
-    """Shorten the longest message until the prompt's counted tokens fit `budget_tokens`; its first 200 characters
-    are always kept."""
+    """The messages shortened until the prompt's counted tokens fit `budget_tokens`, least needed first:
+    1. numbered passages (`[n] ...` lines) are dropped, the highest number (the lowest-ranked) first, one kept;
+    2. an agent's earlier steps (`Thought:` ... `Observation:` blocks) are summarised, oldest first, into one line
+       naming their actions; the last step is kept whole;
+    3. the longest message is cut before its last line (the question, when that line is short), its first 200
+       characters always kept.
+    The caller's messages are not modified."""
     total = counted_tokens(messages, count_tokens)
     if total <= budget_tokens:
         return messages
     trimmed = [dict(m) for m in messages]
-    longest = max(range(len(trimmed)), key=lambda i: len(trimmed[i]["content"]))
-    content = trimmed[longest]["content"]
-    tokens = count_tokens(content)
-    while total > budget_tokens and len(content) > 200:
-        cut = int((total - budget_tokens) * len(content) / max(tokens, 1)) + 16  # at this message's chars a token
-        content = content[: max(len(content) - cut, 200)]
-        shorter = count_tokens(content)
-        total, tokens = total - tokens + shorter, shorter
-    trimmed[longest]["content"] = content
+    for shorten in (_drop_passages, _summarise_steps, _cut_longest):
+        total = shorten(trimmed, total, budget_tokens, count_tokens)
+        if total <= budget_tokens:
+            break
     return trimmed
+
+
+def _drop_passages(messages: Messages, total: int, budget: int, count: Callable[[str], int]) -> int:
+    while total > budget:
+        numbered = [
+            (int(m.group(1)), i, m.start())
+            for i, message in enumerate(messages)
+            if message["role"] != "assistant"
+            for m in list(_PASSAGE_LINE.finditer(message["content"]))[1:]  # the first passage of each is kept
+        ]
+        if not numbered:
+            break
+        _, i, start = max(numbered)
+        content = messages[i]["content"]
+        end = content.find("\n", start)
+        shorter = content[: start - 1] + (content[end:] if end >= 0 else "")  # the line and its newline
+        total += count(shorter) - count(content)
+        messages[i]["content"] = shorter
+    return total
+
+
+def _summarise_steps(messages: Messages, total: int, budget: int, count: Callable[[str], int]) -> int:
+    for message in messages:
+        if total <= budget or message["role"] == "assistant":
+            continue
+        lines = message["content"].split("\n")
+        steps = _step_blocks(lines)
+        for older in range(1, len(steps)):  # summarise steps[:older], the last step always kept whole
+            first, last = steps[0][0], steps[older - 1][1]
+            actions = [_action(lines[k]) for start, end in steps[:older] for k in range(start, end + 1)]
+            summary = f"({older} earlier steps, observations left out: {', '.join(a for a in actions if a)})"
+            shorter = "\n".join(lines[:first] + [summary] + lines[last + 1 :])
+            if total + count(shorter) - count(message["content"]) <= budget or older == len(steps) - 1:
+                total += count(shorter) - count(message["content"])
+                message["content"] = shorter
+                break
+    return total
+
+
+def _step_blocks(lines: list[str]) -> list[tuple[int, int]]:
+    """(first line, last line) of each `Thought:` ... `Observation:` block, in order."""
+    blocks, start = [], None
+    for k, line in enumerate(lines):
+        if line.startswith(_STEP_START):
+            start = k
+        elif line.startswith(_STEP_END) and start is not None:
+            blocks.append((start, k))
+            start = None
+    return blocks
+
+
+def _action(line: str) -> str:
+    return line[len("Action: ") :].split("(", 1)[0].strip() if line.startswith("Action: ") else ""
+
+
+def _cut_longest(messages: Messages, total: int, budget: int, count: Callable[[str], int]) -> int:
+    longest = max(range(len(messages)), key=lambda i: len(messages[i]["content"]))
+    content = messages[longest]["content"]
+    head, newline, last = content.rpartition("\n")
+    tail = newline + last if newline and len(last) <= _KEPT_TAIL_CHARS and len(head) > 200 else ""
+    head = content[: len(content) - len(tail)]
+    tokens = count(content)
+    while total > budget and len(head) > 200:
+        cut = int((total - budget) * len(content) / max(tokens, 1)) + 16  # at this message's chars a token
+        head = head[: max(len(head) - cut, 200)]
+        content = head + tail
+        shorter = count(content)
+        total, tokens = total - tokens + shorter, shorter
+    messages[longest]["content"] = content
+    return total

@@ -18,6 +18,8 @@ def llm_identity(config: LLMConfig) -> dict:
     """What names the model answering for `config`, independent of where it runs: the backend, the model (a GGUF
     by file name, a server's model by its name) and the settings that change its replies beyond the request's own.
     Recorded replies are keyed by it (llm/cache.py), so a replay needs no model file."""
+    # a server's context_window is not part of it: it changes only prompts that do not fit, which the server
+    # refuses without it and the backend then shortens alike (llm/fitting.py)
     if isinstance(config, OpenAILLMConfig):
         return {"backend": "openai", "model": config.model}
     if isinstance(config, LangChainLLMConfig):
@@ -37,10 +39,18 @@ def llm_identity(config: LLMConfig) -> dict:
 def _backend(config: LLMConfig) -> ChatBackend:
     if isinstance(config, LangChainLLMConfig):
         assert config.chat_model is not None  # the schema requires it (LangChainLLMConfig._needs_a_chat_model)
-        return LangChainBackend.from_spec(config.chat_model, config.chat_model_kwargs, config.structured_method)
+        return LangChainBackend.from_spec(
+            config.chat_model, config.chat_model_kwargs, config.structured_method, config.context_window
+        )
     if isinstance(config, OpenAILLMConfig):
         return OpenAIBackend(
-            config.base_url, config.model, config.api_key_env, config.timeout_s, config.response_format, config.seed
+            config.base_url,
+            config.model,
+            config.api_key_env,
+            config.timeout_s,
+            config.response_format,
+            config.seed,
+            config.context_window,
         )
     return LlamaCppBackend(
         config.model_path,

@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import importlib
 import json
+import os
 import re
 import threading
 
@@ -22,6 +23,7 @@ from switchyard.configs.schema import StructuredMethod
 from switchyard.errors import LLMError, RunCancelled, TransientLLMError
 from switchyard.extras import needs_extra
 from switchyard.llm.backend import Messages, Reply, openai_client_error
+from switchyard.llm.fitting import PromptFitter, server_context_window
 from switchyard.run_context import TokenSink
 
 SECRET_OR_PLACE = re.compile(r"key|token|secret|password|url|endpoint|host|port|timeout|retries|client", re.I)
@@ -87,7 +89,9 @@ def chat_model_identity(spec: str, kwargs: dict) -> dict:
 class LangChainBackend:
     name = "langchain"
 
-    def __init__(self, model, structured_method: StructuredMethod = "function_calling"):
+    def __init__(
+        self, model, structured_method: StructuredMethod = "function_calling", context_window: int | None = None
+    ):
         from langchain_core.language_models import BaseChatModel
 
         if not isinstance(model, BaseChatModel):
@@ -96,13 +100,31 @@ class LangChainBackend:
         self.structured_method = structured_method
         self.base_url = getattr(model, "openai_api_base", None) or getattr(model, "base_url", None)
         self.timeout_s = getattr(model, "request_timeout", None)
+        profile = getattr(model, "profile", None) or {}
+        if context_window is None and isinstance(profile.get("max_input_tokens"), int):
+            context_window = profile["max_input_tokens"]
+        self.fitter = PromptFitter(self.where, context_window, self._ask_server() if context_window is None else None)
+
+    def _ask_server(self):
+        """How to ask the model's OpenAI-compatible server for its context window, when the model has one."""
+        if not isinstance(self.base_url, str) or not self.base_url.startswith("http"):
+            return None
+        key = getattr(self.model, "openai_api_key", None)
+        secret = key.get_secret_value() if hasattr(key, "get_secret_value") else os.environ.get("OPENAI_API_KEY")
+        name = str(getattr(self.model, "model_name", None) or getattr(self.model, "model", None) or "")
+        timeout = min(float(self.timeout_s), 10.0) if isinstance(self.timeout_s, (int, float)) else 10.0
+        return functools.partial(server_context_window, self.base_url, name, secret, timeout)
 
     @classmethod
     def from_spec(
-        cls, spec: str, kwargs: dict, structured_method: StructuredMethod = "function_calling"
+        cls,
+        spec: str,
+        kwargs: dict,
+        structured_method: StructuredMethod = "function_calling",
+        context_window: int | None = None,
     ) -> LangChainBackend:
         """From `llm.chat_model` (a `provider:model` string or an import path) and `llm.chat_model_kwargs`."""
-        return cls(build_chat_model(spec, kwargs), structured_method)
+        return cls(build_chat_model(spec, kwargs), structured_method, context_window)
 
     @property
     def where(self) -> str:
@@ -136,7 +158,18 @@ class LangChainBackend:
 
         plain = json_schema is None and tools is None
         model = self._for_call(max_tokens, temperature, seed, stream=on_token is not None and plain)
-        lc_messages = convert_to_messages(messages)
+
+        def request(fitted: Messages) -> Reply:
+            reply = self._invoke(
+                model, convert_to_messages(fitted), json_schema, on_token, cancelled, tools, tool_choice
+            )
+            if reply.prompt_tokens:
+                self.fitter.learn(fitted, tools, reply.prompt_tokens)
+            return reply
+
+        return self.fitter.send(messages, max_tokens, tools, request)
+
+    def _invoke(self, model, lc_messages, json_schema, on_token, cancelled, tools, tool_choice) -> Reply:
         try:
             if tools is not None:
                 message = model.bind_tools(tools, tool_choice=tool_choice).invoke(lc_messages)

@@ -1,20 +1,22 @@
 """`OpenAIBackend`: the `openai` client against any OpenAI-compatible server (structured output via
-`response_format=json_schema`; a reply that is not a chat completion is a misbehaving server, retried; a prompt the
-server refuses as longer than its context is shortened the way the embedded backend shortens it, and sent again)."""
+`response_format=json_schema`; a reply that is not a chat completion is a misbehaving server, retried). Prompts are
+fitted to the server's context window (`llm.context_window`, or what the server says) before they are sent, and a
+prompt the server still refuses as too long is shortened and sent again (llm/fitting.py). A tool call whose
+generation overflows the server's context (llama-cpp-python's function-calling format ignores max_tokens for a tool
+call's arguments) is asked again as a JSON object naming the tool, which the server bounds by max_tokens."""
 
 from __future__ import annotations
 
+import functools
 import json
-import math
 import os
 import threading
 
-from switchyard.errors import ContextOverflowError, LLMError, RunCancelled, TransientLLMError
-from switchyard.llm.backend import Messages, Reply, counted_tokens, fit_messages, openai_client_error, openai_tool_calls
+from switchyard.errors import LLMError, RunCancelled, TransientLLMError
+from switchyard.llm.backend import Messages, Reply, openai_client_error, openai_tool_calls
+from switchyard.llm.fitting import GenerationOverflow, PromptFitter, server_context_window
+from switchyard.llm.prompts import TOOL_CALL_AS_JSON
 from switchyard.run_context import TokenSink
-
-FIT_ATTEMPTS = 3  # requests a call may send: the prompt as given, then shortened by what each refusal said
-_MARGIN_TOKENS = 16  # shortened past the reported overflow, as token estimates from characters are rough
 
 
 class OpenAIBackend:
@@ -28,7 +30,10 @@ class OpenAIBackend:
         timeout_s: float = 60.0,
         response_format: str = "json_schema",
         seed: int = 0,
+        context_window: int | None = None,
     ):
+        """`context_window`: the model's context in tokens; None = ask the server (llama.cpp `/props`, vLLM
+        `/v1/models`) at the first call, and fit prompts only after a refusal when it does not say."""
         from openai import OpenAI
 
         key = os.environ.get(api_key_env)
@@ -43,6 +48,8 @@ class OpenAIBackend:
         self.stream_usage = True  # ask for usage in the last stream chunk until a server refuses stream_options
         # retries are ours (with accounting); the client's own are switched off. The client is thread-safe.
         self.client = OpenAI(base_url=base_url, api_key=key or "not-needed", timeout=timeout_s, max_retries=0)
+        ask = functools.partial(server_context_window, base_url, model, key, min(timeout_s, 10.0)) if base_url else None
+        self.fitter = PromptFitter(self.where, context_window, ask)
 
     @property
     def where(self) -> str:
@@ -77,42 +84,54 @@ class OpenAIBackend:
             kwargs["stream"] = True
             if self.stream_usage:
                 kwargs["stream_options"] = {"include_usage": True}
-        out = self._create_fitted(kwargs, json_schema)
+
+        def request(fitted: Messages):
+            out = self._create({**kwargs, "messages": fitted}, json_schema)
+            counted = 0 if streamed else getattr(getattr(out, "usage", None), "prompt_tokens", 0)
+            if isinstance(counted, int) and counted > 0:
+                self.fitter.learn(fitted, tools, counted)
+            return out
+
+        try:
+            out = self.fitter.send(messages, max_tokens, tools, request)
+        except GenerationOverflow:
+            if tools is None:
+                raise
+            return self._tool_call_as_json(messages, tools, max_tokens, temperature, kwargs["seed"])
         return self._streamed(out, on_token, cancelled) if streamed and on_token is not None else self._reply(out)
 
-    def _create_fitted(self, kwargs: dict, json_schema: dict | None):
-        """`_create`, and after a refusal of the prompt as longer than the server's context, again with the longest
-        message shortened by the reported overflow (tokens estimated at the prompt's characters a token). A count
-        that does not fall after shortening means the server's own generation overflows (llama-cpp-python's
-        function-calling format writes a tool call's arguments past max_tokens, then counts them as prompt)."""
-        reported = None
-        for attempt in range(FIT_ATTEMPTS):
-            try:
-                return self._create(kwargs, json_schema)
-            except ContextOverflowError as exc:
-                messages, max_tokens = kwargs["messages"], kwargs["max_tokens"]
-                if reported is not None and exc.prompt_tokens >= reported:
-                    raise LLMError(
-                        f"the LLM server at {self.where} overflows its context ({exc.context_tokens} "
-                        f"tokens) with the prompt shortened too ({reported}, then {exc.prompt_tokens} "
-                        "tokens counted): the overflow is in what it generates, not in the prompt: "
-                        f"{exc}"
-                    ) from None
-                reported = exc.prompt_tokens
-                chars_a_token = sum(len(m["content"]) for m in messages) / max(exc.prompt_tokens, 1)
-
-                def count(text: str) -> int:
-                    return math.ceil(len(text) / max(chars_a_token, 1e-9))  # noqa: B023
-
-                overflow = exc.prompt_tokens + max_tokens - exc.context_tokens + _MARGIN_TOKENS
-                fitted = fit_messages(messages, counted_tokens(messages, count) - overflow, count)
-                if attempt == FIT_ATTEMPTS - 1 or fitted == messages:
-                    raise LLMError(
-                        f"the prompt does not fit the context of the LLM server at {self.where} "
-                        f"({exc.context_tokens} tokens) with {max_tokens} tokens left for the reply: "
-                        f"{exc}"
-                    ) from None
-                kwargs = {**kwargs, "messages": fitted}
+    def _tool_call_as_json(
+        self, messages: Messages, tools: list[dict], max_tokens: int, temperature: float, seed: int
+    ) -> Reply:
+        """One tool call asked as a JSON object `{"name", "arguments"}` under a schema of the tools (no tools sent,
+        so the server bounds the reply by max_tokens); a reply that does not parse is text for the caller's repair."""
+        schema = {"anyOf": [_call_schema(tool) for tool in tools]}
+        listed = "; ".join(f"{t['function']['name']}: {t['function'].get('description', '')}" for t in tools)
+        first, rest = messages[0], messages[1:]
+        note = TOOL_CALL_AS_JSON.format(tools=listed)
+        asked = (
+            [{**first, "content": first["content"] + note}, *rest]
+            if first["role"] == "system"
+            else [{"role": "system", "content": note.strip()}, *messages]
+        )
+        kwargs = {
+            "model": self.model,
+            "max_tokens": max_tokens,
+            "temperature": temperature,
+            "seed": seed,
+            "response_format": self._response_format(schema),
+        }
+        reply = self._reply(
+            self.fitter.send(asked, max_tokens, None, lambda m: self._create({**kwargs, "messages": m}, schema))
+        )
+        try:
+            call = json.loads(reply.text)
+        except json.JSONDecodeError:
+            return reply
+        if isinstance(call, dict) and isinstance(call.get("name"), str):
+            arguments = call.get("arguments") if isinstance(call.get("arguments"), dict) else {}
+            reply.text, reply.tool_calls = "", [{"name": call["name"], "arguments": json.dumps(arguments)}]
+        return reply
 
     def _create(self, kwargs: dict, json_schema: dict | None):
         import openai
@@ -182,6 +201,16 @@ class OpenAIBackend:
         if self.response_format == "json_object":
             return {"type": "json_object", "schema": schema}
         return {"type": "json_schema", "json_schema": {"name": "reply", "schema": schema}}
+
+
+def _call_schema(tool: dict) -> dict:
+    function = tool["function"]
+    parameters = function.get("parameters") or {"type": "object"}
+    return {
+        "type": "object",
+        "properties": {"name": {"const": function["name"]}, "arguments": parameters},
+        "required": ["name", "arguments"],
+    }
 
 
 def _choices(out, where: str) -> list:

@@ -42,6 +42,10 @@ GRADE_RELEVANCE = (
 RERANK_RELEVANCE = (
     'Rate how well the passage answers the question. Reply as JSON {"relevant": true/false, "score": 0-10}.'
 )
+# a tool call asked as JSON, when a server's function-calling format overflows its context (llm/openai_backend.py)
+TOOL_CALL_AS_JSON = (
+    ' Reply with one JSON object {{"name": "...", "arguments": {{...}}}} that calls one of these tools: {tools}.'
+)
 STRUCTURED_REPAIR = "That reply was not valid ({error}). Reply with only a JSON object matching this schema: {schema}"
 
 ROUTER_ACTIONS = (

@@ -31,9 +31,13 @@ OTHER_VALUES = {
     "retrieve.retrievers.e5.passage_prefix": "p: ",
     "retrieve.retrievers.e5.batch_size": 8,
     "rerank.fused_weight": 0.3,
+    "llm.context_window": 4096,
 }
-# what a key needs beside it to load (replay reads a vector recording)
-NEEDS = {"embedding.replay": ["embedding.vector_cache=/tmp/vectors"]}
+# what a key needs beside it to load (replay reads a vector recording; a server has a context window)
+NEEDS = {
+    "embedding.replay": ["embedding.vector_cache=/tmp/vectors"],
+    "llm.context_window": ["llm.backend=openai", "llm.base_url=http://127.0.0.1:1/v1"],  # a server's key
+}
 
 
 def _at(data: dict, path: str):

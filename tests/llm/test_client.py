@@ -1,12 +1,10 @@
-import json
-
 import pytest
 from pydantic import BaseModel
 
 from switchyard.errors import LLMError, TransientLLMError
 from switchyard.llm.client import LLM, _parse
 from switchyard.run_context import RunContext
-from tests.canned_server import CannedServer, LoopbackServer, QuietHandler
+from tests.canned_server import CannedServer, ContextLimitedServer
 from tests.scripted_backend import ScriptedBackend
 from tests.together import run_together
 
@@ -222,66 +220,14 @@ class TestLocalBackendConcurrency:
         assert usage.completion_tokens <= 3 and len(pieces) <= 2
 
 
-class ContextLimitedServer(LoopbackServer):
-    """A real HTTP server on 127.0.0.1 with a context of `context_tokens` (a token = 4 characters of content, plus
-    10 a message): a longer request is refused with HTTP 400 and `refusal`'s wording, as a real server words it."""
-
-    REFUSALS = {
-        "llama-cpp-python": lambda ctx, prompt, completion: {
-            "error": {
-                "message": f"This model's maximum context length is {ctx} tokens. However, you requested "
-                f"{prompt + completion} tokens ({prompt} in the messages, {completion} in the completion). "
-                "Please reduce the length of the messages or completion.",
-                "type": "invalid_request_error",
-            }
-        },
-        "llama-server": lambda ctx, prompt, completion: {
-            "error": {
-                "code": 400,
-                "message": f"request ({prompt} tokens) exceeds the available context size ({ctx} tokens)",
-                "type": "exceed_context_size_error",
-                "n_prompt_tokens": prompt,
-                "n_ctx": ctx,
-            }
-        },
-    }
-
-    def __init__(self, context_tokens: int, refusal: str, generates_into_context: bool = False):
-        """`generates_into_context`: every request overflows, counted at the context plus one token, as
-        llama-cpp-python's server counts a tool call it generated past max_tokens."""
-        requests = self.requests = []  # every request's messages, in order
-        words = self.REFUSALS[refusal]
-
-        class Handler(QuietHandler):
-            def do_POST(self):  # noqa: N802 - the http.server API
-                body = json.loads(self.read_body())
-                requests.append(body["messages"])
-                prompt = sum(len(m["content"]) // 4 + 10 for m in body["messages"])
-                if generates_into_context:
-                    prompt = context_tokens + 1
-                if prompt + body["max_tokens"] > context_tokens:
-                    self.send_body(
-                        json.dumps(words(context_tokens, prompt, body["max_tokens"])).encode(),
-                        "application/json",
-                        status=400,
-                    )
-                    return
-                text, usage = (
-                    f"read {prompt} tokens",
-                    {"prompt_tokens": prompt, "completion_tokens": 3, "total_tokens": prompt + 3},
-                )
-                self.send_chat_completion(text, usage, bool(body.get("stream")))
-
-        super().__init__(Handler)
-
-
 class TestOpenAIBackendContextOverflow:
     LONG = "".join(f"fact {i} says the bridge is {i * 7} metres long. " for i in range(400))  # ~4,000 tokens
 
     @pytest.mark.parametrize("refusal", sorted(ContextLimitedServer.REFUSALS))
     @pytest.mark.parametrize("streamed", [False, True])
     def test_a_refused_prompt_is_shortened_and_sent_again(self, refusal, streamed):
-        from switchyard.llm.openai_backend import FIT_ATTEMPTS, OpenAIBackend
+        from switchyard.llm.fitting import FIT_ATTEMPTS
+        from switchyard.llm.openai_backend import OpenAIBackend
 
         server = ContextLimitedServer(1024, refusal)
         messages = [
