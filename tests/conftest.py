@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
 
@@ -90,38 +91,29 @@ def local_llm():
 def llama_server():
     """A real OpenAI-compatible server (llama_cpp.server with the packaged GGUF, model name `smollm2`) on
     127.0.0.1; yields its base URL."""
+    with started_llama_server(n_ctx=2048) as url:
+        yield url
+
+
+@contextlib.contextmanager
+def started_llama_server(n_ctx: int, chat_format: str | None = None):
+    """llama_cpp.server with the packaged GGUF (model name `smollm2`) on a free port of 127.0.0.1, a context of
+    `n_ctx` tokens and, when given, a chat format; yields its base URL and stops it after."""
     import subprocess
 
     from switchyard.llm.llamacpp import packaged_gguf
 
     port = free_port()
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "llama_cpp.server",
-            "--model",
-            str(packaged_gguf()),
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--n_threads",
-            "2",
-            "--n_ctx",
-            "2048",
-            "--model_alias",
-            "smollm2",
-            "--verbose",
-            "False",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
+    command = [sys.executable, "-m", "llama_cpp.server", "--model", str(packaged_gguf()), "--host", "127.0.0.1"]
+    command += ["--port", str(port), "--n_threads", "2", "--n_ctx", str(n_ctx), "--model_alias", "smollm2"]
+    command += ["--verbose", "False", *(["--chat_format", chat_format] if chat_format else [])]
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}/v1"
-    wait_until_serving(f"{url}/models", proc, "llama_cpp.server", log=lambda: proc.stderr.read().decode())
-    yield url
-    stop_process(proc)
+    try:
+        wait_until_serving(f"{url}/models", proc, "llama_cpp.server", log=lambda: proc.stderr.read().decode())
+        yield url
+    finally:
+        stop_process(proc)
 
 
 def free_port() -> int:
