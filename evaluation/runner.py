@@ -163,9 +163,8 @@ class Evaluator:
         self.out_dir.mkdir(parents=True, exist_ok=True)
         results = self.out_dir / RESULTS
         drop_torn_tail(results)
-        if retry_errors:
-            drop_error_lines(results)
-        done = {r.key for r in read_rows(results)}
+        rows = read_rows(results)
+        done = {r.key for r in rows if not (retry_errors and r.error)}
         todo = {
             path: [(run, q) for run in range(self.runs) for q in self.questions if (path.stem, run, q.id) not in done]
             for path in self.config_paths
@@ -184,6 +183,8 @@ class Evaluator:
             current = run_manifest.with_cluster(current, asker.cluster)
         if todo:  # the setup is checked, and every collection ingested, before the first question
             self._record(current)
+        if retry_errors and any(r.error for r in rows):  # failed rows are dropped once the setup is accepted
+            drop_error_lines(results)
         elif self.manifest is not None:  # a report of finished results: nothing is mixed, but say what differs
             self.unasked_changes = run_manifest.changes(self.manifest, current)
         pipes = {path: self._pipeline(path) for path in todo}

@@ -367,6 +367,10 @@ class TestEvalCommand:
         results.write_text("".join(json.dumps(r) + "\n" for r in rows))
         assert cli(*args).returncode == 0
         assert json.loads(results.read_text().splitlines()[1])["error"]  # a plain resume keeps the failure
+        before = results.read_text()
+        refused = cli(*args, "--set", "retrieve.top_k=7", "--retry-errors")  # another setup: refused
+        assert refused.returncode != 0 and "different setup" in refused.stderr
+        assert results.read_text() == before  # and the failed row is still there: a refused retry drops nothing
         assert cli(*args, "--retry-errors").returncode == 0
         lines = [json.loads(x) for x in results.read_text().splitlines()]
         assert [r["id"] for r in lines] == ["q1", "q2"] and not any(r["error"] for r in lines)
