@@ -56,7 +56,9 @@ def test_every_pipeline_answers_or_abstains_in_a_small_context(make_pipeline, sm
         "llm.model=smollm2",
         "llm.timeout_s=600",
         f"llm.context_window={CONTEXT}",
-        "rerank.top_k=8",  # eight 256-token chunks: more than the context holds
+        "rerank.top_k=8",  # up to eight chunks of the sample corpus and 600 tokens for the reply: more than 1,024
+        "answer.max_passages=8",
+        "answer.short_max_tokens=600",
         "graph.router.max_steps=4",
         *overrides,
         config_file=CONFIG_DIR / config,
@@ -79,6 +81,8 @@ def test_without_a_configured_window_a_refused_answer_prompt_keeps_the_question(
         "llm.model=smollm2",
         "llm.timeout_s=600",
         "rerank.top_k=8",
+        "answer.max_passages=8",
+        "answer.short_max_tokens=600",
         config_file=CONFIG_DIR / "fixed-openai.yaml",
         answer_format="short",
     )
