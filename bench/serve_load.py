@@ -323,7 +323,9 @@ def run_phase(args, url: str, index: int, users: int, seconds: int, server, samp
     started = time.monotonic()
     print(f"\n{name}: {users} users for {seconds} s: {shlex.join(cmd)}", flush=True)
     with open(args.out / f"{name}-locust.log", "w") as log:
-        done = subprocess.run(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=clean_env(), timeout=seconds + 300)
+        done = subprocess.run(
+            cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=clean_env(), timeout=seconds + 300
+        )
     wall = time.monotonic() - started
     children_after = os.times()
     sampler.sample()
@@ -412,6 +414,7 @@ def serve_phases(args, url: str, index_dir: Path, upload_dir: Path, otlp_endpoin
         fh.writelines(f"{t:.1f},{mb:.1f},{p}\n" for t, mb, p in sampler.samples)
     return {
         "tracing": args.tracing_now,
+        "index_mb_after": round(sum(f.stat().st_size for f in index_dir.rglob("*") if f.is_file()) / 2**20, 1),
         "server_command": shlex.join(cmd),
         "server_log": str(log_path),
         "phases": phases,
@@ -461,7 +464,8 @@ def print_report(summary: dict) -> None:
         print(
             f"\nupload jobs (tracing {run['tracing']}): {jobs['jobs']} read back, states {jobs['states']}, "
             f"{len(jobs['file_errors'])} files in error; "
-            f"{jobs.get('documents_in_scratch_collection', '–')} documents in {SCRATCH!r}"
+            f"{jobs.get('documents_in_scratch_collection', '–')} documents in {SCRATCH!r}; "
+            f"the index takes {run['index_mb_after']} MB on disk"
         )
         for line in jobs["file_errors"][:8]:
             print(f"  {line}")
@@ -476,6 +480,15 @@ def print_report(summary: dict) -> None:
                     a, b = r["p50_ms"], on["routes"][route]["p50_ms"]
                     over = f"{(b / a - 1) * 100:+.1f}%" if a else "–"
                     print(f"| {off['users']}x{off['seconds']} | {route} | {fmt(a)} | {fmt(b)} | {over} |")
+    for run in summary["runs"]:
+        if run["phases"]:
+            soak = run["phases"][-1]
+            growth = soak["rss_mb"]["growth_pct"]
+            verdict = "–" if growth is None else "met" if growth <= 10 else "NOT met"
+            print(
+                f"\nsoak ({soak['phase']}, tracing {run['tracing']}): server RSS growth {growth}% "
+                f"(end vs after warm-up; goal <= 10%: {verdict})"
+            )
     if summary["errors_total"]:
         for run in summary["runs"]:
             print(f"\nserver log ({run['server_log']}), last lines:\n{log_tail(Path(run['server_log']))}")
@@ -508,6 +521,7 @@ def main() -> None:
         help="run the phases without and/or with OpenTelemetry tracing (default: off)",
     )
     args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a stopped benchmark still stops its server
     args.phase = args.phase or [(64, 60), (16, 600)]
     if args.upload_names < 1:
         parser.error("--upload-names must be at least 1")
