@@ -1,42 +1,48 @@
-"""Load on the HTTP service: concurrent clients asking questions, per pipeline and client count.
+"""Load on the HTTP service with Locust: mixed traffic (ask, search, SSE stream, upload, list) in phases, one server.
 
     .venv/bin/python bench/serve_load.py
-    .venv/bin/python bench/serve_load.py [--seconds 30] [--clients 8 32] [--pipelines no-llm fixed]
-                                         [--max-in-flight 4] [--port 0] [--keep-index] [--out bench/out/serve_load]
-                                         [--tracing off on]
+    .venv/bin/python bench/serve_load.py [--phase 64x60 --phase 16x600] [--pipeline no-llm] [--max-in-flight 4]
+                                         [--upload-names 200] [--no-uploads] [--tracing off [on]] [--port 0]
+                                         [--out bench/out/serve_load] [--keep-index]
 
-The sample corpus (samples/corpus) is ingested into a temporary index (`cli.py ingest`), then one server is
-started on 127.0.0.1 (`cli.py serve --config no-llm --config fixed --max-in-flight N --timeout 120`, stderr to
-OUT/server.log) and each pipeline is asked once to warm it. For each (pipeline, client count) cell, that many
-asyncio clients (httpx.AsyncClient) loop `POST /v1/ask {"question", "pipeline"}` for --seconds, the questions
-drawn round-robin from a list about the corpus; every loop is bounded by the time and by --max-requests. A
-client that gets 429/503 waits `Retry-After` seconds (plus jitter, capped at 10 s) and retries the same
-question: a polite client. Requests in flight at the deadline are waited for, and the cell's seconds run until
-the last one returns, so ok/s = successful answers / those seconds.
+The sample corpus (samples/corpus) is ingested into a temporary index (`cli.py ingest`), then one server is started
+on 127.0.0.1, open (no API token, no keys): `cli.py serve --config PIPELINE --max-in-flight N --timeout 120
+--upload-dir TMP/uploads`, its output to OUT/server.log. It is warmed up (one ask, one search, one stream and one
+upload into the scratch collection `loadtest`, waited for until its job is done), then each phase `USERSxSECONDS`
+runs Locust headless in its own process against it, one after the other:
 
-Prints, per cell: successful answers (200 with an `answer`), ok/s, p50/p95 latency of the successful requests,
-back-pressure replies (429/503: correct behaviour, counted apart, not errors) and errors: connection errors,
-timeouts, 5xx, unexpected 4xx, a 200 without an answer, and 429/503 without a `Retry-After` header. The server's
-RSS (VmRSS of its process) is sampled every 0.5 s: the table shows the cell's peak and its value at the end.
-Then `errors_total: N`. Writes OUT/server.log.
+    locust -f bench/locustfile.py --headless -u USERS -r USERS/5 -t SECONDSs --host http://127.0.0.1:PORT
+           --csv OUT/phaseI --pipeline PIPELINE --run-tag phaseI --jobs-file OUT/phaseI-jobs.txt ...
 
-With `--tracing off on` (the default) every cell runs twice, first against a server without tracing, then
-against one with OpenTelemetry on (`OTEL_EXPORTER_OTLP_ENDPOINT` pointing at an OTLP/HTTP receiver in this
-process, tests/otlp_receiver.py, which decodes every export), and a last table sets their p50 side by side (goal:
-tracing adds at most 5% to p50).
+(users ramp up over the first 5 s). The traffic, its weights, what counts as a success and the polite handling of
+429/503 + Retry-After (counted apart as back-pressure, then retried) are bench/locustfile.py's. Meanwhile the
+server's RSS (VmRSS) is sampled every second (OUT/rss.csv). After the phases every upload's job is read back
+(`GET /v1/jobs/{id}`, waiting up to 120 s for the queue to drain): a job that failed, or a file in error, is an
+error too.
 
-Goal: 0 errors at 32 clients. With the `fixed` pipeline (a small local LLM on 2 cores, seconds per question)
-most requests at 32 clients are turned away with 429 + Retry-After: that is the intended back-pressure (runs in
-flight are bounded, never queued), not a failure. The exit code is 0 even with errors (it is a benchmark); they
-are printed, with examples and the tail of the server log.
+Prints, per phase: requests, p50/p95/mean of each route (answered requests only; the stream's time is to its
+`answer` event), back-pressure replies, errors (Locust's failures: anything but the route's success and 429/503 with
+Retry-After, listed with their messages), the machine's load average and the CPU seconds used by the server and by
+Locust, and the server's RSS at the phase's start, after its warm-up (the first sample 30 s in, or a quarter of a
+shorter phase), at its end and at its peak, with the growth end vs after warm-up. Then `errors_total: N`. Writes
+OUT/summary.json (all of it, per route and phase), Locust's CSV files (OUT/phaseI_stats.csv, ..._failures.csv,
+..._stats_history.csv) and logs (OUT/phaseI-locust.log), OUT/rss.csv and OUT/server.log.
+
+`--no-uploads` leaves the upload task out (its weight 0), to tell the index's growth from a leak in RSS. With
+`--tracing off on` all phases run twice, against a server without tracing and then one with OpenTelemetry on
+(`OTEL_EXPORTER_OTLP_ENDPOINT` pointing at tests/otlp_receiver.py, an OTLP/HTTP receiver in this process that
+decodes every export), and a last table sets their p50 per route side by side (goal: tracing adds at most 5%).
+
+Goals: 0 errors; RSS growth over the soak (the last phase) at most 10%. The exit code is 0 even with errors (it is
+a benchmark); they are printed, with the tail of the server log.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
+import csv
+import json
 import os
-import random
 import shlex
 import shutil
 import signal
@@ -45,34 +51,27 @@ import sys
 import tempfile
 import threading
 import time
-from collections import Counter
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
 from common import ROOT, free_port, wait_until_healthy
 
-from switchyard.evaluation.ranking import percentile
 from tests.otlp_receiver import OtlpReceiver
 
 HOST = "127.0.0.1"
 SERVER_TIMEOUT_S = 120
-RSS_EVERY_S = 0.5
-MAX_WAIT_S = 10.0  # cap on a back-off wait
-QUESTIONS = [
-    "Who patented the knuckle coupler?",
-    "What is the Digital Automatic Coupling?",
-    "What is standard gauge?",
-    "Which gauge does Russia use?",
-    "What is a break of gauge?",
-    "How are freight cars sorted in a hump yard?",
-    "Which yard is the largest classification yard?",
-    "What is the difference between a flat yard and a gravity yard?",
-    "What is the basic rule of block working?",
-    "What does an interlocking prevent?",
-    "How fast may cars be humped?",
-    "What protects workers on a track?",
+RSS_EVERY_S = 1.0
+SCRATCH = "loadtest"
+LOCUSTFILE = ROOT / "bench" / "locustfile.py"
+BACKPRESSURE = " [back-pressure]"  # the locustfile's suffix for 429/503 with Retry-After
+ROUTES = [  # (method, Locust name): the mix
+    ("POST", "/v1/ask"),
+    ("POST", "/v1/search"),
+    ("POST", "/v1/ask/stream"),
+    ("GET", "/v1/collections/{name}/documents"),
+    ("POST", "/v1/collections/{name}/documents"),
 ]
+WARM_UP_QUESTION = "Who patented the knuckle coupler?"
 
 
 def rss_mb(pid: int) -> float | None:
@@ -86,14 +85,25 @@ def rss_mb(pid: int) -> float | None:
     return None
 
 
+def cpu_seconds(pid: int) -> float | None:
+    """utime + stime of one process (not its children), from /proc/PID/stat."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 class RssSampler(threading.Thread):
-    """VmRSS of one process every 0.5 s; `take()` gives (peak since the last take, last sample)."""
+    """VmRSS of one process every second: (seconds since start, MB) pairs, and the phase each falls in."""
 
     def __init__(self, pid: int):
         super().__init__(daemon=True)
         self.pid = pid
-        self.peak = 0.0
-        self.last = 0.0
+        self.started = time.monotonic()
+        self.samples: list[tuple[float, float, str]] = []
+        self.phase = "start"
         self._lock = threading.Lock()
         self._stop = threading.Event()
 
@@ -102,145 +112,19 @@ class RssSampler(threading.Thread):
             self.sample()
             self._stop.wait(RSS_EVERY_S)
 
-    def sample(self) -> None:
+    def sample(self) -> float | None:
         value = rss_mb(self.pid)
         if value is not None:
             with self._lock:
-                self.last = value
-                self.peak = max(self.peak, value)
+                self.samples.append((time.monotonic() - self.started, value, self.phase))
+        return value
 
-    def take(self) -> tuple[float, float]:
-        self.sample()
+    def of_phase(self, phase: str) -> list[tuple[float, float]]:
         with self._lock:
-            peak, last = self.peak, self.last
-            self.peak = last
-        return peak, last
+            return [(t, mb) for t, mb, p in self.samples if p == phase]
 
     def stop(self) -> None:
         self._stop.set()
-
-
-@dataclass
-class Cell:
-    pipeline: str
-    clients: int
-    tracing: str = "off"
-    seconds: float = 0.0
-    latencies_ms: list[float] = field(default_factory=list)
-    abstained: int = 0
-    backpressure: Counter = field(default_factory=Counter)  # status -> count
-    errors: Counter = field(default_factory=Counter)  # kind -> count
-    examples: list[str] = field(default_factory=list)
-    hung_clients: int = 0
-    rss_peak: float = 0.0
-    rss_end: float = 0.0
-
-    def error(self, kind: str, detail: str) -> None:
-        self.errors[kind] += 1
-        if len(self.examples) < 8:
-            self.examples.append(f"{kind}: {detail}")
-
-    @property
-    def ok(self) -> int:
-        return len(self.latencies_ms)
-
-    @property
-    def n_errors(self) -> int:
-        return sum(self.errors.values())
-
-
-def retry_after_s(reply: httpx.Response) -> float | None:
-    try:
-        value = float(reply.headers["Retry-After"])
-    except (KeyError, ValueError):
-        return None
-    return value if value >= 0 else None
-
-
-async def client_loop(
-    http: httpx.AsyncClient, cell: Cell, next_question, deadline: float, max_requests: int, server: subprocess.Popen
-) -> None:
-    question = next_question()
-    failures = 0  # consecutive back-offs without a Retry-After, for the exponential part
-    for _ in range(max_requests):
-        now = time.monotonic()
-        if now >= deadline or server.poll() is not None:
-            return
-        started = time.perf_counter()
-        wait = 0.0
-        try:
-            reply = await http.post("/v1/ask", json={"question": question, "pipeline": cell.pipeline})
-        except httpx.TimeoutException as exc:
-            cell.error("timeout", f"{type(exc).__name__} after {time.perf_counter() - started:.1f} s")
-            question = next_question()
-            continue
-        except httpx.HTTPError as exc:
-            cause = exc.__context__
-            cell.error(
-                "connection",
-                f"{type(exc).__name__} {str(exc)!r} after {time.perf_counter() - started:.3f} s"
-                + (f" (from {type(cause).__name__}: {cause})" if cause else ""),
-            )
-            failures += 1
-            await asyncio.sleep(min(0.1 * 2**failures, 2.0) * random.uniform(0.5, 1.0))
-            question = next_question()
-            continue
-        ms = (time.perf_counter() - started) * 1000
-        status = reply.status_code
-        if status == 200:
-            try:
-                body = reply.json()
-            except ValueError:
-                body = None
-            if isinstance(body, dict) and isinstance(body.get("answer"), str):
-                cell.latencies_ms.append(ms)
-                cell.abstained += bool(body.get("abstained"))
-            else:
-                cell.error("bad 200", reply.text[:200])
-            failures = 0
-            question = next_question()
-            continue
-        if status in (429, 503):
-            cell.backpressure[status] += 1
-            after = retry_after_s(reply)
-            if after is None:
-                cell.error(f"{status} without Retry-After", reply.text[:200])
-                failures += 1
-                wait = min(0.25 * 2**failures, 4.0) * random.uniform(0.5, 1.0)
-            else:
-                failures = 0
-                wait = min(after * random.uniform(1.0, 1.25), MAX_WAIT_S)  # jitter: no herd at the same instant
-            await asyncio.sleep(max(0.0, min(wait, deadline - time.monotonic())))
-            continue  # the same question again
-        kind = "5xx" if status >= 500 else "unexpected 4xx" if status >= 400 else f"unexpected {status}"
-        cell.error(kind, f"{status} after {ms:.0f} ms: {reply.text[:300]}")
-        question = next_question()
-
-
-async def run_cell(url: str, cell: Cell, seconds: float, max_requests: int, server: subprocess.Popen) -> None:
-    counter = iter(range(10**12))
-
-    def next_question() -> str:  # round-robin over the list, shared by all clients of the cell
-        return QUESTIONS[next(counter) % len(QUESTIONS)]
-
-    limits = httpx.Limits(max_connections=cell.clients, max_keepalive_connections=cell.clients)
-    timeout = httpx.Timeout(SERVER_TIMEOUT_S + 30, connect=10)
-    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=timeout, trust_env=False) as http:
-        started = time.monotonic()
-        deadline = started + seconds
-        tasks = [
-            asyncio.create_task(client_loop(http, cell, next_question, deadline, max_requests, server))
-            for _ in range(cell.clients)
-        ]
-        # bounded: a request running past the deadline has the server's timeout plus the client's margin to end
-        _, pending = await asyncio.wait(tasks, timeout=seconds + SERVER_TIMEOUT_S + 60)
-        for task in pending:
-            task.cancel()
-        cell.hung_clients = len(pending)
-        for _ in pending:
-            cell.error("hung client", f"still waiting {SERVER_TIMEOUT_S + 60} s after the deadline")
-        await asyncio.gather(*pending, return_exceptions=True)
-        cell.seconds = time.monotonic() - started
 
 
 def ingest(index_dir: Path) -> None:
@@ -253,10 +137,14 @@ def ingest(index_dir: Path) -> None:
 
 
 def server_command(args, index_dir: Path, upload_dir: Path) -> list[str]:
-    cmd = [sys.executable, "cli.py", "serve", "--index-dir", str(index_dir)]
-    for name in args.pipelines:
-        cmd += ["--config", name]
-    return cmd + [
+    return [
+        sys.executable,
+        "cli.py",
+        "serve",
+        "--index-dir",
+        str(index_dir),
+        "--config",
+        args.pipeline,
         "--host",
         HOST,
         "--port",
@@ -270,17 +158,22 @@ def server_command(args, index_dir: Path, upload_dir: Path) -> list[str]:
     ]
 
 
-def start_server(cmd: list[str], url: str, log_path: Path, otlp_endpoint: str | None = None) -> subprocess.Popen:
-    env = {
+def clean_env() -> dict[str, str]:
+    """No auth, no tracing unless asked for, no proxy: the benchmark's server and Locust talk on 127.0.0.1."""
+    dropped = ("SWITCHYARD_API_TOKEN", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")
+    return {
         k: v
-        for k, v in os.environ.items()  # no auth for the benchmark; tracing only when asked for
-        if k != "SWITCHYARD_API_TOKEN" and not k.startswith("OTEL_EXPORTER_OTLP")
+        for k, v in os.environ.items()
+        if k.upper() not in dropped and not k.startswith("OTEL_EXPORTER_OTLP") and not k.startswith("LOCUST_")
     }
+
+
+def start_server(cmd: list[str], url: str, log_path: Path, otlp_endpoint: str | None) -> subprocess.Popen:
+    env = clean_env()
     if otlp_endpoint:
         env["OTEL_EXPORTER_OTLP_ENDPOINT"] = otlp_endpoint
-    log = open(log_path, "w")
-    server = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
-    log.close()  # the child has its own descriptor
+    with open(log_path, "w") as log:  # the child keeps its own descriptor
+        server = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
     started = time.perf_counter()
     problem = wait_until_healthy(server, url, timeout_s=300, every_s=0.3)
     if problem is None:
@@ -298,174 +191,386 @@ def stop_server(server: subprocess.Popen) -> None:
     started = time.perf_counter()
     server.send_signal(signal.SIGTERM)
     try:
-        code = server.wait(timeout=30)
+        code = server.wait(timeout=60)
         print(f"server stopped by SIGTERM in {time.perf_counter() - started:.1f} s, exit code {code}")
     except subprocess.TimeoutExpired:
         server.kill()
         server.wait()
-        print("server did not stop within 30 s of SIGTERM: killed")
+        print("server did not stop within 60 s of SIGTERM: killed")
 
 
 def log_tail(path: Path, lines: int = 40) -> str:
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError:
-        return "(no server log)"
-    return "\n".join(text.rstrip().splitlines()[-lines:]) or "(server log is empty)"
+        return "(no log)"
+    return "\n".join(text.rstrip().splitlines()[-lines:]) or "(the log is empty)"
 
 
-def warm_up(url: str, pipelines: list[str]) -> None:
-    for name in pipelines:
-        started = time.perf_counter()
-        reply = httpx.post(
-            f"{url}/v1/ask",
-            json={"question": QUESTIONS[0], "pipeline": name},
-            timeout=SERVER_TIMEOUT_S + 30,
-            trust_env=False,
+def wait_for_jobs(http: httpx.Client, job_ids: list[str], budget_s: float) -> dict:
+    """Reads every job back, waiting (up to budget_s in all) for the queued and running ones to finish."""
+    deadline = time.monotonic() + budget_s
+    states: dict[str, dict] = {}
+    pending = list(job_ids)
+    while pending:
+        still = []
+        for job_id in pending:
+            reply = http.get(f"/v1/jobs/{job_id}")
+            body = reply.json() if reply.status_code == 200 else {"state": f"HTTP {reply.status_code}", "files": []}
+            states[job_id] = body
+            if body.get("state") in ("queued", "running"):
+                still.append(job_id)
+        pending = still
+        if not pending or time.monotonic() >= deadline:
+            break
+        time.sleep(1.0)
+    counts: dict[str, int] = {}
+    file_errors: list[str] = []
+    for body in states.values():
+        counts[body.get("state", "?")] = counts.get(body.get("state", "?"), 0) + 1
+        for f in body.get("files") or []:
+            if f.get("status") == "error":
+                file_errors.append(f"{f.get('name')}: {f.get('error')}")
+    return {"jobs": len(job_ids), "states": counts, "file_errors": file_errors}
+
+
+def warm_up(url: str) -> None:
+    """One request of each kind (the models load on the first) and a first upload, which creates the scratch
+    collection the list task reads; waits for its job."""
+    with httpx.Client(base_url=url, timeout=SERVER_TIMEOUT_S + 30, trust_env=False) as http:
+        for method, path, kwargs in [
+            ("POST", "/v1/ask", {"json": {"question": WARM_UP_QUESTION}}),
+            ("POST", "/v1/search", {"json": {"query": "knuckle coupler"}}),
+            ("POST", "/v1/ask/stream", {"json": {"question": WARM_UP_QUESTION}}),
+            ("POST", f"/v1/collections/{SCRATCH}/documents", {"files": {"files": ("seed.md", b"# Seed\n\nA seed.\n")}}),
+        ]:
+            started = time.perf_counter()
+            reply = http.request(method, path, **kwargs)
+            print(f"warm-up {method} {path}: {reply.status_code} in {(time.perf_counter() - started) * 1000:.0f} ms")
+            if reply.status_code >= 300:
+                sys.exit(f"warm-up failed: {reply.text[:500]}")
+        job = wait_for_jobs(http, [reply.json()["job_id"]], budget_s=120)
+        if job["states"] != {"done": 1} or job["file_errors"]:
+            sys.exit(f"the warm-up upload did not index: {job}")
+
+
+def read_stats(prefix: Path) -> tuple[dict[str, dict], list[dict]]:
+    """Locust's PREFIX_stats.csv (per route: counts and percentiles) and PREFIX_failures.csv."""
+    routes: dict[str, dict] = {}
+    with open(f"{prefix}_stats.csv", newline="") as fh:
+        for row in csv.DictReader(fh):
+            if row["Name"] == "Aggregated":
+                continue
+            routes[f"{row['Type']} {row['Name']}"] = {
+                "requests": int(row["Request Count"]),
+                "failures": int(row["Failure Count"]),
+                "p50_ms": float(row["50%"]),
+                "p95_ms": float(row["95%"]),
+                "mean_ms": round(float(row["Average Response Time"]), 1),
+                "max_ms": round(float(row["Max Response Time"]), 1),
+                "rps": round(float(row["Requests/s"]), 2),
+            }
+    failures: list[dict] = []
+    with open(f"{prefix}_failures.csv", newline="") as fh:
+        for row in csv.DictReader(fh):
+            failures.append(
+                {"route": f"{row['Method']} {row['Name']}", "error": row["Error"], "count": int(row["Occurrences"])}
+            )
+    return routes, failures
+
+
+def run_phase(args, url: str, index: int, users: int, seconds: int, server, sampler: RssSampler) -> dict:
+    name = f"phase{index}" + (f"-{args.tracing_now}" if len(args.tracing) > 1 else "")
+    prefix = args.out / name
+    jobs_file = args.out / f"{name}-jobs.txt"
+    spawn_rate = max(1.0, users / 5)
+    cmd = [
+        str(Path(sys.executable).with_name("locust")),
+        "-f",
+        str(LOCUSTFILE),
+        "--headless",
+        "--users",
+        str(users),
+        "--spawn-rate",
+        f"{spawn_rate:g}",
+        "--run-time",
+        f"{seconds}s",
+        "--stop-timeout",
+        "30",
+        "--host",
+        url,
+        "--csv",
+        str(prefix),
+        "--csv-full-history",
+        "--only-summary",
+        "--pipeline",
+        args.pipeline,
+        "--scratch-collection",
+        SCRATCH,
+        "--upload-names",
+        str(args.upload_names),
+        "--run-tag",
+        name,
+        "--jobs-file",
+        str(jobs_file),
+    ]
+    if args.no_uploads:
+        cmd += ["--exclude-tags", "upload"]
+    sampler.phase = name
+    load_before = os.getloadavg()
+    server_cpu_before = cpu_seconds(server.pid) or 0.0
+    children_before = os.times()
+    started = time.monotonic()
+    print(f"\n{name}: {users} users for {seconds} s: {shlex.join(cmd)}", flush=True)
+    with open(args.out / f"{name}-locust.log", "w") as log:
+        done = subprocess.run(
+            cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=clean_env(), timeout=seconds + 300
         )
-        print(f"warm-up {name}: {reply.status_code} in {(time.perf_counter() - started) * 1000:.0f} ms")
-        if reply.status_code != 200:
-            print(f"  body: {reply.text[:500]}")
+    wall = time.monotonic() - started
+    children_after = os.times()
+    sampler.sample()
+    sampler.phase = "between"
+    load_after = os.getloadavg()
+    if done.returncode not in (0, 1):  # 1: Locust ran and saw failures
+        print(f"locust exited with code {done.returncode}:\n{log_tail(args.out / f'{name}-locust.log')}")
+    routes, failures = read_stats(prefix)
+    job_ids = jobs_file.read_text().split() if jobs_file.is_file() else []
+    rss = sampler.of_phase(name)
+    warm = min(30.0, seconds / 4)
+    t0 = rss[0][0] if rss else 0.0
+    after_warm = next((mb for t, mb in rss if t - t0 >= warm), rss[-1][1] if rss else float("nan"))
+    end = rss[-1][1] if rss else float("nan")
+    answered = {k: v for k, v in routes.items() if not k.endswith(BACKPRESSURE)}
+    return {
+        "phase": name,
+        "users": users,
+        "seconds": seconds,
+        "wall_s": round(wall, 1),
+        "tracing": args.tracing_now,
+        "locust_exit_code": done.returncode,
+        "routes": answered,
+        "backpressure": {k[: -len(BACKPRESSURE)]: v["requests"] for k, v in routes.items() if k.endswith(BACKPRESSURE)},
+        "failures": failures,
+        "errors": sum(v["failures"] for v in routes.values()),
+        "upload_job_ids": job_ids,
+        "load_average_1m": [round(load_before[0], 2), round(load_after[0], 2)],
+        "cpu_s": {
+            "server": round((cpu_seconds(server.pid) or 0.0) - server_cpu_before, 1),
+            "locust": round(
+                (children_after.children_user + children_after.children_system)
+                - (children_before.children_user + children_before.children_system),
+                1,
+            ),
+        },
+        "rss_mb": {
+            "samples": len(rss),
+            "start": round(rss[0][1], 1) if rss else None,
+            "after_warm_up": round(after_warm, 1),
+            "warm_up_s": warm,
+            "end": round(end, 1),
+            "peak": round(max(mb for _, mb in rss), 1) if rss else None,
+            "growth_pct": round((end / after_warm - 1) * 100, 2) if rss else None,
+        },
+    }
 
 
-def fmt(value: float) -> str:
-    return "–" if value != value else f"{value:.0f}"  # NaN when nothing succeeded
-
-
-def serve_cells(
-    args, url: str, index_dir: Path, upload_dir: Path, log_path: Path, tracing: str, otlp_endpoint: str | None
-) -> list[Cell]:
-    """One server (tracing on or off) and every (pipeline, client count) cell against it."""
-    cells: list[Cell] = []
-    server = start_server(server_command(args, index_dir, upload_dir), url, log_path, otlp_endpoint)
+def serve_phases(args, url: str, index_dir: Path, upload_dir: Path, otlp_endpoint: str | None) -> dict:
+    """One server (tracing on or off), warmed up, and every phase against it; then every upload job read back."""
+    log_path = args.out / ("server.log" if len(args.tracing) == 1 else f"server-{args.tracing_now}.log")
+    cmd = server_command(args, index_dir, upload_dir)
+    server = start_server(cmd, url, log_path, otlp_endpoint)
     sampler = RssSampler(server.pid)
     sampler.start()
+    phases: list[dict] = []
     try:
-        print(f"tracing {tracing}: server RSS after start: {sampler.take()[1]:.0f} MB")
-        warm_up(url, args.pipelines)
-        print(f"server RSS after warm-up: {sampler.take()[1]:.0f} MB")
-        for pipeline in args.pipelines:
-            for clients in args.clients:
-                if server.poll() is not None:
-                    print(f"the server exited (code {server.returncode}); no further cells")
-                    break
-                cell = Cell(pipeline, clients, tracing)
-                sampler.take()  # the peak restarts here
-                asyncio.run(run_cell(url, cell, args.seconds, args.max_requests, server))
-                cell.rss_peak, cell.rss_end = sampler.take()
-                if server.poll() is not None:
-                    cell.error("server exited", f"exit code {server.returncode} during the cell")
-                cells.append(cell)
-                print(
-                    f"{pipeline} x {clients} (tracing {tracing}): {cell.ok} ok, "
-                    f"{sum(cell.backpressure.values())} 429/503, {cell.n_errors} errors in {cell.seconds:.1f} s"
-                )
-                time.sleep(1)  # the server settles between cells
+        print(f"tracing {args.tracing_now}: server RSS after start: {sampler.sample():.0f} MB")
+        warm_up(url)
+        print(f"server RSS after warm-up: {sampler.sample():.0f} MB", flush=True)
+        for i, (users, seconds) in enumerate(args.phase, 1):
+            if server.poll() is not None:
+                print(f"the server exited (code {server.returncode}); no further phases")
+                break
+            phases.append(run_phase(args, url, i, users, seconds, server, sampler))
+            if server.poll() is not None:
+                phases[-1]["errors"] += 1
+                phases[-1]["failures"].append({"route": "server", "error": "the server exited", "count": 1})
+        job_ids = [j for p in phases for j in p["upload_job_ids"]]
+        jobs = {"jobs": 0, "states": {}, "file_errors": []}
+        if job_ids and server.poll() is None:
+            with httpx.Client(base_url=url, timeout=30, trust_env=False) as http:
+                jobs = wait_for_jobs(http, job_ids, budget_s=120)
+                listed = http.get(f"/v1/collections/{SCRATCH}/documents").json()
+            jobs["documents_in_scratch_collection"] = len(listed)
+        jobs["errors"] = (
+            sum(n for state, n in jobs["states"].items() if state != "done")
+            + len(jobs["file_errors"])
+            + (len(job_ids) - jobs["jobs"])
+        )
     finally:
         sampler.stop()
         stop_server(server)
-    return cells
+    with open(args.out / ("rss.csv" if len(args.tracing) == 1 else f"rss-{args.tracing_now}.csv"), "w") as fh:
+        fh.write("seconds,rss_mb,phase\n")
+        fh.writelines(f"{t:.1f},{mb:.1f},{p}\n" for t, mb, p in sampler.samples)
+    return {
+        "tracing": args.tracing_now,
+        "index_mb_after": round(sum(f.stat().st_size for f in index_dir.rglob("*") if f.is_file()) / 2**20, 1),
+        "server_command": shlex.join(cmd),
+        "server_log": str(log_path),
+        "phases": phases,
+        "upload_jobs": jobs,
+    }
 
 
-def print_tracing_overhead(cells: list[Cell], receiver) -> None:
-    """p50 with tracing off and on, side by side, for each cell measured both ways."""
-    off = {(c.pipeline, c.clients): c for c in cells if c.tracing == "off"}
-    pairs = [(off[(c.pipeline, c.clients)], c) for c in cells if c.tracing == "on" and (c.pipeline, c.clients) in off]
-    if not pairs:
-        return
-    print(f"\ntracing overhead ({len(receiver.spans())} spans received, {receiver.requests} OTLP exports)")
-    print("\n| pipeline | clients | p50 off ms | p50 on ms | p50 overhead | ok/s off | ok/s on |")
-    print("|---|---|---|---|---|---|---|")
-    for a, b in pairs:
-        p50_off, p50_on = percentile(a.latencies_ms, 50), percentile(b.latencies_ms, 50)
-        overhead = f"{(p50_on / p50_off - 1) * 100:+.1f}%" if p50_off else "-"
+def phase_spec(text: str) -> tuple[int, int]:
+    try:
+        users, seconds = (int(x) for x in text.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not USERSxSECONDS, e.g. 64x60") from None
+    if users < 1 or seconds < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: users and seconds must be at least 1")
+    return users, seconds
+
+
+def fmt(value) -> str:
+    return "–" if value is None or value != value else f"{value:.0f}"
+
+
+def print_report(summary: dict) -> None:
+    for run in summary["runs"]:
+        for p in run["phases"]:
+            rss = p["rss_mb"]
+            print(
+                f"\n{p['phase']}: {p['users']} users x {p['seconds']} s (tracing {p['tracing']}), "
+                f"load average {p['load_average_1m'][0]} -> {p['load_average_1m'][1]}, "
+                f"CPU s: server {p['cpu_s']['server']}, locust {p['cpu_s']['locust']}"
+            )
+            print("\n| route | requests | req/s | p50 ms | p95 ms | mean ms | back-pressure | errors |")
+            print("|---|---|---|---|---|---|---|---|")
+            for route, r in p["routes"].items():
+                bp = p["backpressure"].get(route, 0)
+                print(
+                    f"| {route} | {r['requests']} | {r['rps']:.2f} | {fmt(r['p50_ms'])} | {fmt(r['p95_ms'])} | "
+                    f"{fmt(r['mean_ms'])} | {bp} | {r['failures']} |"
+                )
+            print(
+                f"\nserver RSS MB: start {fmt(rss['start'])}, after {rss['warm_up_s']:g} s {fmt(rss['after_warm_up'])},"
+                f" end {fmt(rss['end'])}, peak {fmt(rss['peak'])}; growth end vs after warm-up {rss['growth_pct']}%"
+                f" ({rss['samples']} samples)"
+            )
+            for f in p["failures"]:
+                print(f"  error x{f['count']}: {f['route']}: {f['error'][:300]}")
+        jobs = run["upload_jobs"]
         print(
-            f"| {a.pipeline} | {a.clients} | {fmt(p50_off)} | {fmt(p50_on)} | {overhead} | "
-            f"{a.ok / a.seconds:.2f} | {b.ok / b.seconds:.2f} |"
+            f"\nupload jobs (tracing {run['tracing']}): {jobs['jobs']} read back, states {jobs['states']}, "
+            f"{len(jobs['file_errors'])} files in error; "
+            f"{jobs.get('documents_in_scratch_collection', '–')} documents in {SCRATCH!r}; "
+            f"the index takes {run['index_mb_after']} MB on disk"
         )
+        for line in jobs["file_errors"][:8]:
+            print(f"  {line}")
+    tracing = {run["tracing"]: run for run in summary["runs"]}
+    if {"off", "on"} <= tracing.keys():
+        print("\ntracing overhead, p50 per route and phase")
+        print("\n| phase | route | p50 off ms | p50 on ms | overhead |")
+        print("|---|---|---|---|---|")
+        for off, on in zip(tracing["off"]["phases"], tracing["on"]["phases"]):
+            for route, r in off["routes"].items():
+                if route in on["routes"]:
+                    a, b = r["p50_ms"], on["routes"][route]["p50_ms"]
+                    over = f"{(b / a - 1) * 100:+.1f}%" if a else "–"
+                    print(f"| {off['users']}x{off['seconds']} | {route} | {fmt(a)} | {fmt(b)} | {over} |")
+    for run in summary["runs"]:
+        if run["phases"]:
+            soak = run["phases"][-1]
+            growth = soak["rss_mb"]["growth_pct"]
+            verdict = "–" if growth is None else "met" if growth <= 10 else "NOT met"
+            print(
+                f"\nsoak ({soak['phase']}, tracing {run['tracing']}): server RSS growth {growth}% "
+                f"(end vs after warm-up; goal <= 10%: {verdict})"
+            )
+    if summary["errors_total"]:
+        for run in summary["runs"]:
+            print(f"\nserver log ({run['server_log']}), last lines:\n{log_tail(Path(run['server_log']))}")
+    print(f"\nerrors_total: {summary['errors_total']}")
+    print(f"summary: {summary['out']}/summary.json")
+    print(f"command: {summary['command']}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=30.0, help="load time per cell (default 30)")
-    parser.add_argument("--clients", type=int, nargs="+", default=[8, 32])
-    parser.add_argument("--pipelines", nargs="+", default=["no-llm", "fixed"])
+    parser.add_argument(
+        "--phase",
+        type=phase_spec,
+        action="append",
+        metavar="USERSxSECONDS",
+        help="a Locust phase, in order, on one server (default: 64x60 then the soak 16x600)",
+    )
+    parser.add_argument("--pipeline", default="no-llm", help="the served and asked pipeline (default no-llm)")
     parser.add_argument("--max-in-flight", type=int, default=4, help="the server's --max-in-flight (default 4)")
+    parser.add_argument("--upload-names", type=int, default=200, help="distinct uploaded file names (default 200)")
+    parser.add_argument("--no-uploads", action="store_true", help="leave the upload task out of the mix")
     parser.add_argument("--port", type=int, default=0, help="server port (0 = a free one)")
-    parser.add_argument("--max-requests", type=int, default=10_000, help="per client and cell (default 10000)")
-    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "serve_load", help="server.log goes here")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "serve_load", help="the outputs' folder")
     parser.add_argument("--keep-index", action="store_true", help="keep the temporary index (its path is printed)")
     parser.add_argument(
         "--tracing",
         nargs="+",
         choices=["off", "on"],
-        default=["off", "on"],
-        help="run every cell without and/or with OpenTelemetry tracing (default: both)",
+        default=["off"],
+        help="run the phases without and/or with OpenTelemetry tracing (default: off)",
     )
     args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a stopped benchmark still stops its server
+    args.phase = args.phase or [(64, 60), (16, 600)]
+    if args.upload_names < 1:
+        parser.error("--upload-names must be at least 1")
+    if not Path(sys.executable).with_name("locust").is_file():
+        sys.exit("locust is not installed in this environment: .venv/bin/python -m pip install locust (the dev extra)")
     args.port = args.port or free_port()
-    args.out.mkdir(parents=True, exist_ok=True)
-    log_path = args.out / "server.log"
+    if args.out.exists():
+        shutil.rmtree(args.out)
+    args.out.mkdir(parents=True)
     url = f"http://{HOST}:{args.port}"
+    command = shlex.join(
+        [os.path.relpath(sys.executable, ROOT) if sys.executable.startswith(str(ROOT)) else sys.executable, *sys.argv]
+    )
 
     tmp = Path(tempfile.mkdtemp(prefix="serve_load-"))
     index_dir = tmp / "index"
-    cells: list[Cell] = []
+    runs: list[dict] = []
     receiver = OtlpReceiver() if "on" in args.tracing else None
     try:
         ingest(index_dir)
         for tracing in args.tracing:
-            endpoint = receiver.origin if tracing == "on" else None
-            cells += serve_cells(args, url, index_dir, tmp / "uploads", log_path, tracing, endpoint)
+            args.tracing_now = tracing
+            endpoint = receiver.origin if receiver is not None and tracing == "on" else None
+            runs.append(serve_phases(args, url, index_dir, tmp / f"uploads-{tracing}", endpoint))
     finally:
         if receiver is not None:
+            print(f"OTLP receiver: {len(receiver.spans())} spans in {receiver.requests} exports")
             receiver.close()
         if args.keep_index:
             print(f"index kept: {index_dir}")
         else:
             shutil.rmtree(tmp, ignore_errors=True)
 
-    print(
-        f"\nserver: --max-in-flight {args.max_in_flight}, --timeout {SERVER_TIMEOUT_S}; "
-        f"{len(QUESTIONS)} questions round-robin; all traffic to {HOST}"
+    errors_total = sum(p["errors"] for run in runs for p in run["phases"]) + sum(
+        run["upload_jobs"]["errors"] for run in runs
     )
-    print(
-        "\n| pipeline | clients | tracing | seconds | ok | ok/s | p50 ms | p95 ms | 429/503 | errors | peak RSS MB | "
-        "end RSS MB |"
-    )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for c in cells:
-        print(
-            f"| {c.pipeline} | {c.clients} | {c.tracing} | {c.seconds:.1f} | {c.ok} | {c.ok / c.seconds:.2f} | "
-            f"{fmt(percentile(c.latencies_ms, 50))} | {fmt(percentile(c.latencies_ms, 95))} | "
-            f"{sum(c.backpressure.values())} | {c.n_errors} | {c.rss_peak:.0f} | {c.rss_end:.0f} |"
-        )
-    print_tracing_overhead(cells, receiver)
-    print()
-    for c in cells:
-        codes = ", ".join(f"{n}x{s}" for s, n in sorted(c.backpressure.items())) or "none"
-        print(
-            f"{c.pipeline} x {c.clients} (tracing {c.tracing}): abstained {c.abstained}/{c.ok}; back-pressure {codes}"
-        )
-        if c.errors:
-            print(f"  errors: {dict(c.errors)}")
-            for example in c.examples:
-                print(f"    {example}")
-    errors_total = sum(c.n_errors for c in cells)
-    if errors_total:
-        print(f"\nserver log ({log_path}), last lines:\n{log_tail(log_path)}")
-    else:
-        print(f"\nserver log: {log_path}")
-    print(f"\nerrors_total: {errors_total}")
-    print(
-        "command:",
-        shlex.join(
-            [
-                os.path.relpath(sys.executable, ROOT) if sys.executable.startswith(str(ROOT)) else sys.executable,
-                *sys.argv,
-            ]
-        ),
-    )
+    summary = {
+        "command": command,
+        "out": os.path.relpath(args.out, ROOT) if args.out.resolve().is_relative_to(ROOT) else str(args.out),
+        "machine": {"cpus": os.cpu_count()},
+        "server": {"max_in_flight": args.max_in_flight, "timeout_s": SERVER_TIMEOUT_S, "pipeline": args.pipeline},
+        "runs": runs,
+        "errors_total": errors_total,
+    }
+    for run in runs:
+        for p in run["phases"]:
+            p.pop("upload_job_ids")
+    (args.out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    print_report(summary)
 
 
 if __name__ == "__main__":
