@@ -226,7 +226,9 @@ def paired(
 
 def _has_pairs(per_q: dict, metric: str) -> bool:
     return metric not in RESEARCH or any(
-        getattr(m, metric) is not None and getattr(b, metric) is not None for pairs in per_q.values() for _, m, b in pairs
+        getattr(m, metric) is not None and getattr(b, metric) is not None
+        for pairs in per_q.values()
+        for _, m, b in pairs
     )
 
 

@@ -63,7 +63,10 @@ class TestAnswerSimilarity:
     def test_list_answers_are_compared_as_one_text(self, embedder):
         golds = ["Alice", "Bob"]
         full, part = similarity_scores(
-            [row(answers=golds, is_list=True, prediction="Alice, Bob"), row(answers=golds, is_list=True, prediction="Bob")],
+            [
+                row(answers=golds, is_list=True, prediction="Alice, Bob"),
+                row(answers=golds, is_list=True, prediction="Bob"),
+            ],
             embedder.run,
         )
         assert full == pytest.approx(1.0, abs=1e-4) and part < full
@@ -94,7 +97,9 @@ def scripted_judge(messages, schema):
         return json.dumps({"questions": questions_from(user)})
     # context: the sentences that share a content word with the question's subject
     lines = user.split("Sentences:\n")[1].splitlines()
-    return json.dumps({"relevant": [int(n) for n, s in (l.split(". ", 1) for l in lines) if "coupler" in s] + [99]})
+    return json.dumps(
+        {"relevant": [int(n) for n, s in (line.split(". ", 1) for line in lines) if "coupler" in s] + [99]}
+    )
 
 
 def make_judge(embedder, replies=scripted_judge, name="scripted:test"):
