@@ -65,3 +65,72 @@ def test_a_replay_missing_the_vectors_still_reports(tmp_path):
     report = json.loads((tmp_path / "out" / "report.json").read_text())
     assert report["configs"]["fixed"]["answer_similarity"]["mean"] is None
     assert "answer_similarity" not in (tmp_path / "out" / "report.md").read_text()
+
+
+def judge_reply(messages):
+    """A judge over HTTP: every claim supported, the questions an answer about couplers answers, and the first
+    sentence of every passage relevant."""
+    system = messages[0]["content"]
+    if "questions" in system:
+        return json.dumps({"questions": ["Who patented the knuckle coupler?", "Who patented the coupler?"]})
+    if "numbered sentences" in system:
+        return json.dumps({"relevant": [1]})
+    return json.dumps({"supported": True})
+
+
+@pytest.mark.slow
+def test_judged_metrics_recorded_resumed_and_replayed(tmp_path):
+    from tests.scripted_openai_server import ScriptedOpenAIServer
+
+    calls = []
+
+    def reply(messages):
+        calls.append(messages)
+        return judge_reply(messages)
+
+    shutil.copytree(RECORDED / "vectors", tmp_path / "vectors")
+    shutil.copytree(RECORDED / "llm-cache", tmp_path / "llm-cache")
+    metrics = ["--metrics", "answer_relevance", "context_relevance", "--baseline", "fixed"]
+    with ScriptedOpenAIServer(reply) as server:
+        judge = tmp_path / "judge.yaml"
+        judge.write_text(f"llm:\n  backend: openai\n  base_url: {server.url}\n  model: scripted-judge\n")
+        args = eval_args(tmp_path / "out", "--set", "llm.replay=true", "--judge", str(judge), *metrics)
+        for option in ("--vector-cache", "--llm-cache"):
+            args[args.index(option) + 1] = str(tmp_path / option.strip("-"))
+        first = cli(*args)
+        assert first.returncode == 0, first.stderr
+        asked = len(calls)
+        assert asked > 0
+        again = cli(*args)  # a finished judging pass: nothing judged twice
+        assert again.returncode == 0, again.stderr
+        assert len(calls) == asked
+    out = tmp_path / "out"
+    judged = {
+        m: (out / f"judgements-{m}.jsonl").read_text().splitlines() for m in ("answer_relevance", "context_relevance")
+    }
+    rows = (out / "questions.jsonl").read_text().splitlines()
+    assert all(len(lines) == len(rows) for lines in judged.values())
+    report = json.loads((out / "report.json").read_text())
+    # the scripted questions are about couplers: q1 (the coupler question) scores high, the others lower
+    relevance = {(j["config"], j["id"]): j["answer_relevance"] for j in map(json.loads, judged["answer_relevance"])}
+    assert all(
+        relevance[(c, "q1")] > 0.8 > max(v for (cc, q), v in relevance.items() if cc == c and q != "q1")
+        for c in ("fixed", "agent")
+    )
+    for name, config in report["configs"].items():
+        assert 0 < config["answer_relevance"]["mean"] < 1.0, name
+        assert 0 < config["context_relevance"]["mean"] <= 1.0, name
+    assert {"answer_relevance", "context_relevance"} <= set(report["paired"]["agent"])
+    assert "| context_relevance |" in (out / "report.md").read_text()
+
+    # the judge's replies and the questions' vectors were recorded: a replay needs no judge, LLM or embedding runtime
+    replay = eval_args(tmp_path / "replayed", "--replay", "--judge", str(judge), *metrics)
+    for option in ("--vector-cache", "--llm-cache"):
+        replay[replay.index(option) + 1] = str(tmp_path / option.strip("-"))
+    done = cli(*replay, "--index-dir", str(tmp_path / "index"), no_model=True)
+    assert done.returncode == 0, done.stderr
+    replayed = json.loads((tmp_path / "replayed" / "report.json").read_text())
+    for metric in ("answer_relevance", "context_relevance"):
+        assert {n: c[metric]["mean"] for n, c in replayed["configs"].items()} == pytest.approx(
+            {n: c[metric]["mean"] for n, c in report["configs"].items()}
+        )
