@@ -4,9 +4,9 @@
 vectors a replay needs), loads the dataset, asks what is not yet in the folder's results (evaluation/runner.py:
 resume, workers, a Ray cluster, the reply cache), then reports on the rows of exactly this comparison — the
 compared configs, the dataset's first `limit` questions, `runs` runs — in a fixed order (configs as given, run,
-question), judged for faithfulness when a judge is given, with the folder's manifest: report.json, report.md and
-the plots in `out` (evaluation/report.py). Its messages name the settings as the command line's options do
-(`runs` is `--runs`, …).
+question), judged for faithfulness when a judge is given, with the research's metrics asked for
+(evaluation/research_metrics.py), with the folder's manifest: report.json, report.md and the plots in `out`
+(evaluation/report.py). Its messages name the settings as the command line's options do (`runs` is `--runs`, …).
 """
 
 from __future__ import annotations
@@ -69,11 +69,11 @@ def run_evaluation(
     """Compare `configs` (pipeline YAML files or shipped names; each is named by its file stem) on `dataset`
     (a PhantomWiki folder, HotpotQA JSON/JSONL, or plain JSONL with `corpus`), `runs` times per question, into
     `out` (resumed if it holds results). `overrides` apply to every config; `index_dir` holds the collections
-    (default: out/index); `judge`: also judge faithfulness with the LLM of this config's llm section; `metrics`: the research's
-    metrics to add (evaluation/research_metrics.py: similarity, answer_relevance, context_relevance; the last two
-    need `judge`); `baseline`:
-    the config the others are paired against. `llm_cache` / `vector_cache` record LLM replies / embedding vectors
-    there and answer from what was recorded before; with `replay`, only from them (no model). `ray`: ask on the
+    (default: out/index); `judge`: also judge faithfulness with the LLM of this config's llm section; `metrics`:
+    the research's metrics to add (evaluation/research_metrics.py: similarity, answer_relevance,
+    context_relevance; the last two need `judge`); `baseline`: the config the others are paired against.
+    `llm_cache` / `vector_cache` record LLM replies / embedding vectors there and answer from what was recorded
+    before; with `replay`, only from them (no model). `ray`: ask on the
     Ray cluster at this address. See `cli.py eval` (docs/cli.md) for each setting."""
     with needs_extra("eval", "switchyard eval (plots, paired statistics)"):
         from switchyard.evaluation.report import write_report
