@@ -4,9 +4,9 @@
 vectors a replay needs), loads the dataset, asks what is not yet in the folder's results (evaluation/runner.py:
 resume, workers, a Ray cluster, the reply cache), then reports on the rows of exactly this comparison — the
 compared configs, the dataset's first `limit` questions, `runs` runs — in a fixed order (configs as given, run,
-question), judged for faithfulness when a judge is given, with the folder's manifest: report.json, report.md and
-the plots in `out` (evaluation/report.py). Its messages name the settings as the command line's options do
-(`runs` is `--runs`, …).
+question), judged for faithfulness when a judge is given, with the research's metrics asked for
+(evaluation/research_metrics.py), with the folder's manifest: report.json, report.md and the plots in `out`
+(evaluation/report.py). Its messages name the settings as the command line's options do (`runs` is `--runs`, …).
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ class Comparison:
     llm_cache_counts: dict[str, int] | None = None  # replies replayed and recorded (None: no reply cache)
     vector_cache_counts: dict[str, int] | None = None  # vectors replayed and recorded (None: no recording)
     unasked_changes: list[str] = field(default_factory=list)  # nothing asked, yet this setup differs from the folder's
+    notes: list[str] = field(default_factory=list)  # what the report leaves out, and why (a metric not computed)
 
     @property
     def report_md(self) -> Path:
@@ -53,6 +54,7 @@ def run_evaluation(
     index_dir: str | Path | None = None,
     overrides: list[str] | None = None,
     judge: str | Path | None = None,
+    metrics: list[str] | None = None,
     baseline: str | None = None,
     retry_errors: bool = False,
     workers: int = 1,
@@ -67,9 +69,11 @@ def run_evaluation(
     """Compare `configs` (pipeline YAML files or shipped names; each is named by its file stem) on `dataset`
     (a PhantomWiki folder, HotpotQA JSON/JSONL, or plain JSONL with `corpus`), `runs` times per question, into
     `out` (resumed if it holds results). `overrides` apply to every config; `index_dir` holds the collections
-    (default: out/index); `judge`: also judge faithfulness with the LLM of this config's llm section; `baseline`:
-    the config the others are paired against. `llm_cache` / `vector_cache` record LLM replies / embedding vectors
-    there and answer from what was recorded before; with `replay`, only from them (no model). `ray`: ask on the
+    (default: out/index); `judge`: also judge faithfulness with the LLM of this config's llm section; `metrics`:
+    the research's metrics to add (evaluation/research_metrics.py: similarity, answer_relevance,
+    context_relevance; the last two need `judge`); `baseline`: the config the others are paired against.
+    `llm_cache` / `vector_cache` record LLM replies / embedding vectors there and answer from what was recorded
+    before; with `replay`, only from them (no model). `ray`: ask on the
     Ray cluster at this address. See `cli.py eval` (docs/cli.md) for each setting."""
     with needs_extra("eval", "switchyard eval (plots, paired statistics)"):
         from switchyard.evaluation.report import write_report
@@ -77,6 +81,8 @@ def run_evaluation(
         raise UsageError("--runs, --workers and --limit must be >= 1")
     if replay and not (llm_cache or vector_cache):
         raise UsageError("--replay needs --llm-cache DIR (the recorded replies) or --vector-cache DIR")
+    metrics = list(dict.fromkeys(metrics or []))
+    _check_metrics(metrics, judge)
     ray_runner = import_with_extra("switchyard.evaluation.ray_runner", "ray", NO_RAY) if ray else None
     if replay and llm_cache and not Path(llm_cache).is_dir():
         raise LLMCacheMiss(f"--llm-cache {llm_cache}: no such folder of recorded replies")
@@ -122,6 +128,10 @@ def run_evaluation(
         rows = attach_judgements(rows, faithfulness.judge_results(rows, out / JUDGEMENTS))
         title += f"; faithfulness judge {faithfulness.name}"
         manifest = with_judge(manifest, judge_llm) if manifest else None
+    notes: list[str] = []
+    if metrics:
+        rows, described = _research_metrics(rows, metrics, evaluator, overrides, judge_llm, out, notes)
+        title += described
     report = write_report(rows, out, title, plot_metric=plot_metric, baseline=baseline, manifest=manifest)
     return Comparison(
         out=out,
@@ -134,7 +144,46 @@ def run_evaluation(
         llm_cache_counts=asker.cache_counts if asker else evaluator.llm_cache_counts(),
         vector_cache_counts=asker.vector_counts if asker else evaluator.vector_cache_counts(),
         unasked_changes=evaluator.unasked_changes,
+        notes=notes,
     )
+
+
+def _check_metrics(metrics: list[str], judge) -> None:
+    from switchyard.evaluation.research_metrics import CHOICES, JUDGED
+
+    unknown = [m for m in metrics if m not in CHOICES]
+    if unknown:
+        raise UsageError(f"--metrics {' '.join(unknown)}: unknown; choose from {', '.join(CHOICES)}")
+    judged = [m for m in metrics if m in JUDGED]
+    if judged and not judge:
+        raise UsageError(f"--metrics {' '.join(judged)} needs --judge FILE (the LLM that judges it)")
+
+
+def _research_metrics(rows, metrics, evaluator, overrides, judge_llm, out: Path, notes: list[str]):
+    """`rows` with the research's metrics in `metrics` filled in, and the words the report's title gets. The
+    embedder is the default config's `embedding:` section under the evaluation's overrides (so it records into and
+    replays from `--vector-cache`); a replay missing a vector leaves the metrics out with a note."""
+    from switchyard.evaluation import research_metrics as rm
+    from switchyard.evaluation.faithfulness import judge_name
+    from switchyard.evaluation.runner import flush_vector_recordings
+
+    embedding = load_config(None, overrides).embedding
+    embedder = evaluator.models.embedder(embedding)
+    described = f"; similarity by {embedding.model}" if "similarity" in metrics else ""
+    try:
+        if "similarity" in metrics:
+            rows = rm.with_similarity(rows, embedder.run)
+        judged = [m for m in metrics if m in rm.JUDGED]
+        if judged:
+            judge = rm.RelevanceJudge(evaluator.models.llm(judge_llm), judge_name(judge_llm), embedder.run)
+            for metric in judged:
+                rows = rm.attach(rows, metric, judge.judge_results(rows, metric, out))
+            described += f"; {', '.join(judged)} judged by {judge.name}"
+    except VectorCacheMiss as exc:
+        notes.append(f"--metrics {' '.join(metrics)}: some not computed, a vector is not recorded: {exc}")
+    finally:
+        flush_vector_recordings(evaluator.models)
+    return rows, described
 
 
 def compared_rows(results: Path, names: list[str], questions: list[EvalQuestion], runs: int) -> list[EvalRow]:

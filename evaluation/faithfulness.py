@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -89,35 +90,32 @@ class FaithfulnessJudge:
 
     def judge_results(self, rows: list[EvalRow], out_path: Path) -> list[dict]:
         """Judge every answered row not yet judged by this judge; appends to `out_path` as it goes."""
-        drop_torn_tail(out_path)
-        done = {judgement_key(j) for j in read_results(out_path)}
-        with out_path.open("a", encoding="utf-8") as out:
-            for row in rows:
-                key = (*row.key, self.name)
-                if key in done or row.error:
-                    continue
-                verdict: dict
-                if row.abstained or not row.prediction:
-                    verdict = {
-                        "faithfulness": None,
-                        "sentences": 0,
-                        "judge_fallbacks": 0,
-                        "judge_calls": 0,
-                        "verdicts": [],
-                    }
-                else:
-                    # short answers: the evidence sentences carry the claims and their citations
-                    verdict = self.run(row.evidence or row.prediction, row.citations or [])
-                out.write(
-                    json.dumps(
-                        {"config": row.config, "run": row.run, "id": row.id, "judge": self.name, **verdict},
-                        ensure_ascii=False,
-                    )
-                    + "\n"
-                )
-                out.flush()
-                done.add(key)
-        return [j for j in read_results(out_path) if j["judge"] == self.name]
+        return judge_rows(rows, out_path, self.name, self._judge_row)
+
+    def _judge_row(self, row: EvalRow) -> dict:
+        if row.abstained or not row.prediction:
+            return {"faithfulness": None, "sentences": 0, "judge_fallbacks": 0, "judge_calls": 0, "verdicts": []}
+        # short answers: the evidence sentences carry the claims and their citations
+        return self.run(row.evidence or row.prediction, row.citations or [])
+
+
+def judge_rows(rows: list[EvalRow], out_path: Path, judge: str, judge_row: Callable[[EvalRow], dict]) -> list[dict]:
+    """The one resumable judging pass of every LLM-judged metric: `judge_row(row)` for each row without an error
+    that `out_path` holds no line of (config, run, question, `judge`) for yet, appended (and flushed) one JSON
+    line at a time, so an interrupted pass resumes and answers are never rewritten. Returns `judge`'s lines."""
+    drop_torn_tail(out_path)
+    done = {judgement_key(j) for j in read_results(out_path)}
+    with out_path.open("a", encoding="utf-8") as out:
+        for row in rows:
+            key = (*row.key, judge)
+            if key in done or row.error:
+                continue
+            verdict = judge_row(row)
+            line = {"config": row.config, "run": row.run, "id": row.id, "judge": judge, **verdict}
+            out.write(json.dumps(line, ensure_ascii=False) + "\n")
+            out.flush()
+            done.add(key)
+    return [j for j in read_results(out_path) if j["judge"] == judge]
 
 
 def judgement_key(j: dict) -> tuple:

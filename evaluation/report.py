@@ -26,6 +26,9 @@ METRICS = [
     "gold_recall",
     "citation_precision",
     "faithfulness",
+    "answer_similarity",
+    "answer_relevance",
+    "context_relevance",
     "abstention_rate",
     "correct_abstention_rate",
     "latency_p50_ms",
@@ -39,8 +42,13 @@ METRICS = [
     "errors",
     "timeouts",
     "judge_fallbacks",
+    "relevance_fallbacks",
 ]
-OPTIONAL = {"faithfulness", "judge_fallbacks"}  # only when an LLM judge ran (cli.py eval --judge)
+# the research's metrics (evaluation/research_metrics.py, cli.py eval --metrics): shown, with a bootstrap interval
+# per config and paired against the baseline, only when computed
+RESEARCH = ("answer_similarity", "answer_relevance", "context_relevance")
+# only when an LLM judge ran (cli.py eval --judge) or the research's metrics were asked for
+OPTIONAL = {"faithfulness", "judge_fallbacks", *RESEARCH, "relevance_fallbacks"}
 ACCURACY = ("f1", "contains", "exact_match")  # per-question scores with a bootstrap interval per config
 
 
@@ -59,6 +67,7 @@ def run_metrics(rows: list[EvalRow]) -> dict[str, float | None]:
         "gold_recall": _mean([r.gold_recall for r in rows]),
         "citation_precision": _mean([r.citation_precision for r in rows]),
         "faithfulness": _mean([r.faithfulness for r in rows]),
+        **{m: _mean([getattr(r, m) for r in rows]) for m in RESEARCH},
         "abstention_rate": len(abstained) / len(rows),
         # an abstention is "correct" when the run searched and nothing it retrieved was gold (nothing to answer
         # from); giving up without searching is not, however unanswerable the question then looked
@@ -76,6 +85,7 @@ def run_metrics(rows: list[EvalRow]) -> dict[str, float | None]:
         "errors": sum(1 for r in rows if r.error),
         "timeouts": sum(1 for r in rows if "timed out" in (r.error or "")),  # LLM calls past llm.timeout_s
         "judge_fallbacks": _mean([r.judge_fallbacks for r in rows]),
+        "relevance_fallbacks": _mean([r.relevance_fallbacks for r in rows]),
     }
 
 
@@ -128,6 +138,12 @@ def _shared(rows: list[EvalRow], baseline: str) -> dict:
 
 
 def _mean_comparison(per_q: dict, metric: str, resamples: int) -> dict:
+    if metric in RESEARCH:  # a metric that can be None: only the runs both configs have a value for are paired
+        per_q = {
+            q: kept
+            for q, pairs in per_q.items()
+            if (kept := [p for p in pairs if getattr(p[1], metric) is not None and getattr(p[2], metric) is not None])
+        }
     qdiffs = [
         sum(getattr(m, metric) - getattr(b, metric) for _, m, b in pairs) / len(pairs) for pairs in per_q.values()
     ]
@@ -200,12 +216,25 @@ def paired(
     80% power. An interval that spans 0 is no evidence either way; read it against the minimum detectable
     difference."""
     out = {
-        name: {m: _mean_comparison(per_q, m, resamples) for m in metrics}
+        name: {m: _mean_comparison(per_q, m, resamples) for m in metrics if _has_pairs(per_q, m)}
         for name, per_q in _shared(rows, baseline).items()
     }
     for m in metrics:
         _holm_family(out, m)
     return out
+
+
+def _has_pairs(per_q: dict, metric: str) -> bool:
+    return metric not in RESEARCH or any(
+        getattr(m, metric) is not None and getattr(b, metric) is not None
+        for pairs in per_q.values()
+        for _, m, b in pairs
+    )
+
+
+def computed(rows: list[EvalRow]) -> tuple[str, ...]:
+    """The research's metrics some row has a value of."""
+    return tuple(m for m in RESEARCH if any(getattr(r, m) is not None for r in rows))
 
 
 def mcnemar(rows: list[EvalRow], baseline: str) -> dict:
@@ -242,7 +271,7 @@ def aggregate(rows: list[EvalRow], baseline: str | None = None) -> dict:
         "by_difficulty": {},
         "by_type": {},
         "baseline": baseline,
-        "paired": paired(rows, baseline) if baseline else {},
+        "paired": paired(rows, baseline, ("f1", "contains", *computed(rows))) if baseline else {},
         "mcnemar": mcnemar(rows, baseline) if baseline else {},
         "statistics": STATISTICS,
         "failures": count_failures(rows),
@@ -271,7 +300,7 @@ def aggregate(rows: list[EvalRow], baseline: str | None = None) -> dict:
             "runs": len(runs),
             "questions": len(mine) // max(len(runs), 1),
             **summary,
-            "ci95": {m: question_interval(mine, m) for m in ACCURACY},
+            "ci95": {m: question_interval(mine, m) for m in (*ACCURACY, *computed(rows))},
         }
         for key, table in (("difficulty", "by_difficulty"), ("type", "by_type")):
             for value in sorted({str(getattr(r, key)) for r in mine}):
@@ -438,7 +467,7 @@ def markdown(report: dict, title: str) -> str:
         "| metric | " + " | ".join(names) + " |",
         "|---" * (len(names) + 1) + "|",
     ]
-    for m in ACCURACY:
+    for m in ACCURACY + tuple(m for m in RESEARCH if any(m in cfgs[n].get("ci95", {}) for n in names)):
         lines.append(f"| {m} | " + " | ".join(_interval(cfgs[n].get("ci95", {}).get(m)) for n in names) + " |")
     if report.get("paired"):
         lines += _paired_markdown(report)

@@ -25,7 +25,7 @@ ERROR_SCORES = {"exact_match": 0.0, "f1": 0.0, "contains": 0.0, "gold_recall": N
 
 class EvalRow(BaseModel):
     """A (config, run, question) result. A failed question has `error` set, zero scores and none of the answer's
-    fields; `faithfulness`/`judge_fallbacks` are filled in when a judge ran."""
+    fields; `faithfulness`/`judge_fallbacks` are filled in when a judge ran, the research's metrics when asked for."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -63,6 +63,11 @@ class EvalRow(BaseModel):
     citation_precision: float | None = None
     faithfulness: float | None = None
     judge_fallbacks: int | None = None
+    # the research's metrics (evaluation/research_metrics.py), filled in when `eval --metrics` asks for them
+    answer_similarity: float | None = None
+    answer_relevance: float | None = None
+    context_relevance: float | None = None
+    relevance_fallbacks: int | None = None
 
     @property
     def key(self) -> tuple[str, int, str]:

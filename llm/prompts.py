@@ -165,6 +165,17 @@ JUDGE_FAITHFULNESS = (
     "does not say it or contradicts it. Judge only from the passage, not from what you know."
 )
 
+# RAGAS-style answer relevance (Es et al. 2023): questions the answer would answer, compared with the asked one
+JUDGE_ANSWER_QUESTIONS = (
+    "Write {n} different short questions that the given answer answers. Reply with a JSON object: "
+    '{{"questions": ["...", "..."]}}. Use only the answer, not what you know.'
+)
+# RAGAS-style context relevance: which sentences of a passage help answer the question
+JUDGE_CONTEXT_SENTENCES = (
+    "You get a question and the numbered sentences of one passage. Reply with a JSON object: "
+    '{"relevant": [numbers of the sentences needed to answer the question]}; [] when none is.'
+)
+
 
 def templates() -> dict[str, str]:
     """Every template by name (the upper-case string constants of this module)."""

@@ -155,6 +155,14 @@ def build_parser() -> argparse.ArgumentParser:
         "section (off by default; e.g. configs/fixed-openai.yaml)",
     )
     p.add_argument(
+        "--metrics",
+        nargs="+",
+        default=[],
+        metavar="NAME",
+        help="also score the research's metrics: similarity (answer vs gold embedding cosine, no LLM), "
+        "answer_relevance and context_relevance (RAGAS-style, need --judge); docs/evaluation.md",
+    )
+    p.add_argument(
         "--baseline",
         metavar="NAME",
         help="config the others are paired against (default: fixed, if compared, else the first)",

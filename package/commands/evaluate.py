@@ -24,6 +24,7 @@ def cmd_eval(args) -> int:
         index_dir=args.index_dir,
         overrides=args.overrides,
         judge=args.judge,
+        metrics=args.metrics,
         baseline=args.baseline,
         retry_errors=args.retry_errors,
         workers=args.workers,
@@ -41,6 +42,8 @@ def cmd_eval(args) -> int:
             f"one ({'; '.join(done.unasked_changes[:6])}); the report describes them with their own manifest",
             file=sys.stderr,
         )
+    for note in done.notes:
+        print(f"note: {note}", file=sys.stderr)
     print(done.report_md.read_text())
     if done.asked:
         where = f"{done.ray_actors} Ray actor(s)" if done.ray_actors is not None else f"{done.workers} worker(s)"
