@@ -52,9 +52,12 @@ ADDED_KEYS: tuple[AddedKey, ...] = (
     AddedKey("retrieve.retrievers.e5.passage_prefix", "passage: ", 15),
     AddedKey("retrieve.retrievers.e5.batch_size", 16, 16),
     AddedKey("rerank.fused_weight", 0.0, 17),
+    AddedKey("retrieve.injection_policy", "exclude", 19),
+    AddedKey("retrieve.injection_threshold", 0.6, 19),
+    AddedKey("answer.spotlight", "none", 19),
 )
 
-CONFIG_VERSION: int = 17
+CONFIG_VERSION: int = 19
 """The current version of the config layout: 1 + the keys added since version 1 (one version per row)."""
 
 
