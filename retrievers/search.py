@@ -22,7 +22,7 @@ from switchyard.retrievers.documents import Passage
 from switchyard.retrievers.filters import Clause, parse_filter, scope_clauses
 from switchyard.retrievers.fusion import reciprocal_rank_fusion
 from switchyard.retrievers.hybrid import HybridRetriever
-from switchyard.retrievers.injection import DEFAULT_THRESHOLD, apply_policy
+from switchyard.retrievers.injection import DEFAULT_THRESHOLD, apply_policy, is_flagged
 from switchyard.run_context import RunContext
 
 Where = str | list[Clause] | None
@@ -84,7 +84,7 @@ class Retrieval:
             attributes["switchyard.retrieval.filter"] = where if isinstance(where, str) else repr(where)
         with tracing.span("retrieval", attributes) as span:
             admitted = clauses(where) + access
-            ranked = {f"q{i}": self.retriever.run(q, where=admitted) for i, q in enumerate(queries)}
+            ranked = {f"q{i}": self._ranked(q, admitted) for i, q in enumerate(queries)}
             if len(ranked) == 1:
                 (passages,) = ranked.values()
             else:
@@ -94,6 +94,19 @@ class Retrieval:
             if span.is_recording():
                 span.set_attributes(_retrieval_attributes(queries, passages))
         return passages
+
+    def _ranked(self, query: str, admitted: list[Clause]) -> list[Passage]:
+        """One query's fused list. Under `demote`/`exclude`, when it holds a flagged passage, the fused list is cut
+        after the policy instead of before, so the retriever's top-k is filled with unflagged passages; a list
+        without one is the very list `keep` returns (clean corpora retrieve exactly as before)."""
+        if self.injection_policy == "keep":
+            return self.retriever.run(query, where=admitted)
+        each = self.retriever.run_each(query, admitted)
+        fused = self.retriever.fuse(each)
+        if not any(is_flagged(p, self.injection_threshold) for p in fused):
+            return fused
+        longest = self.retriever.fuse(each, top_k=sum(len(v) for v in each.values()))
+        return apply_policy(longest, self.injection_policy, self.injection_threshold)[: len(fused)]
 
     def rerank(
         self, question: str, passages: list[Passage], top_k: int | None = None, run: RunContext | None = None
