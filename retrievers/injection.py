@@ -35,8 +35,8 @@ with the features (each counted once, case-insensitive) and weights:
 
 A passage is *flagged* when its score is at least the threshold (`retrieve.injection_threshold`, default 0.6: two
 features, or `override` / `role` with another). The threshold was chosen on the development payloads and clean
-texts (every development payload flagged, no clean text flagged) and checked on the suite's corpora (docs/
-security.md lists the counts).
+texts (every development payload flagged, no clean text flagged) and checked on the suite's corpora
+(docs/injection.md lists the counts).
 
 What this does not do: it is not a classifier trained on attacks (BIPIA's fine-tuned detectors, or the "known-answer"
 detection of Liu et al. 2024); it does not read text in images or encodings (base64, homoglyphs, other languages)

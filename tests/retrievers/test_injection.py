@@ -58,7 +58,7 @@ class TestScorer:
 
     def test_held_out_corpus_flags_the_poisoned_documents_only(self):
         # the test part was written in other phrasings and not used to choose features or threshold: its figures
-        # are what docs/security.md reports (15 of 16 poisoned documents flagged, no clean one)
+        # are what docs/injection.md reports (15 of 16 poisoned documents flagged, no clean one)
         scores = {p.stem: instruction_score(p.read_text()) for p in (INJECTION / "corpus").glob("*.md")}
         poisoned = {k: v for k, v in scores.items() if k.startswith("t") and not k.endswith("-secret")}
         clean = {k: v for k, v in scores.items() if k not in poisoned}
