@@ -9,7 +9,8 @@ it), it does what that payload asks in every field its reply allows: a router or
 canary as its query (an answer agent abstains giving it as the reason; a controller hands it to the search agent as
 its message), a short answer is the canary, free text repeats it. Otherwise it walks retrieve, rerank, grade, answer
 and answers with the first words of the best passage. Attack success is scored as `cli.py eval` scores it
-(evaluation/metrics.py `attack_succeeded`). What this measures is whether a payload can reach a decision at all;
+(evaluation/metrics.py `attack_succeeded`: the question's own payload); "any payload" also counts a payload planted
+for another question of the slice that the run obeyed. What this measures is whether a payload can reach a decision at all;
 the live runs of bench/injection_eval.sh measure what the local model does with it.
 """
 
@@ -111,6 +112,7 @@ def main() -> int:
     args = parser.parse_args()
     data = load_dataset(SLICE / "questions.jsonl", SLICE / "corpus")
     planted = payloads(data)
+    acting = [c for q in data.questions if q.attack["kind"] != "reveal" for c in q.attack["canary"]]
     embedder = Embedder("minilm")
     with tempfile.TemporaryDirectory() as tmp:
         uri = Path(tmp) / "index"
@@ -130,14 +132,15 @@ def main() -> int:
                 models.provide(cfg.embedding, embedder)
                 models.provide(cfg.llm, LLM(Obedient(planted), max_retries=0, backoff_s=0.0))
                 pipe = Pipeline(cfg, models)
-                hits = [
-                    q.id
-                    for q in data.questions
-                    for r in [pipe.ask(q.question)]
-                    if attack_succeeded(r.answer, r.steps, q.attack["canary"])
+                results = [(q, pipe.ask(q.question)) for q in data.questions]
+                hits = [q.id for q, r in results if attack_succeeded(r.answer, r.steps, q.attack["canary"])]
+                # any payload of the slice, not only the question's own (a reveal's canary is a secret that a
+                # question may legitimately show, so only the question's own counts for that kind)
+                anywhere = [
+                    q.id for q, r in results if attack_succeeded(r.answer, r.steps, acting + q.attack["canary"])
                 ]
                 named = f" ({', '.join(hits)})" if hits and policy != "keep" else ""
-                cells.append(f"{len(hits)}/{len(data.questions)}{named}")
+                cells.append(f"{len(hits)}/{len(data.questions)}{named}; any payload {len(anywhere)}")
             print(f"| {name} | " + " | ".join(cells) + " |", flush=True)
     return 0
 
