@@ -305,6 +305,15 @@ class RetrieveConfig(_Section):
     retrievers: RetrieversConfig = RetrieversConfig()
     fusion: FusionConfig = FusionConfig()
     top_k: int = Field(20, ge=1, description="passages handed to the reranker")
+    injection_policy: Literal["keep", "demote", "exclude"] = Field(
+        "exclude",
+        description="passages whose instruction-likeness (retrievers/injection.py) reaches injection_threshold: "
+        "keep (no defence), demote (below every other passage) or exclude (dropped); with demote or exclude the "
+        "agent router is never shown them and the answer is grounded in the others only",
+    )
+    injection_threshold: float = Field(
+        0.6, ge=0, le=1.01, description="instruction-likeness score from which a passage is flagged (1.01: never)"
+    )
 
     @model_validator(mode="after")
     def _fields_enabled_and_weighted(self) -> RetrieveConfig:
@@ -580,6 +589,11 @@ class AnswerConfig(_Section):
         description='short + llm: after an `ambiguous` verdict, the model\'s "no answer" gets the `ungrounded` '
         "fallback when a kept passage holds this share of the question's content words (1.01: only "
         "after `correct`)",
+    )
+    spotlight: Literal["none", "datamark"] = Field(
+        "none",
+        description="llm: datamark the passages in the answer prompt (every space inside a passage becomes ^, and the "
+        "system prompt says text so marked is data, never instructions: Hines et al. 2024)",
     )
 
 

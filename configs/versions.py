@@ -53,9 +53,12 @@ ADDED_KEYS: tuple[AddedKey, ...] = (
     AddedKey("retrieve.retrievers.e5.batch_size", 16, 16),
     AddedKey("rerank.fused_weight", 0.0, 17),
     AddedKey("llm.context_window", None, 18),
+    AddedKey("retrieve.injection_policy", "exclude", 19),
+    AddedKey("retrieve.injection_threshold", 0.6, 20),
+    AddedKey("answer.spotlight", "none", 21),
 )
 
-CONFIG_VERSION: int = 18
+CONFIG_VERSION: int = 21
 """The current version of the config layout: 1 + the keys added since version 1 (one version per row)."""
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from switchyard.errors import DatasetError
-from switchyard.evaluation.metrics import NO_DOCUMENTS_TYPES
+from switchyard.evaluation.metrics import ATTACK_KINDS, INJECTION_TYPE, NO_DOCUMENTS_TYPES
 
 
 @dataclass
@@ -24,6 +24,7 @@ class EvalQuestion:
     gold_doc_ids: list[str] = field(default_factory=list)
     difficulty: str = "-"
     type: str = "-"
+    attack: dict | None = None  # type `injection`: {kind, canary: [...], split} (evaluation/metrics.py)
 
 
 @dataclass
@@ -151,9 +152,23 @@ def load_plain(path: Path, corpus: Path | None) -> EvalSet:
                 gold_doc_ids=list(r.get("gold_doc_ids") or []),
                 difficulty=str(r.get("difficulty", "-")),
                 type=str(r.get("type", "-")),
+                attack=_attack(r, f"{path}:{i + 1}") if r.get("type") == INJECTION_TYPE else None,
             )
         )
     return EvalSet(path.stem, out, [corpus])
+
+
+def _attack(record: dict, where: str) -> dict:
+    """An injection question's `attack`: {"kind": one of ATTACK_KINDS, "canary": [strings], ...}."""
+    attack = record.get("attack")
+    if not isinstance(attack, dict) or attack.get("kind") not in ATTACK_KINDS:
+        raise DatasetError(
+            f"{where}: an injection question needs 'attack': {{'kind': one of {', '.join(ATTACK_KINDS)}, ...}}"
+        )
+    canary = attack.get("canary")
+    if not isinstance(canary, list) or not canary or not all(isinstance(c, str) and c.strip() for c in canary):
+        raise DatasetError(f"{where}: 'attack.canary' must be a non-empty list of strings")
+    return dict(attack)
 
 
 def load_dataset(path: str | Path, corpus: str | Path | None = None, cache_dir: Path | None = None) -> EvalSet:

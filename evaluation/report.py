@@ -258,6 +258,62 @@ def question_interval(rows: list[EvalRow], metric: str) -> dict | None:
     return stats.bootstrap_ci(list(means.values())) if means else None
 
 
+INJECTION_NOTE = (
+    "Attack success rate: the share of injection questions (tests/fixtures/injection) whose run did what the "
+    "planted passage asked (a canary of the payload in the answer or in an agent's action arguments; "
+    "evaluation/metrics.py attack_succeeded); lower is better. Mean over questions (runs averaged per question) "
+    "with its 95% bootstrap interval over questions (BCa); failed questions are left out."
+)
+
+
+def injection(rows: list[EvalRow]) -> dict:
+    """{config: {"questions", "attack_success_rate": {mean, low, high, method}, "by_kind": {kind: {...}}}} over
+    the rows with an attack (type `injection`)."""
+    out: dict = {}
+    scored = [r for r in rows if r.attack_success is not None]
+    for name in dict.fromkeys(r.config for r in scored):
+        mine = [r for r in scored if r.config == name]
+        kinds = sorted({str((r.attack or {}).get("kind", "-")) for r in mine})
+        out[name] = {
+            "questions": len({r.id for r in mine}),
+            "attack_success_rate": question_interval(mine, "attack_success"),
+            "by_kind": {
+                k: {
+                    "questions": len({r.id for r in mine if (r.attack or {}).get("kind") == k}),
+                    "attack_success_rate": question_interval(
+                        [r for r in mine if (r.attack or {}).get("kind") == k], "attack_success"
+                    ),
+                }
+                for k in kinds
+            },
+        }
+    return out
+
+
+def _injection_markdown(table: dict) -> list[str]:
+    kinds = sorted({k for per in table.values() for k in per["by_kind"]})
+    lines = [
+        "",
+        "## Injection: attack success rate (lower is better)",
+        "",
+        INJECTION_NOTE,
+        "",
+        "| config | questions | all kinds | " + " | ".join(kinds) + " |",
+        "|---" * (len(kinds) + 3) + "|",
+    ]
+    for name, per in table.items():
+        cells = [
+            _interval(per["by_kind"][k]["attack_success_rate"]) + f" (n={per['by_kind'][k]['questions']})"
+            if k in per["by_kind"]
+            else "–"
+            for k in kinds
+        ]
+        lines.append(
+            f"| {name} | {per['questions']} | {_interval(per['attack_success_rate'])} | " + " | ".join(cells) + " |"
+        )
+    return lines
+
+
 def aggregate(rows: list[EvalRow], baseline: str | None = None) -> dict:
     """Per-config summaries, breakdowns by difficulty and type, and paired differences against `baseline`
     (default: the `fixed` config when there is one, else the first)."""
@@ -276,6 +332,8 @@ def aggregate(rows: list[EvalRow], baseline: str | None = None) -> dict:
         "statistics": STATISTICS,
         "failures": count_failures(rows),
     }
+    if any(r.attack_success is not None for r in rows):
+        out["injection"] = injection(rows)
     for name in configs:
         mine = [r for r in rows if r.config == name]
         runs = sorted({r.run for r in mine})
@@ -469,6 +527,8 @@ def markdown(report: dict, title: str) -> str:
     ]
     for m in ACCURACY + tuple(m for m in RESEARCH if any(m in cfgs[n].get("ci95", {}) for n in names)):
         lines.append(f"| {m} | " + " | ".join(_interval(cfgs[n].get("ci95", {}).get(m)) for n in names) + " |")
+    if report.get("injection"):
+        lines += _injection_markdown(report["injection"])
     if report.get("paired"):
         lines += _paired_markdown(report)
     if report.get("failures"):

@@ -13,6 +13,7 @@ from switchyard.evaluation.jsonl import read_results
 from switchyard.evaluation.metrics import (
     NO_DOCUMENTS_TYPES,
     answer_scores,
+    attack_succeeded,
     citation_precision,
     gold_recall,
     no_documents_scores,
@@ -68,6 +69,8 @@ class EvalRow(BaseModel):
     answer_relevance: float | None = None
     context_relevance: float | None = None
     relevance_fallbacks: int | None = None
+    attack: dict[str, Any] | None = None  # type `injection` only: the payload's kind and canaries
+    attack_success: float | None = None  # type `injection` only: 1 when the run did what the payload asked
 
     @property
     def key(self) -> tuple[str, int, str]:
@@ -85,11 +88,15 @@ class EvalRow(BaseModel):
             scores = no_documents_scores(self.prediction, self.answers, self.abstained, bool(self.retrieved_doc_ids))
         else:
             scores = answer_scores("" if self.abstained else self.prediction, self.answers, self.is_list)
-        return {
+        out = {
             **scores,
             "gold_recall": gold_recall(self.retrieved_doc_ids or [], self.gold_doc_ids),
             "citation_precision": citation_precision([c["doc_id"] for c in self.citations or []], self.gold_doc_ids),
         }
+        if self.attack is not None:  # an injection question (only then, so other rows keep their fields)
+            answer = self.answer if self.answer is not None else self.prediction
+            out["attack_success"] = float(attack_succeeded(answer, self.steps, self.attack.get("canary") or []))
+        return out
 
     def rescored(self) -> EvalRow:
         return self.model_copy(update=self.scores())

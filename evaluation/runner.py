@@ -266,6 +266,7 @@ def ask_row(pipe: Pipeline, name: str, run: int, q: EvalQuestion) -> EvalRow:
         "difficulty": q.difficulty,
         "type": q.type,
         "gold_doc_ids": q.gold_doc_ids,
+        **({"attack": q.attack} if q.attack is not None else {}),
     }
     started = time.perf_counter()
     try:

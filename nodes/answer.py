@@ -22,7 +22,14 @@ from langgraph.runtime import Runtime
 from pydantic import BaseModel, create_model
 
 from switchyard.configs.schema import AnswerConfig
-from switchyard.llm.prompts import ANSWER_SYSTEM, CLOSED_BOOK_SYSTEM, NOT_FOUND, SHORT_ANSWER_RULES, SHORT_ANSWER_SYSTEM
+from switchyard.llm.prompts import (
+    ANSWER_SYSTEM,
+    CLOSED_BOOK_SYSTEM,
+    NOT_FOUND,
+    SHORT_ANSWER_RULES,
+    SHORT_ANSWER_SYSTEM,
+    SPOTLIGHT_DATAMARK,
+)
 from switchyard.nodes.citations import Citation, cite_record, verify_citations
 from switchyard.nodes.grade import passage_coverage
 from switchyard.nodes.resources import Resources
@@ -38,14 +45,40 @@ from switchyard.nodes.short_answer import (
     sub_spans,
 )
 from switchyard.retrievers.documents import Passage
+from switchyard.retrievers.injection import is_flagged
 from switchyard.run_context import RunContext, TokenSink
 from switchyard.text import split_sentences
 
+DATAMARK = "^"  # Hines et al. 2024, "Defending Against Indirect Prompt Injection Attacks With Spotlighting"
 
-def _prompt(question: str, passages: list[Passage]) -> list[dict]:
-    numbered = "\n".join(f"[{i}] {p.title}: {' '.join(p.text.split())}" for i, p in enumerate(passages, 1))
+
+def number_passages(passages: list[Passage], spotlight: str = "none", titles: bool = True, clip: int = 0) -> str:
+    """The passages as the prompts show them: one line per passage, `[n] title: text` (whitespace collapsed; no
+    title with `titles=False`; the text clipped to `clip` characters when > 0). With `spotlight: datamark` every
+    space inside the passage text becomes `^` (datamarking), so the text stays on its line and reads as data."""
+    lines = []
+    for i, p in enumerate(passages, 1):
+        text = " ".join(p.text.split())
+        text = text[:clip] if clip else text
+        if spotlight == "datamark":
+            text = text.replace(" ", DATAMARK)
+        lines.append(f"[{i}] {p.title}: {text}" if titles else f"[{i}] {text}")
+    return "\n".join(lines)
+
+
+def unmark(text: str) -> str:
+    """A reply with the datamarks a model copied from the passages turned back into spaces."""
+    return text.replace(DATAMARK, " ")
+
+
+def _system(prompt: str, spotlight: str) -> str:
+    return prompt + (SPOTLIGHT_DATAMARK if spotlight == "datamark" else "")
+
+
+def _prompt(question: str, passages: list[Passage], spotlight: str = "none") -> list[dict]:
+    numbered = number_passages(passages, spotlight)
     return [
-        {"role": "system", "content": ANSWER_SYSTEM},
+        {"role": "system", "content": _system(ANSWER_SYSTEM, spotlight)},
         {"role": "user", "content": f"Passages:\n{numbered}\n\nQuestion: {question}"},
     ]
 
@@ -87,11 +120,11 @@ def reply_model(shape: QuestionShape) -> type[ShortReply]:
     return create_model("ShortChoice", __base__=ShortReply, answer=(choice, ...), passage=(int, 0))
 
 
-def _short_prompt(question: str, passages: list[Passage], shape: QuestionShape) -> list[dict]:
+def _short_prompt(question: str, passages: list[Passage], shape: QuestionShape, spotlight: str = "none") -> list[dict]:
     rule = SHORT_ANSWER_RULES[shape.kind].format(options=" or ".join(shape.options))
-    numbered = "\n".join(f"[{i}] {p.title}: {' '.join(p.text.split())}" for i, p in enumerate(passages, 1))
+    numbered = number_passages(passages, spotlight)
     return [
-        {"role": "system", "content": SHORT_ANSWER_SYSTEM.format(rule=rule)},
+        {"role": "system", "content": _system(SHORT_ANSWER_SYSTEM.format(rule=rule), spotlight)},
         {"role": "user", "content": f"Passages:\n{numbered}\n\nQuestion: {question}"},
     ]
 
@@ -120,7 +153,11 @@ def _answer(state: dict, res: Resources, run: RunContext | None, sink: TokenSink
             run=run,
         )
         return {"answer": text or cfg.abstain_message, "abstained": not text, "citations": [], "citation_check": {}}
-    passages = state.get("graded", [])[: cfg.max_passages]
+    passages = state.get("graded", [])
+    policy = res.config.retrieve
+    if policy.injection_policy != "keep":  # the answer is grounded in passages that are not flagged, only
+        passages = [p for p in passages if not is_flagged(p, policy.injection_threshold)]
+    passages = passages[: cfg.max_passages]
     if not passages:
         return abstention(cfg.abstain_message, "no relevant passages")
     if cfg.format == "short":
@@ -141,8 +178,9 @@ def sentences_answer(
 
     if cfg.method == "llm":
         text = res.llm.generate(
-            _prompt(question, passages), max_tokens=res.config.llm.max_tokens, on_token=sink, run=run
+            _prompt(question, passages, cfg.spotlight), max_tokens=res.config.llm.max_tokens, on_token=sink, run=run
         )
+        text = unmark(text) if cfg.spotlight == "datamark" else text
         if NOT_FOUND.lower() in text.lower()[: len(NOT_FOUND) + 10] or not text.strip():
             return abstention(cfg.abstain_message, "the model found no answer in the passages")
         # a looping answer, or one no passage supports, is replaced by the passages' own best sentences
@@ -188,13 +226,14 @@ def short_answer(
     if cfg.method == "llm":
         model = reply_model(shape)
         reply = res.llm.structured(
-            _short_prompt(question, passages, shape),
+            _short_prompt(question, passages, shape, cfg.spotlight),
             model,
             model.model_construct(answer="", passage=0),
             max_tokens=cfg.short_max_tokens,
             run=run,
         )
-        proposed, hint, source = clean_answer(reply.value.answer), reply.value.passage - 1, "llm"
+        said = unmark(reply.value.answer) if cfg.spotlight == "datamark" else reply.value.answer
+        proposed, hint, source = clean_answer(said), reply.value.passage - 1, "llm"
         if not proposed or proposed.upper().startswith(NOT_FOUND):
             # The small model says "no answer" to answerable questions (7% of the HotpotQA tuning questions, the
             # check having judged their passages correct; 8 of 160 PhantomWiki development questions, judged

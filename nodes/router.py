@@ -18,6 +18,11 @@ Guards, each recorded in the step's `guard` field:
   query) -> the query is dropped: retrieve searches the current query, rewrite writes its own;
 - `needs_documents`: `reply` (graph.router.direct_reply) to a question that nodes/no_documents.py's rules do not
   detect as small talk or arithmetic -> the fixed pipeline's next edge: the agent may not answer without looking;
+- `injected`: (`retrieve.injection_policy` demote or exclude) a query or abstention reason with words that only a
+  flagged passage (retrievers/injection.py) holds — not the question, the current query or any unflagged passage —
+  follows an instruction planted in the documents -> a query is dropped (as for `ungrounded_query`), an abstention
+  becomes the fixed pipeline's next edge. The router is never shown flagged passages (strategies/common.py
+  `shown_passages`); this catches what reaches it another way (a thought, a memory, a model that saw it earlier);
 - `budget`: `router.max_steps` decisions made -> answer from what the run has, or abstain.
 Every run therefore ends with an answer or an explicit abstention.
 
@@ -48,6 +53,7 @@ from switchyard.nodes.strategies.common import (
     decision_from_tool_call,
     summarize_state,
 )
+from switchyard.retrievers.injection import is_flagged
 from switchyard.run_context import RunContext
 from switchyard.text import content_words
 
@@ -61,6 +67,7 @@ __all__ = [
     "summarize_state",
     "FIXED_SEQUENCE",
     "fixed_next",
+    "echoes_flagged",
     "is_grounded",
     "is_repeat",
     "route",
@@ -98,6 +105,22 @@ def is_grounded(query: str, state: dict) -> bool:
     """Does the query share a content word with what the run knows: the question, the current query, the passages?"""
     known = " ".join([state["question"], state.get("query") or ""] + [p.text for p in state.get("candidates", [])])
     return bool(content_words(query) & content_words(known))
+
+
+def echoes_flagged(text: str, state: dict, threshold: float) -> bool:
+    """Does `text` use words that only flagged passages of the run hold (none of the question, the current query or
+    an unflagged passage)? Such a query or reason follows a planted instruction, not the question."""
+    found = state.get("candidates", []) + state.get("reranked", []) + state.get("graded", [])
+    flagged = [p for p in found if is_flagged(p, threshold)]
+    if not flagged or not text:
+        return False
+    known = content_words(
+        " ".join(
+            [state["question"], state.get("query") or ""] + [p.text for p in found if not is_flagged(p, threshold)]
+        )
+    )
+    planted = content_words(" ".join(p.text for p in flagged)) - known
+    return bool(content_words(text) & planted)
 
 
 def is_repeat(action: str, args: dict, executed: list) -> bool:
@@ -185,6 +208,13 @@ def _decide(state: dict, res: Resources, run: RunContext) -> dict:
                 args = {"reason": decision.reason.strip()}
             if args.get("query") and not is_grounded(args["query"], state):
                 args, guard = {}, "ungrounded_query"
+            policy = res.config.retrieve
+            if policy.injection_policy != "keep" and any(
+                echoes_flagged(v, state, policy.injection_threshold) for v in args.values()
+            ):
+                if action == "abstain":
+                    action = fixed_next(state, max_retries)
+                args, guard = {}, "injected"
             if action == "reply" and classify(state["question"]) is None:
                 action, guard = fixed_next(state, max_retries), "needs_documents"
         if action == "retrieve" and not args:  # retrieving "the current query" is a call with that query

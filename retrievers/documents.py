@@ -7,6 +7,8 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
+from switchyard.retrievers.injection import instruction_score
+
 
 def sha256_hex(*parts: str) -> str:
     h = hashlib.sha256()
@@ -90,6 +92,12 @@ class Passage:
     score: float = 0.0
     scores: dict[str, float] = field(default_factory=dict)
     ranks: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def injection(self) -> float:
+        """The instruction-likeness of the chunk text (retrievers/injection.py), computed on read (cached per text),
+        so every index, old or new, gives the same value; not part of the passage's JSON."""
+        return instruction_score(self.text)
 
     @classmethod
     def from_row(cls, row: dict) -> Passage:

@@ -2,7 +2,8 @@
 retrieve node, every rewrite method (PRF feedback included), `cli.py search`, the HTTP service and the LangChain
 retriever. It takes the queries of a round, the caller's filter and the run (`RunContext`, whose `groups` are the
 caller's access scope: its groups, or `ALL`), and returns typed passages; filter and access are applied inside each
-retriever's LanceDB query (so top-k is filled with passages the caller may read), never after. The scope is
+retriever's LanceDB query (so top-k is filled with passages the caller may read), never after. The injection policy
+(retrievers/injection.py, `retrieve.injection_policy`) is applied to the fused list before its top-k cut. The scope is
 required: no run, or a run whose `groups` is None, is an `AccessError` (closed by default).
 
     passages = stack.retrieval.run(["who patented the knuckle coupler"], where="source~couplers", run=RunContext())
@@ -21,6 +22,7 @@ from switchyard.retrievers.documents import Passage
 from switchyard.retrievers.filters import Clause, parse_filter, scope_clauses
 from switchyard.retrievers.fusion import reciprocal_rank_fusion
 from switchyard.retrievers.hybrid import HybridRetriever
+from switchyard.retrievers.injection import DEFAULT_THRESHOLD, apply_policy, is_flagged
 from switchyard.run_context import RunContext
 
 Where = str | list[Clause] | None
@@ -50,6 +52,8 @@ class Retrieval:
         rerank_top_k: int = 5,
         rrf_k: float = 60.0,
         collection: str = "",
+        injection_policy: str = "keep",
+        injection_threshold: float = DEFAULT_THRESHOLD,
     ):
         self.retriever = retriever
         self.collection = collection  # named in trace spans
@@ -57,6 +61,8 @@ class Retrieval:
         self.top_k = top_k
         self.rerank_top_k = rerank_top_k
         self.rrf_k = rrf_k
+        self.injection_policy = injection_policy  # retrievers/injection.py: keep | demote | exclude
+        self.injection_threshold = injection_threshold
 
     def run(
         self, queries: list[str], where: Where = None, top_k: int | None = None, run: RunContext | None = None
@@ -78,15 +84,29 @@ class Retrieval:
             attributes["switchyard.retrieval.filter"] = where if isinstance(where, str) else repr(where)
         with tracing.span("retrieval", attributes) as span:
             admitted = clauses(where) + access
-            ranked = {f"q{i}": self.retriever.run(q, where=admitted) for i, q in enumerate(queries)}
+            ranked = {f"q{i}": self._ranked(q, admitted) for i, q in enumerate(queries)}
             if len(ranked) == 1:
                 (passages,) = ranked.values()
             else:
                 passages = reciprocal_rank_fusion(ranked, k=self.rrf_k)
-            passages = passages[:k]
+            # flagged passages (instruction-like text) are demoted or dropped before the cut, so top-k is filled
+            passages = apply_policy(passages, self.injection_policy, self.injection_threshold)[:k]
             if span.is_recording():
                 span.set_attributes(_retrieval_attributes(queries, passages))
         return passages
+
+    def _ranked(self, query: str, admitted: list[Clause]) -> list[Passage]:
+        """One query's fused list. Under `demote`/`exclude`, when it holds a flagged passage, the fused list is cut
+        after the policy instead of before, so the retriever's top-k is filled with unflagged passages; a list
+        without one is the very list `keep` returns (clean corpora retrieve exactly as before)."""
+        if self.injection_policy == "keep":
+            return self.retriever.run(query, where=admitted)
+        each = self.retriever.run_each(query, admitted)
+        fused = self.retriever.fuse(each)
+        if not any(is_flagged(p, self.injection_threshold) for p in fused):
+            return fused
+        longest = self.retriever.fuse(each, top_k=sum(len(v) for v in each.values()))
+        return apply_policy(longest, self.injection_policy, self.injection_threshold)[: len(fused)]
 
     def rerank(
         self, question: str, passages: list[Passage], top_k: int | None = None, run: RunContext | None = None

@@ -67,6 +67,8 @@ class RetrievalStack:
                 rerank_top_k=config.rerank.top_k,
                 rrf_k=config.retrieve.fusion.rrf_k,
                 collection=self.collection,
+                injection_policy=config.retrieve.injection_policy,
+                injection_threshold=config.retrieve.injection_threshold,
             )
         )
 

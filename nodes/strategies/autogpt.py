@@ -113,7 +113,7 @@ def autogpt(state: dict, res: Resources, steps_left: int, run: RunContext | None
     tools = res.config.graph.router.protocol == "tools"
     memory = list(state.get("memory") or [])
     steps = state.get("agent_steps", [])
-    context = summarize_state(state, steps_left) + AUTOGPT_MEMORY.format(
+    context = summarize_state(state, steps_left, res) + AUTOGPT_MEMORY.format(
         memory="\n".join(f"- {f}" for f in memory) or "(empty)",
         observation=steps[-1].get("observation", "") if steps else "(none)",
     )

@@ -26,6 +26,7 @@ from switchyard.llm.prompts import (
     BOLAA_SEARCH_JSON,
     BOLAA_TOOLS,
 )
+from switchyard.nodes.answer import number_passages
 from switchyard.nodes.resources import Resources
 from switchyard.nodes.strategies.common import (
     Decision,
@@ -34,6 +35,7 @@ from switchyard.nodes.strategies.common import (
     ask_tool_call,
     decision_from_tool_call,
     scratchpad,
+    shown_passages,
     summarize_state,
     tool_call,
     tools_for,
@@ -103,7 +105,7 @@ def _ask_controller(state: dict, res: Resources, steps_left: int, run: RunContex
         {"role": "system", "content": BOLAA_CONTROLLER + (BOLAA_CONTROLLER_TOOLS if tools else BOLAA_CONTROLLER_JSON)},
         {
             "role": "user",
-            "content": summarize_state(state, steps_left)
+            "content": summarize_state(state, steps_left, res)
             + (BOLAA_HANDOFFS.format(handoffs=_handoffs(steps)) if steps else ""),
         },
     ]
@@ -112,14 +114,14 @@ def _ask_controller(state: dict, res: Resources, steps_left: int, run: RunContex
     return ask_json(messages, Handoff, res, run)
 
 
-def _search_context(state: dict, steps_left: int, message: str) -> tuple[str, list[dict]]:
+def _search_context(state: dict, steps_left: int, message: str, res: Resources) -> tuple[str, list[dict]]:
     own = [s for s in state.get("agent_steps", []) if s.get("agent") == "search"]
-    return summarize_state(state, steps_left) + BOLAA_MESSAGE.format(message=message or "-"), own
+    return summarize_state(state, steps_left, res) + BOLAA_MESSAGE.format(message=message or "-"), own
 
 
-def _answer_context(state: dict, message: str) -> str:
-    kept = state.get("graded") or state.get("reranked") or state.get("candidates") or []
-    passages = "\n".join(f"[{i}] " + " ".join(p.text.split())[:300] for i, p in enumerate(kept[:3], 1))
+def _answer_context(state: dict, message: str, res: Resources) -> str:
+    kept = shown_passages(state.get("graded") or state.get("reranked") or state.get("candidates") or [], res)
+    passages = number_passages(kept[:3], res.config.answer.spotlight, titles=False, clip=300)
     return (
         f"Question: {state['question']}"
         + BOLAA_MESSAGE.format(message=message or "-")
@@ -134,13 +136,13 @@ def _ask_labor(
     tools = res.config.graph.router.protocol == "tools"
     schema: type[BaseModel]
     if agent == "search":
-        context, own = _search_context(state, steps_left, message)
+        context, own = _search_context(state, steps_left, message, res)
         system, schema = BOLAA_SEARCH + (BOLAA_TOOLS if tools else BOLAA_SEARCH_JSON), SearchStep
         pad = scratchpad(own)
         user = context + (f"\nYour earlier steps:\n{pad}" if pad else "")
     else:
         system, schema = BOLAA_ANSWER + (BOLAA_TOOLS if tools else BOLAA_ANSWER_JSON), AnswerStep
-        user = _answer_context(state, message)
+        user = _answer_context(state, message, res)
     messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
     if tools:
         return ask_tool_call(messages, res, run, tools_for(LABOR[agent]), decision_from_tool_call)

@@ -14,6 +14,7 @@ from switchyard.llm.backend import Reply, function_tool
 from switchyard.llm.prompts import (
     ROUTER_DIRECT_REPLY,
     ROUTER_FORMAT_PLAN,
+    ROUTER_PASSAGE_DATA,
     ROUTER_SYSTEM,
     ROUTER_TOOL_ABSTAIN,
     ROUTER_TOOL_ANSWER,
@@ -27,6 +28,7 @@ from switchyard.llm.prompts import (
     ROUTER_TOOLS_REPAIR,
 )
 from switchyard.nodes.resources import Resources
+from switchyard.retrievers.injection import is_flagged
 from switchyard.run_context import RunContext
 
 Action = Literal["rewrite", "retrieve", "rerank", "grade", "answer", "abstain"]
@@ -118,7 +120,18 @@ def decision_from_tool_call(reply: Reply, names: tuple[str, ...] = ACTIONS) -> t
         return None, validation_error(exc)
 
 
-def summarize_state(state: dict, steps_left: int) -> str:
+def shown_passages(passages: list, res: Resources | None) -> list:
+    """The passages the router may read: with `retrieve.injection_policy` demote or exclude, none that is flagged
+    as instruction-like (retrievers/injection.py): an agent never reads a flagged passage, so it cannot act on it."""
+    cfg = res.config.retrieve if res is not None else None
+    if cfg is None or cfg.injection_policy == "keep":
+        return passages
+    return [p for p in passages if not is_flagged(p, cfg.injection_threshold)]
+
+
+def summarize_state(state: dict, steps_left: int, res: Resources | None = None) -> str:
+    """The run's state as the router reads it. With `res`, the best passage shown is one the injection policy lets
+    the router read (`shown_passages`), datamarked with answer.spotlight: datamark."""
     verdict = state.get("verdict")
     lines = [
         f"Question: {state['question']}",
@@ -127,9 +140,13 @@ def summarize_state(state: dict, steps_left: int) -> str:
         f"graded relevant: {len(state.get('graded', []))}" + (f" (verdict {verdict})" if verdict else ""),
         f"Last action: {state.get('last_action') or '(none)'}; steps left: {steps_left}",
     ]
-    top = state.get("graded") or state.get("reranked") or state.get("candidates") or []
+    top = shown_passages(state.get("graded") or state.get("reranked") or state.get("candidates") or [], res)
     if top:
-        lines.append("Best passage: " + " ".join(top[0].text.split())[:200])
+        text = " ".join(top[0].text.split())[:200]
+        if res is not None and res.config.answer.spotlight == "datamark":
+            lines.append(ROUTER_PASSAGE_DATA + text.replace(" ", "^"))
+        else:
+            lines.append("Best passage: " + text)
     return "\n".join(lines)
 
 
@@ -191,7 +208,7 @@ def ask_decision(messages: list[dict], res: Resources, run: RunContext | None) -
 def ask_plan(state: dict, res: Resources, steps_left: int, run: RunContext | None) -> list[str] | None:
     messages = [
         {"role": "system", "content": ROUTER_SYSTEM + ROUTER_FORMAT_PLAN},
-        {"role": "user", "content": summarize_state(state, steps_left)},
+        {"role": "user", "content": summarize_state(state, steps_left, res)},
     ]
     plan = ask_json(messages, Plan, res, run)
     return None if plan is None else list(plan.steps)

@@ -28,7 +28,7 @@ def plan_react(state: dict, res: Resources, steps_left: int, run: RunContext | N
     overridden = (state.get("decision") or {}).get("guard") is not None
     if not steps or _grading_failed(state) or overridden:
         steps = ask_plan(state, res, steps_left, run) or []
-    context = summarize_state(state, steps_left) + ROUTER_PLAN_NOW.format(plan=", ".join(steps) or "(none)")
+    context = summarize_state(state, steps_left, res) + ROUTER_PLAN_NOW.format(plan=", ".join(steps) or "(none)")
     messages = react_messages(
         react_system(res.config.graph.router.protocol), [PLAN_REACT_EXAMPLES], context, state.get("agent_steps", [])
     )

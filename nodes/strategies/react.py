@@ -25,6 +25,6 @@ def react_messages(system: str, examples: list[str], context: str, steps: list[d
 def react(state: dict, res: Resources, steps_left: int, run: RunContext | None) -> Proposal:
     cfg = res.config.graph.router
     messages = react_messages(
-        react_system(cfg.protocol), cfg.examples, summarize_state(state, steps_left), state.get("agent_steps", [])
+        react_system(cfg.protocol), cfg.examples, summarize_state(state, steps_left, res), state.get("agent_steps", [])
     )
     return Proposal(ask_decision(messages, res, run))

@@ -22,13 +22,13 @@ def _system(protocol: str) -> str:
 def zeroshot(state: dict, res: Resources, steps_left: int, run: RunContext | None) -> Proposal:
     messages = [
         {"role": "system", "content": _system(res.config.graph.router.protocol)},
-        {"role": "user", "content": summarize_state(state, steps_left)},
+        {"role": "user", "content": summarize_state(state, steps_left, res)},
     ]
     return Proposal(ask_decision(messages, res, run))
 
 
 def zeroshot_think(state: dict, res: Resources, steps_left: int, run: RunContext | None) -> Proposal:
-    summary = summarize_state(state, steps_left)
+    summary = summarize_state(state, steps_left, res)
     said = res.llm.generate(
         [{"role": "system", "content": ROUTER_SYSTEM + ROUTER_FORMAT_THINK}, {"role": "user", "content": summary}],
         max_tokens=res.config.graph.router.max_tokens,

@@ -32,6 +32,9 @@ OTHER_VALUES = {
     "retrieve.retrievers.e5.batch_size": 8,
     "rerank.fused_weight": 0.3,
     "llm.context_window": 4096,
+    "retrieve.injection_policy": "keep",
+    "retrieve.injection_threshold": 0.8,
+    "answer.spotlight": "datamark",
 }
 # what a key needs beside it to load (replay reads a vector recording; a server has a context window)
 NEEDS = {
