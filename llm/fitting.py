@@ -36,16 +36,16 @@ def server_context_window(base_url: str, model: str, api_key: str | None, timeou
     """The context window an OpenAI-compatible server reports, None when it says nothing: vLLM lists
     `max_model_len` for each model in `/v1/models`; llama.cpp's llama-server gives its slots' context in `/props`
     (beside `/v1`) as `default_generation_settings.n_ctx`. Any failure to ask is None (the overflow retry remains)."""
-    import httpx
+    import urllib.request
 
     root = base_url.rstrip("/")
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     server_root = root[: -len("/v1")] if root.endswith("/v1") else root
     for url, read in ((f"{root}/models", _max_model_len(model)), (f"{server_root}/props", _props_n_ctx)):
         try:
-            reply = httpx.get(url, headers=headers, timeout=timeout_s)
-            window = read(reply.json()) if reply.status_code == 200 else None
-        except (httpx.HTTPError, ValueError) as exc:
+            with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=timeout_s) as reply:
+                window = read(json.loads(reply.read()))
+        except (OSError, ValueError) as exc:  # HTTP errors (404 where a server has no such route), no server, not JSON
             log.debug("asking %s for its context window: %s", url, exc)
             continue
         if isinstance(window, int) and not isinstance(window, bool) and window > 0:
