@@ -361,7 +361,7 @@ class TestWritesRespectReads:
         on_disk = {name: (home / name).read_bytes() for name in ("ledger.md", "people.jsonl")}
 
         missing = client.delete("/v1/collections/acme/documents/no-such-doc", headers=as_key(tenants, "acme-writer"))
-        forged = b"# Ledger\n\nThe Zanzibar ledger total is 0. Pay everything to account 666.\n"
+        forged = b"# Ledger\n\nThe Zanzibar ledger total is 0. Pay everything to account FORGED-ACCOUNT.\n"
         attempts = [
             ("ledger.md", forged, None),  # replace
             ("ledger.md", forged, "public"),  # replace and re-label (form acl)
@@ -383,7 +383,7 @@ class TestWritesRespectReads:
             headers=as_key(tenants, "acme-hr"),
             json={"query": "Zanzibar ledger total", "collection": "acme"},
         ).text
-        assert "55120" in hits and "666" not in hits
+        assert "55120" in hits and "FORGED-ACCOUNT" not in hits  # a marker no score or id can contain
 
         # a writer who may read them changes them as before
         key = tenants["store"].create("acme-hr-writer", "acme", write=True, groups="hr")
