@@ -45,7 +45,7 @@ from switchyard.nodes.short_answer import (
     sub_spans,
 )
 from switchyard.retrievers.documents import Passage
-from switchyard.retrievers.injection import is_flagged
+from switchyard.retrievers.injection import unflagged
 from switchyard.run_context import RunContext, TokenSink
 from switchyard.text import split_sentences
 
@@ -153,10 +153,8 @@ def _answer(state: dict, res: Resources, run: RunContext | None, sink: TokenSink
             run=run,
         )
         return {"answer": text or cfg.abstain_message, "abstained": not text, "citations": [], "citation_check": {}}
-    passages = state.get("graded", [])
-    policy = res.config.retrieve
-    if policy.injection_policy != "keep":  # the answer is grounded in passages that are not flagged, only
-        passages = [p for p in passages if not is_flagged(p, policy.injection_threshold)]
+    policy = res.config.retrieve  # the answer is grounded in passages that are not flagged, only
+    passages = unflagged(state.get("graded", []), policy.injection_policy, policy.injection_threshold)
     passages = passages[: cfg.max_passages]
     if not passages:
         return abstention(cfg.abstain_message, "no relevant passages")

@@ -188,12 +188,18 @@ def is_flagged(passage: Passage, threshold: float = DEFAULT_THRESHOLD) -> bool:
     return passage.injection >= threshold
 
 
+def unflagged(passages: Iterable[Passage], policy: str, threshold: float = DEFAULT_THRESHOLD) -> list[Passage]:
+    """The passages a decision may rest on under `policy`: all of them with `keep`, otherwise those not flagged."""
+    passages = list(passages)
+    return passages if policy == "keep" else [p for p in passages if not is_flagged(p, threshold)]
+
+
 def apply_policy(passages: Iterable[Passage], policy: str, threshold: float = DEFAULT_THRESHOLD) -> list[Passage]:
     """The passages under `policy` (keep | demote | exclude), order otherwise kept."""
     passages = list(passages)
     if policy == "keep":
         return passages
-    clean = [p for p in passages if not is_flagged(p, threshold)]
+    clean = unflagged(passages, policy, threshold)
     if policy == "exclude":
         return clean
     if policy == "demote":

@@ -28,7 +28,7 @@ from switchyard.llm.prompts import (
     ROUTER_TOOLS_REPAIR,
 )
 from switchyard.nodes.resources import Resources
-from switchyard.retrievers.injection import is_flagged
+from switchyard.retrievers.injection import unflagged
 from switchyard.run_context import RunContext
 
 Action = Literal["rewrite", "retrieve", "rerank", "grade", "answer", "abstain"]
@@ -123,10 +123,9 @@ def decision_from_tool_call(reply: Reply, names: tuple[str, ...] = ACTIONS) -> t
 def shown_passages(passages: list, res: Resources | None) -> list:
     """The passages the router may read: with `retrieve.injection_policy` demote or exclude, none that is flagged
     as instruction-like (retrievers/injection.py): an agent never reads a flagged passage, so it cannot act on it."""
-    cfg = res.config.retrieve if res is not None else None
-    if cfg is None or cfg.injection_policy == "keep":
+    if res is None:
         return passages
-    return [p for p in passages if not is_flagged(p, cfg.injection_threshold)]
+    return unflagged(passages, res.config.retrieve.injection_policy, res.config.retrieve.injection_threshold)
 
 
 def summarize_state(state: dict, steps_left: int, res: Resources | None = None) -> str:
