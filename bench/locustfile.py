@@ -1,7 +1,7 @@
 """Locust users for the HTTP service's mixed traffic; bench/serve_load.py runs it headless against a server it starts.
 
     .venv/bin/locust -f bench/locustfile.py --headless -u 16 -r 4 -t 60s --host http://127.0.0.1:8000 \\
-        [--pipeline no-llm] [--scratch-collection loadtest] [--upload-names 200] [--run-tag t1] [--jobs-file F]
+        [--pipeline no-llm] [--scratch-collection loadtest] [--upload-names 200] [--run-tag t1] [--summary-file F]
 
 Each user loops over five tasks, drawn by weight, with 0.5-1.5 s between them:
 
@@ -16,7 +16,10 @@ Each user loops over five tasks, drawn by weight, with 0.5-1.5 s between them:
 Uploads go to the scratch collection (created by the first upload; serve_load.py makes one before the load) under
 `--upload-names` names at most (`load-0000.md` ...), each upload a new text (run tag and counter): the first round
 adds documents, later rounds update them, so the index holds at most that many extra documents however long the run.
-The job ids are written to `--jobs-file` when Locust quits, for the driver to check that the jobs finished.
+When Locust quits, `--summary-file` gets the run's final figures as JSON: per route its requests, failures, p50/p95,
+mean, max and requests/s, the failures by route and error, and the upload job ids (for the driver to check that the
+jobs finished). Locust's own `--csv` files are rewritten once a second and not again at the end, so they can miss the
+last second's requests.
 
 A polite client: a 429 or 503 with a `Retry-After` header is back-pressure, not a failure: it is reported under
 the route's name plus ` [back-pressure]` (marked a success, so the route's own percentiles hold only answered
@@ -32,11 +35,13 @@ Only Locust and the standard library are imported: the file runs against any ser
 from __future__ import annotations
 
 import itertools
+import json
 import random
 import time
 
 from gevent.event import Event
 from locust import HttpUser, between, events, tag, task
+from locust.stats import StatsError
 
 QUESTIONS = [
     "Who patented the knuckle coupler?",
@@ -91,15 +96,35 @@ def _options(parser) -> None:
     group.add_argument("--scratch-collection", default="loadtest", help="uploads go here, list reads it")
     group.add_argument("--upload-names", type=int, default=200, help="distinct uploaded file names (default 200)")
     group.add_argument("--run-tag", default="run", help="written into every uploaded text (a phase's own texts)")
-    group.add_argument("--jobs-file", default="", help="where to write the upload job ids at the end")
+    group.add_argument("--summary-file", default="", help="where to write the final figures and job ids (JSON)")
 
 
 @events.quitting.add_listener
-def _write_jobs(environment, **_kwargs) -> None:
-    path = environment.parsed_options.jobs_file if environment.parsed_options else ""
-    if path:
-        with open(path, "w") as fh:
-            fh.writelines(f"{job_id}\n" for job_id in _job_ids)
+def _write_summary(environment, **_kwargs) -> None:
+    """The users have stopped when `quitting` fires: the figures are final."""
+    path = environment.parsed_options.summary_file if environment.parsed_options else ""
+    if not path:
+        return
+    stats = environment.stats
+    routes = {
+        f"{e.method} {e.name}": {
+            "requests": e.num_requests,
+            "failures": e.num_failures,
+            "p50_ms": e.get_response_time_percentile(0.5) or 0,
+            "p95_ms": e.get_response_time_percentile(0.95) or 0,
+            "mean_ms": round(e.avg_response_time, 1),
+            "max_ms": round(e.max_response_time, 1),
+            "rps": round(e.total_rps, 2),
+        }
+        for e in stats.entries.values()
+        if e.num_requests or e.num_failures
+    }
+    failures = [
+        {"route": f"{e.method} {e.name}", "error": StatsError.parse_error(e.error), "count": e.occurrences}
+        for e in stats.errors.values()
+    ]
+    with open(path, "w") as fh:
+        json.dump({"routes": routes, "failures": failures, "upload_job_ids": _job_ids}, fh, indent=1)
 
 
 def _retry_after(response) -> float | None:

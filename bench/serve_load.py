@@ -12,7 +12,7 @@ upload into the scratch collection `loadtest`, waited for until its job is done)
 runs Locust headless in its own process against it, one after the other:
 
     locust -f bench/locustfile.py --headless -u USERS -r USERS/5 -t SECONDSs --host http://127.0.0.1:PORT
-           --csv OUT/phaseI --pipeline PIPELINE --run-tag phaseI --jobs-file OUT/phaseI-jobs.txt ...
+           --csv OUT/phaseI --pipeline PIPELINE --run-tag phaseI --summary-file OUT/phaseI-locust.json ...
 
 (users ramp up over the first 5 s). The traffic, its weights, what counts as a success and the polite handling of
 429/503 + Retry-After (counted apart as back-pressure, then retried) are bench/locustfile.py's. Meanwhile the
@@ -25,8 +25,9 @@ Prints, per phase: requests, p50/p95/mean of each route (answered requests only;
 Retry-After, listed with their messages), the machine's load average and the CPU seconds used by the server and by
 Locust, and the server's RSS at the phase's start, after its warm-up (the first sample 30 s in, or a quarter of a
 shorter phase), at its end and at its peak, with the growth end vs after warm-up. Then `errors_total: N`. Writes
-OUT/summary.json (all of it, per route and phase), Locust's CSV files (OUT/phaseI_stats.csv, ..._failures.csv,
-..._stats_history.csv) and logs (OUT/phaseI-locust.log), OUT/rss.csv and OUT/server.log.
+OUT/summary.json (all of it, per route and phase; read from each phase's final figures, OUT/phaseI-locust.json),
+Locust's CSV files (OUT/phaseI_stats_history.csv: the figures over time; its _stats.csv and _failures.csv miss the
+last second) and logs (OUT/phaseI-locust.log), OUT/rss.csv and OUT/server.log.
 
 `--no-uploads` leaves the upload task out (its weight 0), to tell the index's growth from a leak in RSS. With
 `--tracing off on` all phases run twice, against a server without tracing and then one with OpenTelemetry on
@@ -40,7 +41,6 @@ a benchmark); they are printed, with the tail of the server log.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
 import shlex
@@ -254,35 +254,10 @@ def warm_up(url: str) -> None:
             sys.exit(f"the warm-up upload did not index: {job}")
 
 
-def read_stats(prefix: Path) -> tuple[dict[str, dict], list[dict]]:
-    """Locust's PREFIX_stats.csv (per route: counts and percentiles) and PREFIX_failures.csv."""
-    routes: dict[str, dict] = {}
-    with open(f"{prefix}_stats.csv", newline="") as fh:
-        for row in csv.DictReader(fh):
-            if row["Name"] == "Aggregated":
-                continue
-            routes[f"{row['Type']} {row['Name']}"] = {
-                "requests": int(row["Request Count"]),
-                "failures": int(row["Failure Count"]),
-                "p50_ms": float(row["50%"]),
-                "p95_ms": float(row["95%"]),
-                "mean_ms": round(float(row["Average Response Time"]), 1),
-                "max_ms": round(float(row["Max Response Time"]), 1),
-                "rps": round(float(row["Requests/s"]), 2),
-            }
-    failures: list[dict] = []
-    with open(f"{prefix}_failures.csv", newline="") as fh:
-        for row in csv.DictReader(fh):
-            failures.append(
-                {"route": f"{row['Method']} {row['Name']}", "error": row["Error"], "count": int(row["Occurrences"])}
-            )
-    return routes, failures
-
-
 def run_phase(args, url: str, index: int, users: int, seconds: int, server, sampler: RssSampler) -> dict:
     name = f"phase{index}" + (f"-{args.tracing_now}" if len(args.tracing) > 1 else "")
     prefix = args.out / name
-    jobs_file = args.out / f"{name}-jobs.txt"
+    summary_file = args.out / f"{name}-locust.json"
     spawn_rate = max(1.0, users / 5)
     cmd = [
         str(Path(sys.executable).with_name("locust")),
@@ -311,8 +286,8 @@ def run_phase(args, url: str, index: int, users: int, seconds: int, server, samp
         str(args.upload_names),
         "--run-tag",
         name,
-        "--jobs-file",
-        str(jobs_file),
+        "--summary-file",
+        str(summary_file),
     ]
     if args.no_uploads:
         cmd += ["--exclude-tags", "upload"]
@@ -333,8 +308,10 @@ def run_phase(args, url: str, index: int, users: int, seconds: int, server, samp
     load_after = os.getloadavg()
     if done.returncode not in (0, 1):  # 1: Locust ran and saw failures
         print(f"locust exited with code {done.returncode}:\n{log_tail(args.out / f'{name}-locust.log')}")
-    routes, failures = read_stats(prefix)
-    job_ids = jobs_file.read_text().split() if jobs_file.is_file() else []
+    if not summary_file.is_file():
+        sys.exit(f"locust wrote no {summary_file.name}:\n{log_tail(args.out / f'{name}-locust.log')}")
+    final = json.loads(summary_file.read_text())
+    routes, failures, job_ids = final["routes"], final["failures"], final["upload_job_ids"]
     rss = sampler.of_phase(name)
     warm = min(30.0, seconds / 4)
     t0 = rss[0][0] if rss else 0.0
