@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from switchyard.errors import EmbedderError
-from switchyard.retrievers.embedder import Embedder, OnnxExport
+from switchyard.retrievers.embedder import Embedder, OnnxExport, bucketed_shape
 from switchyard.retrievers.store import ChunkFetch
 from switchyard.run_context import ALL
 from tests.conftest import SAMPLES
@@ -133,6 +133,38 @@ def test_batch_order_is_preserved(emb):
     assert _cos(forward, backward).min() > 0.9999
     assert _cos(forward[:6], singles).min() > 0.9999
     assert _cos(forward[2:3], forward[3:4])[0] < 0.99  # different texts really differ
+
+
+def test_bucketed_shapes():
+    assert bucketed_shape([13], 256, 32) == (1, 13)  # a query runs at its own length
+    assert bucketed_shape([40, 3, 7], 256, 32) == (4, 64)
+    assert bucketed_shape([32, 32], 256, 32) == (2, 32)
+    assert bucketed_shape([256] * 5, 256, 32) == (8, 256)
+    assert bucketed_shape([290, 2], 300, 32) == (2, 300)  # never wider than the model reads
+    assert bucketed_shape([5] * 20, 256, 20) == (20, 32)  # never more rows than a batch holds
+
+
+@pytest.mark.parametrize("backend", COMPILED)
+def test_batches_run_in_bucketed_shapes_with_the_vectors_they_had(backend, compiled, monkeypatch):
+    """Padding a batch to a bucketed shape (rows repeated, mask 0 past each text) leaves every vector as it was
+    (f32: to float precision); the runtime sees a handful of shapes instead of one per batch."""
+    emb = compiled(backend, "f32")
+    texts = SENTENCES[2:9] + [LONG]  # sorted longest first: batches of 4 and 4
+    alone = np.stack([emb.run([t])[0] for t in texts])
+    shapes = []
+    forward = emb._backend._forward
+
+    def spy(session, input_ids, mask):
+        shapes.append(input_ids.shape)
+        return forward(session, input_ids, mask)
+
+    monkeypatch.setattr(emb._backend, "_forward", spy)
+    batched = emb.run(texts)
+    three = emb.run(texts[:3])
+    assert shapes == [(4, 256), (4, 32), (4, 32)]  # 3 texts run as 4 rows, the last one repeated
+    assert _cos(batched, alone).min() > 0.99999
+    assert _cos(three, alone[:3]).min() > 0.99999
+    assert emb.run([texts[0]]).shape == (1, 384) and shapes[-1] == (1, len(emb.model.tokenizer.encode([texts[0]])[0]))
 
 
 def test_empty_input(emb):
