@@ -65,6 +65,7 @@ def run_evaluation(
     allow_mixed: bool = False,
     ray: str | None = None,
     progress: bool | None = None,
+    unreviewed: bool = False,
 ) -> Comparison:
     """Compare `configs` (pipeline YAML files or shipped names; each is named by its file stem) on `dataset`
     (a PhantomWiki folder, HotpotQA JSON/JSONL, or plain JSONL with `corpus`), `runs` times per question, into
@@ -74,7 +75,8 @@ def run_evaluation(
     context_relevance; the last two need `judge`); `baseline`: the config the others are paired against.
     `llm_cache` / `vector_cache` record LLM replies / embedding vectors there and answer from what was recorded
     before; with `replay`, only from them (no model). `ray`: ask on the
-    Ray cluster at this address. See `cli.py eval` (docs/cli.md) for each setting."""
+    Ray cluster at this address. `unreviewed`: a generated set's items not reviewed are scored too (accepted and
+    edited ones always, rejected ones never). See `cli.py eval` (docs/cli.md) for each setting."""
     with needs_extra("eval", "switchyard eval (plots, paired statistics)"):
         from switchyard.evaluation.report import write_report
     if runs < 1 or workers < 1 or (limit is not None and limit < 1):
@@ -104,7 +106,7 @@ def run_evaluation(
     out = Path(out)
     # a corpus built from the dataset lives beside the index, so evaluations sharing index_dir share it too
     cache_dir = Path(index_dir).parent / "cache" if index_dir else out / "cache"
-    questions = load_dataset(dataset, corpus, cache_dir=cache_dir)
+    questions = load_dataset(dataset, corpus, cache_dir=cache_dir, unreviewed=unreviewed)
     evaluator = Evaluator(
         questions,
         [Path(p) for p in configs],

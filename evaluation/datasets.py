@@ -129,13 +129,14 @@ def load_hotpotqa(path: Path, cache_dir: Path) -> EvalSet:
     return EvalSet(path.stem, out, [corpus])
 
 
-def load_plain(path: Path, corpus: Path | None) -> EvalSet:
+def load_plain(path: Path, corpus: Path | None, records: list[dict] | None = None) -> EvalSet:
+    """`records`: the question records already read (a generated set's, reviewed), instead of `path`'s lines."""
     if corpus is None:
         raise DatasetError(f"{path}: a plain JSONL dataset needs --corpus PATH (files or a folder to ingest)")
     if not corpus.exists():
         raise DatasetError(f"corpus not found: {corpus}")
     out = []
-    for i, r in enumerate(_read_jsonl(path)):
+    for i, r in enumerate(_read_jsonl(path) if records is None else records):
         _require(r, ("id", "question", "answers"), f"{path}:{i + 1}")
         # a question needing no documents (small talk, out of scope) may have no gold answer
         if not isinstance(r["answers"], list) or not (r["answers"] or r.get("type") in NO_DOCUMENTS_TYPES):
@@ -171,19 +172,53 @@ def _attack(record: dict, where: str) -> dict:
     return dict(attack)
 
 
-def load_dataset(path: str | Path, corpus: str | Path | None = None, cache_dir: Path | None = None) -> EvalSet:
-    """Detect the format: a folder with articles.json + questions.json (PhantomWiki); a JSON/JSONL whose records
-    have `context` (HotpotQA); a JSONL with `answers` (plain, needs `corpus`)."""
-    dataset = _load(Path(path), corpus, cache_dir)
+def load_generated(folder: Path, corpus: Path | None, unreviewed: bool = False) -> EvalSet:
+    """A folder of `cli.py eval generate`: its reviewed items (evaluation/review.py; with `unreviewed`, also those
+    without a decision), over the documents it was generated from unless `corpus` is given."""
+    from switchyard.evaluation.generate import MANIFEST, QUESTIONS
+    from switchyard.evaluation.review import reviewed_items
+
+    manifest = _read_json(folder / MANIFEST)
+    items, counts = reviewed_items(folder, unreviewed)
+    if not items:
+        raise DatasetError(
+            f"{folder}: no item to score ({counts['accept']} accepted, {counts['edit']} edited, {counts['reject']} "
+            f"rejected, {counts['unreviewed']} not reviewed): review it (cli.py eval review {folder}), or score the "
+            "items not reviewed too with --unreviewed"
+        )
+    if corpus is None:
+        paths = manifest.get("source", {}).get("paths")
+        if not paths:
+            raise DatasetError(f"{folder}: generated from a collection: give the documents it holds with --corpus PATH")
+        if len(paths) > 1:
+            raise DatasetError(f"{folder}: generated from several paths: give them as one folder with --corpus PATH")
+        corpus = Path(paths[0])
+    dataset = load_plain(folder / QUESTIONS, corpus, records=items)
+    dataset.name = folder.name
+    return dataset
+
+
+def load_dataset(
+    path: str | Path, corpus: str | Path | None = None, cache_dir: Path | None = None, unreviewed: bool = False
+) -> EvalSet:
+    """Detect the format: a folder with articles.json + questions.json (PhantomWiki); a folder of `cli.py eval
+    generate` (generation.json); a JSON/JSONL whose records have `context` (HotpotQA); a JSONL with `answers`
+    (plain, needs `corpus`). `unreviewed`: a generated set's items not reviewed are scored too."""
+    dataset = _load(Path(path), corpus, cache_dir, unreviewed)
     dataset.source = Path(path)
     return dataset
 
 
-def _load(path: Path, corpus: str | Path | None, cache_dir: Path | None) -> EvalSet:
+def _load(path: Path, corpus: str | Path | None, cache_dir: Path | None, unreviewed: bool = False) -> EvalSet:
     if path.is_dir():
         if (path / "questions.json").exists() and (path / "articles.json").exists():
             return load_phantomwiki(path)
-        raise DatasetError(f"{path}: a dataset folder needs articles.json and questions.json (PhantomWiki)")
+        if (path / "generation.json").exists():
+            return load_generated(path, Path(corpus) if corpus else None, unreviewed)
+        raise DatasetError(
+            f"{path}: a dataset folder needs articles.json and questions.json (PhantomWiki), or generation.json "
+            "(cli.py eval generate)"
+        )
     if not path.is_file():
         raise DatasetError(f"dataset not found: {path}")
     first = _read_jsonl(path)[:1] if path.suffix == ".jsonl" else (_read_json(path) or [None])[:1]

@@ -183,6 +183,25 @@ JUDGE_CONTEXT_SENTENCES = (
     '{"relevant": [numbers of the sentences needed to answer the question]}; [] when none is.'
 )
 
+# question-set generation (`cli.py eval generate`): one item per passage, or per two passages sharing a name
+GENERATE_QUESTION = (
+    "You write one test question about a passage, for checking a search engine. Reply with a JSON object: "
+    '{"question": "...", "answer": "...", "supporting_sentence": "..."}. The question must be answerable from '
+    "the passage alone, make sense without it (name the subject; never say 'the passage' or 'the text'), and use "
+    "your own words rather than copy a sentence. The answer is short (a name, number, date or a few words) and "
+    "is written exactly as in the passage. The supporting sentence is copied exactly from the passage and "
+    "contains the answer. Example: from 'The Forth Bridge crosses the Firth of Forth. It opened in 1890 after "
+    'seven years of work.\' reply {"question": "In which year did the Forth Bridge open?", "answer": "1890", '
+    '"supporting_sentence": "It opened in 1890 after seven years of work."}'
+)
+GENERATE_TWO_HOP = (
+    "You write one test question that needs two passages together, for checking a search engine. Both passages "
+    "mention {entity}. Reply with a JSON object: "
+    '{{"question": "...", "answer": "...", "supporting_sentence": "..."}}. The question refers to {entity} by '
+    "what Passage A says of it (not by name) and asks what Passage B says of it. The answer is short and written "
+    "exactly as in Passage B; the supporting sentence is copied exactly from Passage B and contains the answer."
+)
+
 
 def templates() -> dict[str, str]:
     """Every template by name (the upper-case string constants of this module)."""

@@ -212,6 +212,38 @@ def build_parser() -> argparse.ArgumentParser:
         "one running here), ray.actors actors; needs the ray extra",
     )
     p.add_argument("--no-progress", action="store_true")
+    p.add_argument(
+        "--unreviewed",
+        action="store_true",
+        help="a generated set (cli.py eval generate): also score the items not reviewed (rejected ones never)",
+    )
+
+    p = sub.add_parser(
+        "eval-generate",
+        parents=[common],
+        help="generate a question set from documents (also `eval generate`); docs/evaluation.md",
+    )
+    p.add_argument("paths", nargs="*", metavar="PATH", help="files or folders (none: the collection's chunks)")
+    p.add_argument("--out", required=True, metavar="DIR", help="the set's folder (resumes if it has tries)")
+    p.add_argument("--size", type=int, default=50, help="items to keep (default 50)")
+    p.add_argument("--max-tries", type=int, default=0, metavar="N", help="tries at most (default: 3 x --size)")
+    p.add_argument("--seed", type=int, default=0, help="the passage sample's seed (default 0)")
+    p.add_argument("--two-hop", type=float, default=0.0, metavar="SHARE", help="share of two-hop tries (default 0)")
+    p.add_argument("--min-chars", type=int, default=200, metavar="N", help="shorter passages are left out")
+    p.add_argument(
+        "--max-copy", type=float, default=0.5, metavar="SHARE", help="reject a question more of whose word "
+        "trigrams occur in its passage (default 0.5)",
+    )  # fmt: skip
+    p.add_argument(
+        "--max-similar", type=float, default=0.92, metavar="COS", help="reject a question this close (embedding "
+        "cosine) to a kept one (default 0.92)",
+    )  # fmt: skip
+    p.add_argument("--llm-cache", metavar="DIR", help="record the LLM replies in DIR, answer from it (llm.cache_dir)")
+    p.add_argument("--replay", action="store_true", help="answer only from --llm-cache DIR, with no model")
+    p.add_argument("--no-progress", action="store_true")
+
+    p = sub.add_parser("eval-review", help="accept, edit or reject a generated set's items (also `eval review`)")
+    p.add_argument("set", metavar="SET", help="the folder of `cli.py eval generate`")
 
     p = sub.add_parser(
         "serve",
@@ -301,6 +333,8 @@ COMMANDS = {
     "eval-retrieval": evaluate.cmd_eval_retrieval,
     "fit-adapter": evaluate.cmd_fit_adapter,
     "eval": evaluate.cmd_eval,
+    "eval-generate": evaluate.cmd_eval_generate,
+    "eval-review": evaluate.cmd_eval_review,
     "serve": serve.cmd_serve,
     "mcp": serve.cmd_mcp,
     "keys": serve.cmd_keys,
@@ -338,8 +372,19 @@ def set_process_defaults() -> None:
     otel_sdk.install()
 
 
+EVAL_SUBCOMMANDS = ("generate", "review")
+
+
+def _spelled_out(argv: list[str]) -> list[str]:
+    """`eval generate ...` and `eval review ...` are `eval-generate ...` and `eval-review ...` (a dataset folder
+    named like one is given as ./generate)."""
+    if len(argv) >= 2 and argv[0] == "eval" and argv[1] in EVAL_SUBCOMMANDS:
+        return [f"eval-{argv[1]}", *argv[2:]]
+    return argv
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(_spelled_out(list(sys.argv[1:] if argv is None else argv)))
     try:
         set_process_defaults()
         return COMMANDS[args.command](args)

@@ -35,6 +35,7 @@ def cmd_eval(args) -> int:
         allow_mixed=args.allow_mixed,
         ray=args.ray,
         progress=False if args.no_progress else None,
+        unreviewed=args.unreviewed,
     )
     if done.unasked_changes:
         print(
@@ -68,6 +69,51 @@ def cmd_eval(args) -> int:
         f"{len(done.report.get('plots', {}).get('files', []))} plots"
     )
     return 0 if done.report["configs"] else EXIT_FAIL
+
+
+def cmd_eval_generate(args) -> int:
+    from switchyard.evaluation.generate import Settings, generate_question_set
+
+    signal.signal(signal.SIGTERM, raise_terminated)  # what was tried is kept: a rerun resumes
+    overrides = list(args.overrides)
+    if args.llm_cache:
+        overrides.append(f"llm.cache_dir={args.llm_cache}")
+    if args.replay:
+        if not args.llm_cache:
+            raise UsageError("--replay needs --llm-cache DIR (the recorded replies)")
+        overrides.append("llm.replay=true")
+    args.overrides = overrides
+    settings = Settings(
+        size=args.size,
+        max_tries=args.max_tries,
+        seed=args.seed,
+        two_hop=args.two_hop,
+        min_chars=args.min_chars,
+        max_copy=args.max_copy,
+        max_similar=args.max_similar,
+    )
+    done = generate_question_set(
+        load_config(args), args.out, settings, paths=args.paths, progress=False if args.no_progress else None
+    )
+    reasons = ", ".join(f"{n} {r}" for r, n in done.reasons.items() if r != "kept") or "none"
+    print(
+        f"kept {done.kept} of {done.tried} tried ({done.yield_rate:.0%}; {done.asked} asked now); rejected: {reasons}"
+    )
+    print(f"wrote {done.out}/questions.jsonl and generation.json; review it: cli.py eval review {done.out}")
+    return 0 if done.kept else EXIT_FAIL
+
+
+def cmd_eval_review(args) -> int:
+    from pathlib import Path
+
+    from switchyard.evaluation.review import review
+
+    counts = review(Path(args.set))
+    print(
+        f"{counts['accept']} accepted, {counts['edit']} edited, {counts['reject']} rejected, "
+        f"{counts['unreviewed']} not reviewed (in {args.set}/review.jsonl)"
+    )
+    return 0
 
 
 def cmd_eval_retrieval(args) -> int:
