@@ -18,9 +18,10 @@ Guards, each recorded in the step's `guard` field:
   query) -> the query is dropped: retrieve searches the current query, rewrite writes its own;
 - `needs_documents`: `reply` (graph.router.direct_reply) to a question that nodes/no_documents.py's rules do not
   detect as small talk or arithmetic -> the fixed pipeline's next edge: the agent may not answer without looking;
-- `injected`: (`retrieve.injection_policy` demote or exclude) a query or abstention reason with words that only a
-  flagged passage (retrievers/injection.py) holds — not the question, the current query or any unflagged passage —
-  follows an instruction planted in the documents -> a query is dropped (as for `ungrounded_query`), an abstention
+- `injected`: (`retrieve.injection_policy` demote or exclude) a query or abstention reason with words that only
+  instructions in the passages hold — a flagged passage (retrievers/injection.py), or a sentence of an unflagged one
+  with an instruction feature; not the question, the current query or the rest of the passages — follows an
+  instruction planted in the documents -> a query is dropped (as for `ungrounded_query`), an abstention
   becomes the fixed pipeline's next edge. The router is never shown flagged passages (strategies/common.py
   `shown_passages`); this catches what reaches it another way (a thought, a memory, a model that saw it earlier);
 - `budget`: `router.max_steps` decisions made -> answer from what the run has, or abstain.
@@ -53,7 +54,7 @@ from switchyard.nodes.strategies.common import (
     decision_from_tool_call,
     summarize_state,
 )
-from switchyard.retrievers.injection import is_flagged
+from switchyard.retrievers.injection import is_flagged, split_instructions
 from switchyard.run_context import RunContext
 from switchyard.text import content_words
 
@@ -67,7 +68,7 @@ __all__ = [
     "summarize_state",
     "FIXED_SEQUENCE",
     "fixed_next",
-    "echoes_flagged",
+    "echoes_instructions",
     "is_grounded",
     "is_repeat",
     "route",
@@ -107,20 +108,24 @@ def is_grounded(query: str, state: dict) -> bool:
     return bool(content_words(query) & content_words(known))
 
 
-def echoes_flagged(text: str, state: dict, threshold: float) -> bool:
-    """Does `text` use words that only flagged passages of the run hold (none of the question, the current query or
-    an unflagged passage)? Such a query or reason follows a planted instruction, not the question."""
-    found = state.get("candidates", []) + state.get("reranked", []) + state.get("graded", [])
-    flagged = [p for p in found if is_flagged(p, threshold)]
-    if not flagged or not text:
+def echoes_instructions(text: str, state: dict, threshold: float) -> bool:
+    """Does `text` use words that only instructions in the run's passages hold: flagged passages, and the sentences
+    of unflagged ones with an instruction feature (retrievers/injection.py `split_instructions`), and none of the
+    question, the current query or the rest of the passages? Such a query or reason follows a planted
+    instruction, not the question, even one phrased around the detector (one feature, below the threshold)."""
+    if not text:
         return False
-    known = content_words(
-        " ".join(
-            [state["question"], state.get("query") or ""] + [p.text for p in found if not is_flagged(p, threshold)]
-        )
-    )
-    planted = content_words(" ".join(p.text for p in flagged)) - known
-    return bool(content_words(text) & planted)
+    found = state.get("candidates", []) + state.get("reranked", []) + state.get("graded", [])
+    planted, known = [], [state["question"], state.get("query") or ""]
+    for p in found:
+        if is_flagged(p, threshold):
+            planted.append(p.text)
+        else:
+            plain, marked = split_instructions(p.text)
+            known.append(plain)
+            planted.append(marked)
+    suspect = content_words(" ".join(planted)) - content_words(" ".join(known))
+    return bool(suspect and content_words(text) & suspect)
 
 
 def is_repeat(action: str, args: dict, executed: list) -> bool:
@@ -210,7 +215,7 @@ def _decide(state: dict, res: Resources, run: RunContext) -> dict:
                 args, guard = {}, "ungrounded_query"
             policy = res.config.retrieve
             if policy.injection_policy != "keep" and any(
-                echoes_flagged(v, state, policy.injection_threshold) for v in args.values()
+                echoes_instructions(v, state, policy.injection_threshold) for v in args.values()
             ):
                 if action == "abstain":
                     action = fixed_next(state, max_retries)

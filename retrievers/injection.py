@@ -59,6 +59,8 @@ from collections.abc import Iterable
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
+from switchyard.text import split_sentences
+
 if TYPE_CHECKING:
     from switchyard.retrievers.documents import Passage
 
@@ -182,6 +184,18 @@ def instruction_score(text: str) -> float:
     """min(1, the sum of the weights of the features present): 0 for ordinary text, >= the threshold for text that
     instructs an AI (module docstring). Pure and deterministic."""
     return round(min(1.0, sum(instruction_features(text).values())), 4)
+
+
+@lru_cache(maxsize=65536)
+def split_instructions(text: str) -> tuple[str, str]:
+    """(the text's sentences with no feature, those with at least one), each joined by spaces. A passage below the
+    threshold may still hold one instruction-like sentence (one feature); what the router is asked to do is checked
+    against it (nodes/router.py `echoes_instructions`)."""
+    plain: list[str] = []
+    marked: list[str] = []
+    for sentence in split_sentences(text or ""):
+        (marked if instruction_features(sentence) else plain).append(sentence)
+    return " ".join(plain), " ".join(marked)
 
 
 def is_flagged(passage: Passage, threshold: float = DEFAULT_THRESHOLD) -> bool:
