@@ -302,10 +302,7 @@ def build(
         "llm": {name: llm_description(c.llm) for name, c in configs.items() if c.uses_llm()},
         "collections": [],
         "prompts": prompt_hashes(),
-        "dataset": {
-            "path": str(dataset_path) if dataset_path else None,
-            "sha256": tree_sha256(dataset_path) if dataset_path and Path(dataset_path).exists() else None,
-        },
+        "dataset": _dataset_entry(dataset_path),
         "seeds": {name: c.llm.seed for name, c in configs.items()},  # run r of a config uses seed + r
         "configs": resolved,
         "config_version": CONFIG_VERSION,
@@ -315,6 +312,20 @@ def build(
         if vectors
         else None,
     }
+
+
+def _dataset_entry(dataset_path: str | Path | None) -> dict:
+    """Path and content hash; for a set of `cli.py eval generate`, also where it came from and its review."""
+    from switchyard.evaluation.review import set_summary
+
+    entry: dict = {
+        "path": str(dataset_path) if dataset_path else None,
+        "sha256": tree_sha256(dataset_path) if dataset_path and Path(dataset_path).exists() else None,
+    }
+    generated = set_summary(Path(dataset_path)) if dataset_path and Path(dataset_path).is_dir() else None
+    if generated:
+        entry["generated"] = generated
+    return entry
 
 
 def with_collection(manifest: dict, entry: dict) -> dict:
@@ -445,6 +456,10 @@ def markdown(manifest: dict | None) -> str:
         lines.append(f"- embedding: {runtime} ({', '.join(names)})")
     dataset = manifest.get("dataset", {})
     lines.append(f"- dataset: `{dataset.get('path')}` sha256 {(dataset.get('sha256') or '-')[:16]}")
+    if dataset.get("generated"):
+        from switchyard.evaluation.review import describe_set
+
+        lines.append(f"- question set: {describe_set(dataset['generated'])}")
     prompts = hashlib.sha256(json.dumps(manifest.get("prompts", {}), sort_keys=True).encode()).hexdigest()
     lines.append(f"- prompts: {len(manifest.get('prompts', {}))} templates, combined sha256 {prompts[:16]}")
     if manifest.get("host"):
