@@ -24,13 +24,15 @@ Every kept item records its provenance as gold evidence: `gold_doc_ids`, and `pr
 
 The output folder: `questions.jsonl` (the kept items, rewritten after every run), `tried.jsonl` (one line per try,
 kept or rejected with its reason and reply, appended as it goes: a rerun skips what it holds, so an interrupted run
-resumes), `generation.json` (the manifest: settings, source, model, counts by reason, yield) and `config.yaml` (the
-resolved config). Reviews (`cli.py eval review`) go to `review.jsonl` beside them (evaluation/review.py).
+resumes), `generation.json` (the manifest: settings, source, model, prompt hashes, code commit and packages, counts
+by reason, yield, LLM usage; a folder resumes only under the same settings, source, model and prompts) and
+`config.yaml` (the resolved config). Reviews (`cli.py eval review`) go to `review.jsonl` beside them (evaluation/review.py).
 """
 
 from __future__ import annotations
 
 import difflib
+import hashlib
 import json
 import random
 import re
@@ -55,6 +57,7 @@ Embed = Callable[[list[str]], np.ndarray]  # texts -> one unit vector per text (
 QUESTIONS, TRIED, MANIFEST, CONFIG = "questions.jsonl", "tried.jsonl", "generation.json", "config.yaml"
 GENERATED_TYPE, TWO_HOP_TYPE = "generated", "generated-two-hop"
 SENTENCE_MATCH = 0.8  # difflib ratio at which a quoted sentence counts as the passage's own
+PROMPTS = {"GENERATE_QUESTION": GENERATE_QUESTION, "GENERATE_TWO_HOP": GENERATE_TWO_HOP}
 _NAME = re.compile(r"\b[A-Z][\w'-]+(?: (?:of |de |von |van )?[A-Z][\w'-]+)+")
 _LEADING = re.compile(r"^(?:The|A|An|In|On|At|By|From|Since|When) ")
 
@@ -413,7 +416,7 @@ def _check_same_settings(out: Path, settings: Settings, manifest: dict) -> None:
         return
     before = json.loads(path.read_text(encoding="utf-8"))
     changed = [k for k, v in asdict(settings).items() if k != "size" and before.get("settings", {}).get(k) != v]
-    changed += [k for k in ("source", "model") if before.get(k) != manifest.get(k)]
+    changed += [k for k in ("source", "model", "prompts") if before.get(k) != manifest.get(k)]
     if changed:
         raise UsageError(
             f"{out} holds a set generated with other settings ({', '.join(changed)}): use another --out, or the "
@@ -468,6 +471,7 @@ def generate_question_set(
     embedder."""
     import yaml
 
+    from switchyard.evaluation.manifest import code_state, package_versions
     from switchyard.llm.factory import build_llm, llm_identity
     from switchyard.retrievers.stack import RetrievalStack
 
@@ -483,10 +487,17 @@ def generate_question_set(
         embedder.warm_up()
         llm = build_llm(config.llm)
         identity = llm_identity(config.llm)
-        manifest = {"format": "switchyard-generated-set/1", "source": source,
-                    "model": {"backend": config.llm.backend, "model": str(identity["model"])},
-                    "passages": len(passages), "documents": len({p.doc_id for p in passages})}  # fmt: skip
         out = Path(out)
+        manifest = {
+            "format": "switchyard-generated-set/1",
+            "source": source,
+            "model": {"backend": config.llm.backend, "model": str(identity["model"])},
+            "prompts": {name: hashlib.sha256(text.encode()).hexdigest()[:16] for name, text in PROMPTS.items()},
+            "passages": len(passages),
+            "documents": len({p.doc_id for p in passages}),
+            "code": code_state((out,)),
+            "packages": package_versions(),
+        }
         out.mkdir(parents=True, exist_ok=True)
         (out / CONFIG).write_text(yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False), encoding="utf-8")
         return generate_set(passages, out, llm, embedder.run, settings, manifest, progress)
