@@ -9,7 +9,8 @@
    configured backend.
 3. **Kept only when every check passes**; the first that fails is the rejection's reason (`check_item`):
    - `unparsable`: the reply stayed unparseable after the repair round;
-   - `answer_too_long` (more than `max_answer_words` words), `answer_in_question` (the question gives it away);
+   - `answer_too_long` (more than `max_answer_words` words), `answer_in_question` (the question gives it away),
+     `answer_restates_question` (the answer shares two content words with the question: a sentence, not an answer);
    - `unsupported`: the answer does not occur in its passage (the answer node's grounding check,
      `nodes/short_answer.occurs_in`), or the supporting sentence is not one of the passage's (exactly, or nearly:
      difflib ratio >= 0.8 to one of its sentences), or does not contain the answer;
@@ -50,7 +51,7 @@ from switchyard.llm.client import LLM
 from switchyard.llm.prompts import GENERATE_QUESTION, GENERATE_TWO_HOP
 from switchyard.nodes.short_answer import normalize, occurs_in
 from switchyard.run_context import RunContext
-from switchyard.text import split_sentences
+from switchyard.text import content_words, split_sentences
 
 Embed = Callable[[list[str]], np.ndarray]  # texts -> one unit vector per text (an embedder's `run`)
 
@@ -162,6 +163,8 @@ def check_item(reply: GeneratedReply, answer_passage: str, all_text: str, settin
         return ("answer_too_long" if question and answer else "unparsable"), None
     if occurs_in(answer, question):
         return "answer_in_question", None
+    if len(content_words(answer) & content_words(question)) >= 2:  # "The gender of X is female." for "female"
+        return "answer_restates_question", None
     span = locate_sentence(reply.supporting_sentence, answer_passage)
     if not occurs_in(answer, answer_passage) or span is None or not occurs_in(answer, answer_passage[slice(*span)]):
         return "unsupported", None

@@ -90,6 +90,10 @@ class TestChecks:
         )
         assert check_item(long, VIADUCT, VIADUCT, Settings(max_answer_words=4))[0] == "answer_too_long"
         assert check_item(given, VIADUCT, VIADUCT, SETTINGS)[0] == "answer_in_question"
+        sentence = reply(
+            "When did the Harwick Viaduct open?", "the Harwick Viaduct opened in 1864", "opened to traffic in 1864"
+        )
+        assert check_item(sentence, VIADUCT, VIADUCT, SETTINGS)[0] == "answer_restates_question"
 
     def test_a_two_hop_question_naming_its_bridge_is_rejected(self):
         calder = "Mary Calder was a civil engineer born in Kendal in 1821."
