@@ -13,7 +13,8 @@
      `answer_restates_question` (the answer shares two content words with the question: a sentence, not an answer);
    - `unsupported`: the answer does not occur in its passage (the answer node's grounding check,
      `nodes/short_answer.occurs_in`), or the supporting sentence is not one of the passage's (exactly, or nearly:
-     difflib ratio >= 0.8 to one of its sentences), or does not contain the answer;
+     difflib ratio >= 0.8 to one of its sentences; a quote of several sentences by the one holding the answer), or
+     does not contain the answer;
    - `copied`: more than `max_copy` of the question's word trigrams occur in the passage;
    - `bridge_named` (two-hop only): the question names the shared entity, so one passage answers it;
    - `duplicate`: its question's embedding has cosine >= `max_similar` with a kept question's.
@@ -135,6 +136,18 @@ def copy_ratio(question: str, passage: str) -> float:
     return len(grams & _trigrams(passage)) / len(grams) if grams else 0.0
 
 
+def _own_sentences(text: str) -> list[tuple[int, int]]:
+    """Offsets of the passage's sentences, each line split on its own (a heading is not part of the next line)."""
+    spans, cursor = [], 0
+    for line in text.splitlines(keepends=True):
+        for own in split_sentences(line):
+            start = text.find(own, cursor)
+            if start >= 0:
+                spans.append((start, start + len(own)))
+        cursor += len(line)
+    return spans
+
+
 def locate_sentence(sentence: str, text: str) -> tuple[int, int] | None:
     """Offsets in `text` of the quoted `sentence`: where it occurs exactly, else the passage sentence it nearly
     matches (difflib ratio >= SENTENCE_MATCH over normalised text); None when it is not the passage's."""
@@ -144,15 +157,23 @@ def locate_sentence(sentence: str, text: str) -> tuple[int, int] | None:
     at = text.find(quoted)
     if at >= 0:
         return at, at + len(quoted)
-    best, where, cursor = 0.0, None, 0
+    best, where = 0.0, None
     target = normalize(quoted)
-    for own in split_sentences(text):
-        start = text.find(own, cursor)
-        cursor = max(cursor, start + 1)
-        ratio = difflib.SequenceMatcher(None, target, normalize(own)).ratio()
+    for start, end in _own_sentences(text):
+        ratio = difflib.SequenceMatcher(None, target, normalize(text[start:end])).ratio()
         if ratio > best:
-            best, where = ratio, (start, start + len(own))
+            best, where = ratio, (start, end)
     return where if best >= SENTENCE_MATCH else None
+
+
+def locate_support(quoted: str, answer: str, text: str) -> tuple[int, int] | None:
+    """The span of the passage that the quote stands for and that holds the answer: the whole quote, else the first
+    of its sentences that does (a model often quotes two sentences, or one with a typo)."""
+    for piece in [quoted, *split_sentences(quoted)]:
+        span = locate_sentence(piece, text)
+        if span is not None and occurs_in(answer, text[slice(*span)]):
+            return span
+    return None
 
 
 def check_item(reply: GeneratedReply, answer_passage: str, all_text: str, settings: Settings, entity: str = ""):
@@ -165,8 +186,8 @@ def check_item(reply: GeneratedReply, answer_passage: str, all_text: str, settin
         return "answer_in_question", None
     if len(content_words(answer) & content_words(question)) >= 2:  # "The gender of X is female." for "female"
         return "answer_restates_question", None
-    span = locate_sentence(reply.supporting_sentence, answer_passage)
-    if not occurs_in(answer, answer_passage) or span is None or not occurs_in(answer, answer_passage[slice(*span)]):
+    span = locate_support(reply.supporting_sentence, answer, answer_passage)
+    if span is None or not occurs_in(answer, answer_passage):
         return "unsupported", None
     if copy_ratio(question, all_text) > settings.max_copy:
         return "copied", None

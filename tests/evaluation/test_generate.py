@@ -103,6 +103,15 @@ class TestChecks:
         ok = reply("Where was the designer of the Harwick Viaduct born?", "Kendal", calder)
         assert check_item(ok, calder, both, SETTINGS, entity="Mary Calder")[0] == ""
 
+    def test_a_quote_of_two_sentences_one_misspelt_stands_for_the_one_holding_the_answer(self):
+        article = (
+            "# Rosendo Lillie\n\n## Attributes\nThe date of birth of Rosendo Lillie is 0304-03-09.\nHe is a potter."
+        )
+        quote = "The date of birth of Rosedo Lillie is 0304-03-09. The occupation of Rosedo Lillie is tailor."
+        r = reply("When was Rosendo Lillie born?", "0304-03-09", quote)
+        reason, span = check_item(r, article, article, SETTINGS)
+        assert reason == "" and article[slice(*span)] == "The date of birth of Rosendo Lillie is 0304-03-09."
+
     def test_locate_sentence_exact_near_and_absent(self):
         assert locate_sentence("opened to traffic in 1864.", VIADUCT) == (VIADUCT.index("opened"), len(VIADUCT))
         near = locate_sentence("It was designed by the engineer Mary Calder and opened to traffic in 1864", VIADUCT)
