@@ -3,14 +3,15 @@ run the labelled run's configs on it, and compare the two rankings (evaluation/a
 paired differences side by side), with the generator's yield and reasons for rejection.
 
     .venv/bin/python bench/generated_agreement.py --dataset ../shared/datasets/phantomwiki-s11 \\
-        --labelled bench/eval/phantomwiki-s11 --out bench/eval/generated-phantomwiki-s11 --size 40
+        --labelled bench/eval/phantomwiki-s11 --set bench/sets/phantomwiki-s11 \\
+        --out bench/eval/generated-phantomwiki-s11 --size 40
     # a stronger generator behind an OpenAI-compatible server (the evaluated configs stay the labelled run's):
     ... --generator-config configs/fixed-openai.yaml --generator-set llm.base_url=http://127.0.0.1:8000/v1
 
-Steps, each resumable (rerun the same command): `cli.py eval generate` over the dataset's corpus into OUT/set
-(replies recorded in OUT/set/llm-cache), `cli.py eval OUT/set --unreviewed` with the labelled run's configs
-(LABELLED/configs/*.yaml) into OUT/eval (replies and vectors recorded under it), then the table, printed and
-written to OUT/agreement.md. `--replay` answers every LLM request and vector from what was recorded (no model).
+Steps, each resumable (rerun the same command): `cli.py eval generate` over the dataset's corpus into SET (a
+dataset, kept under bench/sets/; its replies recorded in SET/llm-cache), `cli.py eval SET --unreviewed` with the
+labelled run's configs (LABELLED/configs/*.yaml) into OUT (a run: replies and vectors recorded under it), then the
+table, printed and written to OUT/agreement.md. `--replay` answers every LLM request and vector from what was recorded (no model).
 The labelled figures are LABELLED/report.json's; both reports are paired against `--baseline` (default fixed).
 """
 
@@ -41,7 +42,8 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--dataset", required=True, type=Path, help="the labelled dataset (its corpus is generated from)")
     p.add_argument("--labelled", required=True, type=Path, help="the labelled run's folder (report.json, configs/)")
-    p.add_argument("--out", required=True, type=Path)
+    p.add_argument("--set", required=True, type=Path, help="the generated set's folder")
+    p.add_argument("--out", required=True, type=Path, help="the evaluation's folder")
     p.add_argument("--size", type=int, default=40)
     p.add_argument("--max-tries", type=int, default=0)
     p.add_argument("--two-hop", type=float, default=0.0)
@@ -55,28 +57,28 @@ def main() -> None:
     corpus = load_dataset(args.dataset, cache_dir=Path(tempfile.gettempdir()) / "switchyard-agreement").corpus
     if len(corpus) != 1:
         sys.exit(f"{args.dataset}: expected one corpus file, got {len(corpus)}")
-    out, replay = args.out, ["--replay"] if args.replay else []
-    gen = ["eval", "generate", str(corpus[0]), "--out", str(out / "set"), "--size", str(args.size), "--no-progress"]
+    out, qset, replay = args.out, args.set, ["--replay"] if args.replay else []
+    gen = ["eval", "generate", str(corpus[0]), "--out", str(qset), "--size", str(args.size), "--no-progress"]
     gen += [
         "--max-tries",
         str(args.max_tries),
         "--two-hop",
         str(args.two_hop),
         "--llm-cache",
-        str(out / "set/llm-cache"),
+        str(qset / "llm-cache"),
     ]
     gen += (["--config", args.generator_config] if args.generator_config else []) + replay
     for setting in args.generator_set:
         gen += ["--set", setting]
     cli(*gen)
     configs = sorted(str(c) for c in (args.labelled / "configs").glob("*.yaml"))
-    cli("eval", str(out / "set"), "--unreviewed", "--corpus", str(corpus[0]), "--configs", *configs,
-        "--baseline", args.baseline, "--out", str(out / "eval"), "--llm-cache", str(out / "eval/llm-cache"),
-        "--vector-cache", str(out / "eval/vectors"), "--plot-metric", args.metric, "--no-progress", *replay)  # fmt: skip
+    cli("eval", str(qset), "--unreviewed", "--corpus", str(corpus[0]), "--configs", *configs,
+        "--baseline", args.baseline, "--out", str(out), "--llm-cache", str(out / "llm-cache"),
+        "--vector-cache", str(out / "vectors"), "--plot-metric", args.metric, "--no-progress", *replay)  # fmt: skip
 
     labelled = json.loads((args.labelled / "report.json").read_text())
-    generated = json.loads((out / "eval" / "report.json").read_text())
-    generation = json.loads((out / "set" / "generation.json").read_text())
+    generated = json.loads((out / "report.json").read_text())
+    generation = json.loads((qset / "generation.json").read_text())
     reasons = ", ".join(f"{n} {r}" for r, n in generation["reasons"].items() if r != "kept")
     text = (
         f"Generated set: kept {generation['kept']} of {generation['tried']} tried ({generation['yield']:.0%}) by "
