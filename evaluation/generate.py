@@ -58,6 +58,7 @@ Embed = Callable[[list[str]], np.ndarray]  # texts -> one unit vector per text (
 
 QUESTIONS, TRIED, MANIFEST, CONFIG = "questions.jsonl", "tried.jsonl", "generation.json", "config.yaml"
 GENERATED_TYPE, TWO_HOP_TYPE = "generated", "generated-two-hop"
+MAX_MENTIONS = 32  # passages per name considered for two-hop pairs
 SENTENCE_MATCH = 0.8  # difflib ratio at which a quoted sentence counts as the passage's own
 PROMPTS = {"GENERATE_QUESTION": GENERATE_QUESTION, "GENERATE_TWO_HOP": GENERATE_TWO_HOP}
 _NAME = re.compile(r"\b[A-Z][\w'-]+(?: (?:of |de |von |van )?[A-Z][\w'-]+)+")
@@ -224,6 +225,8 @@ def names(text: str) -> set[str]:
 def sample_pairs(passages: list[SourcePassage], n: int, seed: int) -> list[tuple[SourcePassage, SourcePassage, str]]:
     """Up to `n` (A, B, name): passages of different documents that both mention `name`, B the document titled by
     it where there is one; seeded, each passage in at most one pair as A."""
+    if n <= 0:
+        return []
     rng = random.Random(seed + 1)
     mentions: dict[str, list[SourcePassage]] = defaultdict(list)
     for p in passages:
@@ -231,9 +234,12 @@ def sample_pairs(passages: list[SourcePassage], n: int, seed: int) -> list[tuple
             mentions[name].append(p)
     candidates = []
     for name in sorted(mentions):
-        about = [p for p in mentions[name] if name.lower() in p.title.lower()]
-        for b in about or mentions[name]:
-            candidates += [(a, b, name) for a in mentions[name] if a.doc_id != b.doc_id]
+        seen = mentions[name]
+        if len(seen) > MAX_MENTIONS:  # a name in thousands of chunks ("United States"): a seeded sample of them
+            seen = random.Random(f"{seed}:{name}").sample(seen, MAX_MENTIONS)
+        about = [p for p in seen if name.lower() in p.title.lower()]
+        for b in about or seen:
+            candidates += [(a, b, name) for a in seen if a.doc_id != b.doc_id]
     rng.shuffle(candidates)
     out: list[tuple[SourcePassage, SourcePassage, str]] = []
     used: set[str] = set()

@@ -148,6 +148,12 @@ class TestSampling:
         calder = passage("calder", 0, "Mary Calder was a civil engineer born in Kendal in 1821.", "Mary Calder")
         tunnel = passage("tunnel", 0, "The Tarrant Tunnel is 2,150 metres long.", "Tarrant Tunnel")
         assert sample_pairs([viaduct, calder, tunnel], 5, seed=0) == [(viaduct, calder, "Mary Calder")]
+        assert sample_pairs([viaduct, calder, tunnel], 0, seed=0) == []
+
+    def test_a_name_in_many_passages_pairs_a_bounded_sample_of_them(self):
+        many = [passage(f"d{i}", 0, f"The Grand Union Canal passes mill {i}.") for i in range(500)]
+        pairs = sample_pairs(many, 1000, seed=0)
+        assert 0 < len(pairs) <= 32 and len({a.doc_id for a, _, _ in pairs}) == len(pairs)
 
 
 # -- a whole run --------------------------------------------------------------------------------------------------
