@@ -86,11 +86,9 @@ def run_evaluation(
     metrics = list(dict.fromkeys(metrics or []))
     _check_metrics(metrics, judge)
     ray_runner = import_with_extra("switchyard.evaluation.ray_runner", "ray", NO_RAY) if ray else None
-    if replay and llm_cache and not Path(llm_cache).is_dir():
-        raise LLMCacheMiss(f"--llm-cache {llm_cache}: no such folder of recorded replies")
+    cache = llm_cache_overrides(llm_cache, replay)
     if replay and vector_cache and not Path(vector_cache).is_dir():
         raise VectorCacheMiss(f"--vector-cache {vector_cache}: no such folder of recorded vectors")
-    cache = [f"llm.cache_dir={llm_cache}"] + (["llm.replay=true"] if replay else []) if llm_cache else []
     vectors = (
         [f"embedding.vector_cache={vector_cache}"] + (["embedding.replay=true"] if replay else [])
         if vector_cache
@@ -148,6 +146,16 @@ def run_evaluation(
         unasked_changes=evaluator.unasked_changes,
         notes=notes,
     )
+
+
+def llm_cache_overrides(llm_cache: str | Path | None, replay: bool) -> list[str]:
+    """The settings `--llm-cache DIR [--replay]` stand for (`llm.cache_dir`, `llm.replay`); with `replay`, DIR must
+    be a folder of recorded replies."""
+    if not llm_cache:
+        return []
+    if replay and not Path(llm_cache).is_dir():
+        raise LLMCacheMiss(f"--llm-cache {llm_cache}: no such folder of recorded replies")
+    return [f"llm.cache_dir={llm_cache}"] + (["llm.replay=true"] if replay else [])
 
 
 def _check_metrics(metrics: list[str], judge) -> None:

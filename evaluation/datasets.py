@@ -213,7 +213,9 @@ def _load(path: Path, corpus: str | Path | None, cache_dir: Path | None, unrevie
     if path.is_dir():
         if (path / "questions.json").exists() and (path / "articles.json").exists():
             return load_phantomwiki(path)
-        if (path / "generation.json").exists():
+        from switchyard.evaluation.generate import MANIFEST
+
+        if (path / MANIFEST).exists():
             return load_generated(path, Path(corpus) if corpus else None, unreviewed)
         raise DatasetError(
             f"{path}: a dataset folder needs articles.json and questions.json (PhantomWiki), or generation.json "

@@ -72,17 +72,13 @@ def cmd_eval(args) -> int:
 
 
 def cmd_eval_generate(args) -> int:
+    from switchyard.evaluation.compare import llm_cache_overrides
     from switchyard.evaluation.generate import Settings, generate_question_set
 
     signal.signal(signal.SIGTERM, raise_terminated)  # what was tried is kept: a rerun resumes
-    overrides = list(args.overrides)
-    if args.llm_cache:
-        overrides.append(f"llm.cache_dir={args.llm_cache}")
-    if args.replay:
-        if not args.llm_cache:
-            raise UsageError("--replay needs --llm-cache DIR (the recorded replies)")
-        overrides.append("llm.replay=true")
-    args.overrides = overrides
+    if args.replay and not args.llm_cache:
+        raise UsageError("--replay needs --llm-cache DIR (the recorded replies)")
+    args.overrides = [*args.overrides, *llm_cache_overrides(args.llm_cache, args.replay)]
     settings = Settings(
         size=args.size,
         max_tries=args.max_tries,
