@@ -47,6 +47,8 @@ def main() -> None:
     p.add_argument("--size", type=int, default=40)
     p.add_argument("--max-tries", type=int, default=0)
     p.add_argument("--two-hop", type=float, default=0.0)
+    p.add_argument("--answers", default="model", choices=["model", "passage"])
+    p.add_argument("--max-copy", type=float, default=0.5)
     p.add_argument("--metric", default="contains", choices=["contains", "f1", "exact_match"])
     p.add_argument("--baseline", default="fixed")
     p.add_argument("--generator-config", help="the generator's config (default: the shipped one, the local model)")
@@ -64,6 +66,10 @@ def main() -> None:
         str(args.max_tries),
         "--two-hop",
         str(args.two_hop),
+        "--answers",
+        args.answers,
+        "--max-copy",
+        str(args.max_copy),
         "--llm-cache",
         str(qset / "llm-cache"),
     ]

@@ -6,11 +6,14 @@
    so every document gives one before any gives two.
 2. **One LLM call per item**, its reply constrained to `{question, answer, supporting_sentence}` (`LLM.structured`:
    the backend's JSON schema where it takes one, a repair round where the reply does not parse), with any
-   configured backend.
+   configured backend. With `answers="passage"` (answer-first, for a weak model) the answer is picked before the
+   call: a seeded sentence of the passage and a short answer it states (`answer_candidates`: a date, number, name,
+   or what follows "is"); the LLM writes only `{question}`. A passage with no such sentence is `no_answer`, unasked.
 3. **Kept only when every check passes**; the first that fails is the rejection's reason (`check_item`):
    - `unparsable`: the reply stayed unparseable after the repair round;
    - `answer_too_long` (more than `max_answer_words` words), `answer_in_question` (the question gives it away),
-     `answer_restates_question` (the answer shares two content words with the question: a sentence, not an answer);
+     `answer_restates_question` (the answer shares two content words with the question: a sentence, not an answer),
+     `off_topic` (no content word of the question, besides the answer's, occurs in the passages);
    - `unsupported`: the answer does not occur in its passage (the answer node's grounding check,
      `nodes/short_answer.occurs_in`), or the supporting sentence is not one of the passage's (exactly, or nearly:
      difflib ratio >= 0.8 to one of its sentences; a quote of several sentences by the one holding the answer), or
@@ -42,6 +45,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 from pydantic import BaseModel
@@ -49,7 +53,12 @@ from pydantic import BaseModel
 from switchyard.errors import DatasetError, UsageError
 from switchyard.evaluation.jsonl import read_log_lines
 from switchyard.llm.client import LLM
-from switchyard.llm.prompts import GENERATE_QUESTION, GENERATE_TWO_HOP
+from switchyard.llm.prompts import (
+    GENERATE_QUESTION,
+    GENERATE_QUESTION_FOR_ANSWER,
+    GENERATE_TWO_HOP,
+    QUESTION_FOR_ANSWER_EXAMPLES,
+)
 from switchyard.nodes.short_answer import normalize, occurs_in
 from switchyard.run_context import RunContext
 from switchyard.text import content_words, split_sentences
@@ -60,9 +69,23 @@ QUESTIONS, TRIED, MANIFEST, CONFIG = "questions.jsonl", "tried.jsonl", "generati
 GENERATED_TYPE, TWO_HOP_TYPE = "generated", "generated-two-hop"
 MAX_MENTIONS = 32  # passages per name considered for two-hop pairs
 SENTENCE_MATCH = 0.8  # difflib ratio at which a quoted sentence counts as the passage's own
-PROMPTS = {"GENERATE_QUESTION": GENERATE_QUESTION, "GENERATE_TWO_HOP": GENERATE_TWO_HOP}
+ANSWER_SOURCES = ("model", "passage")  # who picks the answer: the LLM, or `answer_candidates` before the call
+PROMPTS = {  # the prompts each answer source uses (their hashes are in the manifest)
+    "model": {"GENERATE_QUESTION": GENERATE_QUESTION, "GENERATE_TWO_HOP": GENERATE_TWO_HOP},
+    "passage": {
+        "GENERATE_QUESTION_FOR_ANSWER": GENERATE_QUESTION_FOR_ANSWER,
+        "QUESTION_FOR_ANSWER_EXAMPLES": json.dumps(QUESTION_FOR_ANSWER_EXAMPLES),
+    },
+}
 _NAME = re.compile(r"\b[A-Z][\w'-]+(?: (?:of |de |von |van )?[A-Z][\w'-]+)+")
 _LEADING = re.compile(r"^(?:The|A|An|In|On|At|By|From|Since|When) ")
+_MONTHS = "January|February|March|April|May|June|July|August|September|October|November|December"
+_DATE = re.compile(
+    rf"\b\d{{4}}-\d{{2}}-\d{{2}}\b|\b\d{{1,2}} (?:{_MONTHS}) \d{{3,4}}\b|\b(?:{_MONTHS}) \d{{1,2}}, \d{{3,4}}\b"
+)
+_NUMBER = re.compile(r"(?<![\w-])\d+(?:[.,]\d+)*(?: ?%| percent)?(?![\w-])")
+_WORD_NAME = re.compile(r"(?<!^)(?<![.!?] )\b[A-Z][a-z]{2,}\b")  # one capitalised word, not a sentence's first
+_COPULA = re.compile(r"\b(?:is|was|are|were) (?:an? |the )?([^,;:()]+?)(?:,| who | which | that |[.!?]*$)")
 
 
 @dataclass(frozen=True)
@@ -79,10 +102,15 @@ class Settings:
     max_similar: float = 0.92
     max_passage_chars: int = 2000
     max_tokens: int = 200
+    answers: str = "model"  # "passage": the answer is picked from a sentence first, the LLM writes only the question
 
     def __post_init__(self):
         if self.size < 1 or self.max_tries < 0 or self.min_chars < 0 or self.max_answer_words < 1:
             raise UsageError("generation: size >= 1, max_tries >= 0, min_chars >= 0 and max_answer_words >= 1")
+        if self.answers not in ANSWER_SOURCES:
+            raise UsageError(f"generation: answers must be one of {', '.join(ANSWER_SOURCES)}, not {self.answers!r}")
+        if self.answers == "passage" and self.two_hop:
+            raise UsageError("generation: two-hop items need answers from the model (--answers model)")
         for name in ("two_hop", "max_copy", "max_similar"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise UsageError(f"generation: {name} must be between 0 and 1")
@@ -102,8 +130,11 @@ class SourcePassage:
     start_char: int = 0
 
 
-class GeneratedReply(BaseModel):
+class QuestionReply(BaseModel):
     question: str
+
+
+class GeneratedReply(QuestionReply):
     answer: str
     supporting_sentence: str
 
@@ -187,6 +218,8 @@ def check_item(reply: GeneratedReply, answer_passage: str, all_text: str, settin
         return "answer_in_question", None
     if len(content_words(answer) & content_words(question)) >= 2:  # "The gender of X is female." for "female"
         return "answer_restates_question", None
+    if not (content_words(question) - content_words(answer)) & content_words(all_text):
+        return "off_topic", None  # no word of the passage: the prompt's example, or "Which sentence is odd?"
     span = locate_support(reply.supporting_sentence, answer, answer_passage)
     if span is None or not occurs_in(answer, answer_passage):
         return "unsupported", None
@@ -195,6 +228,42 @@ def check_item(reply: GeneratedReply, answer_passage: str, all_text: str, settin
     if entity and occurs_in(entity, question):
         return "bridge_named", None
     return "", span
+
+
+def answer_candidates(sentence: str, max_words: int, exclude: str = "") -> list[str]:
+    """Short answers a sentence states, in order: dates, numbers, names (capitalised words, not the sentence's
+    first), then what follows its first "is / was" up to a comma or a relative clause ("The occupation of X is
+    pharmacologist." gives "pharmacologist"). Those longer than `max_words` words, occurring in `exclude` (the
+    document's title: its subject) or inside an earlier candidate are left out."""
+    found = [m.group(0) for m in _DATE.finditer(sentence)]
+    found += [m.group(0) for m in _NUMBER.finditer(sentence)]
+    found += sorted(names(sentence), key=sentence.find) + [m.group(0) for m in _WORD_NAME.finditer(sentence)]
+    copula = _COPULA.search(sentence)
+    if copula:
+        found.append(copula.group(1).strip())
+    out: list[str] = []
+    for answer in found:
+        if not answer or len(answer.split()) > max_words or (exclude and occurs_in(answer, exclude)):
+            continue
+        if not any(occurs_in(answer, earlier) for earlier in out):
+            out.append(answer)
+    return out
+
+
+def pick_answer(passage: SourcePassage, settings: Settings) -> tuple[str, str] | None:
+    """(sentence, answer) for an answer-first try, seeded by the passage: a random sentence of those that state a
+    candidate (`answer_candidates`), then a random candidate of it; None when no sentence does."""
+    rng = random.Random(f"{settings.seed}:{passage.chunk_id}")
+    options = []
+    for start, end in _own_sentences(passage.text):
+        sentence = passage.text[start:end].strip()
+        candidates = answer_candidates(sentence, settings.max_answer_words, exclude=passage.title)
+        if candidates and len(sentence.split()) >= 4:
+            options.append((sentence, candidates))
+    if not options:
+        return None
+    sentence, candidates = rng.choice(options)
+    return sentence, rng.choice(candidates)
 
 
 # -- sampling -----------------------------------------------------------------------------------------------------
@@ -270,6 +339,10 @@ def planned_attempts(passages: list[SourcePassage], settings: Settings) -> list[
 
 
 # -- the generator ------------------------------------------------------------------------------------------------
+def _answer_first_user(title: str, text: str, sentence: str, answer: str, clip: int) -> str:
+    return f"Passage ({title}): {text[:clip]}\n\nSentence: {sentence}\nAnswer: {answer}"
+
+
 class QuestionGenerator:
     """`run(attempt)` asks the LLM for the attempt's item and checks it (not the duplicate check: `generate_set`
     holds the kept questions)."""
@@ -277,8 +350,22 @@ class QuestionGenerator:
     def __init__(self, llm: LLM, settings: Settings):
         self.llm, self.settings = llm, settings
 
-    def _messages(self, attempt: Attempt) -> list[dict]:
+    def _messages(self, attempt: Attempt, picked: tuple[str, str] | None = None) -> list[dict]:
         clip = self.settings.max_passage_chars
+        if picked:
+            (p,) = attempt.passages
+            shown = []
+            for title, sentence, answer, question in QUESTION_FOR_ANSWER_EXAMPLES:
+                shown += [
+                    {"role": "user", "content": _answer_first_user(title, sentence, sentence, answer, clip)},
+                    {"role": "assistant", "content": json.dumps({"question": question})},
+                ]
+            user = _answer_first_user(p.title, p.text, *picked, clip)
+            return [
+                {"role": "system", "content": GENERATE_QUESTION_FOR_ANSWER},
+                *shown,
+                {"role": "user", "content": user},
+            ]
         if attempt.entity:
             a, b = attempt.passages
             system = GENERATE_TWO_HOP.format(entity=attempt.entity)
@@ -289,11 +376,20 @@ class QuestionGenerator:
         return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
     def run(self, attempt: Attempt) -> Attempt:
+        picked = None
+        if self.settings.answers == "passage":
+            picked = pick_answer(attempt.passages[0], self.settings)
+            if picked is None:
+                attempt.reason = "no_answer"  # no sentence of the passage states a short answer: nothing asked
+                return attempt
+        schema: type[QuestionReply] = QuestionReply if picked else GeneratedReply
+        fallback = (
+            QuestionReply(question="") if picked else GeneratedReply(question="", answer="", supporting_sentence="")
+        )
         run = RunContext()
-        fallback = GeneratedReply(question="", answer="", supporting_sentence="")
         with run.metered() as spent:
             result = self.llm.structured(
-                self._messages(attempt), GeneratedReply, fallback, max_tokens=self.settings.max_tokens, run=run
+                self._messages(attempt, picked), schema, fallback, max_tokens=self.settings.max_tokens, run=run
             )
         attempt.usage = {"llm_calls": spent.llm_calls, "prompt_tokens": spent.prompt_tokens,
                          "completion_tokens": spent.completion_tokens}  # fmt: skip
@@ -301,7 +397,10 @@ class QuestionGenerator:
             attempt.reason = "unparsable"
             attempt.reply = {"raw": result.raw[:500]}
             return attempt
-        reply = result.value
+        if picked:
+            reply = GeneratedReply(question=result.value.question, answer=picked[1], supporting_sentence=picked[0])
+        else:
+            reply = cast(GeneratedReply, result.value)
         attempt.reply = reply.model_dump()
         answer_passage = attempt.passages[-1].text
         all_text = "\n".join(p.text for p in attempt.passages)
@@ -445,7 +544,8 @@ def _check_same_settings(out: Path, settings: Settings, manifest: dict) -> None:
     if not path.exists():
         return
     before = json.loads(path.read_text(encoding="utf-8"))
-    changed = [k for k, v in asdict(settings).items() if k != "size" and before.get("settings", {}).get(k) != v]
+    recorded = {**asdict(Settings()), **before.get("settings", {})}  # a setting added since: its default
+    changed = [k for k, v in asdict(settings).items() if k != "size" and recorded.get(k) != v]
     changed += [k for k in ("source", "model", "prompts") if before.get(k) != manifest.get(k)]
     if changed:
         raise UsageError(
@@ -522,7 +622,9 @@ def generate_question_set(
             "format": "switchyard-generated-set/1",
             "source": source,
             "model": {"backend": config.llm.backend, "model": str(identity["model"])},
-            "prompts": {name: hashlib.sha256(text.encode()).hexdigest()[:16] for name, text in PROMPTS.items()},
+            "prompts": {
+                name: hashlib.sha256(text.encode()).hexdigest()[:16] for name, text in PROMPTS[settings.answers].items()
+            },
             "passages": len(passages),
             "documents": len({p.doc_id for p in passages}),
             "code": code_state((out,)),

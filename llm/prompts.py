@@ -202,6 +202,24 @@ GENERATE_TWO_HOP = (
     "exactly as in Passage B; the supporting sentence is copied exactly from Passage B and contains the answer."
 )
 
+GENERATE_QUESTION_FOR_ANSWER = (
+    "You write one test question for checking a search engine. You get a passage, one sentence of it and an answer "
+    'taken from that sentence. Reply with a JSON object: {"question": "..."}: a question that the sentence answers '
+    "with exactly that answer. The question names its subject (never say 'the passage', 'the text' or 'the "
+    "sentence') and does not contain the answer. Example: for the sentence 'The Forth Bridge opened in 1890 after "
+    'seven years of work.\' and the answer \'1890\', reply {"question": "In which year did the Forth Bridge open?"}'
+)
+# (title, sentence, answer, question): worked examples sent as earlier turns of the conversation (a small model
+# follows a shown reply far better than a described one)
+QUESTION_FOR_ANSWER_EXAMPLES = (
+    ("Harwick Viaduct", "It was designed by the engineer Mary Calder and opened in 1864.", "Mary Calder",
+     "Which engineer designed the Harwick Viaduct?"),
+    ("Ellery Tramway", "The hobby of the tramway's founder, Anna Holt, is sailing.", "sailing",
+     "What is the hobby of Anna Holt, the founder of the Ellery Tramway?"),
+    ("Tarrant Tunnel", "The Tarrant Tunnel was bored through limestone between 1872 and 1876.", "limestone",
+     "What kind of rock was the Tarrant Tunnel bored through?"),
+)  # fmt: skip
+
 
 def templates() -> dict[str, str]:
     """Every template by name (the upper-case string constants of this module)."""

@@ -231,6 +231,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--two-hop", type=float, default=0.0, metavar="SHARE", help="share of two-hop tries (default 0)")
     p.add_argument("--min-chars", type=int, default=200, metavar="N", help="shorter passages are left out")
     p.add_argument(
+        "--answers", choices=["model", "passage"], default="model", help="who picks the answer: the model (default), "
+        "or the passage first (a date, number, name or what follows 'is' in a seeded sentence; for a weak model)",
+    )  # fmt: skip
+    p.add_argument(
         "--max-copy", type=float, default=0.5, metavar="SHARE", help="reject a question more of whose word "
         "trigrams occur in its passage (default 0.5)",
     )  # fmt: skip

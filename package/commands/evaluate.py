@@ -87,6 +87,7 @@ def cmd_eval_generate(args) -> int:
         min_chars=args.min_chars,
         max_copy=args.max_copy,
         max_similar=args.max_similar,
+        answers=args.answers,
     )
     done = generate_question_set(
         load_config(args), args.out, settings, paths=args.paths, progress=False if args.no_progress else None

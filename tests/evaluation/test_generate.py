@@ -19,11 +19,13 @@ from switchyard.evaluation.generate import (
     GeneratedReply,
     Settings,
     SourcePassage,
+    answer_candidates,
     check_item,
     copy_ratio,
     generate_set,
     locate_sentence,
     passages_from_paths,
+    pick_answer,
     planned_attempts,
     read_tried,
     sample_pairs,
@@ -118,6 +120,47 @@ class TestChecks:
         assert near is not None and VIADUCT[slice(*near)].startswith("It was designed")
         assert locate_sentence("Cats sleep most of the day.", VIADUCT) is None
         assert locate_sentence("", VIADUCT) is None
+
+
+def test_a_question_with_no_word_of_the_passage_is_off_topic():
+    r = reply("In which year did the Forth Bridge open?", "1864", "It was designed by the engineer Mary Calder")
+    assert check_item(r, VIADUCT, VIADUCT, SETTINGS)[0] == "off_topic"
+
+
+# -- answer-first: the answer picked from the passage -------------------------------------------------------------
+class TestAnswerFirst:
+    def test_candidates_are_dates_numbers_names_then_what_follows_is(self):
+        sentence = "It was designed by the engineer Mary Calder and opened to traffic in 1864."
+        assert answer_candidates(sentence, 8)[:2] == ["1864", "Mary Calder"]
+        assert answer_candidates("The date of birth of Tim Anglin is 2015-07-31.", 8, exclude="Tim Anglin") == [
+            "2015-07-31"
+        ]
+        assert answer_candidates("The occupation of Tim Anglin is pharmacologist.", 8, exclude="Tim Anglin") == [
+            "pharmacologist"
+        ]
+        assert answer_candidates("The father of Tim Anglin is Carl Cash.", 8, exclude="Tim Anglin") == ["Carl Cash"]
+        assert answer_candidates("Paris is a city that many people visit.", 8, exclude="Paris") == ["city"]
+
+    def test_long_candidates_and_the_title_are_left_out(self):
+        sentence = "Tim Anglin is a furniture designer who loves ant farming and the sea."
+        assert answer_candidates(sentence, 2, exclude="Tim Anglin") == ["furniture designer"]
+        assert answer_candidates(sentence, 1, exclude="Tim Anglin") == []
+
+    def test_the_pick_is_a_seeded_sentence_of_the_passage_and_an_answer_it_states(self):
+        viaduct = passage("viaduct", 0, VIADUCT, "Harwick Viaduct")
+        picks = {pick_answer(viaduct, Settings(size=1, answers="passage", seed=s)) for s in range(12)}
+        assert len(picks) > 1
+        for sentence, answer in picks:
+            assert sentence in VIADUCT and answer in sentence and answer != "Harwick Viaduct"
+        settings = Settings(size=1, answers="passage", seed=3)
+        assert pick_answer(viaduct, settings) == pick_answer(viaduct, settings)
+        assert pick_answer(passage("x", 0, "no answer here at all, only lower-case words.", "x"), settings) is None
+
+    def test_two_hop_needs_answers_from_the_model(self):
+        with pytest.raises(UsageError, match="two-hop items need answers from the model"):
+            Settings(size=1, answers="passage", two_hop=0.5)
+        with pytest.raises(UsageError, match="answers must be one of model, passage"):
+            Settings(size=1, answers="gold")
 
 
 # -- sampling -----------------------------------------------------------------------------------------------------
@@ -228,6 +271,32 @@ def test_two_hop_items_pair_passages_sharing_a_name(passages, tmp_path, embedder
     assert [p["source"].rsplit("/", 1)[-1] for p in two["provenance"]] == ["harwick-viaduct.md", "mary-calder.md"]
     assert len(two["gold_doc_ids"]) == 2 and "span" in two["provenance"][1] and "span" not in two["provenance"][0]
     assert done.tried == 4
+
+
+def ask_only_the_question(messages, schema):
+    """Answer-first replies: the question the sentence answers, or (for the tunnel) the prompt's own example."""
+    user = messages[-1]["content"]
+    assert set(schema["properties"]) == {"question"} and "\nAnswer: " in user
+    if "(Tarrant Tunnel)" in user:
+        return json.dumps({"question": "In which year did the Forth Bridge open?"})
+    title = user.split("(", 1)[1].split(")", 1)[0]
+    return json.dumps({"question": f"What does the text about the {title} say, in short?"})
+
+
+def test_answer_first_asks_only_for_the_question_and_keeps_the_picked_answer(passages, tmp_path, embedder):
+    backend = ScriptedBackend(ask_only_the_question)
+    done = run(passages, tmp_path, embedder, backend, answers="passage", max_similar=0.99)
+    assert done.reasons["off_topic"] == 1 and done.kept == 3 and len(backend.calls) == 4
+    for line in read_tried(tmp_path):
+        *shown, user = [m["content"] for m in backend.calls[line["n"]] if m["role"] == "user"]
+        assert len(shown) == 3  # the worked examples, as earlier turns
+        sentence, answer = user.rsplit("\nSentence: ", 1)[1].split("\nAnswer: ")
+        assert line["reply"]["answer"] == answer and line["reply"]["supporting_sentence"] == sentence
+        if line["reason"] == "kept":
+            [prov] = line["item"]["provenance"]
+            assert prov["sentence"] == sentence and line["item"]["answers"] == [answer]
+    manifest = json.loads((tmp_path / "generation.json").read_text())
+    assert list(manifest["settings"].items())[-1] == ("answers", "passage")
 
 
 class Interrupting(ScriptedBackend):
