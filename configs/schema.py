@@ -60,6 +60,14 @@ class StoreConfig(_Section):
         "vectors (chunks, or their sentence windows); 0 = never",
     )
     vector_index: VectorIndexConfig = VectorIndexConfig()
+    reindex_min_rows: int = Field(
+        256,
+        ge=0,
+        description="an ingest ends by folding the rows written since the search indexes were last updated into "
+        "them once there are this many, or once 9 small files have piled up (until then those rows are searched "
+        "exhaustively: a little speed, never results; each fold holds on to memory in a long-running server); "
+        "0 = after every write",
+    )
     storage_options: dict[str, str] = Field(
         default_factory=dict,
         description="LanceDB / object_store options for s3:// and gs:// URIs (endpoint, region, allow_http, "

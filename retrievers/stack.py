@@ -138,6 +138,7 @@ class RetrievalStack:
             fts_remove_stop_words=bm25.remove_stop_words,
             vector_index=self.config.store.vector_index,
             vector_index_min_rows=self.config.store.vector_index_min_rows,
+            reindex_min_rows=self.config.store.reindex_min_rows,
             storage_options=self.config.store.storage_options,
             windows=window_spec(self.config),
             vector_fields={name: self._field_dim(name) for name in self.enabled_fields()},

@@ -17,6 +17,9 @@ def _overrides(args) -> tuple[str, ...]:
 
 
 def cmd_serve(args) -> int:
+    from switchyard.service.memory import limit_heap_growth
+
+    limit_heap_growth()  # before the models load and the threads start: this process is the server's own
     with needs_extra("server", "switchyard serve"):
         import uvicorn
 

@@ -74,6 +74,7 @@ class IndexStore:
         windows: tuple[int, int] | None = None,
         vector_fields: dict[str, int] | None = None,
         vector_index_min_rows: int = 50_000,
+        reindex_min_rows: int = 256,
     ):
         if dim < 1:
             raise ValueError("dim must be >= 1")
@@ -91,6 +92,7 @@ class IndexStore:
         self.fts_remove_stop_words = fts_remove_stop_words
         self.vector_index = vector_index or VectorIndexConfig()
         self.vector_index_min_rows = vector_index_min_rows
+        self.reindex_min_rows = reindex_min_rows
         self._windows = (windows[0], windows[1]) if windows else None
         self._vector_fields = dict(vector_fields or {})
         self._db = Lazy(lambda: connect(self.uri, self.storage_options))
@@ -338,8 +340,11 @@ class IndexStore:
     def refresh_indexes(self) -> None:
         """Bring the search indexes up to date; cheap when nothing changed, so every ingest ends with it.
 
-        - small fragments left by batch commits are compacted and rows written since the indexes were built are
-          folded into them (first, so a new index is built over compacted files and needs no remapping);
+        - once `reindex_min_rows` rows have been written since the indexes were last updated, or more than 8 small
+          fragments have piled up, the fragments are compacted and those rows folded into the indexes (first, so a
+          new index is built over compacted files and needs no remapping). Below that they are searched
+          exhaustively: folding after every small write (one uploaded file) costs more than it saves, and each
+          fold leaves memory behind in a long-running server (docs/benchmarks.md, the service under load);
         - the native BM25 full-text index over `search_text` is created once, then updated incrementally;
         - the ANN vector index (`vector_index`) is added once the table reaches `vector_index_min_rows` (below
           that, exact search is fast enough and loses nothing); with vector fields, one for each of them too.
@@ -349,7 +354,8 @@ class IndexStore:
         tbl = self.table()
         if tbl.count_rows() == 0:
             return
-        stale = any((ix.num_unindexed_rows or 0) > 0 for ix in tbl.list_indices())
+        unindexed = max((ix.num_unindexed_rows or 0 for ix in tbl.list_indices()), default=0)
+        stale = unindexed > 0 and unindexed >= self.reindex_min_rows
         if stale or tbl.stats()["fragment_stats"]["num_small_fragments"] > 8:
             self.optimize()
         self.ensure_text_index()

@@ -108,3 +108,52 @@ class TestRankBM25Limit:
         )
         assert at_limit.search("standard gauge", groups=ALL).passages
         assert at_limit.retriever.retrievers[0].max_chunks == n
+
+
+class TestReindexPolicy:
+    """Small writes are not folded into the indexes one by one (store.reindex_min_rows): they are searched
+    exhaustively until enough rows, or enough small fragments, have piled up."""
+
+    @staticmethod
+    def unindexed(stack) -> int:
+        return max(ix.num_unindexed_rows or 0 for ix in stack.store.table().list_indices())
+
+    @staticmethod
+    def write(stack, folder, name: str, text: str):
+        (folder / f"{name}.md").write_text(f"# {name}\n\n{text}\n")
+        return stack.ingestor(progress=False).run([folder / f"{name}.md"])
+
+    def test_a_small_write_stays_unindexed_and_is_still_found(self, make_stack, tmp_path):
+        stack = make_stack("store.reindex_min_rows=50")
+        docs = tmp_path / "docs"
+        docs.mkdir()
+        self.write(stack, docs, "first", "The Harwick Viaduct has twenty-two brick arches over the river.")
+        assert stack.store.has_text_index() and self.unindexed(stack) == 0  # a new index covers every row
+        self.write(stack, docs, "second", "The quillwort grows in the shallow margins of upland tarns.")
+        assert self.unindexed(stack) == 1
+        for mode in ("bm25", "dense", "hybrid"):  # the same collection, searched each way
+            searched = make_stack("store.reindex_min_rows=50", f"retrieve.mode={mode}")
+            hits = searched.search("quillwort tarns", top_k=1, groups=ALL).passages
+            assert hits and "quillwort" in hits[0].text, mode
+
+    def test_rows_are_folded_in_at_the_threshold_or_after_nine_small_fragments(self, make_stack, tmp_path):
+        docs = tmp_path / "docs"
+        docs.mkdir()
+        at_two = make_stack("store.reindex_min_rows=2", collection="two")
+        for i in range(3):
+            self.write(at_two, docs, f"d{i}", f"Document {i} is about the number {i}.")
+        assert self.unindexed(at_two) == 0  # the third write made two unindexed rows: folded in
+        never = make_stack("store.reindex_min_rows=100000", collection="fragments")
+        counts = []
+        for i in range(11):
+            self.write(never, docs, f"d{i}", f"Document {i} is about the number {i}.")
+            counts.append(self.unindexed(never))
+        assert counts[:8] == list(range(8)) and counts[-1] < 7, counts  # folded in once 9 small fragments piled up
+
+    def test_zero_folds_after_every_write(self, make_stack, tmp_path):
+        stack = make_stack("store.reindex_min_rows=0")
+        docs = tmp_path / "docs"
+        docs.mkdir()
+        for i in range(2):
+            self.write(stack, docs, f"d{i}", f"Document {i} is about the number {i}.")
+            assert self.unindexed(stack) == 0
