@@ -49,11 +49,23 @@ def main() -> None:
     p.add_argument("--two-hop", type=float, default=0.0)
     p.add_argument("--answers", default="model", choices=["model", "passage"])
     p.add_argument("--max-copy", type=float, default=0.5)
-    p.add_argument("--metric", default="contains", choices=["contains", "f1", "exact_match"])
+    p.add_argument(
+        "--metrics", nargs="+", default=["contains", "gold_recall"], help="one table each (the first is plotted)",
+        choices=["contains", "f1", "exact_match", "gold_recall", "citation_precision"],
+    )  # fmt: skip
     p.add_argument("--baseline", default="fixed")
     p.add_argument("--generator-config", help="the generator's config (default: the shipped one, the local model)")
     p.add_argument("--generator-set", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--replay", action="store_true", help="answer only from the recorded replies and vectors")
+    p.add_argument("--generate-only", action="store_true", help="stop after generating (to review the set first)")
+    p.add_argument(
+        "--reviewed", action="store_true", help="score only the items accepted or edited in SET/review.jsonl "
+        "(cli.py eval review); default: every kept item",
+    )  # fmt: skip
+    p.add_argument(
+        "--caches", type=Path, metavar="DIR", help="the run whose llm-cache/ and vectors/ to record into and answer "
+        "from (default: OUT; a reviewed run replays its unreviewed run's: --caches that run's folder)",
+    )  # fmt: skip
     args = p.parse_args()
 
     corpus = load_dataset(args.dataset, cache_dir=Path(tempfile.gettempdir()) / "switchyard-agreement").corpus
@@ -77,10 +89,14 @@ def main() -> None:
     for setting in args.generator_set:
         gen += ["--set", setting]
     cli(*gen)
+    if args.generate_only:
+        return
     configs = sorted(str(c) for c in (args.labelled / "configs").glob("*.yaml"))
-    cli("eval", str(qset), "--unreviewed", "--corpus", str(corpus[0]), "--configs", *configs,
-        "--baseline", args.baseline, "--out", str(out), "--llm-cache", str(out / "llm-cache"),
-        "--vector-cache", str(out / "vectors"), "--plot-metric", args.metric, "--no-progress", *replay)  # fmt: skip
+    caches = args.caches or out
+    scored = [] if args.reviewed else ["--unreviewed"]
+    cli("eval", str(qset), *scored, "--corpus", str(corpus[0]), "--configs", *configs,
+        "--baseline", args.baseline, "--out", str(out), "--llm-cache", str(caches / "llm-cache"),
+        "--vector-cache", str(caches / "vectors"), "--plot-metric", args.metrics[0], "--no-progress", *replay)  # fmt: skip
 
     labelled = json.loads((args.labelled / "report.json").read_text())
     generated = json.loads((out / "report.json").read_text())
@@ -89,7 +105,7 @@ def main() -> None:
     text = (
         f"Generated set: kept {generation['kept']} of {generation['tried']} tried ({generation['yield']:.0%}) by "
         f"{generation['model']['backend']} {Path(str(generation['model']['model'])).name}; rejected: {reasons}\n\n"
-        + agreement_markdown(rank_agreement(labelled, generated, args.metric), args.baseline)
+        + "\n\n".join(agreement_markdown(rank_agreement(labelled, generated, m), args.baseline) for m in args.metrics)
         + "\n"
     )
     (out / "agreement.md").write_text(text)
