@@ -3,16 +3,22 @@ run the labelled run's configs on it, and compare the two rankings (evaluation/a
 paired differences side by side), with the generator's yield and reasons for rejection.
 
     .venv/bin/python bench/generated_agreement.py --dataset ../shared/datasets/phantomwiki-s11 \\
-        --labelled bench/eval/phantomwiki-s11 --set bench/sets/phantomwiki-s11 \\
-        --out bench/eval/generated-phantomwiki-s11 --size 40
+        --labelled bench/eval/phantomwiki-s11 --set bench/sets/phantomwiki-s11-answer-first \\
+        --out bench/eval/generated-phantomwiki-s11 --size 40 --max-tries 120 --answers passage --max-copy 0.8 \\
+        --generate-only                      # then review it: cli.py eval review SET
+    ... --all-kept                           # score every kept item
+    ... --reviewed --out bench/eval/generated-phantomwiki-s11-reviewed --caches bench/eval/generated-phantomwiki-s11
     # a stronger generator behind an OpenAI-compatible server (the evaluated configs stay the labelled run's):
     ... --generator-config configs/fixed-openai.yaml --generator-set llm.base_url=http://127.0.0.1:8000/v1
 
 Steps, each resumable (rerun the same command): `cli.py eval generate` over the dataset's corpus into SET (a
-dataset, kept under bench/sets/; its replies recorded in SET/llm-cache), `cli.py eval SET --unreviewed` with the
-labelled run's configs (LABELLED/configs/*.yaml) into OUT (a run: replies and vectors recorded under it), then the
-table, printed and written to OUT/agreement.md. `--replay` answers every LLM request and vector from what was recorded (no model).
-The labelled figures are LABELLED/report.json's; both reports are paired against `--baseline` (default fixed).
+dataset, kept under bench/sets/; its replies recorded in SET/llm-cache); unless `--generate-only`, `cli.py eval`
+with the labelled run's configs (LABELLED/configs/*.yaml) into OUT on SET's items (`--unreviewed` by default: a
+review's rejections left out; `--reviewed`: only accepted and edited items; `--all-kept`: every kept item, whatever
+a review said), its replies and vectors recorded under OUT (or under `--caches DIR`), then one table per
+`--metrics`, printed and written to OUT/agreement.md. `--replay` answers every LLM request and vector from what was
+recorded (no model). The labelled figures are LABELLED/report.json's; both reports are paired against
+`--baseline` (default fixed).
 """
 
 from __future__ import annotations
@@ -58,9 +64,14 @@ def main() -> None:
     p.add_argument("--generator-set", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--replay", action="store_true", help="answer only from the recorded replies and vectors")
     p.add_argument("--generate-only", action="store_true", help="stop after generating (to review the set first)")
-    p.add_argument(
+    scored = p.add_mutually_exclusive_group()
+    scored.add_argument(
         "--reviewed", action="store_true", help="score only the items accepted or edited in SET/review.jsonl "
-        "(cli.py eval review); default: every kept item",
+        "(cli.py eval review)",
+    )  # fmt: skip
+    scored.add_argument(
+        "--all-kept", action="store_true", help="score every kept item, SET/questions.jsonl as a plain dataset, "
+        "whatever a review decided (default: the set as `eval SET --unreviewed` reads it: rejected items left out)",
     )  # fmt: skip
     p.add_argument(
         "--caches", type=Path, metavar="DIR", help="the run whose llm-cache/ and vectors/ to record into and answer "
@@ -93,8 +104,11 @@ def main() -> None:
         return
     configs = sorted(str(c) for c in (args.labelled / "configs").glob("*.yaml"))
     caches = args.caches or out
-    scored = [] if args.reviewed else ["--unreviewed"]
-    cli("eval", str(qset), *scored, "--corpus", str(corpus[0]), "--configs", *configs,
+    dataset = (
+        [str(qset / "questions.jsonl")] if args.all_kept else [str(qset)] + ([] if args.reviewed else ["--unreviewed"])
+    )
+    index = Path(tempfile.gettempdir()) / "switchyard-agreement-index"  # the labelled corpus, ingested once per config
+    cli("eval", *dataset, "--corpus", str(corpus[0]), "--configs", *configs, "--index-dir", str(index),
         "--baseline", args.baseline, "--out", str(out), "--llm-cache", str(caches / "llm-cache"),
         "--vector-cache", str(caches / "vectors"), "--plot-metric", args.metrics[0], "--no-progress", *replay)  # fmt: skip
 

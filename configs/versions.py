@@ -56,9 +56,10 @@ ADDED_KEYS: tuple[AddedKey, ...] = (
     AddedKey("retrieve.injection_policy", "exclude", 19),
     AddedKey("retrieve.injection_threshold", 0.6, 20),
     AddedKey("answer.spotlight", "none", 21),
+    AddedKey("store.reindex_min_rows", 256, 22),
 )
 
-CONFIG_VERSION: int = 21
+CONFIG_VERSION: int = 22
 """The current version of the config layout: 1 + the keys added since version 1 (one version per row)."""
 
 

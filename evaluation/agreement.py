@@ -62,7 +62,8 @@ def _pair(pair: dict | None) -> str:
     low, high = pair.get("ci95") or (None, None)
     interval = f" [{low:+.3f}, {high:+.3f}]" if low is not None and high is not None else ""
     p = pair.get("p_holm", pair.get("p"))
-    return f"{pair['mean_diff']:+.3f}{interval}" + (f" p={p:.2f}" if p is not None else "")
+    diff = pair.get("mean_diff", pair.get("diff"))  # reports written before mean_diff hold it as diff
+    return f"{diff:+.3f}{interval}" + (f" p={p:.2f}" if p is not None else "")
 
 
 def agreement_markdown(agreement: Agreement, baseline: str) -> str:

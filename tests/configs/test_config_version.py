@@ -35,6 +35,7 @@ OTHER_VALUES = {
     "retrieve.injection_policy": "keep",
     "retrieve.injection_threshold": 0.8,
     "answer.spotlight": "datamark",
+    "store.reindex_min_rows": 0,
 }
 # what a key needs beside it to load (replay reads a vector recording; a server has a context window)
 NEEDS = {

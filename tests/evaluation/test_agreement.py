@@ -44,3 +44,10 @@ def test_the_table_shows_both_paired_differences():
     text = agreement_markdown(rank_agreement(labelled, generated), "fixed")
     assert "| react | 0.400 | 0.450 | -0.200 [-0.300, -0.100] p=1.00 | -0.050 [-0.150, +0.050] p=1.00 |" in text
     assert "| fixed | 0.600 | 0.500 | – | – |" in text and "tau-b of the two orders over 2 configs: +1.00" in text
+
+
+def test_an_older_report_holds_the_difference_as_diff_without_p():
+    older = report({"fixed": 0.6, "react": 0.4})
+    older["paired"] = {"react": {"contains": {"diff": -0.2, "ci95": [-0.3, -0.1], "wins": 1, "losses": 3}}}
+    text = agreement_markdown(rank_agreement(older, report({"fixed": 0.5, "react": 0.45})), "fixed")
+    assert "| react | 0.400 | 0.450 | -0.200 [-0.300, -0.100] | – |" in text
