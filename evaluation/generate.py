@@ -233,17 +233,22 @@ def check_item(reply: GeneratedReply, answer_passage: str, all_text: str, settin
 def answer_candidates(sentence: str, max_words: int, exclude: str = "") -> list[str]:
     """Short answers a sentence states, in order: dates, numbers, names (capitalised words, not the sentence's
     first), then what follows its first "is / was" up to a comma or a relative clause ("The occupation of X is
-    pharmacologist." gives "pharmacologist"). Those longer than `max_words` words, occurring in `exclude` (the
-    document's title: its subject) or inside an earlier candidate are left out."""
+    pharmacologist." gives "pharmacologist"). Left out: those longer than `max_words` words, those that name the
+    subject (`exclude`, the document's title: occurring in it, or holding all of its words, as "Ellery Mountain
+    Tramway" for "Ellery Tramway") and those inside an earlier candidate."""
     found = [m.group(0) for m in _DATE.finditer(sentence)]
     found += [m.group(0) for m in _NUMBER.finditer(sentence)]
-    found += sorted(names(sentence), key=sentence.find) + [m.group(0) for m in _WORD_NAME.finditer(sentence)]
+    runs = sorted(names(sentence), key=sentence.find)
+    found += runs + [w for w in _WORD_NAME.findall(sentence) if not any(occurs_in(w, run) for run in runs)]
     copula = _COPULA.search(sentence)
     if copula:
         found.append(copula.group(1).strip())
+    subject = content_words(exclude)
     out: list[str] = []
     for answer in found:
-        if not answer or len(answer.split()) > max_words or (exclude and occurs_in(answer, exclude)):
+        if not answer or len(answer.split()) > max_words:
+            continue
+        if exclude and (occurs_in(answer, exclude) or (subject and subject <= content_words(answer))):
             continue
         if not any(occurs_in(answer, earlier) for earlier in out):
             out.append(answer)

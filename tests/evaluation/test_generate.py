@@ -145,6 +145,8 @@ class TestAnswerFirst:
         sentence = "Tim Anglin is a furniture designer who loves ant farming and the sea."
         assert answer_candidates(sentence, 2, exclude="Tim Anglin") == ["furniture designer"]
         assert answer_candidates(sentence, 1, exclude="Tim Anglin") == []
+        tramway = "The Ellery Mountain Tramway climbs from Port Ellery to the summit."
+        assert answer_candidates(tramway, 8, exclude="Ellery Tramway") == ["Port Ellery"]  # the subject's longer name
 
     def test_the_pick_is_a_seeded_sentence_of_the_passage_and_an_answer_it_states(self):
         viaduct = passage("viaduct", 0, VIADUCT, "Harwick Viaduct")
