@@ -486,34 +486,36 @@ def generate_set(
     generator = QuestionGenerator(llm, settings)
     asked = 0
     _write_manifest(out, settings, manifest, tried)
-    with (out / TRIED).open("a", encoding="utf-8") as log, tqdm(
-        total=settings.size, initial=min(len(kept), settings.size), desc="generate", unit="item",
-        disable=not progress if progress is not None else None,
-    ) as bar:  # fmt: skip
-        for attempt in attempts:
-            if len(kept) >= settings.size:
-                break
-            if attempt.key in tried:
-                continue
-            generator.run(attempt)
-            asked += 1
-            record = None
-            if not attempt.reason:
-                record = item_record(attempt)
-                vector = embed([record["question"]])[0]
-                if vectors and float(np.max(np.stack(vectors) @ vector)) >= settings.max_similar:
-                    attempt.reason = "duplicate"
-                    record = None
-                else:
-                    vectors.append(vector)
-                    kept.append(record)
-                    bar.update(1)
-            line = _tried_line(attempt, record)
-            log.write(json.dumps(line, ensure_ascii=False) + "\n")
-            log.flush()
-            tried[attempt.key] = line
-    write_questions(out, kept)
-    reasons = _write_manifest(out, settings, manifest, tried)
+    try:  # interrupted (Ctrl-C, SIGTERM): what was tried so far is still written out
+        with (out / TRIED).open("a", encoding="utf-8") as log, tqdm(
+            total=settings.size, initial=min(len(kept), settings.size), desc="generate", unit="item",
+            disable=not progress if progress is not None else None,
+        ) as bar:  # fmt: skip
+            for attempt in attempts:
+                if len(kept) >= settings.size:
+                    break
+                if attempt.key in tried:
+                    continue
+                generator.run(attempt)
+                asked += 1
+                record = None
+                if not attempt.reason:
+                    record = item_record(attempt)
+                    vector = embed([record["question"]])[0]
+                    if vectors and float(np.max(np.stack(vectors) @ vector)) >= settings.max_similar:
+                        attempt.reason = "duplicate"
+                        record = None
+                    else:
+                        vectors.append(vector)
+                        kept.append(record)
+                        bar.update(1)
+                line = _tried_line(attempt, record)
+                log.write(json.dumps(line, ensure_ascii=False) + "\n")
+                log.flush()
+                tried[attempt.key] = line
+    finally:
+        write_questions(out, kept)
+        reasons = _write_manifest(out, settings, manifest, tried)
     return GenerationDone(out, len(kept), len(tried), reasons, asked)
 
 

@@ -317,6 +317,9 @@ def test_an_interrupted_run_resumes_where_it_stopped(passages, tmp_path, embedde
     with pytest.raises(KeyboardInterrupt):
         run(passages, tmp_path / "cut", embedder, Interrupting(after=2))
     assert len(read_tried(tmp_path / "cut")) == 2
+    cut = json.loads((tmp_path / "cut" / "generation.json").read_text())  # written out when interrupted too
+    kept_so_far = (tmp_path / "cut" / "questions.jsonl").read_text().splitlines()
+    assert cut["tried"] == 2 and len(kept_so_far) == cut["kept"] == cut["reasons"].get("kept", 0)
     again = ScriptedBackend(scripted)
     resumed = run(passages, tmp_path / "cut", embedder, again)
     assert len(again.calls) == 2 and resumed.asked == 2  # only what was not tried
