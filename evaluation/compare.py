@@ -87,13 +87,7 @@ def run_evaluation(
     _check_metrics(metrics, judge)
     ray_runner = import_with_extra("switchyard.evaluation.ray_runner", "ray", NO_RAY) if ray else None
     cache = llm_cache_overrides(llm_cache, replay)
-    if replay and vector_cache and not Path(vector_cache).is_dir():
-        raise VectorCacheMiss(f"--vector-cache {vector_cache}: no such folder of recorded vectors")
-    vectors = (
-        [f"embedding.vector_cache={vector_cache}"] + (["embedding.replay=true"] if replay else [])
-        if vector_cache
-        else []
-    )
+    vectors = vector_cache_overrides(vector_cache, replay)
     overrides = [*(overrides or []), *cache, *vectors]
     for path in configs:
         load_config(path, [])  # every config is checked before any work starts
@@ -151,11 +145,21 @@ def run_evaluation(
 def llm_cache_overrides(llm_cache: str | Path | None, replay: bool) -> list[str]:
     """The settings `--llm-cache DIR [--replay]` stand for (`llm.cache_dir`, `llm.replay`); with `replay`, DIR must
     be a folder of recorded replies."""
-    if not llm_cache:
-        return []
-    if replay and not Path(llm_cache).is_dir():
+    if replay and llm_cache and not Path(llm_cache).is_dir():
         raise LLMCacheMiss(f"--llm-cache {llm_cache}: no such folder of recorded replies")
-    return [f"llm.cache_dir={llm_cache}"] + (["llm.replay=true"] if replay else [])
+    return _recording_overrides("llm.cache_dir", "llm.replay", llm_cache, replay)
+
+
+def vector_cache_overrides(vector_cache: str | Path | None, replay: bool) -> list[str]:
+    """The settings `--vector-cache DIR [--replay]` stand for (`embedding.vector_cache`, `embedding.replay`); with
+    `replay`, DIR must be a folder of recorded vectors."""
+    if replay and vector_cache and not Path(vector_cache).is_dir():
+        raise VectorCacheMiss(f"--vector-cache {vector_cache}: no such folder of recorded vectors")
+    return _recording_overrides("embedding.vector_cache", "embedding.replay", vector_cache, replay)
+
+
+def _recording_overrides(folder_key: str, replay_key: str, folder: str | Path | None, replay: bool) -> list[str]:
+    return [f"{folder_key}={folder}"] + ([f"{replay_key}=true"] if replay else []) if folder else []
 
 
 def _check_metrics(metrics: list[str], judge) -> None:

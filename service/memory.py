@@ -29,4 +29,5 @@ def limit_heap_growth(arenas: int = 2, threshold: int = 128 * 1024) -> bool:
     except (OSError, AttributeError):  # musl, macOS, Windows
         return False
     settings = ((M_ARENA_MAX, arenas), (M_MMAP_THRESHOLD, threshold), (M_TRIM_THRESHOLD, threshold))
-    return all(mallopt(param, value) == 1 for param, value in settings)
+    applied = [mallopt(param, value) == 1 for param, value in settings]  # each one tried, whatever the others did
+    return all(applied)
