@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -34,6 +35,7 @@ from common import ROOT
 
 from switchyard.evaluation.agreement import agreement_markdown, rank_agreement
 from switchyard.evaluation.datasets import load_dataset
+from switchyard.retrievers.vector_recording import BASES
 
 
 def cli(*args: str) -> None:
@@ -62,6 +64,18 @@ def main() -> None:
     p.add_argument("--baseline", default="fixed")
     p.add_argument("--generator-config", help="the generator's config (default: the shipped one, the local model)")
     p.add_argument("--generator-set", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument(
+        "--set",
+        dest="settings",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a setting of every evaluated config (e.g. embedding.precision=f32, the runtime of --share-vectors)",
+    )
+    p.add_argument(
+        "--share-vectors", type=Path, metavar="DIR", help="another run's vector recording over the same corpus, which "
+        "the evaluation's extends (CACHES/vectors/bases.txt) instead of recording the corpus again",
+    )  # fmt: skip
     p.add_argument("--replay", action="store_true", help="answer only from the recorded replies and vectors")
     p.add_argument("--generate-only", action="store_true", help="stop after generating (to review the set first)")
     scored = p.add_mutually_exclusive_group()
@@ -107,10 +121,16 @@ def main() -> None:
     dataset = (
         [str(qset / "questions.jsonl")] if args.all_kept else [str(qset)] + ([] if args.reviewed else ["--unreviewed"])
     )
+    if args.share_vectors:
+        (caches / "vectors").mkdir(parents=True, exist_ok=True)
+        shared = os.path.relpath(args.share_vectors.resolve(), (caches / "vectors").resolve())
+        (caches / "vectors" / BASES).write_text(shared + "\n")
+    settings = [arg for setting in args.settings for arg in ("--set", setting)]
     index = Path(tempfile.gettempdir()) / "switchyard-agreement-index"  # the labelled corpus, ingested once per config
     cli("eval", *dataset, "--corpus", str(corpus[0]), "--configs", *configs, "--index-dir", str(index),
         "--baseline", args.baseline, "--out", str(out), "--llm-cache", str(caches / "llm-cache"),
-        "--vector-cache", str(caches / "vectors"), "--plot-metric", args.metrics[0], "--no-progress", *replay)  # fmt: skip
+        "--vector-cache", str(caches / "vectors"), "--plot-metric", args.metrics[0], "--no-progress", *settings,
+        *replay)  # fmt: skip
 
     labelled = json.loads((args.labelled / "report.json").read_text())
     generated = json.loads((out / "report.json").read_text())

@@ -11,8 +11,9 @@ merged in) and `vectors/<model>.npz` (every vector of that model, sorted by key)
 packed file with the readers a replay uses and compares it with what the old files held (replies: equal JSON;
 vectors: equal bits), and only then deletes the old files. The rows (`questions.jsonl`) go into
 `questions.jsonl.xz` (evaluation/jsonl.py: the lines as written, packed ones first; checked to read back as the same
-text) and the uncompressed file is deleted. `--replies-only` leaves the vectors and rows as they are. Packing a
-packed run again changes nothing. Replay reads either layout: `eval --replay --llm-cache DIR/llm-cache
+text) and the uncompressed file is deleted. `--replies-only` leaves the vectors and rows as they are. A vector folder
+that extends others (`vectors/bases.txt`: runs over one corpus sharing its vectors) keeps only what they lack. Packing
+a packed run again changes nothing. Replay reads either layout: `eval --replay --llm-cache DIR/llm-cache
 --vector-cache DIR/vectors` (docs/evaluation.md).
 """
 
@@ -32,7 +33,7 @@ from switchyard.errors import SwitchyardError
 from switchyard.evaluation.jsonl import packed_path, read_log_lines, read_packed_lines, write_packed_lines
 from switchyard.evaluation.rows import RESULTS
 from switchyard.llm.cache import LOG, PACKED, ReplyStore, entry_line
-from switchyard.retrievers.vector_recording import VectorRecording, write_packed_vectors
+from switchyard.retrievers.vector_recording import BASES, VectorRecording, write_packed_vectors
 
 
 class PackError(Exception):
@@ -102,15 +103,19 @@ def pack_vectors(vectors: Path) -> tuple[int, int]:
     for model in _models(vectors):
         recording = VectorRecording(vectors, model, replay=True)
         segments = recording.segments()
-        if not segments:
+        extends = (vectors / BASES).is_file()  # repacked without what its bases hold
+        if not segments and not extends:
             continue
-        runtime, expected = recording.entries()
+        runtime, expected = recording.entries(bases=False)
         assert runtime is not None
-        write_packed_vectors(recording.packed_path, {"model": model, **runtime}, expected)
+        if expected:
+            write_packed_vectors(recording.packed_path, {"model": model, **runtime}, expected)
+        else:
+            recording.packed_path.unlink(missing_ok=True)
         segments = [s for s in segments if s != recording.packed_path]
         hidden = [s.rename(s.with_name(f".{s.name}.packing")) for s in segments]  # read the packed file alone
         try:
-            reread_runtime, reread = VectorRecording(vectors, model, replay=True).entries()
+            reread_runtime, reread = VectorRecording(vectors, model, replay=True).entries(bases=False)
             if (
                 reread_runtime != runtime
                 or reread.keys() != expected.keys()

@@ -23,6 +23,10 @@ the folder's one runtime, and loading keeps the one in the later segment.
 
 One recording holds one runtime per model: recording into a folder whose vectors of that model came from another
 backend or precision is refused, since the folder would then replay a mix.
+
+Runs over one corpus share its vectors instead of each holding a copy: `DIR/bases.txt` names folders (one a line,
+relative to DIR; `#` starts a comment) whose recordings DIR extends. Theirs load first, read-only and in one runtime
+with DIR's, so DIR records only what they lack, and packing DIR drops what they hold (`entries(bases=False)`).
 """
 
 from __future__ import annotations
@@ -52,6 +56,9 @@ def vector_key(model: str, text: str) -> bytes:
 def _first_words(text: str, n: int = 10) -> str:
     words = text.split()
     return " ".join(words[:n]) + (" ..." if len(words) > n else "")
+
+
+BASES = "bases.txt"
 
 
 def _segment_prefix(model: str) -> str:
@@ -84,16 +91,38 @@ class VectorRecording:
 
     def segments(self) -> list[Path]:
         """The segment files of this model's name, in the order they load."""
-        if not self.root.is_dir():
-            return []
-        return sorted(self.root.glob(f"{_segment_prefix(self.model)}-*.npz"))
+        return self._segments(self.root)
 
-    def _load(self) -> dict[bytes, np.ndarray]:
-        """Every vector of this model: the packed file, then the segments (call under the lock)."""
-        if self._vectors is not None:
-            return self._vectors
+    def _segments(self, root: Path) -> list[Path]:
+        return sorted(root.glob(f"{_segment_prefix(self.model)}-*.npz")) if root.is_dir() else []
+
+    def _own_files(self, root: Path) -> list[Path]:
+        packed = root / self.packed_path.name
+        return [packed] * packed.is_file() + self._segments(root)
+
+    def _base_files(self, root: Path, seen: tuple[Path, ...] = ()) -> list[Path]:
+        """The files of the recordings `root` extends (ROOT/bases.txt, theirs before their own), in load order."""
+        here = root.resolve()
+        if here in seen:
+            raise EmbedderError(f"{seen[-1] / BASES} leads back to {here}: bases cannot extend each other in a circle")
+        listing = root / BASES
+        if not listing.is_file():
+            return []
+        files = []
+        for line in listing.read_text(encoding="utf-8").splitlines():
+            name = line.split("#", 1)[0].strip()
+            if not name:
+                continue
+            base = root / name
+            if not base.is_dir():
+                raise EmbedderError(f"{listing}: {name}: no such folder of recorded vectors")
+            files += self._base_files(base, (*seen, here)) + self._own_files(base)
+        return files
+
+    def _read(self, paths: list[Path]) -> dict[bytes, np.ndarray]:
+        """The vectors of this model in `paths`, later files winning (call under the lock)."""
         vectors: dict[bytes, np.ndarray] = {}
-        for path in [self.packed_path] * self.packed_path.is_file() + self.segments():
+        for path in paths:
             try:
                 with np.load(path, allow_pickle=False) as data:
                     runtime = json.loads(str(data["runtime"]))
@@ -109,14 +138,23 @@ class VectorRecording:
             for key, vector in zip(keys, values.astype(np.float32, copy=False)):
                 vector.setflags(write=False)
                 vectors[key.tobytes()] = vector
-        self._vectors = vectors
         return vectors
 
-    def entries(self) -> tuple[dict | None, dict[bytes, np.ndarray]]:
-        """(runtime, every recorded vector by key), read afresh from disk (bench/pack_run.py)."""
+    def _load(self) -> dict[bytes, np.ndarray]:
+        """Every vector of this model: its bases', then the packed file, then the segments (call under the lock)."""
+        if self._vectors is None:
+            self._vectors = self._read(self._base_files(self.root) + self._own_files(self.root))
+        return self._vectors
+
+    def entries(self, bases: bool = True) -> tuple[dict | None, dict[bytes, np.ndarray]]:
+        """(runtime, every recorded vector by key), read afresh from disk; `bases=False`: only the vectors this
+        folder holds that its bases do not (what bench/pack_run.py packs)."""
         with self._lock:
             self._vectors, self._runtime = None, None
             vectors = self._load()
+            if not bases:
+                held = self._read(self._base_files(self.root)).keys()
+                vectors = {k: v for k, v in self._read(self._own_files(self.root)).items() if k not in held}
             self._vectors = None
             return (dict(self._runtime) if self._runtime else None), dict(vectors)
 
@@ -161,6 +199,7 @@ class VectorRecording:
             missing = [t for t, v in zip(texts, found) if v is None]
             if missing:
                 where = self.root if self.root.is_dir() else f"{self.root} (no such folder)"
+                where = f"{where} (or its bases)" if (self.root / BASES).is_file() else where
                 raise VectorCacheMiss(
                     f"{len(missing)} of {len(texts)} text(s) have no recorded {self.model} vector in {where} (first: "
                     f"{_first_words(missing[0])!r}); record them first (eval --vector-cache DIR without --replay)"

@@ -10,7 +10,7 @@ import numpy as np
 
 from switchyard.evaluation.jsonl import drop_error_lines, read_results, write_packed_lines
 from switchyard.llm.cache import CachingBackend, ReplyStore
-from switchyard.retrievers.vector_recording import VectorRecording
+from switchyard.retrievers.vector_recording import BASES, VectorRecording
 from tests.conftest import ROOT
 from tests.scripted_backend import ScriptedBackend
 
@@ -76,6 +76,30 @@ def test_a_run_is_packed_in_place_and_replays_the_same(tmp_path):
     before = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
     again = pack(run)  # a packed run: nothing changes
     assert again.returncode == 0 and before == {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
+
+
+def test_a_run_extending_a_shared_recording_packs_only_what_it_lacks(tmp_path):
+    texts = [f"text {i}" for i in range(6)]
+    values = np.random.default_rng(0).standard_normal((6, 4)).astype(np.float32)
+    shared = VectorRecording(tmp_path / "corpus" / "vectors", "minilm")
+    shared.add(texts[:4], values[:4], {"backend": "torch", "precision": "f32"})
+    shared.flush()
+    vectors = tmp_path / "run" / "vectors"
+    vectors.mkdir(parents=True)
+    own = VectorRecording(vectors, "minilm")
+    own.add(texts, values, {"backend": "torch", "precision": "f32"})  # recorded before it shared: a copy of all six
+    own.flush()
+    (vectors / BASES).write_text("../../corpus/vectors\n")
+
+    done = pack(tmp_path / "run")
+    assert done.returncode == 0, done.stderr
+    assert "2 vectors" in done.stdout
+    assert sorted(p.name for p in vectors.iterdir()) == [BASES, "minilm.npz"]
+    assert len(VectorRecording(vectors, "minilm").entries(bases=False)[1]) == 2
+    found = VectorRecording(vectors, "minilm", replay=True).lookup(texts)
+    assert np.stack(found).tobytes() == values.tobytes()
+    before = {p: p.read_bytes() for p in vectors.iterdir()}
+    assert pack(tmp_path / "run").returncode == 0 and before == {p: p.read_bytes() for p in vectors.iterdir()}
 
 
 def test_a_broken_old_file_stops_the_packing_and_deletes_nothing(tmp_path):

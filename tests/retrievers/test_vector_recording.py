@@ -10,6 +10,7 @@ from switchyard.errors import EmbedderError, VectorCacheMiss
 from switchyard.retrievers.embedder import Embedder, TextEmbedder
 from switchyard.retrievers.stack import corpus_collection_for
 from switchyard.retrievers.vector_recording import (
+    BASES,
     RecordingEmbedder,
     VectorRecording,
     build_embedder,
@@ -122,6 +123,59 @@ class TestVectorRecording:
         assert not list(tmp_path.glob(".*.tmp"))
         found = VectorRecording(tmp_path, "minilm", replay=True).lookup(texts)
         assert np.array_equal(np.stack(found), values)
+
+
+def record(root, texts, values, runtime=TORCH_F32):
+    recording = VectorRecording(root, "minilm")
+    recording.add(texts, values, runtime)
+    recording.flush()
+    return recording
+
+
+class TestBases:
+    """A folder extends others named in its bases.txt: runs over one corpus share its vectors."""
+
+    def test_a_folder_answers_from_its_bases_and_records_only_what_they_lack(self, tmp_path):
+        corpus, values = [f"passage {i}" for i in range(4)], vectors(4)
+        record(tmp_path / "corpus", corpus, values)
+        run = tmp_path / "runs" / "one"
+        run.mkdir(parents=True)
+        (run / BASES).write_text("# the corpus, shared\n../../corpus\n")
+        recording = VectorRecording(run, "minilm")
+        assert np.array_equal(np.stack(recording.lookup(corpus[:2])), values[:2])
+        recording.add([*corpus, "a question"], np.vstack([vectors(4, seed=9), vectors(1, seed=1)]), TORCH_F32)
+        recording.flush()
+        assert recording.recorded == 1  # the corpus's vectors are the base's, kept as recorded there
+        replayed = VectorRecording(run, "minilm", replay=True)
+        assert np.array_equal(
+            np.stack(replayed.lookup([corpus[3], "a question"])), np.vstack([values[3], vectors(1, seed=1)[0]])
+        )
+        runtime, own = replayed.entries(bases=False)
+        assert runtime == {"backend": "torch", "precision": "f32", "dim": 4} and len(own) == 1
+        assert len(replayed.entries()[1]) == 5
+        assert len(VectorRecording(tmp_path / "corpus", "minilm").entries()[1]) == 4  # the base is never written
+
+    def test_bases_of_bases_load_and_a_circle_is_refused(self, tmp_path):
+        record(tmp_path / "a", ["x"], vectors(1))
+        record(tmp_path / "b", ["y"], vectors(1, seed=1))
+        (tmp_path / "b" / BASES).write_text("../a\n")
+        (tmp_path / "c").mkdir()
+        (tmp_path / "c" / BASES).write_text("../b\n")
+        assert all(v is not None for v in VectorRecording(tmp_path / "c", "minilm", replay=True).lookup(["x", "y"]))
+        (tmp_path / "a" / BASES).write_text("../c\n")
+        with pytest.raises(EmbedderError, match="leads back to .*in a circle"):
+            VectorRecording(tmp_path / "c", "minilm").lookup(["x"])
+
+    def test_a_missing_base_or_one_of_another_runtime_is_refused(self, tmp_path):
+        (tmp_path / "run").mkdir()
+        (tmp_path / "run" / BASES).write_text("../gone\n")
+        with pytest.raises(EmbedderError, match=r"bases.txt: ../gone: no such folder of recorded vectors"):
+            VectorRecording(tmp_path / "run", "minilm").lookup(["x"])
+        record(tmp_path / "gone", ["x"], vectors(1), {"backend": "onnx", "precision": "f32"})
+        with pytest.raises(EmbedderError, match="this machine computes them by torch in f32"):
+            VectorRecording(tmp_path / "run", "minilm").add(["y"], vectors(1), TORCH_F32)
+        with pytest.raises(VectorCacheMiss, match=r"in .*run \(or its bases\)"):
+            VectorRecording(tmp_path / "run", "minilm", replay=True).lookup(["y"])
 
 
 class TestEmbedderRecording:
