@@ -8,6 +8,12 @@ paired differences side by side), with the generator's yield and reasons for rej
         --generate-only                      # then review it: cli.py eval review SET
     ... --all-kept                           # score every kept item
     ... --reviewed --out bench/eval/generated-phantomwiki-s11-reviewed --caches bench/eval/generated-phantomwiki-s11
+    # HotpotQA: the dev500 paragraphs; the evaluation extends the server grid's vectors of that corpus (in f32, theirs)
+    D=../shared/datasets/hotpotqa_dev_distractor_sample
+    .venv/bin/python bench/generated_agreement.py --dataset $D/dev500.jsonl \\
+        --labelled bench/eval/hotpotqa-dev100 --set bench/sets/hotpotqa-dev500-answer-first \\
+        --out bench/eval/generated-hotpotqa --size 40 --max-tries 100 --answers passage --all-kept \\
+        --share-vectors bench/eval/agent-compare-hotpotqa-server-all/vectors --eval-set embedding.precision=f32
     # a stronger generator behind an OpenAI-compatible server (the evaluated configs stay the labelled run's):
     ... --generator-config configs/fixed-openai.yaml --generator-set llm.base_url=http://127.0.0.1:8000/v1
 
@@ -17,8 +23,10 @@ with the labelled run's configs (LABELLED/configs/*.yaml) into OUT on SET's item
 review's rejections left out; `--reviewed`: only accepted and edited items; `--all-kept`: every kept item, whatever
 a review said), its replies and vectors recorded under OUT (or under `--caches DIR`), then one table per
 `--metrics`, printed and written to OUT/agreement.md. `--replay` answers every LLM request and vector from what was
-recorded (no model). The labelled figures are LABELLED/report.json's; both reports are paired against
-`--baseline` (default fixed).
+recorded (no model). `--share-vectors DIR` makes the evaluation's vector recording extend DIR
+(CACHES/vectors/bases.txt, retrievers/vector_recording.py), so a corpus another run recorded is not stored twice;
+`--eval-set` sets every evaluated config (the shared vectors' runtime, for one). The labelled figures are
+LABELLED/report.json's; both reports are paired against `--baseline` (default fixed).
 """
 
 from __future__ import annotations
@@ -65,7 +73,7 @@ def main() -> None:
     p.add_argument("--generator-config", help="the generator's config (default: the shipped one, the local model)")
     p.add_argument("--generator-set", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument(
-        "--set",
+        "--eval-set",
         dest="settings",
         action="append",
         default=[],
