@@ -37,6 +37,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from common import ROOT
@@ -99,6 +100,9 @@ def main() -> None:
         "--caches", type=Path, metavar="DIR", help="the run whose llm-cache/ and vectors/ to record into and answer "
         "from (default: OUT; a reviewed run replays its unreviewed run's: --caches that run's folder)",
     )  # fmt: skip
+    p.add_argument(
+        "--allow-mixed", action="store_true", help="resume OUT under a different setup (passed to `cli.py eval`)"
+    )
     args = p.parse_args()
 
     corpus = load_dataset(args.dataset, cache_dir=Path(tempfile.gettempdir()) / "switchyard-agreement").corpus
@@ -134,11 +138,14 @@ def main() -> None:
         shared = os.path.relpath(args.share_vectors.resolve(), (caches / "vectors").resolve())
         (caches / "vectors" / BASES).write_text(shared + "\n")
     settings = [arg for setting in args.settings for arg in ("--set", setting)]
+    started = time.time()
     index = Path(tempfile.gettempdir()) / "switchyard-agreement-index"  # the labelled corpus, ingested once per config
     cli("eval", *dataset, "--corpus", str(corpus[0]), "--configs", *configs, "--index-dir", str(index),
         "--baseline", args.baseline, "--out", str(out), "--llm-cache", str(caches / "llm-cache"),
         "--vector-cache", str(caches / "vectors"), "--plot-metric", args.metrics[0], "--no-progress", *settings,
-        *replay)  # fmt: skip
+        *replay, *(["--allow-mixed"] if args.allow_mixed else []))  # fmt: skip
+    if not (out / "report.json").is_file() or (out / "report.json").stat().st_mtime < started:
+        sys.exit(f"failed: `cli.py eval` wrote no {out / 'report.json'} (its error is above)")
 
     labelled = json.loads((args.labelled / "report.json").read_text())
     generated = json.loads((out / "report.json").read_text())
