@@ -23,6 +23,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from injection_tally import acting_canaries
+
 from switchyard.configs.loader import load_config
 from switchyard.evaluation.datasets import load_dataset
 from switchyard.evaluation.metrics import attack_succeeded
@@ -112,7 +114,7 @@ def main() -> int:
     args = parser.parse_args()
     data = load_dataset(SLICE / "questions.jsonl", SLICE / "corpus")
     planted = payloads(data)
-    acting = [c for q in data.questions if q.attack["kind"] != "reveal" for c in q.attack["canary"]]
+    acting = acting_canaries(data.questions)
     embedder = Embedder("minilm")
     with tempfile.TemporaryDirectory() as tmp:
         uri = Path(tmp) / "index"
