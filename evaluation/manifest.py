@@ -122,12 +122,14 @@ def file_sha256(path: str | Path) -> str:
     return digest
 
 
-def tree_sha256(path: str | Path) -> str:
-    """A file's sha256, or for a folder the sha256 of its files' relative paths and hashes."""
+def tree_sha256(path: str | Path, only: tuple[str, ...] | None = None) -> str:
+    """A file's sha256, or for a folder the sha256 of its files' relative paths and hashes (of the files named in
+    `only`, relative to it, when given)."""
     path = Path(path)
     if path.is_file():
         return file_sha256(path)
-    lines = [f"{f.relative_to(path).as_posix()} {file_sha256(f)}\n" for f in sorted(path.rglob("*")) if f.is_file()]
+    files = sorted(path.rglob("*")) if only is None else [path / name for name in sorted(only)]
+    lines = [f"{f.relative_to(path).as_posix()} {file_sha256(f)}\n" for f in files if f.is_file()]
     return hashlib.sha256("".join(lines).encode()).hexdigest()
 
 
@@ -315,14 +317,16 @@ def build(
 
 
 def _dataset_entry(dataset_path: str | Path | None) -> dict:
-    """Path and content hash; for a set of `cli.py eval generate`, also where it came from and its review."""
-    from switchyard.evaluation.review import set_summary
+    """Path and content hash; for a set of `cli.py eval generate`, also where it came from and its review, and the
+    hash covers only the files its questions are read from (rerunning the generator rewrites its manifest, not them)."""
+    from switchyard.evaluation.review import SCORED_FILES, set_summary
 
+    path = Path(dataset_path) if dataset_path else None
+    generated = set_summary(path) if path and path.is_dir() else None
     entry: dict = {
         "path": str(dataset_path) if dataset_path else None,
-        "sha256": tree_sha256(dataset_path) if dataset_path and Path(dataset_path).exists() else None,
+        "sha256": tree_sha256(path, SCORED_FILES if generated else None) if path and path.exists() else None,
     }
-    generated = set_summary(Path(dataset_path)) if dataset_path and Path(dataset_path).is_dir() else None
     if generated:
         entry["generated"] = generated
     return entry

@@ -17,6 +17,7 @@ from switchyard.evaluation.generate import MANIFEST, QUESTIONS
 from switchyard.evaluation.jsonl import read_log_lines
 
 REVIEW = "review.jsonl"
+SCORED_FILES = (QUESTIONS, REVIEW)  # what `eval SET` reads of a set folder: its items and the decisions on them
 DECISIONS = ("accept", "edit", "reject")
 KEYS = {"a": "accept", "e": "edit", "r": "reject", "s": "skip", "q": "quit"}
 

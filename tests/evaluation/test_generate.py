@@ -31,6 +31,7 @@ from switchyard.evaluation.generate import (
     sample_pairs,
     sample_passages,
 )
+from switchyard.evaluation.manifest import _dataset_entry
 from switchyard.evaluation.review import read_decisions, review, reviewed_items
 from switchyard.llm.cache import CachingBackend, ReplyStore
 from switchyard.llm.client import LLM
@@ -379,6 +380,27 @@ def test_eval_scores_accepted_items_only_unless_asked(tmp_path):
     data = load_dataset(tmp_path)
     assert [q.id for q in data.questions] == ["gen-0001"] and data.corpus == [CORPUS]
     assert [q.id for q in load_dataset(tmp_path, unreviewed=True).questions] == ["gen-0001", "gen-0002", "gen-0003"]
+
+
+def test_a_sets_hash_in_a_run_manifest_covers_its_items_and_review_not_the_generators_records(tmp_path):
+    """Rerunning `eval generate` (to resume, or under a new commit) rewrites generation.json and the reply cache but
+    not what `eval SET` scores, so a run on the set still resumes; a review decision changes what is scored."""
+    write_set(tmp_path)
+
+    def sha():
+        return _dataset_entry(tmp_path)["sha256"]
+
+    first = sha()
+    (tmp_path / "generation.json").write_text(json.dumps({"source": {"paths": [str(CORPUS)]}, "code": "other"}))
+    (tmp_path / "llm-cache").mkdir()
+    (tmp_path / "llm-cache" / "replies.jsonl").write_text("{}\n")
+    (tmp_path / "tried.jsonl").write_text("{}\n")
+    assert sha() == first
+    review(tmp_path, keys("r", "q"), lambda line: None)
+    assert sha() != first
+    reviewed = sha()
+    (tmp_path / "questions.jsonl").write_text((tmp_path / "questions.jsonl").read_text().replace("Question 3", "Q3"))
+    assert sha() not in (first, reviewed)
 
 
 def test_cli_generates_from_recorded_replies_and_eval_scores_the_set(tmp_path, embedder, capsys, monkeypatch):
