@@ -25,8 +25,9 @@ def test_the_checkout_stays_small():
     files = tracked()
     size = sum((ROOT / name).stat().st_size for name in files if (ROOT / name).is_file() and name not in SHIPPED_MODELS)
     assert len(files) <= 3000, f"{len(files)} tracked files"
-    # runs over one corpus share its vectors (vectors/bases.txt) rather than each holding a copy
-    assert size <= 60_000_000, f"{size / 1e6:.1f} MB tracked besides the shipped models"
+    # runs over one corpus share its vectors (vectors/bases.txt) rather than each holding a copy; one still holds its
+    # own: generated-phantomwiki-s11 (2.5 MB) was embedded in bf16 and its corpus's grid in f32, so they cannot share
+    assert size <= 63_000_000, f"{size / 1e6:.1f} MB tracked besides the shipped models"
     for name in SHIPPED_MODELS:
         assert not (ROOT / name).exists() or (ROOT / name).stat().st_size <= 25_000_000, name
 
