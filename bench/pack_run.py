@@ -5,7 +5,8 @@ into one compressed file.
 
 A run folder (`eval --out DIR --llm-cache DIR/llm-cache --vector-cache DIR/vectors`) holds its reply cache as
 written by older runs (one JSON file per reply, `llm-cache/ab/abcd....json`) and/or by a live run (the append log
-`llm-cache/replies.jsonl`), and its vectors as segments (`vectors/<model>-<time>-<random>.npz`). Packing writes
+`llm-cache/replies.jsonl`), and its vectors as append logs (`vectors/<model>-<time>-<random>.vlog`; older runs:
+`.npz` segments). Packing writes
 `llm-cache/replies.jsonl.xz` (every reply, one compact JSON line each, sorted by key; a packed file already there is
 merged in) and `vectors/<model>.npz` (every vector of that model, sorted by key), reads every entry back from the
 packed file with the readers a replay uses and compares it with what the old files held (replies: equal JSON;
@@ -27,13 +28,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-import numpy as np
-
 from switchyard.errors import SwitchyardError
 from switchyard.evaluation.jsonl import packed_path, read_log_lines, read_packed_lines, write_packed_lines
 from switchyard.evaluation.rows import RESULTS
 from switchyard.llm.cache import LOG, PACKED, ReplyStore, entry_line
-from switchyard.retrievers.vector_recording import BASES, VectorRecording, write_packed_vectors
+from switchyard.retrievers.vector_recording import BASES, VectorRecording, recorded_models, write_packed_vectors
 
 
 class PackError(Exception):
@@ -89,18 +88,10 @@ def pack_replies(cache: Path) -> tuple[int, int]:
     return len(expected), len(files) + had_log
 
 
-def _models(vectors: Path) -> list[str]:
-    models = set()
-    for path in vectors.glob("*.npz"):
-        with np.load(path, allow_pickle=False) as data:
-            models.add(json.loads(str(data["runtime"]))["model"])
-    return sorted(models)
-
-
 def pack_vectors(vectors: Path) -> tuple[int, int]:
     """(vectors packed, segment files deleted) for the vector recording folder `vectors`."""
     packed = deleted = 0
-    for model in _models(vectors):
+    for model in recorded_models(vectors):
         recording = VectorRecording(vectors, model, replay=True)
         segments = recording.segments()
         extends = (vectors / BASES).is_file()  # repacked without what its bases hold

@@ -49,7 +49,9 @@ class PipelineActor:
             pipe.warm_up()
 
     def ask(self, name: str, run: int, q: EvalQuestion) -> EvalRow:
-        return ask_row(self.pipes[name], name, run, q)
+        row = ask_row(self.pipes[name], name, run, q)
+        flush_vector_recordings(self.models)  # its vectors are on disk before the driver writes the row
+        return row
 
     def llm_cache_counts(self) -> dict[str, int] | None:
         return reply_cache_counts(self.models)

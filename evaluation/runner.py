@@ -197,6 +197,7 @@ class Evaluator:
                 for path, todo_here in todo.items():
                     started = time.perf_counter()
                     for row in asker.rows(path.stem, todo_here):  # one writer: lines never interleave
+                        flush_vector_recordings(self.models)  # a row on disk never outlives its vectors
                         out.write(json.dumps(row.to_json(), ensure_ascii=False) + "\n")
                         out.flush()
                         bar.update(1)

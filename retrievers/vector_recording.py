@@ -8,10 +8,13 @@ checks score) and replaying them makes the index, the retrieval and the checks t
 
 A recording is a folder of files per model, each holding `keys` (the sha256 of the model name and the text, 32
 bytes a row), `vectors` (float32) and `runtime` ({model, backend, precision, dim} as JSON):
-- `DIR/<model>-<time>-<random>.npz`, the segments a live run writes. A segment is written whole (a temporary file
-  renamed into place) and never changed, so concurrent writers (threads, eval --workers, several processes) never
-  tear one. Vectors are buffered in memory and written when `flush_every` are pending and on `flush()`; a process
-  that dies before flushing loses only those, which the next run computes and records again.
+- `DIR/<model>-<time>-<random>.vlog`, the log a live recording appends to: one line of its runtime as JSON, then
+  records of the 32-byte key and the float32 vector. Each recording (a process's embedder) has its own log, so
+  concurrent processes never write one file; threads share the recording and its lock. Vectors are buffered in
+  memory and appended when `flush_every` are pending and on `flush()`, which `cli.py eval` calls before it writes
+  each row, so a row on disk never outlives its vectors, even under kill -9. A record torn by a death mid-write is
+  ignored when read (its vector is computed and recorded again). Older runs hold the same as whole segments,
+  `DIR/<model>-<time>-<random>.npz`, which still load.
 - `DIR/<model>.npz`, the packed file: every segment of a finished run merged, sorted by key (`bench/pack_run.py`),
   so a run kept in git holds one vector file per model. It loads first, then the segments in name order (which
   starts with the time).
@@ -59,6 +62,7 @@ def _first_words(text: str, n: int = 10) -> str:
 
 
 BASES = "bases.txt"
+LOG_SUFFIX = ".vlog"
 
 
 def _segment_prefix(model: str) -> str:
@@ -83,6 +87,7 @@ class VectorRecording:
         self._vectors: dict[bytes, np.ndarray] | None = None  # loaded on first use
         self._runtime: dict | None = None
         self._pending: list[tuple[bytes, np.ndarray]] = []
+        self._log: Path | None = None  # this recording's log, created at its first write
 
     # -- reading --------------------------------------------------------------------------------------------
     @property
@@ -94,7 +99,10 @@ class VectorRecording:
         return self._segments(self.root)
 
     def _segments(self, root: Path) -> list[Path]:
-        return sorted(root.glob(f"{_segment_prefix(self.model)}-*.npz")) if root.is_dir() else []
+        if not root.is_dir():
+            return []
+        prefix = _segment_prefix(self.model)
+        return sorted([*root.glob(f"{prefix}-*.npz"), *root.glob(f"{prefix}-*{LOG_SUFFIX}")], key=lambda p: p.stem)
 
     def _own_files(self, root: Path) -> list[Path]:
         packed = root / self.packed_path.name
@@ -124,14 +132,19 @@ class VectorRecording:
         vectors: dict[bytes, np.ndarray] = {}
         for path in paths:
             try:
-                with np.load(path, allow_pickle=False) as data:
-                    runtime = json.loads(str(data["runtime"]))
-                    keys, values = data["keys"], data["vectors"]
+                if path.suffix == LOG_SUFFIX:
+                    runtime, keys, values = _read_log(path)
+                else:
+                    with np.load(path, allow_pickle=False) as data:
+                        runtime = json.loads(str(data["runtime"]))
+                        keys, values = data["keys"], data["vectors"]
             except (OSError, ValueError, KeyError) as exc:
                 raise EmbedderError(
                     f"{path} is not a vector recording segment ({type(exc).__name__}: {exc}); "
                     "delete it to record its vectors again"
                 ) from None
+            if runtime is None:
+                continue  # a log whose first write was cut short holds nothing
             if runtime.get("model") != self.model:
                 continue  # another model whose name makes the same file prefix
             self._check_runtime(runtime, path)
@@ -238,21 +251,53 @@ class VectorRecording:
                 self._write_pending()
 
     def flush(self) -> None:
-        """Write the vectors recorded since the last write as a new segment."""
+        """Append the vectors recorded since the last write to this recording's log."""
         with self._lock:
             self._write_pending()
 
     def _write_pending(self) -> None:
         if not self._pending:
             return
-        runtime = {"model": self.model, **(self._runtime or {})}
-        keys = np.frombuffer(b"".join(k for k, _ in self._pending), dtype=np.uint8).reshape(-1, 32)
-        vectors = np.stack([v for _, v in self._pending]).astype(np.float32)
-        self.root.mkdir(parents=True, exist_ok=True)
-        stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
-        name = f"{_segment_prefix(self.model)}-{stamp}-{uuid.uuid4().hex[:12]}"
-        _write_npz(self.root / f"{name}.npz", keys, vectors, runtime)
+        header = b""
+        if self._log is None:
+            self.root.mkdir(parents=True, exist_ok=True)
+            stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+            self._log = self.root / f"{_segment_prefix(self.model)}-{stamp}-{uuid.uuid4().hex[:12]}{LOG_SUFFIX}"
+            runtime = {"model": self.model, **(self._runtime or {})}
+            header = json.dumps(runtime, sort_keys=True).encode() + b"\n"
+        records = b"".join(key + np.asarray(vector, dtype="<f4").tobytes() for key, vector in self._pending)
+        with open(self._log, "ab") as log:  # one write: a death mid-write tears at most the last record
+            log.write(header + records)
         self._pending = []
+
+
+def recorded_models(folder: Path) -> list[str]:
+    """The models with vectors recorded in `folder` itself (packed files, segments, logs; not its bases)."""
+    models = set()
+    for path in folder.glob("*.npz"):
+        with np.load(path, allow_pickle=False) as data:
+            models.add(json.loads(str(data["runtime"]))["model"])
+    for path in folder.glob(f"*{LOG_SUFFIX}"):
+        with open(path, "rb") as log:
+            header = log.readline()
+        if header.endswith(b"\n"):  # a log whose first write was cut short holds nothing
+            models.add(json.loads(header)["model"])
+    return sorted(models)
+
+
+def _read_log(path: Path) -> tuple[dict | None, np.ndarray, np.ndarray]:
+    """(runtime, keys, vectors) of a recording's log; a torn last record is left out, and a log whose header is
+    torn holds nothing (runtime None)."""
+    data = path.read_bytes()
+    end = data.find(b"\n")
+    if end < 0:
+        return None, np.empty((0, 32), np.uint8), np.empty((0, 0), np.float32)
+    runtime = json.loads(data[:end])
+    dim = int(runtime["dim"])
+    body = np.frombuffer(data, dtype=np.uint8, offset=end + 1)
+    size = 32 + 4 * dim
+    rows = body[: len(body) // size * size].reshape(-1, size)
+    return runtime, rows[:, :32], rows[:, 32:].copy().view("<f4").reshape(-1, dim)
 
 
 def _write_npz(path: Path, keys: np.ndarray, vectors: np.ndarray, runtime: dict) -> None:

@@ -235,8 +235,10 @@ class TestEvalCommand:
                 )
         assert outs[0] == outs[1] and all(row[2] == 2 and row[4] is None for row in outs[0])
 
-    def test_a_terminated_evaluation_keeps_the_vectors_of_the_rows_it_wrote(self, tmp_path):
-        """SIGTERM mid-run (a deployment or `pkill` stopping it): the rows written replay without any model."""
+    @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "sigkill"])
+    def test_a_stopped_evaluation_keeps_the_vectors_of_the_rows_it_wrote(self, tmp_path, stop):
+        """SIGTERM mid-run (a deployment or `pkill` stopping it), or kill -9 (no handler runs): the rows written
+        replay without any model."""
         out, cache, vectors = tmp_path / "out", tmp_path / "llm-cache", tmp_path / "vectors"
         fixed = ROOT / "configs" / "fixed.yaml"
         with slow_server(delay_ms=1500) as url:
@@ -279,10 +281,13 @@ class TestEvalCommand:
             ):
                 time.sleep(0.1)
             assert proc.poll() is None, "the evaluation ended before it could be stopped"
-            proc.send_signal(signal.SIGTERM)
+            proc.send_signal(stop)
             _, stderr = proc.communicate(timeout=120)
-        assert proc.returncode == 128 + signal.SIGTERM and stderr.strip().splitlines()[-1] == "terminated"
-        assert "Traceback" not in stderr
+        if stop == signal.SIGTERM:
+            assert proc.returncode == 128 + signal.SIGTERM and stderr.strip().splitlines()[-1] == "terminated"
+            assert "Traceback" not in stderr
+        else:
+            assert proc.returncode == -signal.SIGKILL
         written = [json.loads(line) for line in results.read_text().splitlines()]
         assert 1 <= len(written) < 4 and [r["id"] for r in written] == [f"q{i + 1}" for i in range(len(written))]
         # no model and a fresh index: the passages and the questions come from the recorded vectors

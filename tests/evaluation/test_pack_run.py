@@ -10,7 +10,7 @@ import numpy as np
 
 from switchyard.evaluation.jsonl import drop_error_lines, read_results, write_packed_lines
 from switchyard.llm.cache import CachingBackend, ReplyStore
-from switchyard.retrievers.vector_recording import BASES, VectorRecording
+from switchyard.retrievers.vector_recording import BASES, VectorRecording, vector_key, write_packed_vectors
 from tests.conftest import ROOT
 from tests.scripted_backend import ScriptedBackend
 
@@ -48,11 +48,16 @@ def test_a_run_is_packed_in_place_and_replays_the_same(tmp_path):
     entries = record_old_layout(run / "llm-cache", 12)
     texts = [f"text {i}" for i in range(10)]
     values = np.random.default_rng(0).standard_normal((10, 4)).astype(np.float32)
-    for part in (slice(0, 6), slice(4, 10)):  # two segments, overlapping
-        recording = VectorRecording(run / "vectors", "minilm")
-        recording.add(texts[part], values[part], {"backend": "torch", "precision": "f32"})
-        recording.flush()
-    assert len(list((run / "vectors").glob("*.npz"))) == 2
+    runtime = {"backend": "torch", "precision": "f32"}
+    (run / "vectors").mkdir(parents=True)
+    write_packed_vectors(  # an older run's whole segment, then a live recording's log, overlapping
+        run / "vectors" / "minilm-20260101T000000-0.npz", {"model": "minilm", **runtime, "dim": 4},
+        {vector_key("minilm", t): v for t, v in zip(texts[:6], values[:6])},
+    )  # fmt: skip
+    recording = VectorRecording(run / "vectors", "minilm")
+    recording.add(texts[4:], values[4:], runtime)
+    recording.flush()
+    assert len(list((run / "vectors").glob("minilm-*"))) == 2
 
     done = pack(run)
     assert done.returncode == 0, done.stderr

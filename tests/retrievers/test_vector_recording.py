@@ -1,6 +1,5 @@
 """Recorded embedding vectors (retrievers/vector_recording.py) and the Embedder that records and replays them."""
 
-import hashlib
 
 import numpy as np
 import pytest
@@ -14,6 +13,7 @@ from switchyard.retrievers.vector_recording import (
     RecordingEmbedder,
     VectorRecording,
     build_embedder,
+    vector_key,
     write_packed_vectors,
 )
 from tests.threads import on_one_barrier
@@ -25,8 +25,8 @@ def vectors(n: int, dim: int = 4, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).standard_normal((n, dim)).astype(np.float32)
 
 
-def segment_hashes(root) -> dict[str, str]:
-    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in root.glob("*.npz")}
+def recorded_files(root) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in [*root.glob("*.npz"), *root.glob("*.vlog")]}
 
 
 class TestVectorRecording:
@@ -48,19 +48,46 @@ class TestVectorRecording:
         assert VectorRecording(tmp_path, "minilm").lookup(["a", "A"])[1] is None
         assert VectorRecording(tmp_path, "e5").lookup(["a"]) == [None]
 
-    def test_pending_vectors_are_written_as_a_new_segment_and_old_segments_never_change(self, tmp_path):
+    def test_pending_vectors_are_appended_to_the_recordings_log_and_nothing_written_changes(self, tmp_path):
         recording = VectorRecording(tmp_path, "minilm", flush_every=2)
         recording.add(["a"], vectors(1), TORCH_F32)
-        assert segment_hashes(tmp_path) == {}  # below flush_every: pending in memory
+        assert recorded_files(tmp_path) == {}  # below flush_every: pending in memory
         recording.add(["b"], vectors(1, seed=1), TORCH_F32)
-        first = segment_hashes(tmp_path)
-        assert len(first) == 1
+        [(name, first)] = recorded_files(tmp_path).items()
+        assert name.startswith("minilm-") and name.endswith(".vlog")
         recording.add(["c", "a"], vectors(2, seed=2), TORCH_F32)  # "a" is recorded already: not again
         recording.flush()
-        after = segment_hashes(tmp_path)
-        assert len(after) == 2 and after.items() >= first.items()
+        after = recorded_files(tmp_path)
+        assert list(after) == [name] and after[name].startswith(first) and len(after[name]) > len(first)
         assert recording.recorded == 3
         assert np.array_equal(VectorRecording(tmp_path, "minilm").lookup(["a"])[0], vectors(1)[0])
+        # another recording of the folder (another process) writes a log of its own
+        other = VectorRecording(tmp_path, "minilm")
+        other.add(["d"], vectors(1, seed=3), TORCH_F32)
+        other.flush()
+        assert len(recorded_files(tmp_path)) == 2 and recorded_files(tmp_path)[name] == after[name]
+
+    def test_a_log_torn_by_a_death_mid_write_keeps_its_whole_records(self, tmp_path):
+        values = vectors(3)
+        record(tmp_path, ["a", "b", "c"], values)
+        [log] = tmp_path.glob("*.vlog")
+        log.write_bytes(log.read_bytes()[:-5])  # the last record cut short
+        found = VectorRecording(tmp_path, "minilm").lookup(["a", "b", "c"])
+        assert np.array_equal(np.stack(found[:2]), values[:2]) and found[2] is None
+        log.write_bytes(b'{"backend": "torch", "di')  # the first write cut inside the header: nothing recorded
+        assert VectorRecording(tmp_path, "minilm").lookup(["a"]) == [None]
+        again = VectorRecording(tmp_path, "minilm")  # and the folder is recorded into again
+        again.add(["a"], values[:1], TORCH_F32)
+        again.flush()
+        assert np.array_equal(VectorRecording(tmp_path, "minilm", replay=True).lookup(["a"])[0], values[0])
+
+    def test_segments_of_runs_recorded_before_the_log_still_load(self, tmp_path):
+        values = vectors(2)
+        write_packed_vectors(tmp_path / "minilm-20260101T000000-0.npz", {"model": "minilm", **TORCH_F32, "dim": 4},
+                             {vector_key("minilm", t): v for t, v in zip("ab", values)})  # fmt: skip
+        record(tmp_path, ["c"], vectors(1, seed=1))
+        found = VectorRecording(tmp_path, "minilm", replay=True).lookup(["a", "b", "c"])
+        assert np.array_equal(np.stack(found[:2]), values)
 
     def test_a_replay_miss_names_the_folder_and_the_text(self, tmp_path):
         recording = VectorRecording(tmp_path, "minilm")
@@ -92,16 +119,17 @@ class TestVectorRecording:
             recording = VectorRecording(tmp_path / f"r{seed}", "minilm")
             recording.add([str(seed)], vectors(1, seed=seed), runtime)
             recording.flush()
-        [moved] = (tmp_path / "r1").glob("*.npz")
+        [moved] = (tmp_path / "r1").glob("*.vlog")
         moved.rename(tmp_path / "r0" / moved.name)
         with pytest.raises(EmbedderError, match="one recording holds one runtime; move that segment") as err:
             VectorRecording(tmp_path / "r0", "minilm").lookup(["0"])
         # segments load in name order: whichever comes second is named as the odd one
         assert "by torch in f32" in str(err.value) and "by onnx in f32" in str(err.value)
-        assert any(p.name in str(err.value) for p in (tmp_path / "r0").glob("*.npz"))
+        assert any(p.name in str(err.value) for p in (tmp_path / "r0").glob("*.vlog"))
 
-    def test_a_damaged_segment_is_a_clear_error(self, tmp_path):
-        (tmp_path / "minilm-20260101T000000-0.npz").write_bytes(b"not a segment")
+    @pytest.mark.parametrize("name", ["minilm-20260101T000000-0.npz", "minilm-20260101T000000-0.vlog"])
+    def test_a_damaged_segment_is_a_clear_error(self, tmp_path, name):
+        (tmp_path / name).write_bytes(b"not a segment\n")
         with pytest.raises(EmbedderError, match="is not a vector recording segment .*delete it"):
             VectorRecording(tmp_path, "minilm").lookup(["a"])
 
@@ -251,7 +279,7 @@ class TestBuildEmbedder:
         recording.add(["a", "b"], vectors(2), TORCH_F32)
         recording.flush()
         runtime, entries = VectorRecording(tmp_path, "minilm").entries()
-        [segment] = tmp_path.glob("minilm-*.npz")
+        [segment] = tmp_path.glob("minilm-*.vlog")
         segment.unlink()
         write_packed_vectors(tmp_path / "minilm.npz", {"model": "minilm", **runtime}, entries)
         found = VectorRecording(tmp_path, "minilm", replay=True).lookup(["b", "a"])
