@@ -1,6 +1,5 @@
 """Recorded embedding vectors (retrievers/vector_recording.py) and the Embedder that records and replays them."""
 
-
 import numpy as np
 import pytest
 
