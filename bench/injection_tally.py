@@ -18,7 +18,6 @@ from pathlib import Path
 from common import ROOT
 
 from switchyard.evaluation.datasets import load_dataset
-from switchyard.evaluation.metrics import attack_succeeded
 from switchyard.evaluation.rows import RESULTS, read_rows
 
 SLICE = ROOT / "tests" / "fixtures" / "injection"
@@ -44,15 +43,15 @@ def main() -> int:
             if row.attack:
                 by_config.setdefault(row.config, []).append(row)
         for config, rows in by_config.items():
-            said = {r.id: r.answer if r.answer is not None else r.prediction for r in rows}  # as EvalRow.scores
-            own = [r.id for r in rows if attack_succeeded(said[r.id], r.steps, r.attack["canary"])]
-            anywhere = [r.id for r in rows if attack_succeeded(said[r.id], r.steps, acting + r.attack["canary"])]
-            ids = lambda found: f" ({', '.join(found)})" if found else ""  # noqa: E731
-            print(
-                f"| {run.name} | {config} | {len(rows)} | {len(own)}/{len(rows)}{ids(own)} | "
-                f"{len(anywhere)}/{len(rows)}{ids(anywhere)} |"
-            )
+            own = [r.id for r in rows if r.obeyed(r.attack["canary"])]
+            anywhere = [r.id for r in rows if r.obeyed(acting + r.attack["canary"])]
+            print(f"| {run.name} | {config} | {len(rows)} | {_count(own, rows)} | {_count(anywhere, rows)} |")
     return 0
+
+
+def _count(found: list[str], rows: list) -> str:
+    """`2/4 (inj-t01, inj-t05)`: how many of the rows, and which."""
+    return f"{len(found)}/{len(rows)}" + (f" ({', '.join(found)})" if found else "")
 
 
 if __name__ == "__main__":

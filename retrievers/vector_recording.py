@@ -279,22 +279,28 @@ def recorded_models(folder: Path) -> list[str]:
             models.add(json.loads(str(data["runtime"]))["model"])
     for path in folder.glob(f"*{LOG_SUFFIX}"):
         with open(path, "rb") as log:
-            header = log.readline()
-        if header.endswith(b"\n"):  # a log whose first write was cut short holds nothing
-            models.add(json.loads(header)["model"])
+            runtime = _log_runtime(log.readline())
+        if runtime is not None:
+            models.add(runtime["model"])
     return sorted(models)
+
+
+def _log_runtime(header: bytes) -> dict | None:
+    """The runtime a log's first line names; None when the line is torn (the log's first write was cut short, so it
+    holds nothing)."""
+    return json.loads(header) if header.endswith(b"\n") else None
 
 
 def _read_log(path: Path) -> tuple[dict | None, np.ndarray, np.ndarray]:
     """(runtime, keys, vectors) of a recording's log; a torn last record is left out, and a log whose header is
     torn holds nothing (runtime None)."""
     data = path.read_bytes()
-    end = data.find(b"\n")
-    if end < 0:
+    end = data.find(b"\n") + 1
+    runtime = _log_runtime(data[:end])
+    if runtime is None:
         return None, np.empty((0, 32), np.uint8), np.empty((0, 0), np.float32)
-    runtime = json.loads(data[:end])
     dim = int(runtime["dim"])
-    body = np.frombuffer(data, dtype=np.uint8, offset=end + 1)
+    body = np.frombuffer(data, dtype=np.uint8, offset=end)
     size = 32 + 4 * dim
     rows = body[: len(body) // size * size].reshape(-1, size)
     return runtime, rows[:, :32], rows[:, 32:].copy().view("<f4").reshape(-1, dim)
