@@ -534,6 +534,32 @@ class RewriteConfig(_Section):
     prf_terms: int = Field(6, ge=1, description="prf: expansion terms added to the query")
 
 
+class ConversationConfig(_Section):
+    """Follow-up questions: the history-aware step (node `contextualize`, before rewrite and retrieval) that turns a
+    question asked in a conversation into what retrieval and the answer need. It runs only when a question comes
+    with earlier turns; a question alone runs as it always did (docs/conversations.md)."""
+
+    method: Literal["off", "terms", "llm"] = Field(
+        "terms",
+        description="off: the question alone; terms: LLM-free, the question plus the key terms of recent turns "
+        "(and, with `fuse`, the question alone, fused); llm: the model condenses the conversation into a standalone "
+        "question (schema-constrained; `terms` is its fallback)",
+    )
+    turns: int = Field(3, ge=1, le=20, description="earlier user turns the step reads, newest first")
+    terms: int = Field(6, ge=1, le=32, description="terms: key terms carried from the earlier turns into the query")
+    decay: float = Field(0.5, gt=0, le=1, description="terms: weight of a turn one further back (newest = 1)")
+    answer_terms: int = Field(
+        0, ge=0, le=32, description="terms: key terms carried from the last answer (0: the user's turns only)"
+    )
+    fuse: bool = Field(True, description="terms/llm: also search the question as asked, fused with the expanded one")
+    answer_turns: int = Field(
+        2, ge=0, le=20, description="earlier messages the answer prompt shows (fitted to the context window)"
+    )
+    expire_s: float = Field(
+        86400.0, gt=0, description="a conversation thread unused this long is forgotten (Pipeline thread_id)"
+    )
+
+
 class GradeThresholds(_Section):
     """Question-passage cosine and word-coverage thresholds, tuned on HotpotQA dev300_a / dev500 and PhantomWiki s11
     (bench/calibration/, 06_refusals.py for `incorrect` + `coverage`): a passage that holds most of the question's
@@ -747,6 +773,7 @@ class SwitchyardConfig(_Section):
     embedding: EmbeddingConfig = EmbeddingConfig()
     retrieve: RetrieveConfig = RetrieveConfig()
     rerank: RerankConfig = RerankConfig()
+    conversation: ConversationConfig = ConversationConfig()
     rewrite: RewriteConfig = RewriteConfig()
     grade: GradeConfig = GradeConfig()
     answer: AnswerConfig = AnswerConfig()

@@ -57,9 +57,23 @@ ADDED_KEYS: tuple[AddedKey, ...] = (
     AddedKey("retrieve.injection_threshold", 0.6, 20),
     AddedKey("answer.spotlight", "none", 21),
     AddedKey("store.reindex_min_rows", 256, 22),
+    AddedKey(
+        "conversation",
+        {
+            "method": "terms",
+            "turns": 3,
+            "terms": 6,
+            "decay": 0.5,
+            "answer_terms": 0,
+            "fuse": True,
+            "answer_turns": 2,
+            "expire_s": 86400.0,
+        },
+        23,
+    ),
 )
 
-CONFIG_VERSION: int = 22
+CONFIG_VERSION: int = 23
 """The current version of the config layout: 1 + the keys added since version 1 (one version per row)."""
 
 

@@ -14,10 +14,10 @@ input/output summary).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import replace
 from functools import partial
-from typing import cast
+from typing import Literal, cast
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
@@ -32,6 +32,7 @@ from switchyard.nodes.abstain import abstain
 from switchyard.nodes.answer import abstention, answer
 from switchyard.nodes.approve import approve, route_after_approval
 from switchyard.nodes.citations import Citation
+from switchyard.nodes.contextualize import contextualize
 from switchyard.nodes.grade import GRADE_ROUTES, grade, route_after_grade
 from switchyard.nodes.no_documents import no_documents, reply, route_question
 from switchyard.nodes.rerank import rerank
@@ -213,18 +214,38 @@ def build_graph(
 
 
 def _add_entry(
-    graph: StateGraph[RAGState, RunContext, RAGState, RAGState], config: SwitchyardConfig, first: str, res: Resources
+    graph: StateGraph[RAGState, RunContext, RAGState, RAGState],
+    config: SwitchyardConfig,
+    first: str,
+    res: Resources,
+    detect: bool | None = None,
 ) -> None:
-    """START -> `first`; with graph.no_documents.detect, a question that needs no documents goes to `no_documents`
-    instead (no retrieval, no LLM call)."""
-    if not config.graph.no_documents.detect:
-        graph.add_edge(START, first)
-        return
-    graph.add_node("no_documents", traced("no_documents", no_documents, res))
-    graph.add_conditional_edges(
-        START, partial(route_question, detect=True), {"documents": first, "no_documents": "no_documents"}
-    )
-    graph.add_edge("no_documents", END)
+    """START -> `first`; with graph.no_documents.detect (or `detect`), a question that needs no documents goes to
+    `no_documents` instead (no retrieval, no LLM call). Unless conversation.method is off, a question with earlier
+    turns goes through `contextualize` first, then the same way."""
+    detect = config.graph.no_documents.detect if detect is None else detect
+    routes: dict[Hashable, str] = {"documents": first}
+    if detect:
+        graph.add_node("no_documents", traced("no_documents", no_documents, res))
+        graph.add_edge("no_documents", END)
+        routes["no_documents"] = "no_documents"
+    if config.conversation.method != "off":
+        graph.add_node("contextualize", traced("contextualize", contextualize, res))
+        graph.add_conditional_edges(START, partial(route_turn, detect=detect), {**routes, "turn": "contextualize"})
+        start = "contextualize"
+    else:
+        start = START
+    if detect:
+        graph.add_conditional_edges(start, partial(route_question, detect=True), routes)
+    else:
+        graph.add_edge(start, first)
+
+
+def route_turn(state: RAGState, detect: bool) -> Literal["turn", "documents", "no_documents"]:
+    """A question with earlier turns goes through `contextualize`; one alone, as route_question sends it."""
+    if state.get("history"):
+        return "turn"
+    return "no_documents" if route_question(cast(dict, state), detect) == "no_documents" else "documents"
 
 
 def _build_agent(config: SwitchyardConfig, res: Resources, checkpointer: BaseCheckpointSaver | None):
@@ -234,7 +255,7 @@ def _build_agent(config: SwitchyardConfig, res: Resources, checkpointer: BaseChe
     for name in actions:
         graph.add_node(name, agent_step(name, reply if name == "reply" else NODES[name], res))
     if config.graph.router.direct_reply:  # the agent decides what a question needing no documents gets
-        graph.add_edge(START, "router")
+        _add_entry(graph, config, "router", res, detect=False)
         graph.add_edge("reply", END)
     else:
         _add_entry(graph, config, "router", res)

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncGenerator, Iterator
+from collections.abc import AsyncGenerator, Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.types import Command
@@ -20,9 +22,11 @@ from langgraph.types import Command
 from switchyard import tracing
 from switchyard.configs.loader import config_hash, config_to_dict, load_config
 from switchyard.configs.schema import SwitchyardConfig
+from switchyard.conversation import Message, as_dicts, as_history
 from switchyard.errors import ConfigError, PauseExpired, QuestionError, SwitchyardError, UnknownThread, first_line
 from switchyard.extras import check_config
 from switchyard.graphs.build import build_graph
+from switchyard.graphs.conversations import ConversationStore
 from switchyard.graphs.results import (
     STREAM_EVENT,
     Answer,
@@ -59,12 +63,15 @@ class Pipeline:
         config: SwitchyardConfig | None = None,
         models: SharedModels | None = None,
         checkpointer: BaseCheckpointSaver | None = None,
+        conversations: ConversationStore | None = None,
     ):
         self.config = config or load_config()
         check_config(self.config)  # a missing extra is one clear error now, not an ImportError mid-run
         self.resources = Resources(self.config, models)
         self.graph = build_graph(self.config, self.resources, checkpointer)
         self.config_hash = config_hash(self.config)
+        # conversation threads (ask(..., thread_id=...)): in memory unless the caller keeps them elsewhere
+        self.conversations = conversations or ConversationStore(expire_s=self.config.conversation.expire_s)
 
     def close(self) -> None:
         """Stop the threads this pipeline started for its queries, once no run is in flight; it stays usable (a
@@ -94,35 +101,58 @@ class Pipeline:
 
     # -- one answer --------------------------------------------------------------------------------------------
     def ask(
-        self, question: str, where: str | None = None, *, seed: int | None = None, groups: Scope | None = ALL
+        self,
+        question: str,
+        where: str | None = None,
+        *,
+        history: Iterable[Any] | None = None,
+        thread_id: str | None = None,
+        owner: str | None = None,
+        seed: int | None = None,
+        groups: Scope | None = ALL,
     ) -> AskResult:
         """Run the graph and return its `AskResult` (`.to_json()` is `ask --json`). `seed` (default: llm.seed) makes
         sampling at temperature > 0 depend on the question and run alone, never on what else is in flight.
         `groups`: the caller's access scope, its groups (it reads only documents unlabelled or labelled with one of
         them) or, by default for this in-process caller, `ALL` (every document); None is refused (`AccessError`);
-        so do `aask`, `search`, `stream` and `astream` (or the `groups` of the `RunContext` given to the streams)."""
+        so do `aask`, `search`, `stream` and `astream` (or the `groups` of the `RunContext` given to the streams).
+
+        A conversation: `history`, the earlier turns (`Message`s, OpenAI-style dicts or LangChain messages; oldest
+        first), or `thread_id`, whose turns this pipeline keeps (`self.conversations`: the question and answer are
+        appended after the run; a new id starts a thread). `owner` names who may use the thread (a service's key);
+        another owner's thread is an `UnknownConversation`, one unused past conversation.expire_s
+        `ConversationExpired`. `HistoryError` for history that does not parse; the same for `aask`, `stream`,
+        `astream` and `search` (history only)."""
         question = self.checked_question(question)
         self._unattended()
+        turn = self.turn(question, history, thread_id, owner)
         context = RunContext(seed=seed, groups=groups)
         with self._run_span(question, where, context) as span:
-            state = self.graph.invoke(self._input(question, where), config=self._run_config(), context=context)
-            return _finished(span, self._result(question, state, context))
+            state = self.graph.invoke(turn.input(where), config=self._run_config(), context=context)
+            return _finished(span, self._kept(turn, self._result(question, state, context)))
 
     async def aask(
-        self, question: str, where: str | None = None, *, seed: int | None = None, groups: Scope | None = ALL
+        self,
+        question: str,
+        where: str | None = None,
+        *,
+        history: Iterable[Any] | None = None,
+        thread_id: str | None = None,
+        owner: str | None = None,
+        seed: int | None = None,
+        groups: Scope | None = ALL,
     ) -> AskResult:
         question = self.checked_question(question)
         self._unattended()
+        turn = self.turn(question, history, thread_id, owner)
         context = RunContext(seed=seed, groups=groups)
         with self._run_span(question, where, context) as span:
             try:
-                state = await self.graph.ainvoke(
-                    self._input(question, where), config=self._run_config(), context=context
-                )
+                state = await self.graph.ainvoke(turn.input(where), config=self._run_config(), context=context)
             except asyncio.CancelledError:  # e.g. a timeout around this call: stop the LLM work in the threads too
                 context.cancelled.set()
                 raise
-            return _finished(span, self._result(question, state, context))
+            return _finished(span, self._kept(turn, self._result(question, state, context)))
 
     # -- a human in the loop (graph.router.approve) -----------------------------------------------------------
     def start(
@@ -211,7 +241,13 @@ class Pipeline:
 
     # -- what a run retrieves ----------------------------------------------------------------------------------
     def search(
-        self, query: str, where: str | None = None, top_k: int | None = None, groups: Scope | None = ALL
+        self,
+        query: str,
+        where: str | None = None,
+        top_k: int | None = None,
+        groups: Scope | None = ALL,
+        *,
+        history: Iterable[Any] | None = None,
     ) -> SearchResult:
         """The passages `ask(query, where)` retrieves in its first round (nodes/search.py `search_passages`): the
         configured rewrite's queries (PRF with the filter; an LLM rewrite makes one LLM call), the one retrieval path,
@@ -224,6 +260,7 @@ class Pipeline:
             where=where,
             top_k=top_k,
             groups=groups,
+            history=as_history(history),
         )
 
     # -- the run as events -------------------------------------------------------------------------------------
@@ -232,6 +269,9 @@ class Pipeline:
         question: str,
         where: str | None = None,
         *,
+        history: Iterable[Any] | None = None,
+        thread_id: str | None = None,
+        owner: str | None = None,
         seed: int | None = None,
         context: RunContext | None = None,
         groups: Scope | None = ALL,
@@ -254,13 +294,17 @@ class Pipeline:
         """
         question = self.checked_question(question)
         self._unattended()
-        return self._events(question, where, _streamed(context, seed, groups))
+        turn = self.turn(question, history, thread_id, owner)
+        return self._events(turn, where, _streamed(context, seed, groups))
 
     def astream(
         self,
         question: str,
         where: str | None = None,
         *,
+        history: Iterable[Any] | None = None,
+        thread_id: str | None = None,
+        owner: str | None = None,
         seed: int | None = None,
         context: RunContext | None = None,
         groups: Scope | None = ALL,
@@ -268,13 +312,15 @@ class Pipeline:
         """`stream()` for asyncio: the same events; closing the iterator (or cancelling its task) cancels the run."""
         question = self.checked_question(question)
         self._unattended()
-        return self._aevents(question, where, _streamed(context, seed, groups))
+        turn = self.turn(question, history, thread_id, owner)
+        return self._aevents(turn, where, _streamed(context, seed, groups))
 
-    def _events(self, question: str, where: str | None, context: RunContext) -> Iterator[StreamEvent]:
+    def _events(self, turn: Turn, where: str | None, context: RunContext) -> Iterator[StreamEvent]:
+        question = turn.question
         with self._run_span(question, where, context) as span:
             yield RunStart(run_id=context.run_id, config_hash=self.config_hash)
             chunks = self.graph.stream(
-                self._input(question, where), config=self._run_config(), context=context, stream_mode=STREAM_MODES
+                turn.input(where), config=self._run_config(), context=context, stream_mode=STREAM_MODES
             )
             state, finished = None, False
             try:
@@ -293,15 +339,14 @@ class Pipeline:
                     context.cancelled.set()
                 chunks.close()
             assert state is not None  # a finished stream has yielded its "values" at least once
-            yield Answer(result=_finished(span, self._result(question, state, context)))
+            yield Answer(result=_finished(span, self._kept(turn, self._result(question, state, context))))
 
-    async def _aevents(
-        self, question: str, where: str | None, context: RunContext
-    ) -> AsyncGenerator[StreamEvent, None]:
+    async def _aevents(self, turn: Turn, where: str | None, context: RunContext) -> AsyncGenerator[StreamEvent, None]:
+        question = turn.question
         with self._run_span(question, where, context) as span:
             yield RunStart(run_id=context.run_id, config_hash=self.config_hash)
             chunks = self.graph.astream(
-                self._input(question, where), config=self._run_config(), context=context, stream_mode=STREAM_MODES
+                turn.input(where), config=self._run_config(), context=context, stream_mode=STREAM_MODES
             )
             state, finished = None, False
             try:
@@ -321,7 +366,7 @@ class Pipeline:
                     context.cancelled.set()
                 await chunks.aclose()
             assert state is not None  # a finished stream has yielded its "values" at least once
-            yield Answer(result=_finished(span, self._result(question, state, context)))
+            yield Answer(result=_finished(span, self._kept(turn, self._result(question, state, context))))
 
     # -- shared by every way of running ------------------------------------------------------------------------
     def checked_question(self, question: str) -> str:
@@ -335,6 +380,23 @@ class Pipeline:
     @staticmethod
     def _input(question: str, where: str | None) -> dict:
         return {"question": question, "where": where, "attempts": 0}
+
+    def turn(
+        self, question: str, history: Iterable[Any] | None, thread_id: str | None, owner: str | None = None
+    ) -> Turn:
+        """The question with its conversation: `history` as given, or the turns thread `thread_id` holds."""
+        if history is not None and thread_id is not None:
+            raise QuestionError("give the earlier turns as history or keep them in a thread_id, not both")
+        if thread_id is not None:
+            return Turn(question, self.conversations.turns(thread_id, owner), thread_id, owner)
+        return Turn(question, as_history(history))
+
+    def _kept(self, turn: Turn, result: AskResult) -> AskResult:
+        """The result of a turn, appended to its thread."""
+        if turn.thread_id is not None:
+            self.conversations.append(turn.thread_id, turn.question, result.answer, turn.owner)
+            result.thread_id = turn.thread_id
+        return result
 
     @contextmanager
     def _run_span(self, question: str, where: str | None, context: RunContext) -> Iterator:
@@ -366,6 +428,7 @@ class Pipeline:
         parse_fallbacks = int(usage.pop("parse_fallbacks", 0))
         return AskResult(
             question=question,
+            standalone=state.get("standalone") if state.get("history") else None,
             run_id=context.run_id,
             trace_id=context.trace_id,
             answer=state.get("answer", ""),
@@ -384,6 +447,23 @@ class Pipeline:
             usage=Usage(**usage),
             config=ConfigInfo(hash=self.config_hash, resolved=config_to_dict(self.config)),
         )
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One question of a conversation: the question, its earlier turns and, in thread form, its thread."""
+
+    question: str
+    history: list[Message] = field(default_factory=list)
+    thread_id: str | None = None
+    owner: str | None = None
+
+    def input(self, where: str | None) -> dict:
+        """The graph's input: a question alone exactly as before conversations, else with its turns."""
+        values: dict = {"question": self.question, "where": where, "attempts": 0}
+        if self.history:
+            values["history"] = as_dicts(self.history)
+        return values
 
 
 def _finished(span, result: AskResult) -> AskResult:

@@ -69,6 +69,10 @@ class AskResult(Record):
 
     question: str
     run_id: str
+    # a conversation's turn only (absent from the JSON of a question alone): the standalone question retrieval read
+    # (nodes/contextualize.py), and the thread that keeps the turns (Pipeline.ask(thread_id=...))
+    standalone: str | None = Field(None, exclude_if=lambda v: v is None)
+    thread_id: str | None = Field(None, exclude_if=lambda v: v is None)
     # only while tracing is on (package/tracing.py): absent from the JSON otherwise, which stays as it always was
     trace_id: str | None = Field(None, exclude_if=lambda v: v is None)
     answer: str = ""

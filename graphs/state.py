@@ -31,7 +31,10 @@ def add_usage(total: dict | None, step: dict | None) -> dict:
 
 
 class RAGState(TypedDict, total=False):
-    question: str
+    question: str  # as asked (in a conversation: the last user message)
+    history: list[dict]  # a conversation's earlier turns, {role, content}, oldest first (switchyard.conversation)
+    standalone: str  # contextualize: the question with what the conversation adds, as retrieval and grading read it
+    context_queries: list[str]  # contextualize: further queries the first round searches and fuses
     where: str | None  # metadata filter for retrieval
     query: str  # the current main retrieval query
     queries: list[str]  # every query of the current round (searched and fused)

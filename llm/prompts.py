@@ -41,6 +41,12 @@ REWRITE_MANY = (
     "Rewrite the question into {n} different short search engine queries that would find the passages "
     'answering it. Keep names, numbers and key terms. Reply as JSON: {{"queries": [...]}}'
 )
+# conversation.method: llm (nodes/contextualize.py): the follow-up condensed into a standalone question
+CONDENSE_SYSTEM = (
+    "Rewrite the user's last question so that it can be understood without the conversation: replace pronouns and "
+    "vague words with the names and things they refer to. Keep the question's meaning; do not answer it. "
+    'Reply as JSON: {"question": "..."}'
+)
 REWRITE_FEEDBACK = "\nEarlier queries found nothing useful: {feedback}. Try different words."
 
 GRADE_RELEVANCE = (

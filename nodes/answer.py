@@ -16,6 +16,8 @@ LLM: the span of the best sentences that has the type the question asks for, or 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from langgraph.runtime import Runtime
@@ -31,6 +33,7 @@ from switchyard.llm.prompts import (
     SPOTLIGHT_DATAMARK,
 )
 from switchyard.nodes.citations import Citation, cite_record, verify_citations
+from switchyard.nodes.contextualize import search_text
 from switchyard.nodes.grade import passage_coverage
 from switchyard.nodes.resources import Resources
 from switchyard.nodes.short_answer import (
@@ -47,7 +50,7 @@ from switchyard.nodes.short_answer import (
 from switchyard.retrievers.documents import Passage
 from switchyard.retrievers.injection import unflagged
 from switchyard.run_context import RunContext, TokenSink
-from switchyard.text import split_sentences
+from switchyard.text import split_sentences, strip_citations
 
 DATAMARK = "^"  # Hines et al. 2024, "Defending Against Indirect Prompt Injection Attacks With Spotlighting"
 
@@ -75,12 +78,23 @@ def _system(prompt: str, spotlight: str) -> str:
     return prompt + (SPOTLIGHT_DATAMARK if spotlight == "datamark" else "")
 
 
-def _prompt(question: str, passages: list[Passage], spotlight: str = "none") -> list[dict]:
+def _prompt(
+    question: str, passages: list[Passage], spotlight: str = "none", history: Sequence[dict] = ()
+) -> list[dict]:
     numbered = number_passages(passages, spotlight)
     return [
         {"role": "system", "content": _system(ANSWER_SYSTEM, spotlight)},
+        *history,
         {"role": "user", "content": f"Passages:\n{numbered}\n\nQuestion: {question}"},
     ]
+
+
+def earlier_turns(state: dict, keep: int) -> list[dict]:
+    """The last `keep` messages of a conversation's earlier turns, as the answer prompt shows them: an earlier
+    answer's citation marks are dropped (its passages are not this turn's), the model's prompt fitting shortens them
+    like any message (llm/backend.py `fit_messages`)."""
+    turns = (state.get("history") or [])[-keep:] if keep else []
+    return [{"role": m["role"], "content": strip_citations(m["content"])} for m in turns]
 
 
 def ranked_sentences(question: str, passages: list[Passage], embedder) -> list[tuple[int, str, float]]:
@@ -120,11 +134,14 @@ def reply_model(shape: QuestionShape) -> type[ShortReply]:
     return create_model("ShortChoice", __base__=ShortReply, answer=(choice, ...), passage=(int, 0))
 
 
-def _short_prompt(question: str, passages: list[Passage], shape: QuestionShape, spotlight: str = "none") -> list[dict]:
+def _short_prompt(
+    question: str, passages: list[Passage], shape: QuestionShape, spotlight: str = "none", history: Sequence[dict] = ()
+) -> list[dict]:
     rule = SHORT_ANSWER_RULES[shape.kind].format(options=" or ".join(shape.options))
     numbered = number_passages(passages, spotlight)
     return [
         {"role": "system", "content": _system(SHORT_ANSWER_SYSTEM.format(rule=rule), spotlight)},
+        *history,
         {"role": "user", "content": f"Passages:\n{numbered}\n\nQuestion: {question}"},
     ]
 
@@ -147,7 +164,11 @@ def _answer(state: dict, res: Resources, run: RunContext | None, sink: TokenSink
     question = state["question"]
     if cfg.method == "closed_book":  # the no-retrieval baseline: nothing to cite
         text = res.llm.generate(
-            [{"role": "system", "content": CLOSED_BOOK_SYSTEM}, {"role": "user", "content": question}],
+            [
+                {"role": "system", "content": CLOSED_BOOK_SYSTEM},
+                *earlier_turns(state, res.config.conversation.answer_turns),
+                {"role": "user", "content": question},
+            ],
             max_tokens=res.config.llm.max_tokens,
             on_token=sink,
             run=run,
@@ -158,15 +179,36 @@ def _answer(state: dict, res: Resources, run: RunContext | None, sink: TokenSink
     passages = passages[: cfg.max_passages]
     if not passages:
         return abstention(cfg.abstain_message, "no relevant passages")
+    asked = Asked(question, search_text(state), earlier_turns(state, res.config.conversation.answer_turns))
     if cfg.format == "short":
-        return short_answer(question, passages, res, state.get("verdict"), run, sink)
-    return sentences_answer(question, passages, res, run, sink)
+        return short_answer(asked, passages, res, state.get("verdict"), run, sink)
+    return sentences_answer(asked, passages, res, run, sink)
+
+
+@dataclass(frozen=True)
+class Asked:
+    """A question as the answer step reads it: as asked (the prompt's last line, its shape), the text passages are
+    ranked and grounded against (a conversation's standalone question), and the earlier messages the prompt shows."""
+
+    question: str
+    search: str = ""
+    history: Sequence[dict] = ()
+
+    @classmethod
+    def of(cls, question: str | Asked) -> Asked:
+        return question if isinstance(question, Asked) else cls(question, question)
 
 
 def sentences_answer(
-    question: str, passages: list[Passage], res: Resources, run: RunContext | None = None, sink: TokenSink | None = None
+    asked: str | Asked,
+    passages: list[Passage],
+    res: Resources,
+    run: RunContext | None = None,
+    sink: TokenSink | None = None,
 ) -> dict:
     """`answer.format: sentences`: 1-3 cited sentences, each checked against the passage it cites."""
+    asked = Asked.of(asked)
+    question = asked.search
     cfg = res.config.answer
     vectors = res.passage_vectors(passages)
 
@@ -176,7 +218,10 @@ def sentences_answer(
 
     if cfg.method == "llm":
         text = res.llm.generate(
-            _prompt(question, passages, cfg.spotlight), max_tokens=res.config.llm.max_tokens, on_token=sink, run=run
+            _prompt(asked.question, passages, cfg.spotlight, asked.history),
+            max_tokens=res.config.llm.max_tokens,
+            on_token=sink,
+            run=run,
         )
         text = unmark(text) if cfg.spotlight == "datamark" else text
         if NOT_FOUND.lower() in text.lower()[: len(NOT_FOUND) + 10] or not text.strip():
@@ -208,7 +253,7 @@ Ranked = list[tuple[int, str, float]]
 
 
 def short_answer(
-    question: str,
+    asked: str | Asked,
     passages: list[Passage],
     res: Resources,
     verdict: str | None = None,
@@ -218,13 +263,15 @@ def short_answer(
     """`answer.format: short`: propose a short answer (the model, or an extractive span), ground it, add evidence.
     `verdict` is the corrective check's (absent in an agent run that skipped it)."""
     cfg = res.config.answer
-    shape = question_shape(question)
+    asked = Asked.of(asked)
+    question = asked.search
+    shape = question_shape(asked.question)
     ranked = ranked_sentences(question, passages, res.embedder)
     hint = None
     if cfg.method == "llm":
         model = reply_model(shape)
         reply = res.llm.structured(
-            _short_prompt(question, passages, shape, cfg.spotlight),
+            _short_prompt(asked.question, passages, shape, cfg.spotlight, asked.history),
             model,
             model.model_construct(answer="", passage=0),
             max_tokens=cfg.short_max_tokens,

@@ -17,6 +17,7 @@ from pydantic import BaseModel
 
 from switchyard.llm.client import judge_passages
 from switchyard.llm.prompts import GRADE_RELEVANCE
+from switchyard.nodes.contextualize import search_text
 from switchyard.nodes.resources import Resources
 from switchyard.retrievers.documents import Passage
 from switchyard.run_context import RunContext
@@ -79,7 +80,7 @@ def _cosines(res: Resources, question: str, passages: list[Passage]) -> list[flo
 def grade(state: dict, runtime: Runtime[RunContext], res: Resources) -> dict:
     cfg = res.config.grade
     passages: list[Passage] = state.get("reranked", [])
-    question = state["question"]
+    question = search_text(state)
     attempts = state.get("attempts", 0) + 1
     if not passages:
         return {

@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field, StringConstraints
 from switchyard.configs.schema import RewriteConfig
 from switchyard.llm.client import LLM
 from switchyard.llm.prompts import REWRITE_FEEDBACK, REWRITE_MANY, REWRITE_ONE
+from switchyard.nodes.contextualize import search_text
 from switchyard.nodes.resources import Resources
 from switchyard.retrievers.bm25 import Tokenizer
 from switchyard.retrievers.search import Retrieval, Where
@@ -68,9 +69,12 @@ def prf_expand(question: str, passages_text: list[str], n_terms: int) -> str:
 
 
 def rewrite(state: dict, runtime: Runtime[RunContext], res: Resources) -> dict:
+    attempts = state.get("attempts", 0)
     queries = round_queries(
-        state["question"], state.get("attempts", 0), state.get("feedback"), state.get("where"), res, runtime.context
+        search_text(state), attempts, state.get("feedback"), state.get("where"), res, runtime.context
     )
+    if attempts == 0 and state.get("context_queries"):  # a conversation's turn: the question as asked, fused too
+        queries = _dedupe(queries + state["context_queries"])
     return {"queries": queries, "query": queries[0], "query_history": queries}
 
 

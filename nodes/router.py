@@ -41,6 +41,7 @@ import time
 from langgraph.runtime import Runtime
 
 from switchyard import tracing
+from switchyard.nodes.contextualize import search_text
 from switchyard.nodes.grade import GRADE_ROUTES, route_after_grade
 from switchyard.nodes.no_documents import classify
 from switchyard.nodes.resources import Resources
@@ -92,7 +93,7 @@ def fixed_next(state: dict, max_retries: int) -> str:
 
 
 def _current_query(state: dict) -> str:
-    return state.get("query") or state["question"]
+    return state.get("query") or search_text(state)
 
 
 def _has_passages(state: dict) -> bool:
@@ -104,7 +105,10 @@ _INPUTS = {"rerank": {"retrieve"}, "grade": {"retrieve", "rerank"}, "rewrite": {
 
 def is_grounded(query: str, state: dict) -> bool:
     """Does the query share a content word with what the run knows: the question, the current query, the passages?"""
-    known = " ".join([state["question"], state.get("query") or ""] + [p.text for p in state.get("candidates", [])])
+    known = " ".join(
+        [state["question"], search_text(state), state.get("query") or ""]
+        + [p.text for p in state.get("candidates", [])]
+    )
     return bool(content_words(query) & content_words(known))
 
 
@@ -116,7 +120,7 @@ def echoes_instructions(text: str, state: dict, threshold: float) -> bool:
     if not text:
         return False
     found = state.get("candidates", []) + state.get("reranked", []) + state.get("graded", [])
-    planted, known = [], [state["question"], state.get("query") or ""]
+    planted, known = [], [state["question"], search_text(state), state.get("query") or ""]
     for p in found:
         if is_flagged(p, threshold):
             planted.append(p.text)

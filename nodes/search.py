@@ -9,10 +9,12 @@ LLM call), the one retrieval path (retrievers/search.py), then the configured re
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from switchyard.configs.loader import config_to_dict
+from switchyard.conversation import Message
 from switchyard.llm.client import LLM
+from switchyard.nodes.contextualize import standalone_question
 from switchyard.nodes.rewrite import rewrite_queries
 from switchyard.retrievers.search import SearchResult, Where
 from switchyard.retrievers.stack import RetrievalStack
@@ -28,16 +30,20 @@ def search_passages(
     where: Where = None,
     top_k: int | None = None,
     rerank: bool = True,
+    history: Sequence[Message] = (),
 ) -> SearchResult:
     """The passages `question` retrieves in `ask`'s first round under `stack.config`: its rewrite's queries, the
     one retrieval path with `where` and the caller's scope `groups` (its access groups, or `ALL`; required: None is
     refused by the retrieval path, never widened), then the reranker
     (`rerank=False`: the first fused candidates); `top_k` passages (default `rerank.top_k`). An LLM rewrite calls
     `get_llm()` once; without it the question is searched as is. A missing collection is a `StoreError` before any
-    model is called."""
+    model is called. With `history` (a conversation's earlier turns), the question is first made standalone as the
+    graph's contextualize step makes it (conversation.method)."""
     stack.store.table()
     run = RunContext(groups=groups)
     config = stack.config.rewrite
+    turn = standalone_question(question, list(history), stack.config.conversation, get_llm, run)
+    question = turn["standalone"]
     queries = rewrite_queries(
         question,
         0,
@@ -48,6 +54,7 @@ def search_passages(
         get_llm=get_llm,
         run=run,
     )
+    queries = list(dict.fromkeys(queries + turn["context_queries"]))
     return stack.retrieval.search(question, queries, where=where, top_k=top_k, rerank=rerank, run=run)
 
 

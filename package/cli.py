@@ -17,13 +17,17 @@ import sys
 import traceback
 from pathlib import Path
 
-from switchyard.commands import config, documents, evaluate, query, serve
+from switchyard.commands import chat, config, documents, evaluate, query, serve
 from switchyard.commands.common import Terminated
 from switchyard.errors import EXIT_FAIL, SwitchyardError, first_line
 
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a Unix tool killed by a closed pipe reports
 INDEX_DIR_HELP = "index location (LanceDB URI); overrides store.uri"
 EVERY_CONFIG_HELP = "override a value in every config (repeatable)"
+HISTORY_HELP = (
+    "a conversation's earlier turns: a JSON list of {role, content} messages (user/assistant), or one a line; "
+    "- reads standard input"
+)
 UPLOAD_DIR = ".switchyard/uploads"  # uploads, and the key file of an index on object storage
 
 
@@ -87,6 +91,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--json", action="store_true", help="print one JSON object (answer, citations, trace, usage, config)"
     )
     p.add_argument("--trace", action="store_true", help="show every node's input/output summary and timing")
+    p.add_argument("--history", metavar="FILE", help=HISTORY_HELP)
+
+    p = sub.add_parser("chat", parents=[common], help="a conversation: follow-up questions answered with their history")
+    p.add_argument("--thread", metavar="ID", help="keep the turns in thread ID on disk, beside the index (resume it)")
+    p.add_argument("--where", metavar="FILTER", help='restrict retrieval, e.g. "source~handbook"')
+    p.add_argument("--plain", action="store_true", help="one question a line in, one answer a line out (no prompts)")
+    p.add_argument("--json", action="store_true", help="one JSON object a line per answer (as `ask --json`)")
 
     p = sub.add_parser("trace", help="replay a saved run (`ask --json` output) step by step")
     p.add_argument("file", metavar="FILE")
@@ -101,6 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--k", type=int, default=None, help="passages to show (default: rerank.top_k)")
     p.add_argument("--where", metavar="FILTER", help='metadata filter, e.g. "source~manual and page=2"')
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--history", metavar="FILE", help=HISTORY_HELP)
 
     p = sub.add_parser("list", parents=[common], help="indexed documents")
     p.add_argument("--json", action="store_true")
@@ -329,6 +341,7 @@ def build_parser() -> argparse.ArgumentParser:
 COMMANDS = {
     "ingest": documents.cmd_ingest,
     "ask": query.cmd_ask,
+    "chat": chat.cmd_chat,
     "trace": query.cmd_trace,
     "graph": query.cmd_graph,
     "search": query.cmd_search,

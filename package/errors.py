@@ -42,6 +42,11 @@ class QuestionError(SwitchyardError, ValueError):
     http_status = 400
 
 
+class HistoryError(QuestionError):
+    """Earlier turns of a conversation that do not parse: not a list of messages, an unknown role, a message with no
+    text."""
+
+
 class InputError(SwitchyardError, ValueError):
     """A file or answer handed to a command that it cannot use: a saved run that is missing or is not one
     (`cli.py trace`), a paused run's answer that never came (standard input ended)."""
@@ -142,6 +147,16 @@ class NotFound(SwitchyardError, LookupError):
     (the same words for both)."""
 
     http_status = 404
+
+
+class UnknownConversation(UnknownThread):
+    """A conversation thread that does not exist, was deleted, or belongs to another caller (the same words)."""
+
+
+class ConversationExpired(SwitchyardError, RuntimeError):
+    """A conversation thread unused for longer than conversation.expire_s: it was forgotten and cannot go on."""
+
+    http_status = 410
 
 
 class PauseExpired(SwitchyardError, RuntimeError):

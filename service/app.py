@@ -68,6 +68,7 @@ def create_app(settings: ServiceSettings | None = None) -> FastAPI:
             await asyncio.to_thread(service.jobs.shutdown)
             if service.threads is not None:
                 service.threads.close()
+            service.conversations.close()
             await asyncio.to_thread(otel_sdk.flush)
 
     app = FastAPI(

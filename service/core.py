@@ -9,7 +9,9 @@ import threading
 
 import anyio
 
+from switchyard.conversation import as_history
 from switchyard.errors import PauseExpired, QuestionError, ServiceError, SwitchyardError, UnknownThread
+from switchyard.graphs.conversations import CONVERSATIONS_NAME, ConversationStore
 from switchyard.graphs.pipeline import Pipeline
 from switchyard.graphs.results import Answer, AskResult, ErrorEvent, Paused
 from switchyard.nodes.approve import Approval, checked_arguments
@@ -22,7 +24,7 @@ from switchyard.service.keys import LOCAL, KeyRuns, KeyStore, Principal, keys_pa
 from switchyard.service.metrics import ServiceMetrics
 from switchyard.service.registry import PipelineRegistry
 from switchyard.service.schemas import ThreadDone
-from switchyard.service.settings import ServiceSettings
+from switchyard.service.settings import ServiceSettings, beside_index
 from switchyard.service.threads import PausedRuns, Thread, threads_path
 
 RETRY_AFTER_S = 1
@@ -87,6 +89,12 @@ class Service:
         )
         if self.threads is not None:
             self.registry.checkpointer = self.threads.checkpointer
+        # conversation threads (`thread_id` on /v1/ask), beside the index: they outlive a restart
+        self.conversations = ConversationStore.on_disk(
+            beside_index(store_uri, settings.upload_dir, CONVERSATIONS_NAME),
+            self.registry.configs[self.registry.default].conversation.expire_s,
+        )
+        self.registry.conversations = self.conversations
 
     @property
     def paused_runs(self) -> PausedRuns:
@@ -133,12 +141,30 @@ class Service:
     def timed_out(self) -> ServiceError:
         return ServiceError(504, f"the run timed out after {self.settings.request_timeout_s:g}s")
 
-    async def ask(self, pipe: Pipeline, name: str, question: str, where: str | None, principal: Principal) -> AskResult:
+    async def ask(
+        self,
+        pipe: Pipeline,
+        name: str,
+        question: str,
+        where: str | None,
+        principal: Principal,
+        *,
+        history: list | None = None,
+        thread_id: str | None = None,
+    ) -> AskResult:
         """One run with the request timeout, reading what `principal` may read; a timed-out run is cancelled (its
-        LLM calls stop)."""
+        LLM calls stop). A conversation's turn: `history`, or `thread_id` (the principal's own thread)."""
         try:
             result = await asyncio.wait_for(
-                pipe.aask(question, where, groups=principal.scope), self.settings.request_timeout_s
+                pipe.aask(
+                    question,
+                    where,
+                    history=history or None,
+                    thread_id=thread_id,
+                    owner=principal.name,
+                    groups=principal.scope,
+                ),
+                self.settings.request_timeout_s,
             )
         except TimeoutError:
             raise self.timed_out() from None
@@ -148,14 +174,21 @@ class Service:
         return result
 
     async def bounded_ask(
-        self, pipe: Pipeline, name: str, question: str, where: str | None, principal: Principal
+        self,
+        pipe: Pipeline,
+        name: str,
+        question: str,
+        where: str | None,
+        principal: Principal,
+        history: list | None = None,
     ) -> AskResult:
         """`ask` within the service's limits (question length, runs in flight, timeout), as `/v1/ask` runs it; the
         MCP tool `ask` goes through here."""
         self.check_question(question)
+        history = as_history(history)  # HistoryError before a slot is taken
         slot = self.acquire(principal)
         try:
-            return await self.ask(pipe, name, question, where, principal)
+            return await self.ask(pipe, name, question, where, principal, history=history)
         finally:
             slot.release()
 
@@ -240,13 +273,24 @@ class Service:
         return outcome
 
     async def events(
-        self, pipe: Pipeline, name: str, question: str, where: str | None, slot: Slot, principal: Principal
+        self,
+        pipe: Pipeline,
+        name: str,
+        question: str,
+        where: str | None,
+        slot: Slot,
+        principal: Principal,
+        *,
+        history: list | None = None,
+        thread_id: str | None = None,
     ):
         """The run's events; past the request timeout the run is cancelled (its LLM work stops) and ends with an
         `error` event. The slot is given back when the stream ends or the client goes away."""
         context = RunContext(groups=principal.scope)
         timer = asyncio.get_running_loop().call_later(self.settings.request_timeout_s, context.cancelled.set)
-        events = pipe.astream(question, where, context=context)
+        events = pipe.astream(
+            question, where, history=history or None, thread_id=thread_id, owner=principal.name, context=context
+        )
         try:
             async for event in events:
                 if isinstance(event, ErrorEvent) and context.cancelled.is_set():

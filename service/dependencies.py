@@ -10,11 +10,12 @@ pipeline (404) and collection (400, 404), a stream's readiness (400), then a pla
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated
 
 from fastapi import Depends, Request
 
+from switchyard.conversation import Message, as_history, split_last_question
 from switchyard.errors import ServiceError, UsageError
 from switchyard.graphs.pipeline import Pipeline
 from switchyard.retrievers.store import IndexStore
@@ -24,7 +25,7 @@ from switchyard.service.auth import principal_of
 from switchyard.service.core import Service, Slot
 from switchyard.service.error_responses import run_error
 from switchyard.service.keys import Principal
-from switchyard.service.openai_compat import ChatRequest, question_of
+from switchyard.service.openai_compat import ChatRequest
 from switchyard.service.schemas import AskRequest, SearchRequest
 
 
@@ -83,6 +84,8 @@ class Question:
     pipe: Pipeline
     name: str  # the pipeline's name
     principal: Principal
+    history: list[Message] = field(default_factory=list)  # a conversation's earlier turns, as given
+    thread_id: str | None = None  # a conversation the server keeps (the principal's)
 
 
 def readable_question(
@@ -96,6 +99,8 @@ def readable_question(
     *,
     what: str = "question",
     unattended: bool = False,
+    messages: list | None = None,
+    thread_id: str | None = None,
 ) -> Question:
     """The preamble of every run: the audit note, the question's checks, the readable pipeline; `unattended` (a
     stream, the chat endpoint): a question its pipeline can start on now, and a pipeline that does not pause for
@@ -115,22 +120,46 @@ def readable_question(
                 "(graph.router.approve): ask with POST /v1/ask, answer with "
                 "POST /v1/threads/{thread_id}/resume"
             )
-    return Question(text, where, pipe, name, principal)
+    history = as_history(messages)  # HistoryError (400) before any run
+    if thread_id is not None:
+        # the caller's own thread or a new one: another key's is a 404, an expired one a 410, before any run
+        pipe.turn(text, messages, thread_id, principal.name)
+    return Question(text, where, pipe, name, principal, history, thread_id)
 
 
 def ask_question(body: AskRequest, request: Request, service: ServiceDep, principal: PrincipalDep) -> Question:
-    return readable_question(request, service, principal, body.question, body.pipeline, body.collection, body.where)
+    return readable_question(
+        request,
+        service,
+        principal,
+        body.question,
+        body.pipeline,
+        body.collection,
+        body.where,
+        messages=body.messages,
+        thread_id=body.thread_id,
+    )
 
 
 def stream_question(body: AskRequest, request: Request, service: ServiceDep, principal: PrincipalDep) -> Question:
     return readable_question(
-        request, service, principal, body.question, body.pipeline, body.collection, body.where, unattended=True
+        request,
+        service,
+        principal,
+        body.question,
+        body.pipeline,
+        body.collection,
+        body.where,
+        unattended=True,
+        messages=body.messages,
+        thread_id=body.thread_id,
     )
 
 
 def chat_question(body: ChatRequest, request: Request, service: ServiceDep, principal: PrincipalDep) -> Question:
+    history, question = split_last_question(m.model_dump() for m in body.messages)  # the whole conversation
     return readable_question(
-        request, service, principal, question_of(body), body.model, body.collection, None, unattended=True
+        request, service, principal, question, body.model, body.collection, None, unattended=True, messages=history
     )
 
 

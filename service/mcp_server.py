@@ -70,7 +70,7 @@ LOCAL_ORIGINS = [
 
 # (pipeline, its name, question, where, principal) -> the `ask` result, reading what the principal may read; the HTTP
 # service passes one that applies its limits
-AskRunner = Callable[[Pipeline, str, str, str | None, Principal], Awaitable[AskResult]]
+AskRunner = Callable[[Pipeline, str, str, str | None, Principal, list | None], Awaitable[AskResult]]
 
 
 # -- who is asking, and what they may see ---------------------------------------------------------------------------
@@ -100,6 +100,13 @@ def caller_from_request(request) -> Caller:
 
 
 # -- what the tools return ------------------------------------------------------------------------------------------
+
+
+class HistoryMessage(BaseModel):
+    """One earlier turn of the conversation (an unknown role is refused with one line: switchyard.conversation)."""
+
+    role: str = Field(description="user or assistant")
+    content: str
 
 
 class PassageOut(BaseModel):
@@ -240,9 +247,9 @@ def create_mcp_server(
     access = access or CollectionAccess(registry)
 
     async def plain_ask(
-        pipe: Pipeline, _name: str, question: str, where: str | None, principal: Principal
+        pipe: Pipeline, _name: str, question: str, where: str | None, principal: Principal, history: list | None
     ) -> AskResult:
-        return await pipe.aask(question, where, groups=principal.scope)
+        return await pipe.aask(question, where, history=history, groups=principal.scope)
 
     run_ask = ask_runner or plain_ask
 
@@ -313,13 +320,21 @@ def create_mcp_server(
             str | None, Field(description="collection to answer from (default: the pipeline's own)")
         ] = None,
         where: Annotated[str | None, Field(description='metadata filter, e.g. "source~handbook"')] = None,
+        history: Annotated[
+            list[HistoryMessage] | None,
+            Field(
+                description="the conversation so far, oldest first, when the question is a follow-up "
+                '("what year was that?"): [{"role": "user" | "assistant", "content": "..."}]'
+            ),
+        ] = None,
     ) -> AskOut:
         """Answer a question from the indexed documents, with [n] citations of the passages used: a short answer
         (when grounded), the answer, the supporting evidence, and the cited passages. `abstained` is true when the
         documents do not answer it."""
         caller = caller_of(ctx)
         pipe, name, _ = await anyio.to_thread.run_sync(pipeline_for, caller, pipeline, collection)
-        result = await run_ask(pipe, name, question, where, caller.principal)
+        turns = [m.model_dump() for m in history] if history else None
+        result = await run_ask(pipe, name, question, where, caller.principal, turns)
         return AskOut(
             short_answer=result.short_answer,
             answer=result.answer,

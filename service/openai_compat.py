@@ -1,6 +1,7 @@
 """`POST /v1/chat/completions`: Switchyard as an OpenAI-compatible model (Open WebUI, LibreChat, any OpenAI client).
 
-- The last user message is the question; `model` picks the pipeline; an optional `collection` body field the
+- The last user message is the question, the messages before it its conversation (a follow-up is answered with
+  them: switchyard.conversation; system messages are ignored); `model` picks the pipeline; an optional `collection` body field the
   collection. Sampling fields (temperature, max_tokens, ...) are accepted and ignored: the pipeline's config rules.
 - The reply's content is the verified answer followed by its numbered sources; the same sources come as a
   structured `sources` field (on the completion, and on the last chunk of a stream).
@@ -33,16 +34,6 @@ class ChatRequest(BaseModel):
     messages: list[ChatMessage]
     stream: bool = False
     collection: str | None = None
-
-
-def question_of(body: ChatRequest) -> str:
-    for message in reversed(body.messages):
-        if message.role == "user":
-            content = message.content
-            if isinstance(content, list):  # content parts: keep the text ones
-                content = " ".join(p.get("text", "") for p in content if isinstance(p, dict))
-            return content or ""
-    return ""
 
 
 def sources_of(result: AskResult) -> list[dict]:

@@ -15,6 +15,7 @@ from switchyard.configs.loader import load_config, resolve_config_path
 from switchyard.configs.schema import SwitchyardConfig
 from switchyard.errors import UnknownPipeline
 from switchyard.extras import check_config
+from switchyard.graphs.conversations import ConversationStore
 from switchyard.graphs.draw import render
 from switchyard.graphs.pipeline import Pipeline
 from switchyard.nodes.resources import SharedModels
@@ -28,6 +29,7 @@ class PipelineRegistry:
     def __init__(self, config_paths: tuple[str, ...], overrides: tuple[str, ...] = ()):
         self.overrides = list(overrides)
         self.checkpointer: BaseCheckpointSaver | None = None
+        self.conversations: ConversationStore | None = None  # the service's conversation threads, shared by all
         self.models = SharedModels()  # every pipeline's loaded LLM and embedding model, shared by equal settings
         self.paths: dict[str, Path] = {}
         for path in config_paths:
@@ -58,7 +60,7 @@ class PipelineRegistry:
         config = self.configs[name]
         if collection != config.store.collection:
             config = load_config(self.paths[name], [*self.overrides, f"store.collection={collection}"])
-        return Pipeline(config, self.models, self.checkpointer)
+        return Pipeline(config, self.models, self.checkpointer, self.conversations)
 
     def pauses(self) -> bool:
         """Does any served pipeline pause for approval (graph.router.approve)?"""

@@ -4,11 +4,12 @@ The ask result and the stream events are the pipeline's own models (graphs/resul
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
 from switchyard.configs.schema import GraphMode
+from switchyard.conversation import Message
 from switchyard.graphs.results import AskResult, PendingAction
 
 MAX_K = 50  # passages one search may return
@@ -55,6 +56,16 @@ def error_responses(*codes: int, model: type[BaseModel] = ErrorReply) -> dict[in
 
 class AskRequest(BaseModel):
     question: str = Field(description="the question")
+    messages: list[Any] | None = Field(
+        None,
+        description="a conversation's earlier turns, oldest first: OpenAI-style {role: user|assistant, content} "
+        "(system messages are ignored); the question is answered as their follow-up",
+    )
+    thread_id: str | None = Field(
+        None,
+        description="a conversation the server keeps: the turns of this thread (yours; a new id starts one) are the "
+        "history, and this question and its answer are added to it. Not with `messages`",
+    )
     pipeline: str | None = Field(None, description="a served pipeline's name (config file stem); default: first")
     collection: str | None = Field(None, description="collection to search; default: the pipeline's own")
     where: str | None = Field(None, description='metadata filter, e.g. "source~handbook and page=2"')
@@ -68,6 +79,11 @@ class SearchRequest(BaseModel):
     collection: str | None = Field(None, description="collection to search; default: the pipeline's own")
     where: str | None = Field(None, description='metadata filter, e.g. "source~handbook and page=2"')
     k: int | None = Field(None, ge=1, le=MAX_K, description="passages to return; default: the pipeline's rerank.top_k")
+
+
+class Conversation(BaseModel):
+    thread_id: str
+    messages: list[Message] = Field(description="the thread's turns, oldest first")
 
 
 class Health(BaseModel):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sys
 
+from switchyard.commands.chat import read_history
 from switchyard.commands.common import load_config
 from switchyard.errors import InputError, UsageError, first_line
 
@@ -15,15 +16,20 @@ def cmd_ask(args) -> int:
 
     if not args.question.strip():
         raise UsageError("the question is empty")
+    history = read_history(args.history) if args.history else None
     pipe = Pipeline(load_config(args))
+    if history and pipe.pauses:
+        raise UsageError("--history: a pipeline that pauses for approval answers one question at a time")
     result = (
         _ask_with_approval(pipe, args.question, args.where)
         if pipe.pauses
-        else pipe.ask(args.question, where=args.where)
+        else pipe.ask(args.question, where=args.where, history=history)
     )
     if args.json:
         print(json.dumps(result.to_json(), indent=2, ensure_ascii=False))
         return 0
+    if result.standalone:
+        print(f"(searched: {result.standalone})", file=sys.stderr)
     if result.short_answer or result.evidence:
         print(result.short_answer or "(no verified short answer; the evidence:)")
         print(f"\nEvidence: {result.evidence}")
@@ -110,9 +116,12 @@ def cmd_search(args) -> int:
         raise UsageError("--k must be >= 1")
     from switchyard.graphs.pipeline import Pipeline
 
+    history = read_history(args.history) if args.history else None
     pipe = Pipeline(load_config(args))
     stack = pipe.resources.stack
-    result = pipe.search(args.query, where=args.where, top_k=args.k)  # what `ask` retrieves in its first round
+    result = pipe.search(
+        args.query, where=args.where, top_k=args.k, history=history
+    )  # what `ask` retrieves in its first round
     if args.json:
         from switchyard.nodes.search import search_json
 

@@ -4,6 +4,15 @@ reply)."""
 
 from __future__ import annotations
 
-from switchyard.service.routes import ask, chat, collections, jobs, search, system, threads
+from switchyard.service.routes import ask, chat, collections, conversations, jobs, search, system, threads
 
-ROUTERS = (system.router, ask.router, threads.router, chat.router, search.router, collections.router, jobs.router)
+ROUTERS = (
+    system.router,
+    ask.router,
+    conversations.router,
+    threads.router,
+    chat.router,
+    search.router,
+    collections.router,
+    jobs.router,
+)

@@ -50,10 +50,14 @@ router = APIRouter(
 @router.post("/v1/chat/completions")
 async def chat(body: ChatRequest, question: ChatQuestion, slot: ChatSlot, service: ServiceDep):
     if body.stream:
-        events = service.events(question.pipe, question.name, question.text, None, slot, question.principal)
+        events = service.events(
+            question.pipe, question.name, question.text, None, slot, question.principal, history=question.history
+        )
         return EventSourceResponse(chat_stream(events, question.name), ping=15, background=BackgroundTask(slot.release))
     try:
-        result = await service.ask(question.pipe, question.name, question.text, None, question.principal)
+        result = await service.ask(
+            question.pipe, question.name, question.text, None, question.principal, history=question.history
+        )
     finally:
         slot.release()
     return chat_completion(result, question.name)

@@ -36,6 +36,7 @@ OTHER_VALUES = {
     "retrieve.injection_threshold": 0.8,
     "answer.spotlight": "datamark",
     "store.reindex_min_rows": 0,
+    "conversation": {"method": "off"},
 }
 # what a key needs beside it to load (replay reads a vector recording; a server has a context window)
 NEEDS = {

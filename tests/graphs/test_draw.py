@@ -40,8 +40,9 @@ class TestDraw:
 
     def test_svg_and_png(self, graph, tmp_path):
         svg = draw.render(graph, "svg")
-        assert svg.startswith("<svg") and svg.count("<rect") == 1 + 9 and "retry" in svg
-        assert svg.count("stroke-dasharray") == 5  # grade's three routes, START's two (graph.no_documents)
+        assert svg.startswith("<svg") and svg.count("<rect") == 1 + 10 and "retry" in svg
+        # grade's three routes, START's three (graph.no_documents, a conversation's turn), contextualize's two
+        assert svg.count("stroke-dasharray") == 8
         draw.write(graph, "png", tmp_path / "g.png")
         from PIL import Image
 

@@ -1,0 +1,101 @@
+"""contextualize: the history-aware step. A question asked in a conversation ("What year was that?") is turned into
+what retrieval and the corrective check need before rewrite runs; the graph routes a question through it only when
+it comes with earlier turns (`history`), so a question alone runs as it always did.
+
+Methods (`conversation.method`):
+- `terms` (no LLM; nodes/follow_up.py): the question plus the weighted key terms of the recent user turns, and with
+  `conversation.fuse` the question as asked as a second query, fused by retrieval;
+- `llm`: the model condenses the conversation into one standalone question (schema-constrained, one call); a reply
+  that does not parse, or that drops every content word of the question and the conversation, falls back to `terms`;
+- `off`: the question alone (the node is then not in the graph).
+
+It writes `standalone` (the text retrieval, grading and the router read; in the trace, the stream, `--json` and eval
+rows) and `context_queries` (what the first round searches besides it).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from langgraph.runtime import Runtime
+from pydantic import BaseModel, StringConstraints
+
+from switchyard.configs.schema import ConversationConfig
+from switchyard.conversation import Message, as_history
+from switchyard.llm.client import LLM
+from switchyard.llm.prompts import CONDENSE_SYSTEM
+from switchyard.nodes.follow_up import follow_up_queries
+from switchyard.nodes.resources import Resources
+from switchyard.retrievers.bm25 import Tokenizer
+from switchyard.run_context import RunContext
+
+CONDENSE_TURNS_CHARS = 600  # of each earlier message shown to the condensing model: its gist, not a whole answer
+
+
+class Condensed(BaseModel):
+    question: Annotated[str, StringConstraints(min_length=3, max_length=300)]
+
+
+def contextualize(state: dict, runtime: Runtime[RunContext], res: Resources) -> dict:
+    history = as_history(state.get("history"))
+    return standalone_question(state["question"], history, res.config.conversation, lambda: res.llm, runtime.context)
+
+
+def standalone_question(
+    question: str,
+    history: list[Message],
+    config: ConversationConfig,
+    get_llm=None,
+    run: RunContext | None = None,
+) -> dict:
+    """`{"standalone": ..., "context_queries": [...]}` for `question` after `history` under `config.method`
+    (`get_llm()` is called for `llm` only). Without history, or with `off`, the question itself."""
+    if not history or config.method == "off":
+        return {"standalone": question, "context_queries": []}
+    queries = follow_up_queries(question, history, config)
+    if config.method == "llm" and get_llm is not None:
+        condensed = _condense(question, history, config, get_llm(), run)
+        if condensed is not None:
+            extra = [question] if config.fuse and condensed.lower() != question.lower() else []
+            return {"standalone": condensed, "context_queries": extra}
+    return {"standalone": queries[0], "context_queries": queries[1:]}
+
+
+def condense_messages(question: str, history: list[Message], config: ConversationConfig) -> list[dict]:
+    lines = [f"{'User' if m.role == 'user' else 'Assistant'}: {_gist(m.content)}" for m in history[-2 * config.turns :]]
+    return [
+        {"role": "system", "content": CONDENSE_SYSTEM},
+        {"role": "user", "content": "Conversation:\n" + "\n".join(lines) + f"\n\nLast question: {question}"},
+    ]
+
+
+def _gist(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= CONDENSE_TURNS_CHARS else text[:CONDENSE_TURNS_CHARS].rsplit(" ", 1)[0] + " …"
+
+
+_words = Tokenizer(stem=False, remove_stop_words=True)
+
+
+def _condense(
+    question: str, history: list[Message], config: ConversationConfig, llm: LLM, run: RunContext | None
+) -> str | None:
+    result = llm.structured(
+        condense_messages(question, history, config),
+        Condensed,
+        fallback=Condensed.model_construct(question=""),
+        max_tokens=96,
+        run=run,
+    )
+    condensed = " ".join(result.value.question.split())
+    known = set(_words(question)) | {w for m in history for w in _words(m.content)}
+    # a reply about nothing the conversation said (a weak model's invention) is not trusted over the terms
+    if not condensed or not set(_words(condensed)) & known:
+        return None
+    return condensed
+
+
+def search_text(state: dict) -> str:
+    """What retrieval, the corrective check, the reranker and the router read as the question: the standalone
+    question of a conversation's turn, else the question as asked."""
+    return state.get("standalone") or state["question"]
