@@ -539,11 +539,12 @@ class ConversationConfig(_Section):
     question asked in a conversation into what retrieval and the answer need. It runs only when a question comes
     with earlier turns; a question alone runs as it always did (docs/conversations.md)."""
 
-    method: Literal["off", "terms", "llm"] = Field(
+    method: Literal["off", "terms", "llm", "given"] = Field(
         "terms",
         description="off: the question alone; terms: LLM-free, the question plus the key terms of recent turns "
         "(and, with `fuse`, the question alone, fused); llm: the model condenses the conversation into a standalone "
-        "question (schema-constrained; `terms` is its fallback)",
+        "question (schema-constrained; `terms` is its fallback); given: the standalone question the caller gives "
+        "(`ask(..., standalone=...)`: a human rewrite, the evaluation's ceiling; `terms` without one)",
     )
     turns: int = Field(3, ge=1, le=20, description="earlier user turns the step reads, newest first")
     terms: int = Field(6, ge=1, le=32, description="terms: key terms carried from the earlier turns into the query")

@@ -1,7 +1,16 @@
-"""Evaluation datasets: PhantomWiki, HotpotQA-style JSON/JSONL, and a plain JSONL with a corpus folder.
+"""Evaluation datasets: PhantomWiki, HotpotQA-style JSON/JSONL, a plain JSONL with a corpus folder, and
+conversations (MTRAG's folder as it is, or the plain JSONL with `history`).
 
 Each loader returns an EvalSet: questions with their gold answers (alternatives, or one list of items), gold
-document ids where known, difficulty and type, plus the corpus paths to ingest.
+document ids where known, difficulty and type, plus the corpus paths to ingest. A conversation's turn also carries
+the dataset's own earlier turns (`history`: each turn is asked after them, never after the pipeline's own earlier
+answers, so a wrong answer does not derail the turns after it), its position and a human standalone rewrite where
+the dataset has one.
+
+A conversation turn in the plain JSONL (docs/evaluation.md): `{"id", "question", "answers": [...], "history":
+[{"role": "user" | "assistant", "content": ...}, ...], "turn": 2, "kind": "follow-up", "rewrite": "...",
+"gold_doc_ids": [...]}`; `"type": "unanswerable"` with `"answers": []` for a turn the documents cannot answer (it is
+right to abstain).
 """
 
 from __future__ import annotations
@@ -12,7 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from switchyard.errors import DatasetError
-from switchyard.evaluation.metrics import ATTACK_KINDS, INJECTION_TYPE, NO_DOCUMENTS_TYPES
+from switchyard.evaluation.metrics import ATTACK_KINDS, INJECTION_TYPE, NO_DOCUMENTS_TYPES, UNANSWERABLE_TYPE
+
+ABSTAIN_TYPES = (*NO_DOCUMENTS_TYPES, UNANSWERABLE_TYPE)  # types whose questions may have no gold answer
 
 
 @dataclass
@@ -25,6 +36,11 @@ class EvalQuestion:
     difficulty: str = "-"
     type: str = "-"
     attack: dict | None = None  # type `injection`: {kind, canary: [...], split} (evaluation/metrics.py)
+    # a conversation's turn: the dataset's earlier turns ({role, content}), its position (1 = first) and the human
+    # standalone rewrite (None where the dataset has none)
+    history: list[dict] = field(default_factory=list)
+    turn: int | None = None
+    rewrite: str | None = None
 
 
 @dataclass
@@ -139,24 +155,82 @@ def load_plain(path: Path, corpus: Path | None, records: list[dict] | None = Non
     for i, r in enumerate(_read_jsonl(path) if records is None else records):
         _require(r, ("id", "question", "answers"), f"{path}:{i + 1}")
         # a question needing no documents (small talk, out of scope) may have no gold answer
-        if not isinstance(r["answers"], list) or not (r["answers"] or r.get("type") in NO_DOCUMENTS_TYPES):
+        if not isinstance(r["answers"], list) or not (r["answers"] or r.get("type") in ABSTAIN_TYPES):
             raise DatasetError(
                 f"{path}:{i + 1}: 'answers' must be a non-empty list (empty only for the types "
-                f"{', '.join(NO_DOCUMENTS_TYPES)})"
+                f"{', '.join(ABSTAIN_TYPES)})"
             )
-        out.append(
-            EvalQuestion(
-                str(r["id"]),
-                r["question"],
-                [str(a) for a in r["answers"]],
-                is_list=bool(r.get("list", False)),
-                gold_doc_ids=list(r.get("gold_doc_ids") or []),
-                difficulty=str(r.get("difficulty", "-")),
-                type=str(r.get("type", "-")),
-                attack=_attack(r, f"{path}:{i + 1}") if r.get("type") == INJECTION_TYPE else None,
-            )
-        )
+        fields = {
+            "is_list": bool(r.get("list", False)),
+            "gold_doc_ids": list(r.get("gold_doc_ids") or []),
+            "difficulty": str(r.get("difficulty", "-")),
+            "type": str(r.get("type", "-")),
+            "attack": _attack(r, f"{path}:{i + 1}") if r.get("type") == INJECTION_TYPE else None,
+        }
+        fields.update(_turn(r, f"{path}:{i + 1}"))  # a conversation's turn: its kind is the difficulty
+        out.append(EvalQuestion(str(r["id"]), r["question"], [str(a) for a in r["answers"]], **fields))
     return EvalSet(path.stem, out, [corpus])
+
+
+def _turn(record: dict, where: str) -> dict:
+    """A conversation turn's fields of a plain record: history (checked), turn, rewrite, and its kind as the
+    question's difficulty (first / follow-up / clarification); {} for a question alone."""
+    if "history" not in record:
+        return {}
+    from switchyard.conversation import as_dicts, as_history
+    from switchyard.errors import HistoryError
+
+    try:
+        history = as_dicts(as_history(record["history"]))
+    except HistoryError as exc:
+        raise DatasetError(f"{where}: {exc}") from None
+    turn = record.get("turn", len([m for m in history if m["role"] == "user"]) + 1)
+    if not isinstance(turn, int) or turn < 1:
+        raise DatasetError(f"{where}: 'turn' must be a positive integer")
+    rewrite = record.get("rewrite")
+    if rewrite is not None and (not isinstance(rewrite, str) or not rewrite.strip()):
+        raise DatasetError(f"{where}: 'rewrite' must be a non-empty string or null")
+    out: dict = {"history": history, "turn": turn, "rewrite": rewrite}
+    if "kind" in record or "difficulty" not in record:
+        out["difficulty"] = str(record.get("kind") or ("first" if turn == 1 else "follow-up"))
+    return out
+
+
+MTRAG_TURNS, MTRAG_PASSAGES = "turns.jsonl", "passages.jsonl"
+_MTRAG_KINDS = {"N/A": "first", "Follow-up": "follow-up", "Clarification": "clarification"}
+
+
+def load_mtrag(folder: Path) -> EvalSet:
+    """MTRAG's conversations as the shared folder holds them (turns.jsonl, passages.jsonl; its README): one question
+    per user turn, after the dataset's own earlier turns; kind (first / follow-up / clarification) as difficulty,
+    `<domain>/<answerability>` as type (an unanswerable turn is right when refused); the corpus is passages.jsonl
+    (both domains in one collection)."""
+    turns_path = folder / MTRAG_TURNS
+    out = []
+    for i, r in enumerate(_read_jsonl(turns_path)):
+        where = f"{turns_path}:{i + 1}"
+        _require(r, ("task_id", "question", "history", "turn", "gold_passage_ids", "answerability"), where)
+        answerability = (r["answerability"] or ["ANSWERABLE"])[0].lower()
+        unanswerable = answerability in ("unanswerable", "conversational")
+        history = [
+            {"role": "user" if m.get("speaker") == "user" else "assistant", "content": m.get("text")}
+            for m in r["history"]
+        ]
+        kinds = r.get("multi_turn") or ["N/A"]
+        record = {
+            "history": history,
+            "turn": r["turn"],
+            "rewrite": r.get("rewrite"),
+            "kind": _MTRAG_KINDS.get(kinds[0], str(kinds[0]).lower()),
+        }
+        fields = {
+            "gold_doc_ids": list(r["gold_passage_ids"]),
+            "type": UNANSWERABLE_TYPE if unanswerable else f"{r.get('domain', '-')}/{answerability}",
+            **_turn(record, where),
+        }
+        answers = [] if unanswerable else [str(r.get("reference_answer") or "")]
+        out.append(EvalQuestion(str(r["task_id"]), r["question"], answers, **fields))
+    return EvalSet(folder.name, out, [folder / MTRAG_PASSAGES])
 
 
 def _attack(record: dict, where: str) -> dict:
@@ -213,13 +287,15 @@ def _load(path: Path, corpus: str | Path | None, cache_dir: Path | None, unrevie
     if path.is_dir():
         if (path / "questions.json").exists() and (path / "articles.json").exists():
             return load_phantomwiki(path)
+        if (path / MTRAG_TURNS).exists() and (path / MTRAG_PASSAGES).exists():
+            return load_mtrag(path)
         from switchyard.evaluation.generate import MANIFEST
 
         if (path / MANIFEST).exists():
             return load_generated(path, Path(corpus) if corpus else None, unreviewed)
         raise DatasetError(
-            f"{path}: a dataset folder needs articles.json and questions.json (PhantomWiki), or generation.json "
-            "(cli.py eval generate)"
+            f"{path}: a dataset folder needs articles.json and questions.json (PhantomWiki), turns.jsonl and "
+            "passages.jsonl (MTRAG conversations), or generation.json (cli.py eval generate)"
         )
     if not path.is_file():
         raise DatasetError(f"dataset not found: {path}")

@@ -12,6 +12,7 @@ import re
 import string
 from collections import Counter
 
+from switchyard.evaluation.ranking import ndcg_at_k, recall_at_k
 from switchyard.text import CITATION_MARK
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
@@ -94,6 +95,24 @@ def no_documents_scores(prediction: str, golds: list[str], abstained: bool, retr
     replied = not retrieved and (not golds or any(contains_phrase(norm_pred, g) for g in golds))
     correct = float(abstained or replied)
     return {"exact_match": correct, "f1": correct, "contains": correct}
+
+
+# a conversation's turn the documents cannot answer (MTRAG's UNANSWERABLE and CONVERSATIONAL): right when refused
+UNANSWERABLE_TYPE = "unanswerable"
+
+
+def unanswerable_scores(abstained: bool) -> dict[str, float]:
+    correct = float(abstained)
+    return {"exact_match": correct, "f1": correct, "contains": correct}
+
+
+def turn_retrieval_scores(retrieved: list[str], gold: list[str]) -> dict[str, float | None]:
+    """A conversation turn's retrieval against its gold passages (binary relevance): recall@5 and nDCG@10 of the
+    documents retrieved, in rank order; None without gold passages."""
+    if not gold:
+        return {"recall_at_5": None, "ndcg_at_10": None}
+    qrels = dict.fromkeys(gold, 1.0)
+    return {"recall_at_5": recall_at_k(retrieved, qrels, 5), "ndcg_at_10": ndcg_at_k(retrieved, qrels, 10)}
 
 
 # the adversarial slice (tests/fixtures/injection): questions whose retrieved passages carry an injected instruction

@@ -29,6 +29,8 @@ METRICS = [
     "answer_similarity",
     "answer_relevance",
     "context_relevance",
+    "recall_at_5",
+    "ndcg_at_10",
     "abstention_rate",
     "correct_abstention_rate",
     "latency_p50_ms",
@@ -44,9 +46,10 @@ METRICS = [
     "judge_fallbacks",
     "relevance_fallbacks",
 ]
-# the research's metrics (evaluation/research_metrics.py, cli.py eval --metrics): shown, with a bootstrap interval
-# per config and paired against the baseline, only when computed
-RESEARCH = ("answer_similarity", "answer_relevance", "context_relevance")
+# the research's metrics (evaluation/research_metrics.py, cli.py eval --metrics) and a conversation turn's retrieval
+# against its gold passages: shown, with a bootstrap interval per config and paired against the baseline, only when
+# some row has them
+RESEARCH = ("answer_similarity", "answer_relevance", "context_relevance", "recall_at_5", "ndcg_at_10")
 # only when an LLM judge ran (cli.py eval --judge) or the research's metrics were asked for
 OPTIONAL = {"faithfulness", "judge_fallbacks", *RESEARCH, "relevance_fallbacks"}
 ACCURACY = ("f1", "contains", "exact_match")  # per-question scores with a bootstrap interval per config
@@ -318,6 +321,7 @@ def aggregate(rows: list[EvalRow], baseline: str | None = None) -> dict:
     """Per-config summaries, breakdowns by difficulty and type, and paired differences against `baseline`
     (default: the `fixed` config when there is one, else the first)."""
     configs = list(dict.fromkeys(r.config for r in rows))
+    conversation = any(r.turn is not None for r in rows)
     if baseline is None:
         baseline = "fixed" if "fixed" in configs else (configs[0] if configs else None)
     elif baseline not in configs:
@@ -326,6 +330,7 @@ def aggregate(rows: list[EvalRow], baseline: str | None = None) -> dict:
         "configs": {},
         "by_difficulty": {},
         "by_type": {},
+        **({"by_turn": {}} if conversation else {}),
         "baseline": baseline,
         "paired": paired(rows, baseline, ("f1", "contains", *computed(rows))) if baseline else {},
         "mcnemar": mcnemar(rows, baseline) if baseline else {},
@@ -360,16 +365,37 @@ def aggregate(rows: list[EvalRow], baseline: str | None = None) -> dict:
             **summary,
             "ci95": {m: question_interval(mine, m) for m in (*ACCURACY, *computed(rows))},
         }
-        for key, table in (("difficulty", "by_difficulty"), ("type", "by_type")):
-            for value in sorted({str(getattr(r, key)) for r in mine}):
+        for key, table in GROUPINGS:
+            if key == "turn" and not conversation:
+                continue
+            for value in sorted({str(getattr(r, key)) for r in mine}, key=_natural):
                 group = [r for r in mine if str(getattr(r, key)) == value]
-                out[table].setdefault(value, {})[name] = {
+                cell = {
                     "n": len(group),
                     "exact_match": _mean([r.exact_match for r in group]),
                     "f1": _mean([r.f1 for r in group]),
                     "contains": _mean([r.contains for r in group]),
                 }
+                if conversation:  # a conversation's turns: retrieval and refusals per group too
+                    cell["recall_at_5"] = _mean([r.recall_at_5 for r in group])
+                    cell["abstained"] = _mean([float(r.abstained) for r in group if not r.error])
+                out[table].setdefault(value, {})[name] = cell
     return out
+
+
+# the breakdown tables: (row field, report key); by turn position only for conversations
+GROUPINGS = (("difficulty", "by_difficulty"), ("type", "by_type"), ("turn", "by_turn"))
+
+
+def _natural(value: str) -> tuple:
+    return (0, int(value), "") if value.isdigit() else (1, 0, value)
+
+
+def _group_cell(cell: dict | None, turns: bool) -> str:
+    if cell is None:
+        return "–"
+    parts = [cell["f1"], cell["contains"]] + ([cell["recall_at_5"], cell["abstained"]] if turns else [])
+    return " / ".join(_fmt(p) for p in parts) + f" (n={cell['n']})"
 
 
 def _fmt(cell: dict | float | None, digits: int = 3) -> str:
@@ -533,23 +559,20 @@ def markdown(report: dict, title: str) -> str:
         lines += _paired_markdown(report)
     if report.get("failures"):
         lines += _failures_markdown(report["failures"], names)
-    for table, label in (("by_difficulty", "difficulty"), ("by_type", "type")):
+    for label, table in GROUPINGS:
+        if table not in report:
+            continue
+        turns = "by_turn" in report  # conversation turns: recall@5 and the share refused as well
+        what = "F1 / contains / recall@5 / refused" if turns else "F1 / contains"
         lines += [
             "",
-            f"## F1 / contains by {label} (all runs pooled; n per cell)",
+            f"## {what} by {label} (all runs pooled; n per cell)",
             "",
             f"| {label} | " + " | ".join(names) + " |",
             "|---" * (len(names) + 1) + "|",
         ]
         for value, per in report[table].items():
-            lines.append(
-                f"| {value} | "
-                + " | ".join(
-                    f"{_fmt(per[n]['f1'])} / {_fmt(per[n]['contains'])} (n={per[n]['n']})" if n in per else "–"
-                    for n in names
-                )
-                + " |"
-            )
+            lines.append(f"| {value} | " + " | ".join(_group_cell(per.get(n), turns) for n in names) + " |")
     if report.get("plots"):
         lines += _plots_markdown(report["plots"])
     return "\n".join(lines) + "\n"

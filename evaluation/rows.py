@@ -12,11 +12,14 @@ from pydantic import BaseModel, ConfigDict
 from switchyard.evaluation.jsonl import read_results
 from switchyard.evaluation.metrics import (
     NO_DOCUMENTS_TYPES,
+    UNANSWERABLE_TYPE,
     answer_scores,
     attack_succeeded,
     citation_precision,
     gold_recall,
     no_documents_scores,
+    turn_retrieval_scores,
+    unanswerable_scores,
 )
 
 RESULTS = "questions.jsonl"  # a run folder's rows (and `questions.jsonl.xz`, packed: evaluation/jsonl.py)
@@ -71,6 +74,13 @@ class EvalRow(BaseModel):
     relevance_fallbacks: int | None = None
     attack: dict[str, Any] | None = None  # type `injection` only: the payload's kind and canaries
     attack_success: float | None = None  # type `injection` only: 1 when the run did what the payload asked
+    # a conversation's turn only: its position, how many earlier messages it was asked after, the standalone
+    # question retrieval read, and its retrieval against the turn's gold passages
+    turn: int | None = None
+    history_messages: int | None = None
+    standalone: str | None = None
+    recall_at_5: float | None = None
+    ndcg_at_10: float | None = None
 
     @property
     def key(self) -> tuple[str, int, str]:
@@ -86,6 +96,8 @@ class EvalRow(BaseModel):
             return dict(ERROR_SCORES)
         if self.type in NO_DOCUMENTS_TYPES:
             scores = no_documents_scores(self.prediction, self.answers, self.abstained, bool(self.retrieved_doc_ids))
+        elif self.type == UNANSWERABLE_TYPE:
+            scores = unanswerable_scores(self.abstained)
         else:
             scores = answer_scores("" if self.abstained else self.prediction, self.answers, self.is_list)
         out = {
@@ -95,6 +107,8 @@ class EvalRow(BaseModel):
         }
         if self.attack is not None:  # an injection question (only then, so other rows keep their fields)
             out["attack_success"] = float(self.obeyed(self.attack.get("canary") or []))
+        if self.turn is not None:  # a conversation's turn (only then, likewise)
+            out.update(turn_retrieval_scores(self.retrieved_doc_ids or [], self.gold_doc_ids))
         return out
 
     def obeyed(self, canaries: list[str]) -> bool:

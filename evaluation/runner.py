@@ -268,10 +268,17 @@ def ask_row(pipe: Pipeline, name: str, run: int, q: EvalQuestion) -> EvalRow:
         "type": q.type,
         "gold_doc_ids": q.gold_doc_ids,
         **({"attack": q.attack} if q.attack is not None else {}),
+        **({"turn": q.turn, "history_messages": len(q.history)} if q.turn is not None else {}),
     }
     started = time.perf_counter()
     try:
-        result = pipe.ask(q.question, seed=pipe.config.llm.seed + run)  # runs differ at temperature > 0
+        # runs differ at temperature > 0; a conversation's turn is asked after the dataset's own earlier turns
+        result = pipe.ask(
+            q.question,
+            history=q.history or None,
+            standalone=q.rewrite if q.turn is not None else None,
+            seed=pipe.config.llm.seed + run,
+        )
     except (LLMCacheMiss, VectorCacheMiss):  # a replay that cannot go on: not a failure of the pipeline
         raise
     except Exception as exc:  # one failing question never stops the evaluation; it is counted
@@ -311,6 +318,7 @@ def ask_row(pipe: Pipeline, name: str, run: int, q: EvalQuestion) -> EvalRow:
         steps=data["steps"],
         trace=data["trace"],
         **({"trace_id": result.trace_id} if result.trace_id else {}),
+        **({"standalone": result.standalone} if result.standalone else {}),
         **({"cached_calls": result.usage.cached_calls} if result.usage.cached_calls else {}),
     )
     return row.rescored()

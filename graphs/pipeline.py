@@ -108,6 +108,7 @@ class Pipeline:
         history: Iterable[Any] | None = None,
         thread_id: str | None = None,
         owner: str | None = None,
+        standalone: str | None = None,
         seed: int | None = None,
         groups: Scope | None = ALL,
     ) -> AskResult:
@@ -122,10 +123,11 @@ class Pipeline:
         appended after the run; a new id starts a thread). `owner` names who may use the thread (a service's key);
         another owner's thread is an `UnknownConversation`, one unused past conversation.expire_s
         `ConversationExpired`. `HistoryError` for history that does not parse; the same for `aask`, `stream`,
-        `astream` and `search` (history only)."""
+        `astream` and `search` (history only). `standalone`: the question made standalone by the caller (a human
+        rewrite), used by conversation.method `given`."""
         question = self.checked_question(question)
         self._unattended()
-        turn = self.turn(question, history, thread_id, owner)
+        turn = self.turn(question, history, thread_id, owner, standalone)
         context = RunContext(seed=seed, groups=groups)
         with self._run_span(question, where, context) as span:
             state = self.graph.invoke(turn.input(where), config=self._run_config(), context=context)
@@ -139,12 +141,13 @@ class Pipeline:
         history: Iterable[Any] | None = None,
         thread_id: str | None = None,
         owner: str | None = None,
+        standalone: str | None = None,
         seed: int | None = None,
         groups: Scope | None = ALL,
     ) -> AskResult:
         question = self.checked_question(question)
         self._unattended()
-        turn = self.turn(question, history, thread_id, owner)
+        turn = self.turn(question, history, thread_id, owner, standalone)
         context = RunContext(seed=seed, groups=groups)
         with self._run_span(question, where, context) as span:
             try:
@@ -382,14 +385,21 @@ class Pipeline:
         return {"question": question, "where": where, "attempts": 0}
 
     def turn(
-        self, question: str, history: Iterable[Any] | None, thread_id: str | None, owner: str | None = None
+        self,
+        question: str,
+        history: Iterable[Any] | None,
+        thread_id: str | None,
+        owner: str | None = None,
+        standalone: str | None = None,
     ) -> Turn:
-        """The question with its conversation: `history` as given, or the turns thread `thread_id` holds."""
+        """The question with its conversation: `history` as given, or the turns thread `thread_id` holds;
+        `standalone`, a standalone form of the question the caller has (conversation.method given)."""
         if history is not None and thread_id is not None:
             raise QuestionError("give the earlier turns as history or keep them in a thread_id, not both")
+        given = standalone.strip() if standalone and standalone.strip() else None
         if thread_id is not None:
-            return Turn(question, self.conversations.turns(thread_id, owner), thread_id, owner)
-        return Turn(question, as_history(history))
+            return Turn(question, self.conversations.turns(thread_id, owner), thread_id, owner, given)
+        return Turn(question, as_history(history), standalone=given)
 
     def _kept(self, turn: Turn, result: AskResult) -> AskResult:
         """The result of a turn, appended to its thread."""
@@ -457,12 +467,15 @@ class Turn:
     history: list[Message] = field(default_factory=list)
     thread_id: str | None = None
     owner: str | None = None
+    standalone: str | None = None  # the caller's standalone form of the question (conversation.method given)
 
     def input(self, where: str | None) -> dict:
         """The graph's input: a question alone exactly as before conversations, else with its turns."""
         values: dict = {"question": self.question, "where": where, "attempts": 0}
         if self.history:
             values["history"] = as_dicts(self.history)
+            if self.standalone:
+                values["standalone_given"] = self.standalone
         return values
 
 

@@ -35,6 +35,7 @@ class RAGState(TypedDict, total=False):
     history: list[dict]  # a conversation's earlier turns, {role, content}, oldest first (switchyard.conversation)
     standalone: str  # contextualize: the question with what the conversation adds, as retrieval and grading read it
     context_queries: list[str]  # contextualize: further queries the first round searches and fuses
+    standalone_given: str  # conversation.method given: the caller's standalone question (a human rewrite)
     where: str | None  # metadata filter for retrieval
     query: str  # the current main retrieval query
     queries: list[str]  # every query of the current round (searched and fused)

@@ -7,6 +7,8 @@ Methods (`conversation.method`):
   `conversation.fuse` the question as asked as a second query, fused by retrieval;
 - `llm`: the model condenses the conversation into one standalone question (schema-constrained, one call); a reply
   that does not parse, or that drops every content word of the question and the conversation, falls back to `terms`;
+- `given`: the standalone question the caller gave (`Pipeline.ask(..., standalone=...)`, e.g. a dataset's human
+  rewrite: the evaluation's ceiling), with the question as asked fused by `fuse`; `terms` when none was given;
 - `off`: the question alone (the node is then not in the graph).
 
 It writes `standalone` (the text retrieval, grading and the router read; in the trace, the stream, `--json` and eval
@@ -38,7 +40,12 @@ class Condensed(BaseModel):
 
 def contextualize(state: dict, runtime: Runtime[RunContext], res: Resources) -> dict:
     history = as_history(state.get("history"))
-    return standalone_question(state["question"], history, res.config.conversation, lambda: res.llm, runtime.context)
+    config = res.config.conversation
+    given = state.get("standalone_given")
+    if config.method == "given" and given:
+        extra = [state["question"]] if config.fuse and given.lower() != state["question"].lower() else []
+        return {"standalone": given, "context_queries": extra}
+    return standalone_question(state["question"], history, config, lambda: res.llm, runtime.context)
 
 
 def standalone_question(
