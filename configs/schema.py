@@ -546,7 +546,14 @@ class ConversationConfig(_Section):
         "question (schema-constrained; `terms` is its fallback); given: the standalone question the caller gives "
         "(`ask(..., standalone=...)`: a human rewrite, the evaluation's ceiling; `terms` without one)",
     )
-    turns: int = Field(3, ge=1, le=20, description="earlier user turns the step reads, newest first")
+    turns: int = Field(2, ge=1, le=20, description="earlier user turns the step reads, newest first")
+    max_words: int | None = Field(
+        1,
+        ge=0,
+        le=32,
+        description="terms: carry terms only into a question that refers back: at most this many content words, or "
+        "a reference word (it, they, that, ...); null: into every question",
+    )
     terms: int = Field(6, ge=1, le=32, description="terms: key terms carried from the earlier turns into the query")
     decay: float = Field(0.5, gt=0, le=1, description="terms: weight of a turn one further back (newest = 1)")
     answer_terms: int = Field(

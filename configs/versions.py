@@ -61,7 +61,8 @@ ADDED_KEYS: tuple[AddedKey, ...] = (
         "conversation",
         {
             "method": "terms",
-            "turns": 3,
+            "turns": 2,
+            "max_words": 1,
             "terms": 6,
             "decay": 0.5,
             "answer_terms": 0,
