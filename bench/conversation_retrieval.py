@@ -60,7 +60,9 @@ from switchyard.configs.schema import ConversationConfig
 from switchyard.conversation import Message, as_history
 from switchyard.evaluation.ranking import dedupe, ndcg_at_k, percentile, recall_at_k
 from switchyard.evaluation.stats import sign_flip_pvalue
+from switchyard.nodes.contextualize import standalone_question
 from switchyard.nodes.follow_up import follow_up_queries
+from switchyard.nodes.resources import SharedModels
 from switchyard.retrievers.fusion import reciprocal_rank_fusion
 from switchyard.retrievers.injection import apply_policy
 from switchyard.retrievers.stack import RetrievalStack, corpus_collection_for
@@ -333,6 +335,12 @@ def main() -> int:
     ap.add_argument("--config", default=None, help="a config name or file (default: the defaults)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config override, repeatable")
     ap.add_argument("--grid", action="store_true", help="score every setting of the built-in grid (dev only)")
+    ap.add_argument(
+        "--llm",
+        action="store_true",
+        help="also the `llm` method (the configured model condenses each turn; replies recorded in "
+        "bench/out/conversation-retrieval/llm-cache, so a rerun calls no model)",
+    )
     ap.add_argument("--top", type=int, default=15, help="--grid: rows printed")
     ap.add_argument("--timing-turns", type=int, default=100, help="turns timed for the overhead (0: none)")
     ap.add_argument("--out", default=None, help="the JSON result file")
@@ -358,7 +366,17 @@ def main() -> int:
         )
 
     variants = grid_configs(conv) if args.grid else {"terms": conv}
-    methods = [*BASELINES, *variants]
+    condense = None
+    if args.llm:
+        llm_config = config.llm.model_copy(update={"cache_dir": str(OUT / "llm-cache")})
+        llm = SharedModels().llm(llm_config)
+        llm_step = conv.model_copy(update={"method": "llm"})
+
+        def condense(question: str, history: list[Message]) -> list[str]:
+            made = standalone_question(question, history, llm_step, lambda: llm)
+            return list(dict.fromkeys([made["standalone"], *made["context_queries"]]))
+
+    methods = [*BASELINES, *variants, *(["llm"] if condense else [])]
     rows = []
     t_start = time.perf_counter()
     for i, t in enumerate(scored):
@@ -370,6 +388,8 @@ def main() -> int:
             scores[m] = score(s.run(baseline_queries(m, t, history)), t["gold_passage_ids"])
         for name, c in variants.items():
             scores[name] = score(s.run(follow_up_queries(question, history, c)), t["gold_passage_ids"])
+        if condense is not None:
+            scores["llm"] = score(s.run(condense(question, history)), t["gold_passage_ids"])
         rows.append({"task_id": t["task_id"], "cells": cells_of(t), "scores": scores})
         if (i + 1) % 25 == 0:
             print(f"{i + 1}/{len(scored)} turns, {time.perf_counter() - t_start:.0f} s", file=sys.stderr, flush=True)
