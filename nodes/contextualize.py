@@ -102,6 +102,23 @@ def _condense(
     return condensed
 
 
+ROUTER_TURN_CHARS = 200  # of each earlier message the agent's router is shown
+
+
+def question_lines(state: dict) -> list[str]:
+    """The question as an agent's router reads it: alone, `Question: ...` as always; in a conversation, the last
+    earlier exchange (each message clipped), the question as asked and the standalone question retrieval reads."""
+    history = state.get("history") or []
+    if not history:
+        return [f"Question: {state['question']}"]
+    earlier = " / ".join(f"{m['role']}: {_gist(m['content'])[:ROUTER_TURN_CHARS]}" for m in history[-2:])
+    return [
+        f"Conversation so far: {earlier}",
+        f"Question: {state['question']}",
+        f"Standalone question: {search_text(state)}",
+    ]
+
+
 def search_text(state: dict) -> str:
     """What retrieval, the corrective check, the reranker and the router read as the question: the standalone
     question of a conversation's turn, else the question as asked."""

@@ -208,7 +208,7 @@ class Service:
                 outcome.thread_id, principal.name, name, pipe.resources.stack.collection, outcome.expires_at.timestamp()
             )
             return outcome
-        return ThreadDone(**dict(outcome), thread_id=context.run_id)
+        return ThreadDone(**{**dict(outcome), "thread_id": context.run_id})
 
     def thread(self, principal: Principal, thread_id: str) -> tuple[Thread, Pipeline]:
         """The principal's own thread and its pipeline; 404 for one that does not exist or is another's."""
@@ -257,7 +257,7 @@ class Service:
             self.paused_runs.paused(thread_id, outcome.expires_at.timestamp())
             return outcome
         self.paused_runs.finish(thread_id, "done")
-        return ThreadDone(**dict(outcome), thread_id=thread_id)
+        return ThreadDone(**{**dict(outcome), "thread_id": thread_id})
 
     async def _pausing(self, run, context: RunContext, name: str) -> Paused | AskResult:
         """`run()` (a start or resume, synchronous: the checkpointer is) in a thread, with the request timeout."""

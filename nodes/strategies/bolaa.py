@@ -27,7 +27,7 @@ from switchyard.llm.prompts import (
     BOLAA_TOOLS,
 )
 from switchyard.nodes.answer import number_passages
-from switchyard.nodes.contextualize import search_text
+from switchyard.nodes.contextualize import question_lines
 from switchyard.nodes.resources import Resources
 from switchyard.nodes.strategies.common import (
     Decision,
@@ -124,7 +124,7 @@ def _answer_context(state: dict, message: str, res: Resources) -> str:
     kept = shown_passages(state.get("graded") or state.get("reranked") or state.get("candidates") or [], res)
     passages = number_passages(kept[:3], res.config.answer.spotlight, titles=False, clip=300)
     return (
-        f"Question: {search_text(state)}"
+        "\n".join(question_lines(state))
         + BOLAA_MESSAGE.format(message=message or "-")
         + "\nPassages kept by the search agent:\n"
         + (passages or "(none)")

@@ -27,7 +27,7 @@ from switchyard.llm.prompts import (
     ROUTER_TOOL_REWRITE,
     ROUTER_TOOLS_REPAIR,
 )
-from switchyard.nodes.contextualize import search_text
+from switchyard.nodes.contextualize import question_lines
 from switchyard.nodes.resources import Resources
 from switchyard.retrievers.injection import unflagged
 from switchyard.run_context import RunContext
@@ -134,7 +134,7 @@ def summarize_state(state: dict, steps_left: int, res: Resources | None = None) 
     the router read (`shown_passages`), datamarked with answer.spotlight: datamark."""
     verdict = state.get("verdict")
     lines = [
-        f"Question: {search_text(state)}",
+        *question_lines(state),
         f"Current query: {state.get('query') or '(none yet)'}",
         f"Passages found: {len(state.get('candidates', []))}; reranked: {len(state.get('reranked', []))}; "
         f"graded relevant: {len(state.get('graded', []))}" + (f" (verdict {verdict})" if verdict else ""),

@@ -208,6 +208,8 @@
       this.sources = this.q('[data-role="sources"]');
       this.errorBox = this.q('[data-role="error"]');
       this.statusBadge = this.q('[data-role="status"]');
+      this.detailsToggle = this.q('[data-role="details-toggle"]');
+      this.detailsToggle.addEventListener("click", () => this.setCollapsed(!this.root.classList.contains("collapsed")));
       this.streamed = "";
       this.finished = false;
       this.generation = state.generation;
@@ -218,6 +220,29 @@
       mode.hidden = !info;
       this.setStatus("running", "streaming…");
       this.startClock();
+    }
+
+    /** A newer question was asked: this run becomes an earlier turn. It gives up its ids (#run-a, #answer: always
+     *  the newest turn's) and folds its metrics and trace away behind a "details" button. */
+    retire() {
+      this.root.removeAttribute("id");
+      this.answer.removeAttribute("id");
+      this.detailsToggle.hidden = false;
+      this.setCollapsed(true);
+    }
+
+    setCollapsed(collapsed) {
+      this.root.classList.toggle("collapsed", collapsed);
+      this.detailsToggle.setAttribute("aria-expanded", String(!collapsed));
+      this.detailsToggle.textContent = collapsed ? "details" : "hide details";
+    }
+
+    /** A discreet line above the answer: the standalone question a follow-up searched, or a note. */
+    showStandalone(label, text) {
+      const line = this.q('[data-role="standalone"]');
+      line.hidden = false;
+      line.replaceChildren(el("span", { className: "standalone-label" }, label),
+        text ? el("span", { className: "standalone-text" }, `“${text}”`) : null);
     }
 
     setStatus(status, label) {
@@ -415,6 +440,7 @@
       this.answer.classList.remove("provisional");
       this.q(".provisional-tag").hidden = true;
       this.renderAnswer(result);
+      if (result.standalone) this.showStandalone("searched: ", result.standalone);
       this.renderSources(result.citations || []);
       const usage = result.usage || {};
       this.setMetric("latency", formatMs(usage.total_ms), usage.total_ms);
@@ -501,8 +527,9 @@
   // ---------------------------------------------------------------- page state and wiring
 
   const els = {};
+  // turns: the conversation on the page, oldest first: {question, root, views: {a: RunView, b: RunView}}
   const state = { pipelines: [], collections: [], loaded: false, controllers: [], active: 0, generation: 0,
-    listsSeq: 0, listsToken: null };
+    listsSeq: 0, listsToken: null, turns: [] };
 
   function showBanner(message) {
     els.error.hidden = !message;
@@ -589,6 +616,71 @@
     state.controllers = [];
   }
 
+  // ---------------------------------------------------------------- the conversation
+  //
+  // Side by side, the page keeps ONE list of turns (the user's questions, shared) and each column its OWN answers:
+  // a column's next question is sent with `messages` = every earlier question followed by that column's own answer
+  // (slot a: the left / only column, slot b: the right one). Where a column has no answer for an earlier turn (it was
+  // not shown then, or its run failed or was stopped), the left column's answer of that turn stands in; a turn with
+  // no answer at all is left out. Answers are sent as the verified final text, [n] markers included; an abstention
+  // is sent as its text. "New conversation" forgets every turn.
+
+  /** The `messages` (OpenAI-style, oldest first) that column `slot` sends after `turns`
+   *  ([{question, views: {a: {result}, b: {result}}}], a view's result being its final answer event's). */
+  function conversationMessages(turns, slot) {
+    const messages = [];
+    for (const turn of turns) {
+      const view = [turn.views[slot], turn.views.a, turn.views.b]
+        .find((v) => v && v.result && String(v.result.answer || "").trim());
+      if (!view) continue;
+      messages.push({ role: "user", content: turn.question }, { role: "assistant", content: view.result.answer });
+    }
+    return messages;
+  }
+
+  function historyFor(slot) {
+    return conversationMessages(state.turns, slot);
+  }
+
+  function updateConversationControls() {
+    els.newConversation.disabled = !state.turns.length;
+    const earlier = historyFor("a").length / 2;
+    els.turnCount.hidden = !earlier;
+    els.turnCount.textContent = earlier
+      ? `Follow-up: the next question is asked after ${plural(earlier, "earlier turn")} of this conversation.`
+      : "";
+  }
+
+  /** A new turn at the bottom of the conversation: the question and its run columns; the previous turn retires. */
+  function addTurn(question, names, compare) {
+    const previous = state.turns[state.turns.length - 1];
+    if (previous) for (const view of Object.values(previous.views)) view.retire();
+    const root = els.turnTemplate.content.firstElementChild.cloneNode(true);
+    root.dataset.turn = String(state.turns.length + 1);
+    root.querySelector('[data-role="question"]').textContent = question;
+    const runs = root.querySelector('[data-role="runs"]');
+    runs.dataset.mode = compare ? "compare" : "single";
+    const views = names.map((name, i) => new RunView(i === 0 ? "a" : "b", name));
+    runs.replaceChildren(...views.map((v) => v.root));
+    const turn = { question, root, views: Object.fromEntries(views.map((v) => [v.slot, v])) };
+    els.empty.hidden = true;
+    els.conversation.append(root);
+    return turn;
+  }
+
+  function newConversation() {
+    stopAll();
+    state.generation += 1;  // the stopped runs' endings are an earlier question's
+    state.active = 0;
+    setRunning(false);
+    state.turns = [];
+    els.empty.hidden = false;
+    els.conversation.replaceChildren(els.empty);
+    showBanner("");
+    updateConversationControls();
+    els.question.focus();
+  }
+
   async function ask(event) {
     if (event) event.preventDefault();
     const question = els.question.value.trim();
@@ -600,13 +692,27 @@
     const compare = els.compare.checked;
     const names = compare ? [els.pipeline.value, els.pipelineB.value] : [els.pipeline.value];
     const collection = els.collection.value || undefined;
-    els.empty.hidden = true;
-    els.runs.dataset.mode = compare ? "compare" : "single";
-    const views = names.map((name, i) => new RunView(i === 0 ? "a" : "b", name));
-    els.runs.replaceChildren(els.empty, ...views.map((v) => v.root));
+    const histories = { a: historyFor("a"), b: historyFor("b") };  // the earlier turns, before this one joins
+    const turn = addTurn(question, names, compare);
+    const views = Object.values(turn.views);
+    state.turns.push(turn);
+    els.question.value = "";
+    updateConversationControls();
+    if (state.turns.length > 1) turn.root.scrollIntoView({ block: "start" });
     state.active = views.length;
     setRunning(true);
-    await Promise.all(views.map((view) => runOne(view, { question, pipeline: view.pipeline, collection })));
+    await Promise.all(views.map((view) => {
+      const body = { question, pipeline: view.pipeline, collection };
+      const messages = histories[view.slot];
+      const info = state.pipelines.find((p) => p.name === view.pipeline);
+      if (messages.length && info && info.approve) {  // the server answers 400 to earlier turns for such a run
+        view.showStandalone("answers one question at a time: the earlier turns were not sent");
+      } else if (messages.length) {
+        body.messages = messages;
+      }
+      return runOne(view, body);
+    }));
+    updateConversationControls();
   }
 
   async function runOne(view, body) {
@@ -650,7 +756,8 @@
       form: byId("ask-form"), question: byId("question"), ask: byId("ask"), stop: byId("stop"),
       pipeline: byId("pipeline"), pipelineB: byId("pipeline-b"), pipelineBField: byId("pipeline-b-field"),
       collection: byId("collection"), compare: byId("compare"), token: byId("token"), server: byId("server-status"),
-      error: byId("error"), runs: byId("runs"), empty: byId("empty"), template: byId("run-template"),
+      error: byId("error"), conversation: byId("conversation"), empty: byId("empty"), template: byId("run-template"),
+      turnTemplate: byId("turn-template"), newConversation: byId("new-conversation"), turnCount: byId("turn-count"),
       panel: byId("passage-panel"), passageN: byId("passage-n"), passageTitle: byId("passage-title"),
       passageSource: byId("passage-source"), passageText: byId("passage-text"), passageDoc: byId("passage-doc"),
     });
@@ -684,6 +791,7 @@
       }
     });
     els.stop.addEventListener("click", stopAll);
+    els.newConversation.addEventListener("click", newConversation);
     els.panel.addEventListener("click", (e) => {  // a click on the backdrop closes the dialog
       if (e.target === els.panel) els.panel.close();
     });
@@ -691,7 +799,7 @@
     loadLists();
   }
 
-  window.Switchyard = { SSEParser, formatMs };
+  window.Switchyard = { SSEParser, formatMs, conversationMessages };
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", init);
   else init();
 })();

@@ -1,5 +1,5 @@
 """The web page (service/static) in a real headless Chromium against a real `cli.py serve`: streaming runs,
-clickable citations, side-by-side runs, and the API-token field.
+clickable citations, side-by-side runs, conversations (follow-ups), and the API-token field.
 
 Needs Debian's `chromium` and `chromium-driver` packages and the `selenium` package; skipped without them.
 """
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
 
@@ -19,6 +20,8 @@ from tests.service.conftest import running_server
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
 QUESTION = "Who patented the knuckle coupler?"
+FOLLOW_UP = "What year was that?"  # answerable only after QUESTION
+SCREENSHOT = os.environ.get("SWITCHYARD_WEB_SCREENSHOT")  # a PNG path: the two-turn chat is saved there
 FINAL = ("done", "abstained", "error", "stopped")
 RUN_TIMEOUT_S = 120
 
@@ -129,6 +132,34 @@ def js_errors(driver) -> list[str]:
     ]
 
 
+def record_requests(driver) -> None:
+    """From now on the page's /v1/ask bodies are kept in window.sentBodies (read them with sent_bodies)."""
+    driver.execute_script("""
+        window.sentBodies = [];
+        const original = window.fetch;
+        window.fetch = function (url, options) {
+          if (String(url).includes('v1/ask')) window.sentBodies.push(JSON.parse(options.body));
+          return original.apply(this, arguments);
+        };""")
+
+
+def sent_bodies(driver) -> list[dict]:
+    return driver.execute_script("return window.sentBodies")
+
+
+def turns(driver) -> list:
+    return driver.find_elements(By.CSS_SELECTOR, "#conversation .turn")
+
+
+def turn_answer(turn, slot: str = "a") -> str:
+    return turn.find_element(By.CSS_SELECTOR, f'.run[data-run="{slot}"] [data-role="answer"]').text
+
+
+def squeeze(text: str) -> str:
+    """Text without whitespace: the page shows "Janney[1]" (a citation hugs its sentence) for "Janney [1]"."""
+    return re.sub(r"\s+", "", text)
+
+
 SSE_SAMPLE = (
     'event: run_start\r\ndata: {"run_id": "r1"}\r\n\r\n'
     ": ping - 2026-01-01 00:00:00\r\n\r\n"
@@ -171,6 +202,30 @@ class TestWebPage:
         ]
         for i, got in enumerate(results):
             assert json.loads(got) == expected, f"split variant {i}"
+
+    def test_conversation_messages_per_column(self, browser, server):
+        """The page's rule for a column's earlier turns: each question with that column's own answer (an abstention
+        as its text); a column without an answer for a turn borrows the left column's; a turn with none is left out."""
+        open_page(browser, server.url)
+        got = browser.execute_script(
+            """
+            const turns = [
+              {question: "q1", views: {a: {result: {answer: "left 1 [1]"}}, b: {result: {answer: "right 1"}}}},
+              {question: "q2", views: {a: {result: {answer: "Not found.", abstained: true}}}},  // b not shown
+              {question: "q3", views: {a: {result: null}, b: {result: null}}},  // both stopped
+              {question: "q4", views: {a: {result: {answer: "left 4"}}, b: {result: null}}},  // b failed
+            ];
+            const messages = window.Switchyard.conversationMessages;
+            return {a: messages(turns, "a"), b: messages(turns, "b"), none: messages([], "a")};
+        """
+        )
+
+        def conversation(*pairs):
+            return [m for q, a in pairs for m in ({"role": "user", "content": q}, {"role": "assistant", "content": a})]
+
+        assert got["a"] == conversation(("q1", "left 1 [1]"), ("q2", "Not found."), ("q4", "left 4"))
+        assert got["b"] == conversation(("q1", "right 1"), ("q2", "Not found."), ("q4", "left 4"))
+        assert got["none"] == []
 
     def test_ask_streams_and_cites(self, browser, server):
         open_page(browser, server.url)
@@ -269,6 +324,86 @@ class TestWebPage:
         assert "Janney" in browser.find_element(By.ID, "answer").text
         assert metric(browser, "a", "llm-calls")[1] == 0
         assert metric(browser, "b", "llm-calls")[1] >= 1
+        assert js_errors(browser) == []
+
+    def test_conversation_follow_up(self, browser, server):
+        """Turns stay on the page; a follow-up is sent with the earlier turns (question and verified answer, as
+        text) and shows the standalone question retrieval searched; "New conversation" forgets the turns."""
+        open_page(browser, server.url)
+        record_requests(browser)
+        new_conversation = browser.find_element(By.ID, "new-conversation")
+        assert not new_conversation.is_enabled() and browser.find_element(By.ID, "empty").is_displayed()
+        ask(browser, QUESTION, "no-llm")
+        assert run_status(browser, "a") == "done" and "Janney" in browser.find_element(By.ID, "answer").text
+        assert not browser.find_element(By.CSS_SELECTOR, '#run-a [data-role="standalone"]').is_displayed()
+        assert "messages" not in sent_bodies(browser)[0]
+        assert "1 earlier turn" in browser.find_element(By.ID, "turn-count").text
+        assert browser.find_element(By.ID, "question").get_attribute("value") == ""  # the box is ready for the next
+
+        ask(browser, FOLLOW_UP, "no-llm")
+        assert run_status(browser, "a") == "done", browser.find_element(By.ID, "run-a").text
+        first, second = turns(browser)
+        assert first.find_element(By.CSS_SELECTOR, '[data-role="question"]').text == QUESTION
+        assert second.find_element(By.CSS_SELECTOR, '[data-role="question"]').text == FOLLOW_UP
+        assert "Janney" in turn_answer(first) and "1873" in turn_answer(second)
+        assert "1873" in browser.find_element(By.ID, "answer").text  # #answer / #run-a: the newest turn's
+        assert second.location["y"] > first.location["y"]  # newest at the bottom
+        standalone = browser.find_element(By.CSS_SELECTOR, '#run-a [data-role="standalone"]')
+        assert standalone.is_displayed() and standalone.text.startswith("searched:")
+        assert "knuckle coupler" in standalone.text
+        messages = sent_bodies(browser)[1]["messages"]
+        assert [m["role"] for m in messages] == ["user", "assistant"] and messages[0]["content"] == QUESTION
+        assert "Eli Janney [1]" in messages[1]["content"]  # the verified answer's text, [n] markers included
+        assert squeeze(messages[1]["content"]) == squeeze(turn_answer(first))
+        assert "2 earlier turns" in browser.find_element(By.ID, "turn-count").text
+
+        # the earlier turn folds its metrics and trace away behind "details"; its citations still open
+        earlier = first.find_element(By.CSS_SELECTOR, ".run")
+        assert earlier.get_attribute("id") == "" and "collapsed" in earlier.get_attribute("class")
+        assert not earlier.find_element(By.CSS_SELECTOR, ".metrics").is_displayed()
+        if SCREENSHOT:
+            browser.execute_script("window.scrollTo(0, 0)")
+            browser.save_screenshot(SCREENSHOT)
+        earlier.find_element(By.CSS_SELECTOR, '[data-role="details-toggle"]').click()
+        assert earlier.find_element(By.CSS_SELECTOR, ".metrics").is_displayed()
+        first.find_element(By.CSS_SELECTOR, ".citation").click()
+        panel = browser.find_element(By.ID, "passage-panel")
+        wait(browser, lambda d: panel.is_displayed(), message="an earlier turn's citation did not open")
+        browser.find_element(By.ID, "passage-close").click()
+        wait(browser, lambda d: not panel.is_displayed(), message="the passage panel did not close")
+
+        new_conversation.click()
+        assert turns(browser) == [] and browser.find_element(By.ID, "empty").is_displayed()
+        assert not new_conversation.is_enabled() and not browser.find_element(By.ID, "turn-count").is_displayed()
+        ask(browser, FOLLOW_UP, "no-llm")
+        assert run_status(browser, "a") == "abstained" and len(turns(browser)) == 1
+        assert "messages" not in sent_bodies(browser)[2]
+        assert not browser.find_element(By.CSS_SELECTOR, '#run-a [data-role="standalone"]').is_displayed()
+        assert js_errors(browser) == []
+
+    def test_conversation_side_by_side(self, browser, server):
+        """Side by side, each column sends its own earlier answers, and each answers the follow-up."""
+        open_page(browser, server.url)
+        record_requests(browser)
+        browser.find_element(By.CSS_SELECTOR, "label[for=compare]").click()
+        Select(browser.find_element(By.ID, "pipeline-b")).select_by_value("fixed")
+        ask(browser, QUESTION, "no-llm", slots=("a", "b"))
+        ask(browser, FOLLOW_UP, "no-llm", slots=("a", "b"))
+        first, second = turns(browser)
+        left, right = browser.find_element(By.ID, "run-a"), browser.find_element(By.ID, "run-b")
+        assert left.location["y"] == right.location["y"] and left.location["x"] < right.location["x"]
+        for slot in ("a", "b"):
+            assert run_status(browser, slot) == "done", browser.find_element(By.ID, f"run-{slot}").text
+            assert "Janney" in turn_answer(first, slot) and "1873" in turn_answer(second, slot)
+            standalone = browser.find_element(By.CSS_SELECTOR, f'#run-{slot} [data-role="standalone"]')
+            assert standalone.is_displayed() and "searched:" in standalone.text
+        # (here both columns' first answers read the same: which column sends which is the test above)
+        follow_ups = {body["pipeline"]: body for body in sent_bodies(browser)[2:]}
+        assert set(follow_ups) == {"no-llm", "fixed"}
+        for slot, pipeline in (("a", "no-llm"), ("b", "fixed")):
+            messages = follow_ups[pipeline]["messages"]
+            assert messages[0] == {"role": "user", "content": QUESTION} and messages[1]["role"] == "assistant"
+            assert squeeze(messages[1]["content"]) == squeeze(turn_answer(first, slot))  # its own answer
         assert js_errors(browser) == []
 
     def test_every_shipped_pipeline_is_listed(self, browser, index_copy, tmp_path):
