@@ -66,9 +66,19 @@ def test_decay_orders_newer_turns_first():
         assistant("third answer"),
     ]
     # no decay: alpha, in two turns, outweighs the newest turn's delta; ties (beta, gamma, delta) go newest first
-    assert carried_terms("it?", history, ConversationConfig(turns=3, decay=1.0, terms=4)) == ["alpha", "delta", "gamma", "beta"]
+    assert carried_terms("it?", history, ConversationConfig(turns=3, decay=1.0, terms=4)) == [
+        "alpha",
+        "delta",
+        "gamma",
+        "beta",
+    ]
     # strong decay: the newest turn's term leads, the oldest turn's comes last
-    assert carried_terms("it?", history, ConversationConfig(turns=3, decay=0.3, terms=4)) == ["delta", "alpha", "gamma", "beta"]
+    assert carried_terms("it?", history, ConversationConfig(turns=3, decay=0.3, terms=4)) == [
+        "delta",
+        "alpha",
+        "gamma",
+        "beta",
+    ]
 
 
 def test_turns_and_terms_bound_what_is_carried():
