@@ -19,6 +19,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from switchyard.errors import DatasetError
 from switchyard.evaluation.metrics import ATTACK_KINDS, INJECTION_TYPE, NO_DOCUMENTS_TYPES, UNANSWERABLE_TYPE
@@ -160,7 +161,7 @@ def load_plain(path: Path, corpus: Path | None, records: list[dict] | None = Non
                 f"{path}:{i + 1}: 'answers' must be a non-empty list (empty only for the types "
                 f"{', '.join(ABSTAIN_TYPES)})"
             )
-        fields = {
+        fields: dict[str, Any] = {
             "is_list": bool(r.get("list", False)),
             "gold_doc_ids": list(r.get("gold_doc_ids") or []),
             "difficulty": str(r.get("difficulty", "-")),

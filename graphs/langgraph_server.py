@@ -1,24 +1,35 @@
-"""The graph factory `langgraph.json` points LangGraph's own tooling at (`langgraph dev`, LangGraph Server, Studio):
-`make_graph` builds the compiled graph of the pipeline an assistant's `configurable` names, and `ServedRunContext` is
-the runtime context of a run the server starts. In Python, use `switchyard.Pipeline` instead."""
+"""The graph factories `langgraph.json` points LangGraph's own tooling at (`langgraph dev`, LangGraph Server,
+Studio): `make_graph` builds the compiled graph of the pipeline an assistant's `configurable` names (one question per
+run), `make_chat_graph` a chat graph around it whose threads keep the conversation's messages, and `ServedRunContext`
+is the runtime context of a run the server starts. In Python, use `switchyard.Pipeline` instead."""
 
 from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
+from langchain_core.messages import AIMessage, AnyMessage
+from langchain_core.runnables import RunnableConfig, RunnableLambda
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
+from langgraph.runtime import get_runtime
 from pydantic import BaseModel
+from typing_extensions import TypedDict  # on Python < 3.12, LangGraph Server's schemas need this TypedDict
 
 from switchyard.configs.loader import CONFIG_DIR, load_config, resolve_config_path
+from switchyard.configs.schema import SwitchyardConfig
+from switchyard.conversation import split_last_question
 from switchyard.errors import ConfigError
 from switchyard.extras import check_config
 from switchyard.graphs.build import build_graph
+from switchyard.graphs.pipeline import Turn
 from switchyard.nodes.resources import Resources, SharedModels
 from switchyard.run_context import RunContext
 
 _SERVED_MODELS = SharedModels()  # the loaded models of every graph make_graph built, shared by equal settings
-_SERVED_GRAPHS: dict[tuple, Any] = {}
+_SERVED_GRAPHS: dict[tuple, tuple[SwitchyardConfig, Any]] = {}  # key -> (its config, its compiled graph)
+_SERVED_CHATS: dict[tuple, Any] = {}  # key -> the chat graph around that graph
 _SERVED_LOCK = threading.Lock()
 # listed once here: LangGraph dev rejects a directory listing on its event loop, where make_graph runs
 _SHIPPED_CONFIGS = sorted(p.stem for p in CONFIG_DIR.glob("*.yaml"))
@@ -67,6 +78,11 @@ def make_graph(config: dict | None = None):
     SDK: `command={"resume": {"decision": "approve"}}`); there, a pause does not expire (graph.router.
     approve_timeout_s is `Pipeline.resume`'s). Its context schema is `ServedRunContext`. In Python, use `Pipeline`
     (which also applies graph.recursion_limit and keeps paused runs)."""
+    return _served(config)[2]
+
+
+def _served(config: dict | None) -> tuple[tuple, SwitchyardConfig, Any]:
+    """(cache key, loaded config, compiled graph) of the pipeline `config`'s `configurable` names, built once."""
     configurable = (config or {}).get("configurable") or {}
     pipeline, index_dir = configurable.get("pipeline"), configurable.get("index_dir")
     overrides = configurable.get("overrides") or []
@@ -92,5 +108,99 @@ def make_graph(config: dict | None = None):
             loaded = load_config(path, settings)
             check_config(loaded)
             graph = build_graph(loaded, Resources(loaded, _SERVED_MODELS))
-            _SERVED_GRAPHS[key] = graph.copy(update={"checkpointer": None, "context_schema": ServedRunContext})
-        return _SERVED_GRAPHS[key]
+            _SERVED_GRAPHS[key] = (
+                loaded,
+                graph.copy(update={"checkpointer": None, "context_schema": ServedRunContext}),
+            )
+        return key, *_SERVED_GRAPHS[key]
+
+
+# -- the chat graph -----------------------------------------------------------------------------------------------
+class ChatState(TypedDict):
+    """LangGraph's chat convention (what Studio's chat view and the SDK send): the thread's messages."""
+
+    messages: Annotated[list[AnyMessage], add_messages]
+
+
+def make_chat_graph(config: dict | None = None):
+    """The graph `switchyard-chat` of `langgraph.json`: a conversation on a LangGraph Server thread. Its state is
+    `messages` (LangGraph's `add_messages` convention: `{"messages": [{"role": "user", "content": "..."}]}`); its
+    one node, `respond`, asks the last user message with the earlier messages as its history, through the graph
+    `make_graph` builds for the same `configurable` (pipeline, index_dir, overrides; built and cached with it, on the
+    same models), called as a subgraph (`stream_subgraphs=True` streams its node updates), and appends the reply:
+    an `AIMessage` whose content is the answer and its numbered sources and whose `response_metadata` holds
+    `answer`, `short_answer`, `citations`, `standalone` (the question as retrieval read it; None without history),
+    `abstained`, `verdict` and `run_id`. The server's checkpointer keeps the messages per thread, so the turns
+    accumulate there; the history a turn sends the pipeline holds earlier replies without their sources (their
+    `response_metadata["answer"]`), as `Pipeline.ask(thread_id=...)` keeps them.
+
+    `HistoryError` when the messages do not end with a user message or do not parse (system and tool messages are
+    ignored; content may be a string or text parts); `ConfigError` for a pipeline that pauses for approval
+    (graph.router.approve: use the graph `switchyard` on a thread). Its context schema is `ServedRunContext`, passed
+    on to the pipeline's run; the pipeline's graph.recursion_limit bounds its run. It has no checkpointer of its
+    own (the server's keeps the threads); in Python, give it one:
+    `make_chat_graph(...).copy(update={"checkpointer": InMemorySaver()})`."""
+    key, loaded, rag = _served(config)
+    if loaded.graph.mode == "agent" and loaded.graph.router.approve:
+        raise ConfigError(
+            "the chat graph does not run a pipeline that pauses for approval (graph.router.approve); "
+            "run it with the graph switchyard on a thread"
+        )
+    with _SERVED_LOCK:
+        if key not in _SERVED_CHATS:
+            _SERVED_CHATS[key] = _chat_graph(loaded, rag)
+        return _SERVED_CHATS[key]
+
+
+def _chat_graph(loaded: SwitchyardConfig, rag: Any):
+    limit = loaded.graph.recursion_limit
+
+    def turn(state: ChatState, config: RunnableConfig) -> tuple[dict, RunnableConfig, RunContext]:
+        """The pipeline's input, run config (the node's: a subgraph call) and run context for this turn."""
+        history, question = split_last_question(_turns(state["messages"]))
+        context = get_runtime().context or ServedRunContext()  # an in-process caller may give none
+        return Turn(question, history).input(None), {**config, "recursion_limit": limit}, context
+
+    def respond(state: ChatState, config: RunnableConfig) -> dict:
+        graph_input, run_config, context = turn(state, config)
+        return _reply(rag.invoke(graph_input, run_config, context=context), context)
+
+    async def arespond(state: ChatState, config: RunnableConfig) -> dict:
+        graph_input, run_config, context = turn(state, config)
+        return _reply(await rag.ainvoke(graph_input, run_config, context=context), context)
+
+    # both forms: under the server (async) the pipeline runs as the graph switchyard does; in Python, invoke works
+    graph = StateGraph(ChatState, context_schema=ServedRunContext)
+    graph.add_node("respond", RunnableLambda(respond, afunc=arespond, name="respond"))
+    graph.add_edge(START, "respond")
+    graph.add_edge("respond", END)
+    return graph.compile(name=f"{rag.name}-chat")
+
+
+def _turns(messages: list[AnyMessage]) -> list[Any]:
+    """The thread's messages as turns: a reply of this graph as its answer without the sources."""
+    turns: list[Any] = []
+    for message in messages:
+        answer = message.response_metadata.get("answer") if isinstance(message, AIMessage) else None
+        turns.append({"role": "assistant", "content": answer} if isinstance(answer, str) and answer else message)
+    return turns
+
+
+def _reply(state: dict, context: RunContext) -> dict:
+    """The chat graph's update: the pipeline's answer as an AI message, with its sources."""
+    citations = [c.model_dump(mode="json") if isinstance(c, BaseModel) else dict(c) for c in state.get("citations", [])]
+    answer = state.get("answer", "")
+    lines = [
+        f"[{c['n']}] {c['title']} — {c['source']}" + (f", p. {c['page']}" if c.get("page") else "") for c in citations
+    ]
+    metadata = {
+        "answer": answer,
+        "short_answer": state.get("short_answer", ""),
+        "citations": citations,
+        "standalone": state.get("standalone") if state.get("history") else None,
+        "abstained": bool(state.get("abstained", False)),
+        "verdict": state.get("verdict"),
+        "run_id": context.run_id,
+    }
+    content = answer + ("\n\nSources:\n" + "\n".join(lines) if lines else "")
+    return {"messages": [AIMessage(content=content, response_metadata=metadata)]}

@@ -1,7 +1,8 @@
 """LangGraph's own server as a real client: `langgraph dev` over the repository's langgraph.json (graphs/pipeline.py
 `make_graph`), driven with the official `langgraph-sdk` client. Each pipeline is an assistant made from the run's
 `configurable` (pipeline, index_dir, overrides); runs wait, stream one update per node, and an approve pipeline
-pauses with an interrupt and resumes with `Command(resume=...)` on the server's own checkpointer.
+pauses with an interrupt and resumes with `Command(resume=...)` on the server's own checkpointer. The chat graph
+(`switchyard-chat`, `make_chat_graph`) keeps a conversation's messages on a thread.
 
 Offline: the server runs in a temp folder (its `.langgraph_api/` state goes there, not into the repository) with
 LangGraph CLI analytics, its version check and LangSmith tracing off; agents talk to a scripted OpenAI-compatible
@@ -282,3 +283,63 @@ def test_approve_pauses_and_resumes_on_the_servers_checkpointer(langgraph_server
     assert final["next"] == [] and not final["interrupts"]
     assert rejected["__interrupt__"][0]["value"]["step"] == 2
     assert rejected["agent_steps"][0]["observation"] == "retrieve rejected by the reviewer: rerank first"
+
+
+def test_a_chat_thread_keeps_the_turns(langgraph_server, sample_index):
+    """The chat graph: each run sends only the new user message; the server's checkpointer keeps the thread's
+    messages, so the follow-up is answered with the first turn; a fresh thread has none."""
+
+    async def steps(client):
+        chat = await client.assistants.create(
+            graph_id="switchyard-chat",
+            name="chat",
+            config={"configurable": {"pipeline": "no-llm", "index_dir": str(sample_index)}},
+        )
+        chat_id = chat["assistant_id"]
+        thread = (await client.threads.create())["thread_id"]
+        first = await client.runs.wait(thread, chat_id, input={"messages": [{"role": "human", "content": QUESTION}]})
+        parts = [
+            part
+            async for part in client.runs.stream(
+                thread,
+                chat_id,
+                input={"messages": [{"role": "user", "content": "What year was that?"}]},
+                stream_mode=["updates"],
+                stream_subgraphs=True,
+            )
+        ]
+        state = await client.threads.get_state(thread)
+        fresh = (await client.threads.create())["thread_id"]
+        alone = await client.runs.wait(
+            fresh, chat_id, input={"messages": [{"role": "user", "content": "What year was that?"}]}
+        )
+        ended = (await client.threads.create())["thread_id"]
+        with pytest.raises(Exception) as failed:
+            await client.runs.wait(ended, chat_id, input={"messages": [{"role": "ai", "content": "Hello."}]})
+        approve = await client.assistants.create(
+            graph_id="switchyard-chat",
+            name="chat-approve",
+            config={"configurable": {"pipeline": "agent-approve", "index_dir": str(sample_index)}},
+        )
+        with pytest.raises(Exception) as refused:
+            await client.runs.wait(
+                None, approve["assistant_id"], input={"messages": [{"role": "user", "content": "x"}]}
+            )
+        return first, parts, state, alone, str(failed.value), str(refused.value)
+
+    first, parts, state, alone, ended, refused = drive(langgraph_server, steps)
+    reply = first["messages"][-1]
+    assert reply["type"] == "ai" and "Eli Janney" in reply["content"]
+    assert reply["response_metadata"]["citations"][0]["title"] == "Railway couplers"
+    assert not reply["response_metadata"]["abstained"]
+    messages = state["values"]["messages"]
+    assert [m["type"] for m in messages] == ["human", "ai", "human", "ai"]
+    assert messages[-1]["content"].startswith("1873") and messages[-1]["response_metadata"]["short_answer"] == "1873"
+    assert "knuckle coupler" in messages[-1]["response_metadata"]["standalone"]
+    # the pipeline's node updates stream from the subgraph, under the chat node's namespace
+    inner = [next(iter(p.data)) for p in parts if p.event.startswith("updates|respond:")]
+    assert inner[0] == "contextualize" and inner[-1] == "answer"
+    assert not any(p.event == "error" for p in parts)
+    assert "1873" not in alone["messages"][-1]["content"]
+    assert "HistoryError: the messages must end with a user message" in ended
+    assert "ConfigError: the chat graph does not run a pipeline that pauses for approval" in refused
