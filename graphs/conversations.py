@@ -5,7 +5,8 @@ A thread is one small LangGraph graph's checkpointed state (`ThreadState`): its 
 ...), its owner (the service's key that made it; None in a library) and when it was last used. The checkpointer is
 LangGraph's: in memory by default, SQLite on a server (`SqliteSaver`), any `BaseCheckpointSaver` a caller passes. A
 thread unused for `expire_s` is forgotten on its next read (`ConversationExpired`, then unknown); `delete` forgets it
-now. Appending is serialised per store (one lock): two turns of one thread at once both land, in order.
+now. Appending is serialised per store (one lock) and, on disk, across processes (an exclusive `flock` on a file
+beside the database): two turns of one thread at once both land, in order, whichever process adds them.
 
     store = ConversationStore(expire_s=3600)
     store.append("t1", "Who patented the knuckle coupler?", "Eli Janney [1]")
@@ -14,10 +15,14 @@ now. Appending is serialised per store (one lock): two turns of one thread at on
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import operator
+import os
 import sqlite3
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated
 
@@ -79,7 +84,9 @@ class ConversationStore:
             saver.setup()
         except (OSError, sqlite3.Error) as exc:
             raise StoreError(f"cannot keep conversations in {path}: {first_line(exc)}") from exc
-        return cls(saver, expire_s)
+        store = cls(saver, expire_s)
+        store._lock_path = Path(path).with_name(Path(path).name + ".lock")
+        return store
 
     def close(self) -> None:
         """Close the file of an `on_disk` store (nothing for others)."""
@@ -94,6 +101,22 @@ class ConversationStore:
         self.checkpointer = checkpointer or InMemorySaver()
         self._graph = _graph(self.checkpointer)
         self._lock = threading.Lock()
+        self._lock_path: Path | None = None  # on disk: the file whose flock serialises appends across processes
+
+    @contextlib.contextmanager
+    def _appending(self) -> Iterator[None]:
+        """Held while a turn is appended: this store's lock and, on disk, the file lock every process takes (each
+        process's own connection would otherwise read the same last checkpoint and write over the other's turn)."""
+        with self._lock:
+            if self._lock_path is None:
+                yield
+                return
+            fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                yield
+            finally:
+                os.close(fd)  # closing the file releases the lock
 
     @staticmethod
     def _config(thread_id: str) -> dict:
@@ -126,7 +149,7 @@ class ConversationStore:
 
     def append(self, thread_id: str, question: str, answer: str, owner: str | None = None) -> None:
         """One turn (the question and its answer) at the end of the thread, made if new."""
-        with self._lock:
+        with self._appending():
             earlier = self.turns(thread_id, owner)
             turn = as_dicts([Message(role="user", content=question), Message(role="assistant", content=answer)])
             update: dict = {"messages": turn, "owner": owner, "updated_at": time.time()}

@@ -134,7 +134,7 @@ def fit_messages(messages: Messages, budget_tokens: int, count_tokens: Callable[
     2. an agent's earlier steps (`Thought:` ... `Observation:` blocks) are summarised, oldest first, into one line
        naming their actions; the last step is kept whole;
     3. the longest message is cut before its last line (the question, when that line is short), its first 200
-       characters always kept.
+       characters always kept; then the next longest, while the prompt is still over.
     The caller's messages are not modified."""
     total = counted_tokens(messages, count_tokens)
     if total <= budget_tokens:
@@ -201,7 +201,16 @@ def _action(line: str) -> str:
 
 
 def _cut_longest(messages: Messages, total: int, budget: int, count: Callable[[str], int]) -> int:
-    longest = max(range(len(messages)), key=lambda i: len(messages[i]["content"]))
+    """The longest message cut (`_cut`), then, while the prompt is still over, the next longest, and so on: several
+    long messages (a conversation's earlier turns) are all shortened, not only the first."""
+    for longest in sorted(range(len(messages)), key=lambda i: -len(messages[i]["content"])):
+        if total <= budget:
+            break
+        total = _cut(messages, longest, total, budget, count)
+    return total
+
+
+def _cut(messages: Messages, longest: int, total: int, budget: int, count: Callable[[str], int]) -> int:
     content = messages[longest]["content"]
     head, newline, last = content.rpartition("\n")
     tail = newline + last if newline and len(last) <= _KEPT_TAIL_CHARS and len(head) > 200 else ""

@@ -33,7 +33,7 @@ from switchyard.llm.prompts import (
     SPOTLIGHT_DATAMARK,
 )
 from switchyard.nodes.citations import Citation, cite_record, verify_citations
-from switchyard.nodes.contextualize import search_text
+from switchyard.nodes.contextualize import gist, search_text
 from switchyard.nodes.grade import passage_coverage
 from switchyard.nodes.resources import Resources
 from switchyard.nodes.short_answer import (
@@ -91,10 +91,11 @@ def _prompt(
 
 def earlier_turns(state: dict, keep: int) -> list[dict]:
     """The last `keep` messages of a conversation's earlier turns, as the answer prompt shows them: an earlier
-    answer's citation marks are dropped (its passages are not this turn's), the model's prompt fitting shortens them
-    like any message (llm/backend.py `fit_messages`)."""
+    answer's citation marks are dropped (its passages are not this turn's), each message is clipped to its gist (what
+    the condensing step shows too), and the model's prompt fitting shortens them further like any message when the
+    prompt is still too long (llm/backend.py `fit_messages`)."""
     turns = (state.get("history") or [])[-keep:] if keep else []
-    return [{"role": m["role"], "content": strip_citations(m["content"])} for m in turns]
+    return [{"role": m["role"], "content": gist(strip_citations(m["content"]))} for m in turns]
 
 
 def ranked_sentences(question: str, passages: list[Passage], embedder) -> list[tuple[int, str, float]]:

@@ -69,14 +69,15 @@ def standalone_question(
 
 
 def condense_messages(question: str, history: list[Message], config: ConversationConfig) -> list[dict]:
-    lines = [f"{'User' if m.role == 'user' else 'Assistant'}: {_gist(m.content)}" for m in history[-2 * config.turns :]]
+    lines = [f"{'User' if m.role == 'user' else 'Assistant'}: {gist(m.content)}" for m in history[-2 * config.turns :]]
     return [
         {"role": "system", "content": CONDENSE_SYSTEM},
         {"role": "user", "content": "Conversation:\n" + "\n".join(lines) + f"\n\nLast question: {question}"},
     ]
 
 
-def _gist(text: str) -> str:
+def gist(text: str) -> str:
+    """An earlier message as the history-aware steps show it: its first CONDENSE_TURNS_CHARS characters, whole words."""
     text = " ".join(text.split())
     return text if len(text) <= CONDENSE_TURNS_CHARS else text[:CONDENSE_TURNS_CHARS].rsplit(" ", 1)[0] + " …"
 
@@ -111,7 +112,7 @@ def question_lines(state: dict) -> list[str]:
     history = state.get("history") or []
     if not history:
         return [f"Question: {state['question']}"]
-    earlier = " / ".join(f"{m['role']}: {_gist(m['content'])[:ROUTER_TURN_CHARS]}" for m in history[-2:])
+    earlier = " / ".join(f"{m['role']}: {gist(m['content'])[:ROUTER_TURN_CHARS]}" for m in history[-2:])
     return [
         f"Conversation so far: {earlier}",
         f"Question: {state['question']}",

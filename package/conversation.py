@@ -98,7 +98,11 @@ def as_history(messages: Iterable[Any] | None) -> list[Message]:
 
 def split_last_question(messages: Iterable[Any]) -> tuple[list[Message], str]:
     """A whole message list (a chat client's request) as (earlier turns, the last user message). `HistoryError`
-    when the list holds no user message or ends with an assistant's."""
+    when the list holds no user message or ends with an assistant's. A chat client sends its whole conversation every
+    time: past `MAX_MESSAGES` messages only the newest are taken (a long chat goes on, as a thread keeps its newest
+    turns), where a `history` that long is refused."""
+    if isinstance(messages, Iterable) and not isinstance(messages, (str, bytes, dict)):
+        messages = list(messages)[-MAX_MESSAGES:]
     turns = as_history(messages)
     if not turns or turns[-1].role != "user":
         raise HistoryError("the messages must end with a user message (the question)")

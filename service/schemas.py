@@ -4,15 +4,16 @@ The ask result and the stream events are the pipeline's own models (graphs/resul
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, WithJsonSchema
 
 from switchyard.configs.schema import GraphMode
 from switchyard.conversation import Message
 from switchyard.graphs.results import AskResult, PendingAction
 
 MAX_K = 50  # passages one search may return
+MESSAGES_SCHEMA = {"anyOf": [{"type": "array", "items": {"type": "object"}}, {"type": "null"}]}
 
 
 class ErrorReply(BaseModel):
@@ -56,7 +57,9 @@ def error_responses(*codes: int, model: type[BaseModel] = ErrorReply) -> dict[in
 
 class AskRequest(BaseModel):
     question: str = Field(description="the question")
-    messages: list[Any] | None = Field(
+    # checked by switchyard.conversation.as_history, so that anything but a list of messages is one 400 line (a
+    # `list` type here made a string or an object a 422 with a list of validation errors instead)
+    messages: Annotated[Any, WithJsonSchema(MESSAGES_SCHEMA)] = Field(
         None,
         description="a conversation's earlier turns, oldest first: OpenAI-style {role: user|assistant, content} "
         "(system messages are ignored); the question is answered as their follow-up",

@@ -33,6 +33,7 @@ def read_history(path: str) -> list:
 
 
 def cmd_chat(args) -> int:
+    from switchyard.conversation import MAX_MESSAGES
     from switchyard.graphs.conversations import ConversationStore, conversations_path
     from switchyard.graphs.pipeline import Pipeline
 
@@ -78,6 +79,7 @@ def cmd_chat(args) -> int:
         else:
             last = pipe.ask(question, where=args.where, history=history)
             history += [{"role": "user", "content": question}, {"role": "assistant", "content": last.answer}]
+            history = history[-MAX_MESSAGES:]  # a long chat keeps its newest turns, as a thread does
         if args.json:
             print(json.dumps(last.to_json(), ensure_ascii=False), flush=True)
             continue

@@ -23,6 +23,17 @@ class TestFitMessages:
         assert long.startswith(fitted[1]["content"]) and len(fitted[1]["content"]) > 200
         assert messages[1]["content"] == long  # the caller's messages are not modified
 
+    def test_several_long_messages_are_all_cut_until_the_prompt_fits(self):
+        # a conversation's earlier turns: cutting the longest to its first 200 characters is not enough
+        turns = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"t{i} " * 400} for i in range(4)]
+        messages = [{"role": "system", "content": "answer"}, *turns, {"role": "user", "content": "What year?"}]
+        fitted = fit_messages(messages, 500, words)
+        assert sum(words(m["content"]) + MESSAGE_OVERHEAD_TOKENS for m in fitted) <= 500
+        assert [m["role"] for m in fitted] == [m["role"] for m in messages]
+        assert fitted[-1]["content"] == "What year?" and fitted[0]["content"] == "answer"
+        assert all(messages[i]["content"].startswith(fitted[i]["content"]) for i in range(1, 5))
+        assert sum(len(m["content"]) < len(o["content"]) for m, o in zip(fitted, messages)) >= 2
+
     def test_the_first_200_characters_are_kept(self):
         messages = [{"role": "user", "content": "x " * 1000}]
         assert len(fit_messages(messages, 10, words)[0]["content"]) == 200
