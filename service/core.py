@@ -28,6 +28,7 @@ from switchyard.service.settings import ServiceSettings, beside_index
 from switchyard.service.threads import PausedRuns, Thread, threads_path
 
 RETRY_AFTER_S = 1
+HISTORY_QUESTIONS = 50  # a request's earlier turns may hold this many questions' characters (max_question_chars)
 
 
 class Slot:
@@ -112,6 +113,12 @@ class Service:
         if len(question) > self.settings.max_question_chars:
             raise ServiceError(413, f"the {what} is longer than {self.settings.max_question_chars} characters")
 
+    def check_history(self, history: list) -> None:
+        """413 for a conversation longer than HISTORY_QUESTIONS questions' worth of characters in all."""
+        limit = HISTORY_QUESTIONS * self.settings.max_question_chars
+        if sum(len(m.content) for m in history) > limit:
+            raise ServiceError(413, f"the earlier turns hold more than {limit} characters in all")
+
     def acquire(self, principal: Principal) -> Slot:
         """A place among the runs in flight, of the server and of the principal's key (429 beyond either)."""
         limit = principal.max_in_flight
@@ -186,6 +193,7 @@ class Service:
         MCP tool `ask` goes through here."""
         self.check_question(question)
         history = as_history(history)  # HistoryError before a slot is taken
+        self.check_history(history)
         slot = self.acquire(principal)
         try:
             return await self.ask(pipe, name, question, where, principal, history=history)

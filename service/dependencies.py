@@ -121,6 +121,7 @@ def readable_question(
                 "POST /v1/threads/{thread_id}/resume"
             )
     history = as_history(messages)  # HistoryError (400) before any run
+    service.check_history(history)
     if thread_id is not None:
         # the caller's own thread or a new one: another key's is a 404, an expired one a 410, before any run
         pipe.turn(text, messages, thread_id, principal.name)

@@ -124,6 +124,15 @@ class TestMessages:
         assert turns(client, alice, "kept-400") == before
         client.delete("/v1/conversations/kept-400", headers=alice)
 
+    def test_a_history_past_fifty_questions_worth_of_characters_is_a_413(self, client, index):
+        long = [{"role": "user", "content": "x" * 2000}, {"role": "assistant", "content": "y" * 2000}] * 25
+        for path in ("/v1/ask", "/v1/ask/stream"):
+            r = client.post(
+                path, json={"question": FOLLOW_UP, "messages": long + MESSAGES}, headers=as_key(index, "alice")
+            )
+            assert r.status_code == 413 and "more than 100000 characters" in r.json()["detail"], r.text
+        assert ask(client, as_key(index, "alice"), FOLLOW_UP, messages=long[:40] + MESSAGES)["short_answer"] == "1873"
+
     def test_the_stream_with_messages_ends_with_the_answer(self, client, index):
         with client.stream(
             "POST", "/v1/ask/stream", json={"question": FOLLOW_UP, "messages": MESSAGES}, headers=as_key(index, "alice")
