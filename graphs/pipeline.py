@@ -125,13 +125,10 @@ class Pipeline:
         `ConversationExpired`. `HistoryError` for history that does not parse; the same for `aask`, `stream`,
         `astream` and `search` (history only). `standalone`: the question made standalone by the caller (a human
         rewrite), used by conversation.method `given`."""
-        question = self.checked_question(question)
-        self._unattended()
-        turn = self.turn(question, history, thread_id, owner, standalone)
-        context = RunContext(seed=seed, groups=groups)
-        with self._run_span(question, where, context) as span:
+        turn, context = self._unattended_turn(question, history, thread_id, owner, standalone, seed, groups)
+        with self._run_span(turn.question, where, context) as span:
             state = self.graph.invoke(turn.input(where), config=self._run_config(), context=context)
-            return _finished(span, self._kept(turn, self._result(question, state, context)))
+            return _finished(span, self._kept(turn, self._result(turn.question, state, context)))
 
     async def aask(
         self,
@@ -145,17 +142,29 @@ class Pipeline:
         seed: int | None = None,
         groups: Scope | None = ALL,
     ) -> AskResult:
-        question = self.checked_question(question)
-        self._unattended()
-        turn = self.turn(question, history, thread_id, owner, standalone)
-        context = RunContext(seed=seed, groups=groups)
-        with self._run_span(question, where, context) as span:
+        turn, context = self._unattended_turn(question, history, thread_id, owner, standalone, seed, groups)
+        with self._run_span(turn.question, where, context) as span:
             try:
                 state = await self.graph.ainvoke(turn.input(where), config=self._run_config(), context=context)
             except asyncio.CancelledError:  # e.g. a timeout around this call: stop the LLM work in the threads too
                 context.cancelled.set()
                 raise
-            return _finished(span, self._kept(turn, self._result(question, state, context)))
+            return _finished(span, self._kept(turn, self._result(turn.question, state, context)))
+
+    def _unattended_turn(
+        self,
+        question: str,
+        history: Iterable[Any] | None,
+        thread_id: str | None,
+        owner: str | None,
+        standalone: str | None,
+        seed: int | None,
+        groups: Scope | None,
+    ) -> tuple[Turn, RunContext]:
+        """The checked turn of an `ask` / `aask` and its run context (the errors of `ask`'s docstring)."""
+        question = self.checked_question(question)
+        self._unattended()
+        return self.turn(question, history, thread_id, owner, standalone), RunContext(seed=seed, groups=groups)
 
     # -- a human in the loop (graph.router.approve) -----------------------------------------------------------
     def start(

@@ -128,7 +128,7 @@ def readable_question(
     return Question(text, where, pipe, name, principal, history, thread_id)
 
 
-def ask_question(body: AskRequest, request: Request, service: ServiceDep, principal: PrincipalDep) -> Question:
+def _asked(body: AskRequest, request: Request, service: Service, principal: Principal, unattended: bool) -> Question:
     return readable_question(
         request,
         service,
@@ -137,24 +137,18 @@ def ask_question(body: AskRequest, request: Request, service: ServiceDep, princi
         body.pipeline,
         body.collection,
         body.where,
+        unattended=unattended,
         messages=body.messages,
         thread_id=body.thread_id,
     )
+
+
+def ask_question(body: AskRequest, request: Request, service: ServiceDep, principal: PrincipalDep) -> Question:
+    return _asked(body, request, service, principal, unattended=False)
 
 
 def stream_question(body: AskRequest, request: Request, service: ServiceDep, principal: PrincipalDep) -> Question:
-    return readable_question(
-        request,
-        service,
-        principal,
-        body.question,
-        body.pipeline,
-        body.collection,
-        body.where,
-        unattended=True,
-        messages=body.messages,
-        thread_id=body.thread_id,
-    )
+    return _asked(body, request, service, principal, unattended=True)
 
 
 def chat_question(body: ChatRequest, request: Request, service: ServiceDep, principal: PrincipalDep) -> Question:
