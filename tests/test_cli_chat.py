@@ -3,11 +3,18 @@ the no-LLM pipeline over a copy of the sample index), its threads on disk beside
 `ask --history FILE` and `search --history FILE`, and history files that are no good (one `error:` line)."""
 
 import json
+import os
+import pty
+import select
 import shutil
+import subprocess
+import sys
+import time
 
 import pytest
 
 from switchyard.conversation import MAX_MESSAGES
+from tests.conftest import ROOT
 from tests.test_cli import cli
 
 QUESTION = "Who patented the knuckle coupler?"
@@ -77,6 +84,31 @@ class TestChat:
         later = chat(index, "--plain", "--thread", "rail", stdin=lines(FOLLOW_UP))
         assert_clean(later)
         assert later.stdout.splitlines() == [NOT_FOUND]
+
+    def test_a_failed_question_ends_a_script_but_not_a_person_s_session(self, tmp_path):
+        missing = tmp_path / "no-index"  # every question fails: the collection does not exist
+        piped = chat(missing, "--plain", stdin=lines(QUESTION, FOLLOW_UP))
+        assert piped.returncode != 0 and piped.stderr.count("error: collection 'default' does not exist") == 1
+        # at a terminal, each failed question is one error line and the session goes on until /quit
+        primary, secondary = pty.openpty()
+        command = [sys.executable, "cli.py", "chat", "--config", "no-llm", "--index-dir", str(missing)]
+        proc = subprocess.Popen(command, cwd=ROOT, stdin=secondary, stdout=secondary, stderr=secondary)
+        os.close(secondary)
+        try:
+            os.write(primary, lines(QUESTION, FOLLOW_UP, "/quit").encode())
+            seen, deadline = b"", time.monotonic() + 120
+            while proc.poll() is None and time.monotonic() < deadline:
+                if select.select([primary], [], [], 0.5)[0]:
+                    try:
+                        seen += os.read(primary, 4096)
+                    except OSError:  # the terminal closed with the process
+                        break
+            assert proc.wait(timeout=30) == 0, seen
+        finally:
+            proc.kill()
+            os.close(primary)
+        text = seen.decode(errors="replace")
+        assert text.count("error: collection 'default' does not exist") == 2 and "Traceback" not in text
 
     def test_sources_and_unknown_commands(self, index):
         out = chat(index, "--plain", stdin=lines("/sources", QUESTION, FOLLOW_UP, "/sources", "/frobnicate"))

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from switchyard.commands.common import load_config
-from switchyard.errors import HistoryError, UsageError
+from switchyard.errors import HistoryError, SwitchyardError, UsageError, first_line
 
 HELP = "/reset starts a new conversation, /sources shows the last answer's passages, /quit (or Ctrl-D) ends"
 
@@ -74,10 +74,17 @@ def cmd_chat(args) -> int:
         if question.startswith("/"):
             print(f"unknown command {question.split()[0]} ({HELP})", file=sys.stderr)
             continue
-        if args.thread:
-            last = pipe.ask(question, where=args.where, thread_id=args.thread)
-        else:
-            last = pipe.ask(question, where=args.where, history=history)
+        try:
+            if args.thread:
+                last = pipe.ask(question, where=args.where, thread_id=args.thread)
+            else:
+                last = pipe.ask(question, where=args.where, history=history)
+        except SwitchyardError as exc:
+            if not interactive:  # a script stops at the first failed question (exit code of the error)
+                raise
+            print(f"error: {first_line(exc)}", file=sys.stderr)  # a person asks again, the session goes on
+            continue
+        if not args.thread:
             history += [{"role": "user", "content": question}, {"role": "assistant", "content": last.answer}]
             history = history[-MAX_MESSAGES:]  # a long chat keeps its newest turns, as a thread does
         if args.json:
