@@ -5,6 +5,9 @@
       |                                         '--exhausted (incorrect, none left)--> abstain -> END
       '--no_documents (small talk, arithmetic; graph.no_documents.detect)--> no_documents -> END
 
+A question with earlier turns (`history`) goes through `contextualize` first (conversation.method; not drawn when
+off), which writes the standalone question the later nodes read, then the same way (no_documents or rewrite).
+
 Nodes are the plain functions in `nodes/`, `node(state, runtime, res) -> partial update`: `runtime` is LangGraph's
 `Runtime[RunContext]` (per-run data: seed, cancellation, usage meters, the stream writer) and `res` the shared
 `Resources` the graph was built with. Every node call appends a trace entry (duration, LLM calls and tokens,
