@@ -103,15 +103,18 @@ def split_last_question(messages: Iterable[Any]) -> tuple[list[Message], str]:
     turns), where a `history` that long is refused."""
     if isinstance(messages, Iterable) and not isinstance(messages, (str, bytes, dict)):
         messages = list(messages)[-MAX_MESSAGES:]
+        if messages and _blank_question(messages[-1]):
+            raise HistoryError("the question is empty")
     turns = as_history(messages)
     if not turns or turns[-1].role != "user":
         raise HistoryError("the messages must end with a user message (the question)")
     return turns[:-1], turns[-1].content
 
 
-def user_turns(history: Sequence[Message]) -> list[str]:
-    """What the user said, oldest first."""
-    return [m.content for m in history if m.role == "user"]
+def _blank_question(item: Any) -> bool:
+    """A last message that is the user's, with no text: an empty question, not a malformed history."""
+    role, content = (item.get("role"), item.get("content")) if isinstance(item, dict) else (None, None)
+    return role == "user" and isinstance(content, str) and not content.strip()
 
 
 def as_dicts(history: Sequence[Message]) -> list[dict[str, str]]:
