@@ -28,7 +28,7 @@ from switchyard.llm.client import LLM
 from switchyard.llm.prompts import CONDENSE_SYSTEM
 from switchyard.nodes.follow_up import follow_up_queries
 from switchyard.nodes.resources import Resources
-from switchyard.retrievers.bm25 import Tokenizer
+from switchyard.retrievers.bm25 import content_tokenizer
 from switchyard.run_context import RunContext
 
 CONDENSE_TURNS_CHARS = 600  # of each earlier message shown to the condensing model: its gist, not a whole answer
@@ -40,12 +40,14 @@ class Condensed(BaseModel):
 
 def contextualize(state: dict, runtime: Runtime[RunContext], res: Resources) -> dict:
     history = as_history(state.get("history"))
-    config = res.config.conversation
-    given = state.get("standalone_given")
-    if config.method == "given" and given:
-        extra = [state["question"]] if config.fuse and given.lower() != state["question"].lower() else []
-        return {"standalone": given, "context_queries": extra}
-    return standalone_question(state["question"], history, config, lambda: res.llm, runtime.context)
+    return standalone_question(
+        state["question"],
+        history,
+        res.config.conversation,
+        lambda: res.llm,
+        runtime.context,
+        given=state.get("standalone_given"),
+    )
 
 
 def standalone_question(
@@ -54,17 +56,20 @@ def standalone_question(
     config: ConversationConfig,
     get_llm=None,
     run: RunContext | None = None,
+    given: str | None = None,
 ) -> dict:
     """`{"standalone": ..., "context_queries": [...]}` for `question` after `history` under `config.method`
-    (`get_llm()` is called for `llm` only). Without history, or with `off`, the question itself."""
+    (`get_llm()` is called for `llm` only; `given`, the caller's standalone question, is used by `given` only).
+    Without history, or with `off`, the question itself; `terms` whenever the method has nothing better."""
     if not history or config.method == "off":
         return {"standalone": question, "context_queries": []}
-    queries = follow_up_queries(question, history, config)
+    made = given if config.method == "given" else None
     if config.method == "llm" and get_llm is not None:
-        condensed = _condense(question, history, config, get_llm(), run)
-        if condensed is not None:
-            extra = [question] if config.fuse and condensed.lower() != question.lower() else []
-            return {"standalone": condensed, "context_queries": extra}
+        made = _condense(question, history, config, get_llm(), run)
+    if made:  # searched with the question as asked beside it (`fuse`), as `terms` does
+        extra = [question] if config.fuse and made.lower() != question.lower() else []
+        return {"standalone": made, "context_queries": extra}
+    queries = follow_up_queries(question, history, config)
     return {"standalone": queries[0], "context_queries": queries[1:]}
 
 
@@ -82,9 +87,6 @@ def gist(text: str) -> str:
     return text if len(text) <= CONDENSE_TURNS_CHARS else text[:CONDENSE_TURNS_CHARS].rsplit(" ", 1)[0] + " …"
 
 
-_words = Tokenizer(stem=False, remove_stop_words=True)
-
-
 def _condense(
     question: str, history: list[Message], config: ConversationConfig, llm: LLM, run: RunContext | None
 ) -> str | None:
@@ -96,9 +98,9 @@ def _condense(
         run=run,
     )
     condensed = " ".join(result.value.question.split())
-    known = set(_words(question)) | {w for m in history for w in _words(m.content)}
+    known = set(content_tokenizer()(question)) | {w for m in history for w in content_tokenizer()(m.content)}
     # a reply about nothing the conversation said (a weak model's invention) is not trusted over the terms
-    if not condensed or not set(_words(condensed)) & known:
+    if not condensed or not set(content_tokenizer()(condensed)) & known:
         return None
     return condensed
 

@@ -22,11 +22,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from functools import lru_cache
 
 from switchyard.configs.schema import ConversationConfig
 from switchyard.conversation import Message
-from switchyard.retrievers.bm25 import Tokenizer
+from switchyard.retrievers.bm25 import content_tokenizer
 
 # words by which a question points at something said before ("is it free?", "where to buy those?")
 REFERENCE_WORDS = frozenset(
@@ -36,22 +35,17 @@ REFERENCE_WORDS = frozenset(
 _WORD = re.compile(r"\w+", re.UNICODE)
 
 
-@lru_cache(maxsize=1)
-def _tokenizer() -> Tokenizer:
-    return Tokenizer(stem=False, remove_stop_words=True)
-
-
 def refers_back(question: str, config: ConversationConfig) -> bool:
     """Whether `question` leans on the conversation: few content words (at most `max_words`), or a reference word."""
     max_words = config.max_words
-    if max_words is None or len(_tokenizer()(question)) <= max_words:
+    if max_words is None or len(content_tokenizer()(question)) <= max_words:
         return True
     return not REFERENCE_WORDS.isdisjoint(_WORD.findall(question.lower()))
 
 
 def carried_terms(question: str, history: Sequence[Message], config: ConversationConfig) -> list[str]:
     """The key terms of the recent turns that the question lacks, heaviest first (whether or not it refers back)."""
-    tok = _tokenizer()
+    tok = content_tokenizer()
     have = set(tok(question))
     weights: dict[str, float] = {}
     order: dict[str, int] = {}

@@ -7,8 +7,7 @@ distinctive terms of the top passages are added to the question, no LLM), `none`
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
-from functools import lru_cache
+from collections.abc import Callable, Sequence
 from typing import Annotated
 
 from langgraph.runtime import Runtime
@@ -19,7 +18,7 @@ from switchyard.llm.client import LLM
 from switchyard.llm.prompts import REWRITE_FEEDBACK, REWRITE_MANY, REWRITE_ONE
 from switchyard.nodes.contextualize import search_text
 from switchyard.nodes.resources import Resources
-from switchyard.retrievers.bm25 import Tokenizer
+from switchyard.retrievers.bm25 import content_tokenizer
 from switchyard.retrievers.search import Retrieval, Where
 from switchyard.run_context import RunContext
 from switchyard.stop_words import ENGLISH_STOP_WORDS
@@ -50,14 +49,9 @@ def _keywords(text: str) -> str:
     return " ".join(words) or text
 
 
-@lru_cache(maxsize=1)
-def _tokenizer() -> Tokenizer:
-    return Tokenizer(stem=False, remove_stop_words=True)
-
-
 def prf_expand(question: str, passages_text: list[str], n_terms: int) -> str:
     """Add the `n_terms` most frequent non-stop-word terms of the feedback passages that the question lacks."""
-    tok = _tokenizer()
+    tok = content_tokenizer()
     have = set(tok(question))
     counts: Counter[str] = Counter()
     for text in passages_text:
@@ -71,15 +65,25 @@ def prf_expand(question: str, passages_text: list[str], n_terms: int) -> str:
 def rewrite(state: dict, runtime: Runtime[RunContext], res: Resources) -> dict:
     attempts = state.get("attempts", 0)
     queries = round_queries(
-        search_text(state), attempts, state.get("feedback"), state.get("where"), res, runtime.context
+        search_text(state),
+        attempts,
+        state.get("feedback"),
+        state.get("where"),
+        res,
+        runtime.context,
+        state.get("context_queries", ()),
     )
-    if attempts == 0 and state.get("context_queries"):  # a conversation's turn: the question as asked, fused too
-        queries = _dedupe(queries + state["context_queries"])
     return {"queries": queries, "query": queries[0], "query_history": queries}
 
 
 def round_queries(
-    question: str, attempts: int, feedback: str | None, where: Where, res: Resources, run: RunContext | None = None
+    question: str,
+    attempts: int,
+    feedback: str | None,
+    where: Where,
+    res: Resources,
+    run: RunContext | None = None,
+    turn_queries: Sequence[str] = (),
 ) -> list[str]:
     """The retrieval queries of a round (`attempts` rounds graded before it) under the configured method, with the
     pipeline's own stack and LLM (`rewrite_queries`)."""
@@ -94,6 +98,7 @@ def round_queries(
         retrieval=res.stack.retrieval if cfg.method == "prf" else None,
         get_llm=lambda: res.llm,
         run=run,
+        turn_queries=turn_queries,
     )
 
 
@@ -107,11 +112,13 @@ def rewrite_queries(
     retrieval: Retrieval | None,
     get_llm: Callable[[], LLM] | None,
     run: RunContext | None = None,
+    turn_queries: Sequence[str] = (),
 ) -> list[str]:
     """The retrieval queries of a round (`attempts` rounds graded before it) under the `config` method; PRF
     searches with the run's filter, through the one retrieval path (`retrieval`, needed by PRF only). The `llm`
     method calls `get_llm()` once for its one structured call; without `get_llm` it keeps the question as is, as
-    it does when the model's reply is unusable."""
+    it does when the model's reply is unusable. `turn_queries`, what a conversation's history step adds beside the
+    standalone question (nodes/contextualize.py), are searched too in the first round."""
     cfg = config
     if cfg.method == "none":
         queries = [question] if attempts == 0 else [_keywords(question)]
@@ -153,4 +160,4 @@ def rewrite_queries(
             generated = list(results.value.queries)[:n]
         # the first round also searches the question itself: a weak model's rewrite must not lose it
         queries = _dedupe(([question] if attempts == 0 else []) + generated) or [question]
-    return _dedupe(queries)
+    return _dedupe(queries + (list(turn_queries) if attempts == 0 else []))

@@ -53,8 +53,8 @@ def search_passages(
         retrieval=stack.retrieval if config.method == "prf" else None,
         get_llm=get_llm,
         run=run,
+        turn_queries=turn["context_queries"],
     )
-    queries = list(dict.fromkeys(queries + turn["context_queries"]))
     return stack.retrieval.search(question, queries, where=where, top_k=top_k, rerank=rerank, run=run)
 
 

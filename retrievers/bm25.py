@@ -46,6 +46,13 @@ class Tokenizer:
         return tokens
 
 
+@lru_cache(maxsize=1)
+def content_tokenizer() -> Tokenizer:
+    """Lower-case word tokens without English stop words, unstemmed: a text's content words, as query rewriting and the
+    history step compare them (stateless, so one instance serves every thread)."""
+    return Tokenizer(stem=False, remove_stop_words=True)
+
+
 class LanceBM25Retriever:
     """BM25 through LanceDB's native full-text index."""
 
