@@ -1,9 +1,9 @@
-"""no_documents: questions the indexed documents cannot and need not answer: small talk (greetings, thanks, goodbyes)
-and arithmetic. Detected by rules (no LLM, deterministic), so "Hi!" never reaches retrieval:
+"""no_documents: questions the indexed documents cannot and need not answer: small talk (greetings, thanks, goodbyes,
+acknowledgements) and arithmetic. Detected by rules (no LLM, deterministic), so "Hi!" never reaches retrieval:
 
-- small talk: every word of the question is small-talk vocabulary and one of them is a greeting, thanks or goodbye
-  ("Hi there!", "Thank you very much", "Good morning, how are you?"); a question with any other word ("Hi, who
-  patented the coupler?") goes to the documents;
+- small talk: every word of the question is small-talk vocabulary and one of them is a greeting, thanks, goodbye or
+  acknowledgement ("Hi there!", "Thank you very much", "Good morning, how are you?", and in a conversation "OK",
+  "omg.", "Got it, thanks"); a question with any other word ("Hi, who patented the coupler?") goes to the documents;
 - arithmetic: the question is a numeric expression, optionally after "what is" / "calculate" and with the operators
   written as words ("What is 12 times 3?"), evaluated with `ast` restricted to numbers and + - * / ** % and
   parentheses (never `eval`).
@@ -49,6 +49,23 @@ _TRIGGERS = {
     "afternoon",
     "evening",
 }
+# a chat turn that only reacts to the last answer ("OK", "omg.") asks nothing of the documents; asked ("Is it
+# great?"), such a word is a question
+_ACKNOWLEDGEMENTS = {
+    "ok",
+    "okay",
+    "alright",
+    "omg",
+    "wow",
+    "cool",
+    "nice",
+    "great",
+    "awesome",
+    "gotcha",
+    "understood",
+    "hmm",
+    "lol",
+}
 _FILLER = {
     "there",
     "good",
@@ -70,10 +87,6 @@ _FILLER = {
     "your",
     "the",
     "help",
-    "ok",
-    "okay",
-    "great",
-    "nice",
     "to",
     "meet",
     "see",
@@ -94,6 +107,10 @@ _FILLER = {
     "oh",
     "please",
     "many",
+    "got",
+    "that",
+    "makes",
+    "sense",
 }
 _SMALL_TALK_PHRASES = {"how are you", "how are you doing", "what's up", "whats up", "how is it going"}
 
@@ -165,10 +182,11 @@ def is_small_talk(text: str) -> bool:
     words = re.findall(r"[a-z']+", text.lower())
     if " ".join(words) in _SMALL_TALK_PHRASES:
         return True
+    triggers = _TRIGGERS if "?" in text else _TRIGGERS | _ACKNOWLEDGEMENTS
     return (
         bool(words)
-        and any(w in _TRIGGERS for w in words)
-        and all(w in _TRIGGERS | _FILLER for w in words)
+        and any(w in triggers for w in words)
+        and all(w in _TRIGGERS | _ACKNOWLEDGEMENTS | _FILLER for w in words)
         and not re.search(r"\d", text)
     )
 
@@ -177,7 +195,8 @@ def classify(question: str) -> NoDocuments | None:
     """What kind of question needing no documents this is, or None: it goes to the documents."""
     if is_small_talk(question):
         return NoDocuments(
-            "small_talk", "small talk (a greeting, thanks or goodbye), not a question about the documents"
+            "small_talk",
+            "small talk (a greeting, thanks, goodbye or acknowledgement), not a question about the documents",
         )
     value = arithmetic(question)
     if value is not None:

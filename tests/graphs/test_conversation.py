@@ -61,6 +61,12 @@ class TestHistory:
         assert nodes(result)[0] == "contextualize"
         assert result.thread_id is None and pipe.conversations.turns("anything") == []  # history alone keeps nothing
 
+    def test_an_acknowledgement_is_small_talk_not_a_follow_up(self, pipe):
+        result = pipe.ask("OK", history=HISTORY)  # carrying "knuckle coupler" into it would answer it from the passages
+        assert_abstains(result)
+        assert result.grounding["type"] == "small_talk" and result.retrieved_doc_ids == []
+        assert nodes(result) == ["contextualize", "no_documents"]
+
     @pytest.mark.parametrize(
         "shape",
         ["openai", "message", "langchain", "mtrag", "content-parts", "with-system"],

@@ -40,6 +40,11 @@ def test_rules_classify_the_committed_set(q):
         assert kind is None
 
 
+def test_an_acknowledgement_asked_as_a_question_goes_to_the_documents():
+    for question in ("Is it great?", "OK, and what about the gauge?", "Cool. Who built it?", "wow 1835"):
+        assert classify(question) is None, question
+
+
 def test_arithmetic_never_evals():
     assert arithmetic("__import__('os').system('true')") is None
     assert arithmetic("9 ** 9 ** 9") is None and arithmetic("1 / 0") is None
