@@ -40,7 +40,17 @@ from switchyard.retrievers.fusion import fuse
 from switchyard.run_context import ALL
 
 SUITE = ROOT / "bench" / "out" / "retrieval-suite"
-DATASETS = ("scifact", "hotpotqa", "hotpot-single", "phantomwiki", "nq-toy", "squad-intros", "squad-low-overlap")
+DATASETS = (
+    "scifact",
+    "hotpotqa",
+    "hotpot-single",
+    "phantomwiki",
+    "nq-toy",
+    "mtrag-clapnq",
+    "mtrag-fiqa",
+    "squad-intros",
+    "squad-low-overlap",
+)
 SPLITS = ("dev", "test")
 DEPTH = 200  # chunks per retriever in the cached runs (prepare_stack asks 2 x EVAL_DEPTH)
 

@@ -26,6 +26,10 @@ corpus.jsonl, queries.jsonl, qrels/dev.tsv and qrels/test.tsv (and a SPLITS.md s
 - phantomwiki: PhantomWiki s11 questions -> the articles of the entities the question names and of those on its
   solution path (`cli.py eval` counts only the latter); questions split in half by a stable hash, within each
   difficulty.
+- mtrag-clapnq, mtrag-fiqa: questions asked without seeing the text: MTRAG's human standalone rewrites of every
+  answerable turn (Wikipedia via ClapNQ / Natural Questions, and finance) -> the turn's gold passages, over that
+  domain's 551 / 561 passages (every passage shown to the annotators: the gold ones plus hard negatives); split by
+  conversation as bench/conversation_sets.py splits them (`split_of`).
 - nq-toy: FlashRAG's toy NQ questions -> passages containing a gold answer as a whole word (the DPR "has answer"
   rule). Only 4 of 17 questions have any, and those matches are coincidences (a smoke test, not a benchmark).
 """
@@ -43,6 +47,7 @@ import zipfile
 from pathlib import Path
 
 from common import ROOT, SHARED
+from conversation_sets import conversation_id, split_of
 
 from switchyard.evaluation.datasets import load_hotpotqa, load_phantomwiki
 from switchyard.nodes.grade import word_coverage
@@ -281,6 +286,38 @@ def phantomwiki(out: Path) -> Path:
     )
 
 
+def mtrag(out: Path) -> list[Path]:
+    src = SHARED / "mtrag-clapnq-fiqa"
+    turns = [json.loads(line) for line in (src / "turns.jsonl").read_text(encoding="utf-8").splitlines() if line]
+    passages = [json.loads(line) for line in (src / "passages.jsonl").read_text(encoding="utf-8").splitlines() if line]
+    split = split_of(turns)
+    folders = []
+    for domain in ("clapnq", "fiqa"):
+        corpus = [
+            {"_id": p["id"], "title": p["title"], "text": p["text"]}
+            for p in passages
+            if p["collection"].startswith(f"mt-rag-{domain}-")
+        ]
+        queries, qrels = {}, {"dev": {}, "test": {}}
+        for t in turns:
+            if t["domain"] != domain or not t["gold_passage_ids"] or t["rewrite"] in (None, "None"):
+                continue
+            queries[t["task_id"]] = t["rewrite"]
+            qrels[split[conversation_id(t["task_id"])]][t["task_id"]] = {d: 1 for d in t["gold_passage_ids"]}
+        folders.append(
+            _write(
+                out / f"mtrag-{domain}",
+                corpus,
+                queries,
+                qrels,
+                f"MTRAG ({domain}): the human standalone rewrite of every answerable turn -> its gold passages; "
+                f"corpus = the {domain} passages shown to the annotators (gold and hard negatives); split by "
+                "conversation (bench/conversation_sets.py split_of: sha1 of the conversation id, first half dev).",
+            )
+        )
+    return folders
+
+
 def nq_toy(out: Path) -> Path:
     src = SHARED / "flashrag_quickstart"
     corpus = []
@@ -327,6 +364,7 @@ def main() -> int:
         hotpot_single(out, out / "cache", hotpot),
         phantomwiki(out),
         nq_toy(out),
+        *mtrag(out),
         squad,
         squad_low_overlap(out, out / "cache", squad),
     ]

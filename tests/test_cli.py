@@ -281,7 +281,14 @@ def test_eval_retrieval_on_several_folders_prints_one_table_and_the_macro_averag
         f"| {hybrid_macro['ndcg@10']:.4f} / {hybrid_macro['recall@1']:.4f} / "
         f"{hybrid_macro['recall@10']:.4f} / {hybrid_macro['mrr@10']:.4f} |"
     )
-    assert lines[7].startswith("hybrid nDCG@10 minus the best single retriever's: beir_rail ")
+    assert lines[7] == "the default against the best single retriever of each dataset (by nDCG@10):"
+    for line, d in zip(lines[8:10], data["datasets"], strict=True):
+        r = d["results"]
+        single = "bm25" if r["bm25"]["ndcg@10"] >= r["dense"]["ndcg@10"] else "dense"
+        diff = r["hybrid"]["ndcg@10"] - r[single]["ndcg@10"]
+        assert line.startswith(f"{d['dataset']}: hybrid vs best single {single}: nDCG@10 ")
+        assert f"({diff:+.4f}), R@1 " in line
+    assert data["singles"] == ["bm25", "dense"] and data["default"] == "hybrid"
 
 
 @pytest.mark.slow
