@@ -39,6 +39,7 @@ def test_every_recorded_run_is_packed():
     for run in runs:
         files = [name for name in names if name.startswith(f"bench/eval/{run}/")]
         assert f"bench/eval/{run}/questions.jsonl" not in files, f"{run}: rows not packed"
+        assert not [name for name in files if name.endswith(".png")], f"{run}: plots are drawn again by a replay"
         replies = [name for name in files if "/llm-cache/" in name]
         assert replies in ([], [f"bench/eval/{run}/llm-cache/replies.jsonl.xz"]), f"{run}: {replies[:3]}"
 
