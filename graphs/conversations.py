@@ -119,21 +119,27 @@ class ConversationStore:
                 os.close(fd)  # closing the file releases the lock
 
     @staticmethod
-    def _config(thread_id: str) -> dict:
-        return {"configurable": {"thread_id": thread_id}}
+    def _key(thread_id: str, owner: str | None) -> str:
+        """The checkpointer's thread for an owner's `thread_id`: each owner has its own ids, so a key that picks an id
+        another key already uses starts its own conversation (and learns nothing of the other's)."""
+        _checked_id(thread_id)
+        return thread_id if owner is None else f"{len(owner)}:{owner}:{thread_id}"
 
-    def _values(self, thread_id: str) -> dict:
-        return dict(self._graph.get_state(self._config(_checked_id(thread_id))).values)
+    def _config(self, thread_id: str, owner: str | None) -> dict:
+        return {"configurable": {"thread_id": self._key(thread_id, owner)}}
+
+    def _values(self, thread_id: str, owner: str | None) -> dict:
+        return dict(self._graph.get_state(self._config(thread_id, owner)).values)
 
     def exists(self, thread_id: str, owner: str | None = None) -> bool:
-        values = self._values(thread_id)
+        values = self._values(thread_id, owner)
         return bool(values) and values.get("owner") == owner
 
     def turns(self, thread_id: str, owner: str | None = None, *, missing_ok: bool = True) -> list[Message]:
         """The thread's messages, oldest first: [] for a new thread (`missing_ok`), else `UnknownConversation` for a
         thread that does not exist or belongs to another owner (the same words for both), `ConversationExpired` for
         one unused past `expire_s` (it is deleted)."""
-        values = self._values(thread_id)
+        values = self._values(thread_id, owner)
         if not values:
             if missing_ok:
                 return []
@@ -141,7 +147,7 @@ class ConversationStore:
         if values.get("owner") != owner:
             raise UnknownConversation(f"no conversation {thread_id!r}")
         if values.get("updated_at", 0.0) + self.expire_s <= time.time():
-            self.delete(thread_id)
+            self.delete(thread_id, owner)
             raise ConversationExpired(
                 f"conversation {thread_id!r} was unused for over {self.expire_s:g} s and has expired; start a new one"
             )
@@ -155,11 +161,11 @@ class ConversationStore:
             update: dict = {"messages": turn, "owner": owner, "updated_at": time.time()}
             if len(earlier) + 2 > MAX_MESSAGES:  # a thread keeps its newest turns: drop the oldest
                 update["messages"] = as_dicts(earlier[-(MAX_MESSAGES - 2) :]) + turn
-                self.delete(thread_id)
-            self._graph.update_state(self._config(thread_id), update, as_node="keep")
+                self.delete(thread_id, owner)
+            self._graph.update_state(self._config(thread_id, owner), update, as_node="keep")
 
     def delete(self, thread_id: str, owner: str | None = None, *, check_owner: bool = False) -> None:
         """Forget a thread. With `check_owner`, `UnknownConversation` unless it exists and belongs to `owner`."""
         if check_owner and not self.exists(thread_id, owner):
             raise UnknownConversation(f"no conversation {_checked_id(thread_id)!r}")
-        self.checkpointer.delete_thread(_checked_id(thread_id))
+        self.checkpointer.delete_thread(self._key(thread_id, owner))

@@ -153,15 +153,18 @@ class TestThreads:
         assert_abstains(pipe.ask(FOLLOW_UP, thread_id="t2"))  # another thread knows nothing of t1
         assert len(pipe.conversations.turns("t2")) == 2 and len(pipe.conversations.turns("t1")) == 4
 
-    def test_another_owners_thread_is_unknown_and_left_alone(self, pipe):
+    def test_each_owner_has_its_own_thread_ids(self, pipe):
         pipe.ask(QUESTION, thread_id="shared", owner="alice")
-        before = checkpoints(pipe.conversations)
+        before = pipe.conversations.turns("shared", "alice")
         for owner in ("bob", None):
             with pytest.raises(UnknownConversation, match="no conversation 'shared'"):
-                pipe.ask(FOLLOW_UP, thread_id="shared", owner=owner)
-            with pytest.raises(UnknownConversation):
                 pipe.conversations.delete("shared", owner, check_owner=True)
-        assert checkpoints(pipe.conversations) == before
+            with pytest.raises(UnknownConversation, match="no conversation 'shared'"):
+                pipe.conversations.turns("shared", owner, missing_ok=False)
+            # the same id is a new conversation of this owner's: it knows nothing of alice's first turn
+            assert_abstains(pipe.ask(FOLLOW_UP, thread_id="shared", owner=owner))
+            assert [m.content for m in pipe.conversations.turns("shared", owner)][0] == FOLLOW_UP
+        assert pipe.conversations.turns("shared", "alice") == before
         assert_1873(pipe.ask(FOLLOW_UP, thread_id="shared", owner="alice"))
 
     def test_an_expired_thread_is_refused_then_gone(self, make_pipeline, monkeypatch):

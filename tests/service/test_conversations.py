@@ -186,7 +186,7 @@ class TestThreads:
         ]
         client.delete("/v1/conversations/t-stream", headers=alice)
 
-    def test_another_keys_thread_is_a_404_and_unchanged(self, client, index):
+    def test_another_keys_thread_is_a_404_and_its_id_is_the_callers_own(self, client, index):
         alice, bob = as_key(index, "alice"), as_key(index, "bob")
         ask(client, alice, QUESTION, thread_id="private")
         before = turns(client, alice, "private")
@@ -195,16 +195,19 @@ class TestThreads:
         for r in (
             client.get("/v1/conversations/private", headers=bob),
             client.delete("/v1/conversations/private", headers=bob),
-            client.post("/v1/ask", json={"question": FOLLOW_UP, "thread_id": "private"}, headers=bob),
-            client.post("/v1/ask/stream", json={"question": FOLLOW_UP, "thread_id": "private"}, headers=bob),
         ):
             assert r.status_code == 404 and r.json() == {"detail": "no conversation 'private'"}, r.text
         assert unknown.json() == {"detail": "no conversation 'nope'"}  # the same words as a thread that is not there
+        # bob asking on the id starts bob's own conversation: alice's first turn is not his history
+        r = client.post("/v1/ask", json={"question": FOLLOW_UP, "thread_id": "private"}, headers=bob)
+        assert r.status_code == 200 and r.json()["abstained"], r.text
+        assert turns(client, bob, "private")[0] == ("user", FOLLOW_UP)
         assert turns(client, alice, "private") == before
         for r in (client.get("/v1/conversations/private"), client.delete("/v1/conversations/private")):
             assert r.status_code == 401
         assert turns(client, alice, "private") == before
         client.delete("/v1/conversations/private", headers=alice)
+        client.delete("/v1/conversations/private", headers=bob)
 
     def test_an_expired_thread_is_a_410_then_gone(self, index, embedder, monkeypatch):
         with TestClient(make_app(index, embedder, "conversation.expire_s=60")) as client:
