@@ -22,6 +22,7 @@ research/window_sweep.py (load, ranking, per_query, paired_p, dense_run).
 from __future__ import annotations
 
 import argparse
+import json
 import pickle
 import sys
 import time
@@ -46,6 +47,8 @@ DATASETS = (
     "hotpot-single",
     "phantomwiki",
     "nq-toy",
+    "nq-open",
+    "clapnq",
     "mtrag-clapnq",
     "mtrag-fiqa",
     "squad-intros",
@@ -221,18 +224,53 @@ def margin_weights(lists: dict[str, list[Passage]], weights: dict[str, float], p
     return {r: raw[r] * sum(weights.values()) / sum(raw.values()) for r in lists}
 
 
+def chunk_runs(data: dict) -> dict[str, list[tuple]]:
+    """Dense retrieval over one vector per chunk (the chunk's own embedding, no windows), exact, top DEPTH per query:
+    the list `ingest.window_tokens: 0` gives. Computed once per dataset and kept in data["runs"]["chunk"]."""
+    if "chunk" not in data["runs"]:
+        if "matrix" not in data:
+            prepare(data)
+        qids = list(data["runs"]["qvec"])
+        Q = np.stack([data["runs"]["qvec"][q] for q in qids])
+        out = {}
+        for lo in range(0, len(qids), 256):
+            sims = data["matrix"] @ Q[lo : lo + 256].T
+            for j, q in enumerate(qids[lo : lo + 256]):
+                top = np.argsort(-sims[:, j])[:DEPTH]
+                out[q] = [(data["ids"][t], data["docs"][t], float(sims[t, j])) for t in top]
+        data["runs"]["chunk"] = out
+    return data["runs"]["chunk"]
+
+
+def prepare(data: dict) -> None:
+    """The chunk vectors of a cached run as one matrix (rows: data["ids"], their documents data["docs"])."""
+    data["ids"] = list(data["vectors"])
+    data["matrix"] = np.stack([data["vectors"][c] for c in data["ids"]])
+    data["docs"] = [c.rsplit("::", 1)[0] for c in data["ids"]]  # chunk ids are doc_id::n
+
+
+SINGLES = ("bm25", "dense", "chunk")  # BM25, dense over sentence windows (the default), dense over chunk vectors
+
+
 def ranking(data: dict, qid: str, fusion: dict | str) -> list[str]:
-    """Doc ids, best first, of 'bm25', 'dense', 'dense@SHARE' (blended_dense) or a fusion: FusionConfig fields plus
-    the bench-only keys prf=(docs, weight), blend=SHARE (blended_dense) and margin=(power, k) (margin_weights)."""
+    """Doc ids, best first, of 'bm25', 'dense', 'chunk' (chunk_runs), 'dense@SHARE' (blended_dense) or a fusion:
+    FusionConfig fields plus the bench-only keys prf=(docs, weight), blend=SHARE (blended_dense), margin=(power, k)
+    (margin_weights) and chunk=WEIGHT (the chunk-vector list fused as a third list with that weight)."""
     runs = data["runs"]
     if isinstance(fusion, str):
         name, _, share = fusion.partition("@")
+        if name == "chunk":
+            return [d for _, d, _ in chunk_runs(data)[qid]]
         return [d for _, d, _ in (blended_dense(data, qid, float(share)) if share else runs[name][qid])]
     fusion = dict(fusion)
     prf, blend, margin = fusion.pop("prf", None), fusion.pop("blend", None), fusion.pop("margin", None)
+    chunk = fusion.pop("chunk", None)
     fc = FusionConfig(**fusion).model_dump()
     dense = runs["dense"][qid] if blend is None else blended_dense(data, qid, blend)
     lists = {"bm25": _passages(runs["bm25"][qid]), "dense": _passages(dense)}
+    if chunk:
+        lists["chunk"] = _passages(chunk_runs(data)[qid])
+        fc["weights"] = {**fc["weights"], "chunk": chunk}
     if margin:
         fc["weights"] = margin_weights(lists, fc["weights"], *margin)
     fused = fuse(lists, **fc)
@@ -288,6 +326,17 @@ CANDIDATES = {
         for a in (0.5, 1, 2)
         for b in (0.45, 0.5, 0.55)
     ],
+    "three lists": [
+        dict(normalization=n, weights={"bm25": b, "dense": round(1 - b - c, 2)}, chunk=c)
+        for n in ("zscore", "minmax")
+        for b in (0.3, 0.4, 0.5)
+        for c in (0.15, 0.25, 0.35)
+    ],
+    "chunk for windows": [
+        dict(normalization=n, weights={"bm25": b, "dense": 0.0}, chunk=round(1 - b, 2))
+        for n in ("zscore", "minmax")
+        for b in (0.3, 0.4, 0.5, 0.6)
+    ],
     "zscore blend": [
         dict(normalization="zscore", blend=share, weights=_w(b))
         for share in (0.5, 0.6, 0.7, 0.8, 0.9)
@@ -299,9 +348,7 @@ CANDIDATES = {
 def tune(suite: Path, metric: str, families: list[str], runs: str = "runs") -> None:
     data = load(suite, runs)
     for d in data.values():
-        d["ids"] = list(d["vectors"])
-        d["matrix"] = np.stack([d["vectors"][c] for c in d["ids"]])
-        d["docs"] = [c.rsplit("::", 1)[0] for c in d["ids"]]  # chunk ids are doc_id::n
+        prepare(d)
     names = [n for n in DATASETS if n in data]
     single = {n: {r: score(data[n], "dev", r)[metric] for r in ("bm25", "dense")} for n in names}
     print(f"dev {metric}; margin = worst over datasets of (config - best single retriever)")
@@ -320,6 +367,83 @@ def tune(suite: Path, metric: str, families: list[str], runs: str = "runs") -> N
                 + f" | {np.mean(vals):.4f} | {margin:+.4f} |",
                 flush=True,
             )
+
+
+RULE_EXCLUDES = ("nq-toy",)  # two questions, coincidental labels
+RULE_METRICS = ("ndcg@10", "recall@1")
+RULE_TIE = 0.002
+
+
+def select(suite: Path, families: list[str], runs: str, out: Path | None, split: str = "dev") -> list[dict]:
+    """The selection rule (docs/benchmarks.md, "Retrieval on questions asked without seeing the text"): every
+    candidate's worst ratio, over the datasets (all but RULE_EXCLUDES) and RULE_METRICS, to the best of the single
+    lists (SINGLES) on that dataset and metric; best first, scores within RULE_TIE ranked by macro nDCG@10."""
+    data = load(suite, runs)
+    names = [n for n in DATASETS if n in data and n not in RULE_EXCLUDES]
+    singles = {n: {r: score(data[n], split, r) for r in SINGLES} for n in names}
+    best = {n: {m: max(singles[n][r][m] for r in SINGLES) for m in RULE_METRICS} for n in names}
+    rows = []
+    candidates = [(r, r) for r in SINGLES] + [(f, p) for f in families for p in CANDIDATES[f]]
+    for family, params in candidates:
+        if isinstance(params, str):
+            figures = {n: singles[n][params] for n in names}
+        else:
+            figures = {n: score(data[n], split, params) for n in names}
+        ratios = {(n, m): figures[n][m] / best[n][m] if best[n][m] > 0 else 1.0 for n in names for m in RULE_METRICS}
+        worst = min(ratios, key=ratios.get)
+        rows.append(
+            {
+                "family": family,
+                "settings": params,
+                "worst_ratio": round(ratios[worst], 4),
+                "worst_at": f"{worst[0]} {worst[1]}",
+                "macro_ndcg@10": round(float(np.mean([figures[n]["ndcg@10"] for n in names])), 4),
+                "macro_recall@1": round(float(np.mean([figures[n]["recall@1"] for n in names])), 4),
+                "figures": {n: {m: round(figures[n][m], 4) for m in RULE_METRICS} for n in names},
+            }
+        )
+    top = max(r["worst_ratio"] for r in rows)
+
+    def order(r: dict) -> tuple:
+        tied = r["worst_ratio"] >= top - RULE_TIE
+        return (0, -r["macro_ndcg@10"]) if tied else (1, -r["worst_ratio"])
+
+    rows.sort(key=order)
+    print(
+        f"{split}: worst ratio to the best single list ({', '.join(SINGLES)}) over {', '.join(names)} x "
+        f"{', '.join(RULE_METRICS)}; ties within {RULE_TIE} by macro nDCG@10"
+    )
+    print("| family | settings | worst ratio | where | macro nDCG@10 | macro R@1 |")
+    print("|---|---|---|---|---|---|")
+    for r in rows[:30] + [r for r in rows[30:] if isinstance(r["settings"], str)]:
+        print(
+            f"| {r['family']} | {r['settings']} | {r['worst_ratio']:.4f} | {r['worst_at']} | "
+            f"{r['macro_ndcg@10']:.4f} | {r['macro_recall@1']:.4f} |"
+        )
+    if out:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps({"split": split, "datasets": names, "best_single": best, "rows": rows}, indent=1))
+    return rows
+
+
+def shares(suite: Path, runs: str, split: str) -> None:
+    """How lexical each set is: the share of its queries whose first document is relevant, for each single list,
+    and the shares only BM25 or only dense (windows) gets right at rank 1."""
+    data = load(suite, runs)
+    print(f"{split}: share of queries with a relevant document at rank 1")
+    print("| dataset | queries | bm25 | dense (windows) | dense (chunk vectors) | only bm25 | only dense |")
+    print("|---|---|---|---|---|---|---|")
+    for name in [n for n in DATASETS if n in data]:
+        qrels = data[name]["qrels"][split]
+        hit = {
+            r: np.array([bool(rel.get(next(iter(ranking(data[name], q, r)), ""), 0)) for q, rel in qrels.items()])
+            for r in SINGLES
+        }
+        print(
+            f"| {name} | {len(qrels)} | "
+            + " | ".join(f"{hit[r].mean():.3f}" for r in SINGLES)
+            + f" | {(hit['bm25'] & ~hit['dense']).mean():.3f} | {(hit['dense'] & ~hit['bm25']).mean():.3f} |"
+        )
 
 
 def per_query(data: dict, split: str, fusion: dict | str, metric: str, rank=ranking) -> np.ndarray:
@@ -391,7 +515,7 @@ def oracle(suite: Path, metric: str, split: str, runs: str) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("step", choices=["cache", "tune", "test", "oracle"])
+    ap.add_argument("step", choices=["cache", "tune", "select", "shares", "test", "oracle"])
     ap.add_argument("--suite", default=str(SUITE))
     ap.add_argument("--metric", default="ndcg@10", choices=METRIC_NAMES)
     ap.add_argument(
@@ -412,12 +536,17 @@ def main() -> int:
     )
     ap.add_argument("--runs", default="runs", help="the runs folder under the suite")
     ap.add_argument("--split", default="test", choices=SPLITS, help="test, oracle: the split to report (default test)")
+    ap.add_argument("--out", type=Path, help="select: also write every candidate's figures here (JSON)")
     args = ap.parse_args()
     suite = Path(args.suite)
     if args.step == "cache":
         cache(suite, args.borrow_vectors, args.dataset, args.overrides, args.runs)
     elif args.step == "tune":
         tune(suite, args.metric, args.family or list(CANDIDATES), args.runs)
+    elif args.step == "select":
+        select(suite, args.family or list(CANDIDATES), args.runs, args.out, "dev")
+    elif args.step == "shares":
+        shares(suite, args.runs, args.split)
     elif args.step == "oracle":
         oracle(suite, args.metric, args.split, args.runs)
     else:

@@ -30,6 +30,12 @@ corpus.jsonl, queries.jsonl, qrels/dev.tsv and qrels/test.tsv (and a SPLITS.md s
   answerable turn (Wikipedia via ClapNQ / Natural Questions, and finance) -> the turn's gold passages, over that
   domain's 551 / 561 passages (every passage shown to the annotators: the gold ones plus hard negatives); split by
   conversation as bench/conversation_sets.py splits them (`split_of`).
+- nq-open: Natural Questions as people typed them into Google -> the one gold Wikipedia passage each (DPR's
+  100-word passages), over the 2,600 distinct gold passages of "Lost in the Middle"'s 2,655 NQ-open questions
+  (bench/sets/nq-open); questions split in half by a stable hash of their text.
+- clapnq: ClapNQ's dev questions (Natural Questions with long answers) -> their gold passage, over the 300 gold
+  passages and the 300 passages of its unanswerable questions (which do not hold those answers: hard negatives;
+  bench/sets/clapnq-dev); split in half by a stable hash of the NQ id.
 - nq-toy: FlashRAG's toy NQ questions -> passages containing a gold answer as a whole word (the DPR "has answer"
   rule). Only 4 of 17 questions have any, and those matches are coincidences (a smoke test, not a benchmark).
 """
@@ -48,6 +54,7 @@ from pathlib import Path
 
 from common import ROOT, SHARED
 from conversation_sets import conversation_id, split_of
+from natural_sets import SETS, read_packed
 
 from switchyard.evaluation.datasets import load_hotpotqa, load_phantomwiki
 from switchyard.nodes.grade import word_coverage
@@ -318,6 +325,49 @@ def mtrag(out: Path) -> list[Path]:
     return folders
 
 
+def _passage_id(prefix: str, title: str, text: str) -> str:
+    digest = hashlib.sha256(f"{title}\n{text}".encode()).hexdigest()
+    return f"{prefix}:{digest[:16]}"
+
+
+def nq_open(out: Path) -> Path:
+    corpus: dict[str, dict] = {}
+    queries, qrels = {}, {"dev": {}, "test": {}}
+    for i, rec in enumerate(read_packed(SETS / "nq-open" / "questions.jsonl.xz")):
+        doc = _passage_id("nq", rec["title"], rec["text"])
+        corpus.setdefault(doc, {"_id": doc, "title": rec["title"], "text": rec["text"]})
+        qid = f"nq-open-{i}"
+        queries[qid] = rec["question"]
+        qrels["dev" if _stable_half(rec["question"]) == 0 else "test"][qid] = {doc: 1}
+    return _write(
+        out / "nq-open",
+        list(corpus.values()),
+        queries,
+        qrels,
+        "NQ-open questions of 'Lost in the Middle' (bench/sets/nq-open) -> the one gold passage each; corpus = "
+        "the distinct gold passages; dev / test by the first bit of sha256(question).",
+    )
+
+
+def clapnq(out: Path) -> Path:
+    corpus: dict[str, dict] = {}
+    queries, qrels = {}, {"dev": {}, "test": {}}
+    for rec in read_packed(SETS / "clapnq-dev" / "questions.jsonl.xz"):
+        doc = _passage_id("clapnq", rec["title"], rec["text"])
+        corpus.setdefault(doc, {"_id": doc, "title": rec["title"], "text": rec["text"]})
+        if rec["answerable"]:
+            queries[rec["id"]] = rec["question"]
+            qrels["dev" if _stable_half(rec["id"]) == 0 else "test"][rec["id"]] = {doc: 1}
+    return _write(
+        out / "clapnq",
+        list(corpus.values()),
+        queries,
+        qrels,
+        "ClapNQ dev (bench/sets/clapnq-dev): the answerable questions -> their gold passage; corpus = those "
+        "passages and the passages of its unanswerable questions; dev / test by the first bit of sha256(NQ id).",
+    )
+
+
 def nq_toy(out: Path) -> Path:
     src = SHARED / "flashrag_quickstart"
     corpus = []
@@ -364,6 +414,8 @@ def main() -> int:
         hotpot_single(out, out / "cache", hotpot),
         phantomwiki(out),
         nq_toy(out),
+        nq_open(out),
+        clapnq(out),
         *mtrag(out),
         squad,
         squad_low_overlap(out, out / "cache", squad),
