@@ -374,10 +374,30 @@ RULE_METRICS = ("ndcg@10", "recall@1")
 RULE_TIE = 0.002
 
 
+def worst_ratio(figures: dict[str, dict[str, float]], best: dict[str, dict[str, float]]) -> tuple[float, str]:
+    """The rule's score of one configuration: min over datasets d and RULE_METRICS m of figures[d][m] / best[d][m]
+    (best: the best single list's figure; a dataset where it is 0 counts as ratio 1), and where it is reached."""
+    ratios = {f"{d} {m}": figures[d][m] / best[d][m] if best[d][m] > 0 else 1.0 for d in best for m in RULE_METRICS}
+    where = min(ratios, key=ratios.get)
+    return ratios[where], where
+
+
+def rank_by_rule(rows: list[dict]) -> list[dict]:
+    """Rows (worst_ratio, macro_ndcg@10) best first: the highest worst ratio wins; rows within RULE_TIE of it are
+    tied and ordered by macro nDCG@10; the rest follow by worst ratio."""
+    top = max(r["worst_ratio"] for r in rows)
+
+    def order(r: dict) -> tuple:
+        tied = r["worst_ratio"] >= top - RULE_TIE
+        return (0, -r["macro_ndcg@10"]) if tied else (1, -r["worst_ratio"])
+
+    return sorted(rows, key=order)
+
+
 def select(suite: Path, families: list[str], runs: str, out: Path | None, split: str = "dev") -> list[dict]:
     """The selection rule (docs/benchmarks.md, "Retrieval on questions asked without seeing the text"): every
     candidate's worst ratio, over the datasets (all but RULE_EXCLUDES) and RULE_METRICS, to the best of the single
-    lists (SINGLES) on that dataset and metric; best first, scores within RULE_TIE ranked by macro nDCG@10."""
+    lists (SINGLES) on that dataset and metric; best first (rank_by_rule)."""
     data = load(suite, runs)
     names = [n for n in DATASETS if n in data and n not in RULE_EXCLUDES]
     singles = {n: {r: score(data[n], split, r) for r in SINGLES} for n in names}
@@ -389,26 +409,19 @@ def select(suite: Path, families: list[str], runs: str, out: Path | None, split:
             figures = {n: singles[n][params] for n in names}
         else:
             figures = {n: score(data[n], split, params) for n in names}
-        ratios = {(n, m): figures[n][m] / best[n][m] if best[n][m] > 0 else 1.0 for n in names for m in RULE_METRICS}
-        worst = min(ratios, key=ratios.get)
+        ratio, where = worst_ratio(figures, best)
         rows.append(
             {
                 "family": family,
                 "settings": params,
-                "worst_ratio": round(ratios[worst], 4),
-                "worst_at": f"{worst[0]} {worst[1]}",
+                "worst_ratio": round(ratio, 4),
+                "worst_at": where,
                 "macro_ndcg@10": round(float(np.mean([figures[n]["ndcg@10"] for n in names])), 4),
                 "macro_recall@1": round(float(np.mean([figures[n]["recall@1"] for n in names])), 4),
                 "figures": {n: {m: round(figures[n][m], 4) for m in RULE_METRICS} for n in names},
             }
         )
-    top = max(r["worst_ratio"] for r in rows)
-
-    def order(r: dict) -> tuple:
-        tied = r["worst_ratio"] >= top - RULE_TIE
-        return (0, -r["macro_ndcg@10"]) if tied else (1, -r["worst_ratio"])
-
-    rows.sort(key=order)
+    rows = rank_by_rule(rows)
     print(
         f"{split}: worst ratio to the best single list ({', '.join(SINGLES)}) over {', '.join(names)} x "
         f"{', '.join(RULE_METRICS)}; ties within {RULE_TIE} by macro nDCG@10"
