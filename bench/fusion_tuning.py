@@ -23,9 +23,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import pickle
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -322,9 +324,16 @@ CANDIDATES = {
     ],
     "zscore margin": [
         dict(normalization="zscore", margin=(a, k), weights=_w(b))
-        for k in (1, 3, 5)
-        for a in (0.5, 1, 2)
-        for b in (0.45, 0.5, 0.55)
+        for k in (1, 2, 3, 5)
+        for a in (0.5, 1, 2, 3)
+        for b in (0.4, 0.5, 0.6)
+    ],
+    "three lists margin": [
+        dict(normalization="zscore", margin=(a, k), weights={"bm25": b, "dense": round(1 - b - c, 2)}, chunk=c)
+        for k in (2, 3)
+        for a in (1, 2)
+        for b in (0.4, 0.5)
+        for c in (0.1, 0.2)
     ],
     "three lists": [
         dict(normalization=n, weights={"bm25": b, "dense": round(1 - b - c, 2)}, chunk=c)
@@ -394,7 +403,17 @@ def rank_by_rule(rows: list[dict]) -> list[dict]:
     return sorted(rows, key=order)
 
 
-def select(suite: Path, families: list[str], runs: str, out: Path | None, split: str = "dev") -> list[dict]:
+_SELECTING: tuple = ()  # (data, dataset names, split) for the forked workers of select
+
+
+def _score_all(params: dict) -> dict[str, dict[str, float]]:
+    data, names, split = _SELECTING
+    return {n: score(data[n], split, params) for n in names}
+
+
+def select(
+    suite: Path, families: list[str], runs: str, out: Path | None, split: str = "dev", workers: int = 2
+) -> list[dict]:
     """The selection rule (docs/benchmarks.md, "Retrieval on questions asked without seeing the text"): every
     candidate's worst ratio, over the datasets (all but RULE_EXCLUDES) and RULE_METRICS, to the best of the single
     lists (SINGLES) on that dataset and metric; best first (rank_by_rule)."""
@@ -403,12 +422,14 @@ def select(suite: Path, families: list[str], runs: str, out: Path | None, split:
     singles = {n: {r: score(data[n], split, r) for r in SINGLES} for n in names}
     best = {n: {m: max(singles[n][r][m] for r in SINGLES) for m in RULE_METRICS} for n in names}
     rows = []
-    candidates = [(r, r) for r in SINGLES] + [(f, p) for f in families for p in CANDIDATES[f]]
-    for family, params in candidates:
-        if isinstance(params, str):
-            figures = {n: singles[n][params] for n in names}
-        else:
-            figures = {n: score(data[n], split, params) for n in names}
+    candidates = [(f, p) for f in families for p in CANDIDATES[f]]
+    global _SELECTING
+    _SELECTING = (data, names, split)
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+        scored = list(pool.map(_score_all, [p for _, p in candidates]))
+    for (family, params), figures in [((r, r), {n: singles[n][r] for n in names}) for r in SINGLES] + list(
+        zip(candidates, scored)
+    ):
         ratio, where = worst_ratio(figures, best)
         rows.append(
             {

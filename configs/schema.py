@@ -22,6 +22,7 @@ EmbeddingPrecision = Literal["auto", "f32"]
 FusionMethod = Literal["rrf", "convex"]
 RETRIEVER_NAMES = ("bm25", "dense")  # the lists fusion weights may name, besides the vector fields
 Normalization = Literal["minmax", "max", "zscore", "dbsf"]
+AdaptiveSignal = Literal["confidence", "margin"]
 StructuredMethod = Literal["function_calling", "json_schema", "json_mode"]
 GraphMode = Literal["fixed", "agent", "closed_book"]  # graph.mode; the service lists it (GET /v1/pipelines)
 
@@ -297,6 +298,12 @@ class FusionConfig(_Section):
         "power; 0 = the static weights",
     )
     adaptive_depth: int = Field(100, ge=2, description="scores per list that adaptive_power looks at")
+    adaptive_signal: AdaptiveSignal = Field(
+        "confidence",
+        description="what adaptive_power raises: confidence (the best score against the list's mean, in sd) or "
+        "margin (0.1 + the best score against the next adaptive_k, in sd)",
+    )
+    adaptive_k: int = Field(3, ge=1, le=50, description="margin: how many runners-up the best score is compared with")
 
     @field_validator("weights")
     @classmethod

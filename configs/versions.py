@@ -72,9 +72,11 @@ ADDED_KEYS: tuple[AddedKey, ...] = (
         },
         23,
     ),
+    AddedKey("retrieve.fusion.adaptive_signal", "confidence", 24),
+    AddedKey("retrieve.fusion.adaptive_k", 3, 25),
 )
 
-CONFIG_VERSION: int = 23
+CONFIG_VERSION: int = 25
 """The current version of the config layout: 1 + the keys added since version 1 (one version per row)."""
 
 

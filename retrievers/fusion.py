@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from copy import copy
 
-from switchyard.configs.schema import FusionMethod, Normalization
+from switchyard.configs.schema import AdaptiveSignal, FusionMethod, Normalization
 from switchyard.retrievers.documents import Passage
 
 
@@ -120,15 +120,41 @@ def top_confidence(scores: list[float]) -> float:
     return 0.0 if sd == 0 else (max(scores) - mean) / sd
 
 
+MARGIN_FLOOR = 0.1  # a list whose winner does not stand out keeps a little of its weight
+
+
+def winner_margin(scores: list[float], k: int = 3) -> float:
+    """How far a list's best score stands above its next `k`: (s_1 - mean(s_2 .. s_k+1)) / sd of the list, at least 0.
+
+    Unlike top_confidence (best against the whole list), this measures the gap to the runners-up: a retriever
+    sure of one passage (a rare name for BM25, a close paraphrase for dense) puts it well clear of the next few;
+    on questions asked without seeing the text BM25's first few are level and dense's winner stands clear, on
+    questions written from the passage it is often the other way round (docs/benchmarks.md)."""
+    if len(scores) <= k:
+        return 0.0
+    ranked = sorted(scores, reverse=True)
+    _, sd = _mean_sd(scores)
+    return 0.0 if sd == 0 else max((ranked[0] - sum(ranked[1 : k + 1]) / k) / sd, 0.0)
+
+
 def adaptive_weights(
-    ranked: dict[str, list[Passage]], weights: dict[str, float] | None, power: float, depth: int
+    ranked: dict[str, list[Passage]],
+    weights: dict[str, float] | None,
+    power: float,
+    depth: int,
+    signal: AdaptiveSignal = "confidence",
+    k: int = 3,
 ) -> dict[str, float]:
-    """Per-query weights: w_r * top_confidence_r ** power over each list's first `depth` scores, rescaled to sum
-    to the static weights' sum. power 0 gives the static weights; if no retriever stands out they are kept."""
+    """Per-query weights over each list's first `depth` scores, rescaled to sum to the static weights' sum:
+    `confidence`: w_r * top_confidence_r ** power; `margin`: w_r * (MARGIN_FLOOR + winner_margin_r(k)) ** power.
+    power 0 gives the static weights; if no retriever stands out they are kept."""
     w = _weights(ranked, weights)
     if power == 0:
         return w
-    conf = {name: max(top_confidence([p.score for p in ranked[name][:depth]]), 0.0) for name in ranked}
+    if signal == "margin":
+        conf = {name: MARGIN_FLOOR + winner_margin([p.score for p in ranked[name][:depth]], k) for name in ranked}
+    else:
+        conf = {name: max(top_confidence([p.score for p in ranked[name][:depth]]), 0.0) for name in ranked}
     raw = {name: w[name] * conf[name] ** power for name in ranked}
     total = sum(raw.values())
     if total <= 0:
@@ -168,11 +194,13 @@ def fuse(
     normalization: Normalization = "minmax",
     adaptive_power: float = 0.0,
     adaptive_depth: int = 100,
+    adaptive_signal: AdaptiveSignal = "confidence",
+    adaptive_k: int = 3,
 ) -> list[Passage]:
     """Fuse with `method` (rrf or convex); with adaptive_power > 0 the weights are set per query from how much
     each list's best score stands out (adaptive_weights)."""
     if adaptive_power:
-        weights = adaptive_weights(ranked, weights, adaptive_power, adaptive_depth)
+        weights = adaptive_weights(ranked, weights, adaptive_power, adaptive_depth, adaptive_signal, adaptive_k)
     if method == "rrf":
         return reciprocal_rank_fusion(ranked, k=rrf_k, weights=weights)
     return convex_combination(ranked, weights=weights, normalization=normalization)

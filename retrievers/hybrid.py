@@ -6,7 +6,7 @@ import contextvars
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-from switchyard.configs.schema import FusionMethod, Normalization
+from switchyard.configs.schema import AdaptiveSignal, FusionMethod, Normalization
 from switchyard.retrievers.documents import Passage
 from switchyard.retrievers.filters import Clause
 from switchyard.retrievers.fusion import fuse
@@ -35,6 +35,8 @@ class HybridRetriever:
         normalization: Normalization = "minmax",
         adaptive_power: float = 0.0,
         adaptive_depth: int = 100,
+        adaptive_signal: AdaptiveSignal = "confidence",
+        adaptive_k: int = 3,
     ):
         if not retrievers:
             raise ValueError("at least one retriever is needed")
@@ -48,6 +50,8 @@ class HybridRetriever:
         self.normalization = normalization
         self.adaptive_power = adaptive_power
         self.adaptive_depth = adaptive_depth
+        self.adaptive_signal = adaptive_signal
+        self.adaptive_k = adaptive_k
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
 
@@ -93,6 +97,8 @@ class HybridRetriever:
                 normalization=self.normalization,
                 adaptive_power=self.adaptive_power,
                 adaptive_depth=self.adaptive_depth,
+                adaptive_signal=self.adaptive_signal,
+                adaptive_k=self.adaptive_k,
             )
         return fused[: top_k or self.top_k]
 

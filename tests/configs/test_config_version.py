@@ -37,6 +37,8 @@ OTHER_VALUES = {
     "answer.spotlight": "datamark",
     "store.reindex_min_rows": 0,
     "conversation": {"method": "off"},
+    "retrieve.fusion.adaptive_signal": "margin",
+    "retrieve.fusion.adaptive_k": 1,
 }
 # what a key needs beside it to load (replay reads a vector recording; a server has a context window)
 NEEDS = {

@@ -12,6 +12,7 @@ from switchyard.retrievers.fusion import (
     min_max,
     reciprocal_rank_fusion,
     top_confidence,
+    winner_margin,
     z_score,
 )
 
@@ -209,3 +210,43 @@ class TestAdaptiveWeights:
         by_id = {p.chunk_id: p.score for p in fused}
         assert by_id["b"] == pytest.approx(w["bm25"] * 4 / 9 + w["dense"] * 1.0)
         assert by_id["a"] == pytest.approx(w["bm25"] * 1.0)
+
+
+class TestMarginWeights:
+    """adaptive_signal margin: w_r * (0.1 + (s_1 - mean(s_2..s_k+1)) / sd) ** power, rescaled to the static sum."""
+
+    def test_winner_margin_is_the_gap_to_the_runners_up_in_sd(self):
+        scores = [10.0, 4.0, 2.0, 1.0, 1.0]
+        sd = (sum((s - 3.6) ** 2 for s in scores) / 5) ** 0.5
+        assert winner_margin(scores, k=1) == pytest.approx((10 - 4) / sd)
+        assert winner_margin(scores, k=3) == pytest.approx((10 - (4 + 2 + 1) / 3) / sd)
+        assert winner_margin([3.0, 3.0, 3.0], k=1) == 0.0 and winner_margin([1.0], k=1) == 0.0
+
+    def test_the_list_whose_winner_stands_clear_gets_the_weight(self):
+        # bm25's first three are level (a natural question's common words); dense's first stands clear
+        lists = {
+            "bm25": [_p("a", 9.0), _p("c", 8.9), _p("d", 8.8), _p("b", 1.0)],
+            "dense": [_p("b", 0.9), _p("a", 0.5), _p("c", 0.45), _p("d", 0.4)],
+        }
+        w = adaptive_weights(lists, {"bm25": 0.5, "dense": 0.5}, power=1, depth=100, signal="margin", k=2)
+        mb = 0.1 + winner_margin([9.0, 8.9, 8.8, 1.0], 2)
+        md = 0.1 + winner_margin([0.9, 0.5, 0.45, 0.4], 2)
+        assert w["bm25"] == pytest.approx(mb / (mb + md)) and w["dense"] == pytest.approx(md / (mb + md))
+        assert w["dense"] > 0.8
+        static = fuse(lists, "convex", {"bm25": 0.5, "dense": 0.5}, normalization="zscore")
+        by_margin = fuse(
+            lists,
+            "convex",
+            {"bm25": 0.5, "dense": 0.5},
+            normalization="zscore",
+            adaptive_power=1,
+            adaptive_signal="margin",
+            adaptive_k=2,
+        )
+        assert static[0].chunk_id == "a" and by_margin[0].chunk_id == "b"
+
+    def test_the_config_carries_the_signal_to_the_hybrid_retriever(self):
+        config = load_config(None, ["retrieve.fusion.adaptive_signal=margin", "retrieve.fusion.adaptive_k=2"])
+        assert config.retrieve.fusion.adaptive_signal == "margin" and config.retrieve.fusion.adaptive_k == 2
+        with pytest.raises(ConfigError, match="adaptive_signal"):
+            load_config(None, ["retrieve.fusion.adaptive_signal=gap"])
