@@ -39,7 +39,7 @@ from switchyard.evaluation.ranking import METRIC_NAMES, dedupe, score_query
 from switchyard.evaluation.retrieval import EVAL_DEPTH, load_beir, prepare_stack
 from switchyard.retrievers.documents import Passage
 from switchyard.retrievers.embedder import Embedder
-from switchyard.retrievers.fusion import fuse
+from switchyard.retrievers.fusion import fuse, winner_margin  # noqa: F401 (weight_predictor.py reads it here)
 from switchyard.run_context import ALL
 
 SUITE = ROOT / "bench" / "out" / "retrieval-suite"
@@ -211,21 +211,6 @@ def blended_dense(data: dict, qid: str, share: float) -> list[tuple]:
     return sorted(rows, key=lambda r: -r[2])
 
 
-def winner_margin(scores: list[float], k: int) -> float:
-    """How far a list's first score stands above its next k, in sd of the list: (s1 - mean(s2..s_k+1)) / sd."""
-    s = np.asarray(scores, dtype=float)
-    if len(s) <= k or s.std() == 0:
-        return 0.0
-    return max(float((s[0] - s[1 : k + 1].mean()) / s.std()), 0.0)
-
-
-def margin_weights(lists: dict[str, list[Passage]], weights: dict[str, float], power: float, k: int) -> dict:
-    """Per-query weights w_r * (0.1 + winner_margin_r) ** power over each list's first 100 scores, rescaled to the
-    static weights' sum."""
-    raw = {r: weights[r] * (0.1 + winner_margin([p.score for p in lists[r][:100]], k)) ** power for r in lists}
-    return {r: raw[r] * sum(weights.values()) / sum(raw.values()) for r in lists}
-
-
 def chunk_runs(data: dict) -> dict[str, list[tuple]]:
     """Dense retrieval over one vector per chunk (the chunk's own embedding, no windows), exact, top DEPTH per query:
     the list `ingest.window_tokens: 0` gives. Computed once per dataset and kept in data["runs"]["chunk"]."""
@@ -256,8 +241,8 @@ SINGLES = ("bm25", "dense", "chunk")  # BM25, dense over sentence windows (the d
 
 def ranking(data: dict, qid: str, fusion: dict | str) -> list[str]:
     """Doc ids, best first, of 'bm25', 'dense', 'chunk' (chunk_runs), 'dense@SHARE' (blended_dense) or a fusion:
-    FusionConfig fields plus the bench-only keys prf=(docs, weight), blend=SHARE (blended_dense), margin=(power, k)
-    (margin_weights) and chunk=WEIGHT (the chunk-vector list fused as a third list with that weight)."""
+    FusionConfig fields plus the bench-only keys prf=(docs, weight), blend=SHARE (blended_dense) and chunk=WEIGHT
+    (the chunk-vector list fused as a third list with that weight)."""
     runs = data["runs"]
     if isinstance(fusion, str):
         name, _, share = fusion.partition("@")
@@ -265,7 +250,7 @@ def ranking(data: dict, qid: str, fusion: dict | str) -> list[str]:
             return [d for _, d, _ in chunk_runs(data)[qid]]
         return [d for _, d, _ in (blended_dense(data, qid, float(share)) if share else runs[name][qid])]
     fusion = dict(fusion)
-    prf, blend, margin = fusion.pop("prf", None), fusion.pop("blend", None), fusion.pop("margin", None)
+    prf, blend = fusion.pop("prf", None), fusion.pop("blend", None)
     chunk = fusion.pop("chunk", None)
     fc = FusionConfig(**fusion).model_dump()
     dense = runs["dense"][qid] if blend is None else blended_dense(data, qid, blend)
@@ -273,8 +258,6 @@ def ranking(data: dict, qid: str, fusion: dict | str) -> list[str]:
     if chunk:
         lists["chunk"] = _passages(chunk_runs(data)[qid])
         fc["weights"] = {**fc["weights"], "chunk": chunk}
-    if margin:
-        fc["weights"] = margin_weights(lists, fc["weights"], *margin)
     fused = fuse(lists, **fc)
     if prf:
         lists["dense"] = dense_feedback(data, qid, fused, *prf)
@@ -323,13 +306,20 @@ CANDIDATES = {
         for b in (0.4, 0.5, 0.6)
     ],
     "zscore margin": [
-        dict(normalization="zscore", margin=(a, k), weights=_w(b))
+        dict(normalization="zscore", adaptive_power=a, adaptive_signal="margin", adaptive_k=k, weights=_w(b))
         for k in (1, 2, 3, 5)
         for a in (0.5, 1, 2, 3)
         for b in (0.4, 0.5, 0.6)
     ],
     "three lists margin": [
-        dict(normalization="zscore", margin=(a, k), weights={"bm25": b, "dense": round(1 - b - c, 2)}, chunk=c)
+        dict(
+            normalization="zscore",
+            adaptive_power=a,
+            adaptive_signal="margin",
+            adaptive_k=k,
+            weights={"bm25": b, "dense": round(1 - b - c, 2)},
+            chunk=c,
+        )
         for k in (2, 3)
         for a in (1, 2)
         for b in (0.4, 0.5)
