@@ -20,7 +20,9 @@ VectorIndexKind = Literal["ivf_hnsw_sq", "ivf_pq"]
 EmbeddingBackend = Literal["torch", "onnx", "openvino"]
 EmbeddingPrecision = Literal["auto", "f32"]
 FusionMethod = Literal["rrf", "convex"]
-RETRIEVER_NAMES = ("bm25", "dense")  # the lists fusion weights may name, besides the vector fields
+# the lists fusion weights may name, besides the vector fields; `chunk` (dense over each chunk's own vector, next to
+# dense over its sentence windows) is fused only when its weight is > 0
+RETRIEVER_NAMES = ("bm25", "dense", "chunk")
 Normalization = Literal["minmax", "max", "zscore", "dbsf"]
 AdaptiveSignal = Literal["confidence", "margin"]
 StructuredMethod = Literal["function_calling", "json_schema", "json_mode"]
@@ -205,7 +207,7 @@ class DenseConfig(_Section):
 
 
 _FIELD_NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
-_NOT_FIELD_NAMES = ("bm25", "dense", "hybrid", "vector", "window", "e5")  # lists and columns already named
+_NOT_FIELD_NAMES = ("bm25", "dense", "chunk", "hybrid", "vector", "window", "e5")  # lists and columns already named
 
 
 class VectorFieldConfig(_Section):

@@ -18,7 +18,7 @@ from switchyard.retrievers.lazy import Lazy
 from switchyard.retrievers.query_adapter import QueryAdapter
 from switchyard.retrievers.rerankers import CrossEncoderReranker, DenseRescoreReranker, LLMReranker, NoReranker
 from switchyard.retrievers.search import Retrieval, SearchResult, Where
-from switchyard.retrievers.store import IndexStore
+from switchyard.retrievers.store import CHUNK_VECTORS, IndexStore
 from switchyard.retrievers.vector_recording import build_embedder
 from switchyard.run_context import RunContext, Scope
 
@@ -186,6 +186,16 @@ class RetrievalStack:
             self.store, self.embedder, top_k=c.top_k, adapter=self._adapter.get() if c.query_adapter else None
         )
 
+    def chunk_dense(self) -> DenseRetriever:
+        """Dense retrieval over each chunk's own vector (title + text, no windows), listed as `chunk`: hybrid mode
+        fuses it as a third list when `retrieve.fusion.weights.chunk` > 0. In a collection without windows it ranks
+        as `dense` does."""
+        c = self.config.retrieve.retrievers.dense
+        adapter = self._adapter.get() if c.query_adapter else None
+        return DenseRetriever(
+            self.store, self.embedder, top_k=c.top_k, adapter=adapter, name="chunk", field=CHUNK_VECTORS
+        )
+
     def field_retriever(self, name: str) -> DenseRetriever:
         """The dense retriever of vector field `name`: its model, its column, its query prefix; listed as `name`."""
         f = self.field_config(name)
@@ -201,9 +211,10 @@ class RetrievalStack:
         return adapter
 
     def hybrid_parts(self) -> list:
-        """The retrievers hybrid mode fuses: bm25, dense and each enabled vector field (e.g. retrieve.retrievers.e5),
-        new objects over this stack's store and models."""
-        return [self.bm25(), self.dense()] + [self.field_retriever(name) for name in self.enabled_fields()]
+        """The retrievers hybrid mode fuses: bm25, dense, chunk (when weighted) and each enabled vector field (e.g.
+        retrieve.retrievers.e5), new objects over this stack's store and models."""
+        chunk = [self.chunk_dense()] if self.config.retrieve.fusion.weights.get("chunk", 0.0) > 0 else []
+        return [self.bm25(), self.dense(), *chunk] + [self.field_retriever(name) for name in self.enabled_fields()]
 
     def hybrid_retriever(self, fusion: FusionConfig | None = None) -> HybridRetriever:
         """The hybrid retriever: in hybrid mode, with the config's fusion, the very one `retrieval` runs; otherwise

@@ -10,7 +10,7 @@
 from switchyard.retrievers.filters import ACL_FIELD
 from switchyard.retrievers.store.connection import ENV_PREFIX, redact_storage_options, resolve_storage_options
 from switchyard.retrievers.store.index_store import IndexStore
-from switchyard.retrievers.store.queries import ChunkFetch, FullTextSearch, VectorSearch
+from switchyard.retrievers.store.queries import CHUNK_VECTORS, ChunkFetch, FullTextSearch, VectorSearch
 from switchyard.retrievers.store.schema import (
     ACL,
     META_KEY,
@@ -27,6 +27,7 @@ E5_COLUMN = field_column("e5")  # the column of the e5 vector field (retrieve.re
 __all__ = [
     "ACL",
     "ACL_FIELD",
+    "CHUNK_VECTORS",
     "ChunkFetch",
     "E5_COLUMN",
     "ENV_PREFIX",

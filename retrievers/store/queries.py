@@ -14,7 +14,7 @@ from switchyard.errors import StoreError
 from switchyard.retrievers.documents import Passage
 from switchyard.retrievers.filters import READABLE, Clause, to_sql
 from switchyard.retrievers.store import vector_index
-from switchyard.retrievers.store.schema import ROW_COLUMNS, WINDOW_COLUMN, field_column, sql_list
+from switchyard.retrievers.store.schema import ROW_COLUMNS, VECTOR_COLUMN, WINDOW_COLUMN, field_column, sql_list
 from switchyard.run_context import ALL
 
 if TYPE_CHECKING:
@@ -56,9 +56,13 @@ class FullTextSearch:
         return _passages(self.store, query, where, lambda row: float(row["_score"]))
 
 
+CHUNK_VECTORS = "chunk"  # VectorSearch's field for each chunk's own vector, windows or not
+
+
 class VectorSearch:
     """The k chunks nearest a vector, scored by cosine similarity: of the chunk's vector, or, in a collection with
-    window vectors, of its best window; `field` names a vector field to search instead (its column)."""
+    window vectors, of its best window; `field` names a vector field to search instead (its column), or
+    CHUNK_VECTORS: each chunk's own vector even where windows exist."""
 
     def __init__(self, store: IndexStore, field: str | None = None):
         self.store = store
@@ -67,6 +71,8 @@ class VectorSearch:
     def column(self) -> str:
         if self.field is None:
             return self.store.vector_column
+        if self.field == CHUNK_VECTORS:
+            return VECTOR_COLUMN
         if self.field not in self.store.vector_fields:
             raise StoreError(
                 f"collection {self.store.collection!r} holds no {self.field} vectors (it was built "

@@ -9,8 +9,9 @@ from switchyard.errors import ConfigError
 from switchyard.retrievers.chunking import SentenceWindows, tokenizer_file_for
 from switchyard.retrievers.documents import search_text
 from switchyard.retrievers.embedder import resolve_model_dir
+from switchyard.retrievers.filters import scope_clauses
 from switchyard.retrievers.ingest import corpus_collection
-from switchyard.retrievers.store import WINDOW_COLUMN, ChunkFetch, IndexStore, VectorSearch
+from switchyard.retrievers.store import CHUNK_VECTORS, WINDOW_COLUMN, ChunkFetch, IndexStore, VectorSearch
 from switchyard.run_context import ALL
 from tests.conftest import FIXTURES, SAMPLES
 from tests.retrievers.helpers import make_chunk, unit
@@ -67,6 +68,10 @@ class TestWindowStore:
         assert store.windows == (64, 32) and store.metadata()["windows"] == [64, 32]
         # the chunk's own vector is kept for the checks that compare passages (grade, answer support)
         assert np.allclose(ChunkFetch(store).vectors(["a::0"])["a::0"], vectors[0])
+        # the chunk list searches each chunk's own vector instead: a first
+        by_chunk = VectorSearch(store, CHUNK_VECTORS).run(q, 2)
+        assert [h.chunk_id for h in by_chunk] == ["a::0", "b::0"]
+        assert [h.score for h in by_chunk] == pytest.approx([float(v @ q) for v in vectors], abs=1e-5)
 
     def test_a_windowed_collection_needs_window_vectors(self, tmp_path):
         store = IndexStore(str(tmp_path / "ix"), "c", dim=3, windows=(64, 32))
@@ -86,6 +91,23 @@ class TestWindowStore:
 
 
 class TestWindowIngest:
+    def test_a_chunk_weight_fuses_the_chunk_vector_list_as_a_third(self, make_stack):
+        windows = ("ingest.window_tokens=32", "ingest.window_overlap=12")
+        plain = make_stack(*windows)
+        assert [r.name for r in plain.hybrid_parts()] == ["bm25", "dense"]
+        three = make_stack(*windows, "retrieve.fusion.weights={bm25: 0.4, dense: 0.5, chunk: 0.1}")
+        assert [r.name for r in three.hybrid_parts()] == ["bm25", "dense", "chunk"]
+        three.ingestor(progress=False).run([SAMPLES])
+        question = "Who patented the knuckle coupler?"
+        top = three.search(question, top_k=3, groups=ALL).passages
+        assert top[0].title == "Railway couplers" and "chunk" in top[0].scores
+        alone = three.chunk_dense().run(question, where=scope_clauses(ALL))
+        vectors = ChunkFetch(three.store).vectors([p.chunk_id for p in alone])
+        query = three.embedder.embed_query(question)
+        assert [p.score for p in alone] == pytest.approx([float(vectors[p.chunk_id] @ query) for p in alone], abs=1e-4)
+        with pytest.raises(ConfigError, match="unknown retriever"):
+            load_config(None, ["retrieve.fusion.weights={bm25: 0.5, dense: 0.5, chunks: 0.1}"])
+
     def test_ingest_writes_one_vector_per_window(self, make_stack, embedder, tmp_path):
         stack = make_stack("ingest.window_tokens=32", "ingest.window_overlap=12")
         doc = tmp_path / "couplers.md"
