@@ -488,29 +488,40 @@ def paired_p(diff: np.ndarray, flips: int = 10_000, seed: int = 0) -> float:
     return float((np.abs((signs * diff).mean(axis=1)) >= abs(diff.mean()) - 1e-12).mean())
 
 
-CHOSEN = {  # the default and the settings it is compared with
-    "default (zscore 0.5/0.5)": dict(normalization="zscore", adaptive_power=0, weights=_w(0.5)),
-    "previous default (max 0.5/0.5)": dict(normalization="max", adaptive_power=0, weights=_w(0.5)),
-    "adaptive (max, power 2, 0.55/0.45)": dict(normalization="max", adaptive_power=2, weights=_w(0.55)),
+CHOSEN = {  # the default (the selection rule's choice on dev) and the settings it replaced
+    "default (three lists, margin)": dict(
+        normalization="zscore",
+        adaptive_power=2,
+        adaptive_signal="margin",
+        adaptive_k=3,
+        weights={"bm25": 0.4, "dense": 0.5},
+        chunk=0.1,
+    ),
+    "previous default (zscore 0.5/0.5)": dict(normalization="zscore", adaptive_power=0, weights=_w(0.5)),
 }
 
 
-def report_chosen(suite: Path, metric: str, split: str, runs: str) -> None:
+def report_chosen(suite: Path, metric: str, split: str, runs: str) -> dict:
+    """Each CHOSEN setting on `split` for nDCG@10 and R@1: its figure, the difference to the best single list
+    (SINGLES, the best on this split: the stricter comparison) and the paired sign-flip p; and the worst ratio."""
     data = load(suite, runs)
-    print(
-        f"{split} {metric}: config - better single retriever (chosen on {split}, the stricter comparison), "
-        "paired randomization p (10,000 sign flips)"
-    )
+    out: dict = {}
+    print(f"{split}: config - best single list (best on {split}), paired randomization p (10,000 sign flips)")
     for name in [n for n in DATASETS if n in data]:
-        singles = {r: per_query(data[name], split, r, metric) for r in ("bm25", "dense")}
-        best = max(singles, key=lambda r: singles[r].mean())
-        print(
-            f"{name} ({len(singles[best])} q): bm25 {singles['bm25'].mean():.4f}, dense {singles['dense'].mean():.4f}"
-        )
-        for label, params in CHOSEN.items():
-            values = per_query(data[name], split, params, metric)
-            diff = values - singles[best]
-            print(f"  {label}: {values.mean():.4f} ({diff.mean():+.4f} vs {best}, p {paired_p(diff):.3f})")
+        out[name] = {}
+        for m in RULE_METRICS:
+            singles = {r: per_query(data[name], split, r, m) for r in SINGLES}
+            best = max(singles, key=lambda r: singles[r].mean())
+            line = ", ".join(f"{r} {v.mean():.4f}" for r, v in singles.items())
+            print(f"{name} {m} ({len(singles[best])} q): {line}")
+            out[name][m] = {r: round(float(v.mean()), 4) for r, v in singles.items()}
+            for label, params in CHOSEN.items():
+                values = per_query(data[name], split, params, m)
+                diff = values - singles[best]
+                p = paired_p(diff)
+                print(f"  {label}: {values.mean():.4f} ({diff.mean():+.4f} vs {best}, p {p:.3f})")
+                out[name][m][label] = {"value": round(float(values.mean()), 4), "vs": best, "p": round(p, 4)}
+    return out
 
 
 ORACLE_WEIGHTS = (0.2, 0.35, 0.5, 0.65, 0.8)
@@ -574,7 +585,9 @@ def main() -> int:
     elif args.step == "oracle":
         oracle(suite, args.metric, args.split, args.runs)
     else:
-        report_chosen(suite, args.metric, args.split, args.runs)
+        result = report_chosen(suite, args.metric, args.split, args.runs)
+        if args.out:
+            args.out.write_text(json.dumps({"split": args.split, "chosen": CHOSEN, "datasets": result}, indent=1))
     return 0
 
 
