@@ -98,9 +98,10 @@ def _condense(
         run=run,
     )
     condensed = " ".join(result.value.question.split())
-    known = set(content_tokenizer()(question)) | {w for m in history for w in content_tokenizer()(m.content)}
+    words = content_tokenizer()
+    known = set(words(question)) | {w for m in history for w in words(m.content)}
     # a reply about nothing the conversation said (a weak model's invention) is not trusted over the terms
-    if not condensed or not set(content_tokenizer()(condensed)) & known:
+    if not condensed or not set(words(condensed)) & known:
         return None
     return condensed
 

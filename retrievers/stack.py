@@ -180,21 +180,18 @@ class RetrievalStack:
             )
         return LanceBM25Retriever(self.store, top_k=c.top_k)
 
-    def dense(self) -> DenseRetriever:
+    def dense(self, name: str = "dense", field: str | None = None) -> DenseRetriever:
+        """Dense retrieval with the collection's model (`retrieve.retrievers.dense`): over its sentence windows where
+        it has them; `chunk_dense` is the same over each chunk's own vector."""
         c = self.config.retrieve.retrievers.dense
-        return DenseRetriever(
-            self.store, self.embedder, top_k=c.top_k, adapter=self._adapter.get() if c.query_adapter else None
-        )
+        adapter = self._adapter.get() if c.query_adapter else None
+        return DenseRetriever(self.store, self.embedder, top_k=c.top_k, adapter=adapter, name=name, field=field)
 
     def chunk_dense(self) -> DenseRetriever:
         """Dense retrieval over each chunk's own vector (title + text, no windows), listed as `chunk`: hybrid mode
         fuses it as a third list when `retrieve.fusion.weights.chunk` > 0. In a collection without windows it ranks
         as `dense` does."""
-        c = self.config.retrieve.retrievers.dense
-        adapter = self._adapter.get() if c.query_adapter else None
-        return DenseRetriever(
-            self.store, self.embedder, top_k=c.top_k, adapter=adapter, name="chunk", field=CHUNK_VECTORS
-        )
+        return self.dense(name="chunk", field=CHUNK_VECTORS)
 
     def field_retriever(self, name: str) -> DenseRetriever:
         """The dense retriever of vector field `name`: its model, its column, its query prefix; listed as `name`."""
