@@ -325,44 +325,38 @@ def mtrag(out: Path) -> list[Path]:
     return folders
 
 
-def _passage_id(prefix: str, title: str, text: str) -> str:
-    digest = hashlib.sha256(f"{title}\n{text}".encode()).hexdigest()
-    return f"{prefix}:{digest[:16]}"
+def _gold_passage_set(folder: Path, prefix: str, records: list[tuple[str, str, str, str, str]], notes: str) -> Path:
+    """A set whose questions each have one gold passage, from (query id, split key, question, title, text) records:
+    the corpus is every distinct passage (id: `prefix` + sha256 of title and text), a record with an empty question
+    adds its passage only, and a question is dev or test by the first bit of sha256(split key)."""
+    corpus: dict[str, dict] = {}
+    queries, qrels = {}, {"dev": {}, "test": {}}
+    for qid, split_key, question, title, text in records:
+        doc = prefix + ":" + hashlib.sha256(f"{title}\n{text}".encode()).hexdigest()[:16]
+        corpus.setdefault(doc, {"_id": doc, "title": title, "text": text})
+        if question:
+            queries[qid] = question
+            qrels["dev" if _stable_half(split_key) == 0 else "test"][qid] = {doc: 1}
+    return _write(folder, list(corpus.values()), queries, qrels, notes)
 
 
 def nq_open(out: Path) -> Path:
-    corpus: dict[str, dict] = {}
-    queries, qrels = {}, {"dev": {}, "test": {}}
-    for i, rec in enumerate(read_packed(SETS / "nq-open" / "questions.jsonl.xz")):
-        doc = _passage_id("nq", rec["title"], rec["text"])
-        corpus.setdefault(doc, {"_id": doc, "title": rec["title"], "text": rec["text"]})
-        qid = f"nq-open-{i}"
-        queries[qid] = rec["question"]
-        qrels["dev" if _stable_half(rec["question"]) == 0 else "test"][qid] = {doc: 1}
-    return _write(
+    records = read_packed(SETS / "nq-open" / "questions.jsonl.xz")
+    return _gold_passage_set(
         out / "nq-open",
-        list(corpus.values()),
-        queries,
-        qrels,
+        "nq",
+        [(f"nq-open-{i}", r["question"], r["question"], r["title"], r["text"]) for i, r in enumerate(records)],
         "NQ-open questions of 'Lost in the Middle' (bench/sets/nq-open) -> the one gold passage each; corpus = "
         "the distinct gold passages; dev / test by the first bit of sha256(question).",
     )
 
 
 def clapnq(out: Path) -> Path:
-    corpus: dict[str, dict] = {}
-    queries, qrels = {}, {"dev": {}, "test": {}}
-    for rec in read_packed(SETS / "clapnq-dev" / "questions.jsonl.xz"):
-        doc = _passage_id("clapnq", rec["title"], rec["text"])
-        corpus.setdefault(doc, {"_id": doc, "title": rec["title"], "text": rec["text"]})
-        if rec["answerable"]:
-            queries[rec["id"]] = rec["question"]
-            qrels["dev" if _stable_half(rec["id"]) == 0 else "test"][rec["id"]] = {doc: 1}
-    return _write(
+    records = read_packed(SETS / "clapnq-dev" / "questions.jsonl.xz")
+    return _gold_passage_set(
         out / "clapnq",
-        list(corpus.values()),
-        queries,
-        qrels,
+        "clapnq",
+        [(r["id"], r["id"], r["question"] if r["answerable"] else "", r["title"], r["text"]) for r in records],
         "ClapNQ dev (bench/sets/clapnq-dev): the answerable questions -> their gold passage; corpus = those "
         "passages and the passages of its unanswerable questions; dev / test by the first bit of sha256(NQ id).",
     )
