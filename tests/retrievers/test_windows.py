@@ -217,6 +217,33 @@ class TestWindowConcurrency:
         best = float((np.asarray(windows[top_id], dtype=np.float32) @ embedder.embed_query(queries[0])).max())
         assert top_score == pytest.approx(best, abs=1e-4)
 
+    def test_three_lists_with_margin_weights_from_many_threads(self, make_stack):
+        """The chunk list and per-query margin weights keep nothing between queries: threads released together get
+        the sequential results."""
+        from tests.together import run_together
+
+        three = (
+            "ingest.window_tokens=32",
+            "ingest.window_overlap=12",
+            "retrieve.fusion.weights={bm25: 0.4, dense: 0.5, chunk: 0.1}",
+            "retrieve.fusion.adaptive_power=2",
+            "retrieve.fusion.adaptive_signal=margin",
+        )
+        make_stack(*three).ingestor(progress=False).run([SAMPLES])
+        queries = ["Who patented the knuckle coupler?", "standard gauge", "hump yard retarders", "blue flag protection"]
+        queries = queries * 2
+        stack = make_stack(*three)
+        got = run_together(
+            len(queries),
+            lambda i: [(p.chunk_id, round(p.score, 5)) for p in stack.search(queries[i], top_k=3, groups=ALL).passages],
+        )
+        sequential = make_stack(*three)
+        assert got == [
+            [(p.chunk_id, round(p.score, 5)) for p in sequential.search(q, top_k=3, groups=ALL).passages]
+            for q in queries
+        ]
+        assert "chunk" in stack.search(queries[0], top_k=1, groups=ALL).passages[0].scores
+
 
 class TestWindowSettings:
     def test_config_checks(self):
