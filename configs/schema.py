@@ -194,7 +194,7 @@ class DenseConfig(_Section):
     top_k: int = Field(100, ge=1)
     query_adapter: str | None = Field(
         None,
-        description="a query adapter file (`cli.py fit-adapter`): a linear correction of query vectors "
+        description="a query adapter file (`switchyard fit-adapter`): a linear correction of query vectors "
         "learned from this collection's labelled queries; none by default",
     )
 

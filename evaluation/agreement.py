@@ -1,7 +1,7 @@
 """Does a generated question set rank pipeline configs as a labelled set does? (issue 63, goal 4)
 
 Given two evaluation reports (report.json) of the same configs, one on a labelled set and one on a set generated
-from the same corpus (`cli.py eval generate`), `rank_agreement` gives each config's mean on both, Kendall's tau-b
+from the same corpus (`switchyard eval generate`), `rank_agreement` gives each config's mean on both, Kendall's tau-b
 between the two orders (scipy.stats.kendalltau; ties count as ties) with its p-value, and each config's paired
 difference against the baseline on both sets side by side (mean difference, 95% BCa interval, Holm-adjusted p, as
 report.json holds them). Tau near 1: the generated set orders the configs as the labelled one does; near 0: its

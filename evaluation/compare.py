@@ -1,4 +1,4 @@
-"""A comparison of pipeline configs on a QA dataset, end to end: what `cli.py eval` runs, callable from Python.
+"""A comparison of pipeline configs on a QA dataset, end to end: what `switchyard eval` runs, callable from Python.
 
 `run_evaluation` checks every setting before any work starts (each config, the judge's, the recorded replies and
 vectors a replay needs), loads the dataset, asks what is not yet in the folder's results (evaluation/runner.py:
@@ -76,7 +76,7 @@ def run_evaluation(
     `llm_cache` / `vector_cache` record LLM replies / embedding vectors there and answer from what was recorded
     before; with `replay`, only from them (no model). `ray`: ask on the
     Ray cluster at this address. `unreviewed`: a generated set's items not reviewed are scored too (accepted and
-    edited ones always, rejected ones never). See `cli.py eval` (docs/cli.md) for each setting."""
+    edited ones always, rejected ones never). See `switchyard eval` (docs/cli.md) for each setting."""
     with needs_extra("eval", "switchyard eval (plots, paired statistics)"):
         from switchyard.evaluation.report import write_report
     if runs < 1 or workers < 1 or (limit is not None and limit < 1):

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from switchyard.errors import DatasetError
+from switchyard.errors import DatasetError, program
 from switchyard.evaluation.metrics import ATTACK_KINDS, INJECTION_TYPE, NO_DOCUMENTS_TYPES, UNANSWERABLE_TYPE
 
 ABSTAIN_TYPES = (*NO_DOCUMENTS_TYPES, UNANSWERABLE_TYPE)  # types whose questions may have no gold answer
@@ -248,7 +248,7 @@ def _attack(record: dict, where: str) -> dict:
 
 
 def load_generated(folder: Path, corpus: Path | None, unreviewed: bool = False) -> EvalSet:
-    """A folder of `cli.py eval generate`: its reviewed items (evaluation/review.py; with `unreviewed`, also those
+    """A folder of `switchyard eval generate`: its reviewed items (evaluation/review.py; with `unreviewed`, also those
     without a decision), over the documents it was generated from unless `corpus` is given."""
     from switchyard.evaluation.generate import MANIFEST, QUESTIONS
     from switchyard.evaluation.review import reviewed_items
@@ -258,7 +258,7 @@ def load_generated(folder: Path, corpus: Path | None, unreviewed: bool = False) 
     if not items:
         raise DatasetError(
             f"{folder}: no item to score ({counts['accept']} accepted, {counts['edit']} edited, {counts['reject']} "
-            f"rejected, {counts['unreviewed']} not reviewed): review it (cli.py eval review {folder}), or score the "
+            f"rejected, {counts['unreviewed']} not reviewed): review it ({program()} eval review {folder}), or score the "
             "items not reviewed too with --unreviewed"
         )
     if corpus is None:
@@ -276,7 +276,7 @@ def load_generated(folder: Path, corpus: Path | None, unreviewed: bool = False) 
 def load_dataset(
     path: str | Path, corpus: str | Path | None = None, cache_dir: Path | None = None, unreviewed: bool = False
 ) -> EvalSet:
-    """Detect the format: a folder with articles.json + questions.json (PhantomWiki); a folder of `cli.py eval
+    """Detect the format: a folder with articles.json + questions.json (PhantomWiki); a folder of `switchyard eval
     generate` (generation.json); a JSON/JSONL whose records have `context` (HotpotQA); a JSONL with `answers`
     (plain, needs `corpus`). `unreviewed`: a generated set's items not reviewed are scored too."""
     dataset = _load(Path(path), corpus, cache_dir, unreviewed)
@@ -296,7 +296,7 @@ def _load(path: Path, corpus: str | Path | None, cache_dir: Path | None, unrevie
             return load_generated(path, Path(corpus) if corpus else None, unreviewed)
         raise DatasetError(
             f"{path}: a dataset folder needs articles.json and questions.json (PhantomWiki), turns.jsonl and "
-            "passages.jsonl (MTRAG conversations), or generation.json (cli.py eval generate)"
+            f"passages.jsonl (MTRAG conversations), or generation.json ({program()} eval generate)"
         )
     if not path.is_file():
         raise DatasetError(f"dataset not found: {path}")

@@ -1,6 +1,6 @@
 """LLM-judged faithfulness: is each answer sentence supported by the passage it cites? Off by default.
 
-The judge is any Switchyard LLM backend, configured by the `llm:` section of a YAML file (`cli.py eval --judge
+The judge is any Switchyard LLM backend, configured by the `llm:` section of a YAML file (`switchyard eval --judge
 FILE`), so a stronger model behind an OpenAI-compatible server can judge a weaker local one. Per answer,
 faithfulness = supported sentences / judged sentences. A sentence without a citation is unsupported and costs no
 call; a cited sentence is supported when the judge accepts any one of its cited passages. A judge reply that stays

@@ -1,4 +1,4 @@
-"""Question sets generated from your own documents (`cli.py eval generate`), in the format `cli.py eval` reads.
+"""Question sets generated from your own documents (`switchyard eval generate`), in the format `switchyard eval` reads.
 
 1. **Passages** are the chunks of the documents as an index holds them: the config's chunker over the given files,
    or the rows of an indexed collection; those under `min_chars` characters are left out. They are sampled across
@@ -31,7 +31,7 @@ The output folder: `questions.jsonl` (the kept items, rewritten after every run)
 kept or rejected with its reason and reply, appended as it goes: a rerun skips what it holds, so an interrupted run
 resumes), `generation.json` (the manifest: settings, source, model, prompt hashes, code commit and packages, counts
 by reason, yield, LLM usage; a folder resumes only under the same settings, source, model and prompts) and
-`config.yaml` (the resolved config). Reviews (`cli.py eval review`) go to `review.jsonl` beside them (evaluation/review.py).
+`config.yaml` (the resolved config). Reviews (`switchyard eval review`) go to `review.jsonl` beside them (evaluation/review.py).
 """
 
 from __future__ import annotations
@@ -563,7 +563,7 @@ def _check_same_settings(out: Path, settings: Settings, manifest: dict) -> None:
 
 # -- where passages come from -------------------------------------------------------------------------------------
 def passages_from_paths(paths: list[str | Path], chunker) -> list[SourcePassage]:
-    """The chunks of the files (and folders) as `cli.py ingest` would index them with this chunker."""
+    """The chunks of the files (and folders) as `switchyard ingest` would index them with this chunker."""
     from switchyard.retrievers.documents import SourceDocument
     from switchyard.retrievers.loaders import load_paths
 
@@ -603,7 +603,7 @@ def generate_question_set(
     paths: list[str | Path] | None = None,
     progress: bool | None = None,
 ) -> GenerationDone:
-    """`cli.py eval generate`: a question set from `paths` (chunked with the config's chunker), or without paths
+    """`switchyard eval generate`: a question set from `paths` (chunked with the config's chunker), or without paths
     from the config's collection (`store`), by the config's LLM (and its reply cache), deduplicated with its
     embedder."""
     import yaml

@@ -317,7 +317,7 @@ def build(
 
 
 def _dataset_entry(dataset_path: str | Path | None) -> dict:
-    """Path and content hash; for a set of `cli.py eval generate`, also where it came from and its review, and the
+    """Path and content hash; for a set of `switchyard eval generate`, also where it came from and its review, and the
     hash covers only the files its questions are read from (rerunning the generator rewrites its manifest, not them)."""
     from switchyard.evaluation.review import SCORED_FILES, set_summary
 

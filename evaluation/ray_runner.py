@@ -1,4 +1,4 @@
-"""`cli.py eval --ray ADDRESS`: an evaluation's questions asked by Ray actors; the only module of evaluation/ that
+"""`switchyard eval --ray ADDRESS`: an evaluation's questions asked by Ray actors; the only module of evaluation/ that
 imports Ray.
 
 The driver (evaluation/runner.py's Evaluator) still checks the manifest, ingests the corpora, and writes every row;

@@ -46,11 +46,11 @@ METRICS = [
     "judge_fallbacks",
     "relevance_fallbacks",
 ]
-# the research's metrics (evaluation/research_metrics.py, cli.py eval --metrics) and a conversation turn's retrieval
+# the research's metrics (evaluation/research_metrics.py, switchyard eval --metrics) and a conversation turn's retrieval
 # against its gold passages: shown, with a bootstrap interval per config and paired against the baseline, only when
 # some row has them
 RESEARCH = ("answer_similarity", "answer_relevance", "context_relevance", "recall_at_5", "ndcg_at_10")
-# only when an LLM judge ran (cli.py eval --judge) or the research's metrics were asked for
+# only when an LLM judge ran (switchyard eval --judge) or the research's metrics were asked for
 OPTIONAL = {"faithfulness", "judge_fallbacks", *RESEARCH, "relevance_fallbacks"}
 ACCURACY = ("f1", "contains", "exact_match")  # per-question scores with a bootstrap interval per config
 

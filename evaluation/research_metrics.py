@@ -1,4 +1,4 @@
-"""The research's answer metrics beside EM / F1 / contains / faithfulness (`cli.py eval --metrics ...`).
+"""The research's answer metrics beside EM / F1 / contains / faithfulness (`switchyard eval --metrics ...`).
 
 - `answer_similarity` (the AutoGPT IR thesis's score): cosine of the answer's and the gold answer's embeddings with
   the embedded sentence model, the best gold alternative (a list answer's items joined as one text), clipped at 0.

@@ -340,7 +340,7 @@ def benchmark(
     variants: dict[str, FusionConfig] | None = None,
     out: str | Path | None = None,
 ) -> dict:
-    """`cli.py eval-retrieval`: `evaluate` on one BEIR folder, `evaluate_suite` on several; with `out`, the result
+    """`switchyard eval-retrieval`: `evaluate` on one BEIR folder, `evaluate_suite` on several; with `out`, the result
     is also written there as JSON. `format_benchmark` prints either."""
     if len(folders) == 1:
         result = evaluate(

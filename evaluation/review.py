@@ -1,8 +1,8 @@
-"""Reviewing a generated question set (`cli.py eval review SET`): accept, edit or reject each item, in the terminal.
+"""Reviewing a generated question set (`switchyard eval review SET`): accept, edit or reject each item, in the terminal.
 
 Each decision is appended to `SET/review.jsonl` as it is made (`{"id", "decision": accept|edit|reject, "question"?,
 "answers"?}`; the last line of an id wins), so a review stops at any item and resumes at the first one without a
-decision. `cli.py eval` scores the accepted and edited items (an edit replaces the question or the answer) and,
+decision. `switchyard eval` scores the accepted and edited items (an edit replaces the question or the answer) and,
 with `--unreviewed`, those without a decision too; a rejected item never.
 """
 
@@ -12,7 +12,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from switchyard.errors import DatasetError
+from switchyard.errors import DatasetError, program
 from switchyard.evaluation.generate import MANIFEST, QUESTIONS
 from switchyard.evaluation.jsonl import read_log_lines
 
@@ -25,7 +25,7 @@ KEYS = {"a": "accept", "e": "edit", "r": "reject", "s": "skip", "q": "quit"}
 def read_items(folder: Path) -> list[dict]:
     path = folder / QUESTIONS
     if not path.is_file():
-        raise DatasetError(f"{folder}: no {QUESTIONS} (a folder written by `cli.py eval generate`)")
+        raise DatasetError(f"{folder}: no {QUESTIONS} (a folder written by `{program()} eval generate`)")
     return [json.loads(line) for line in read_log_lines(path)]
 
 

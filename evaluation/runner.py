@@ -12,7 +12,7 @@ resume under a different setup (code, models, prompts, configs, collections, ...
 With `llm.cache_dir` (eval --llm-cache), LLM replies are recorded or, under `llm.replay`, replayed; a request that
 was never recorded stops the evaluation (it is not counted as a failed question). `embedding.vector_cache` (eval
 --vector-cache) does the same for embedding vectors (retrievers/vector_recording.py); the vectors recorded are
-written when the evaluation ends, however it ends (an error, Ctrl-C, or a SIGTERM to `cli.py eval`).
+written when the evaluation ends, however it ends (an error, Ctrl-C, or a SIGTERM to `switchyard eval`).
 """
 
 from __future__ import annotations

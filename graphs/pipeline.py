@@ -1,4 +1,4 @@
-"""The importable pipeline: `Pipeline(config).ask(question)` gives an `AskResult` whose `to_json()` is `cli.py ask
+"""The importable pipeline: `Pipeline(config).ask(question)` gives an `AskResult` whose `to_json()` is `switchyard ask
 --json`, and `Pipeline.stream(question)` gives the run as typed events (graphs/results.py). One `Pipeline` serves
 many callers at once (threads or asyncio tasks): the models it shares are guarded, and each run's data (its usage,
 seed, cancellation and token stream) travels with the run as LangGraph runtime context, never in the shared objects.
@@ -23,7 +23,15 @@ from switchyard import tracing
 from switchyard.configs.loader import config_hash, config_to_dict, load_config
 from switchyard.configs.schema import SwitchyardConfig
 from switchyard.conversation import Message, as_dicts, as_history
-from switchyard.errors import ConfigError, PauseExpired, QuestionError, SwitchyardError, UnknownThread, first_line
+from switchyard.errors import (
+    ConfigError,
+    PauseExpired,
+    QuestionError,
+    SwitchyardError,
+    UnknownThread,
+    first_line,
+    program,
+)
 from switchyard.extras import check_config
 from switchyard.graphs.build import build_graph
 from switchyard.graphs.conversations import ConversationStore
@@ -97,7 +105,7 @@ class Pipeline:
         """Clear errors before any model loads: a missing or empty collection."""
         store = self.resources.stack.store
         if store.table().count_rows() == 0:
-            raise QuestionError(f"collection {store.collection!r} is empty; run `cli.py ingest PATH` first")
+            raise QuestionError(f"collection {store.collection!r} is empty; run `{program()} ingest PATH` first")
 
     # -- one answer --------------------------------------------------------------------------------------------
     def ask(
@@ -247,7 +255,7 @@ class Pipeline:
         if self.pauses:
             raise ConfigError(
                 "this pipeline pauses for a human's approval before each action "
-                "(graph.router.approve): run it with Pipeline.start / resume, `cli.py ask` or the "
+                f"(graph.router.approve): run it with Pipeline.start / resume, `{program()} ask` or the "
                 "service's POST /v1/ask"
             )
 

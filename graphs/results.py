@@ -1,6 +1,6 @@
 """Typed results of a run: what `Pipeline.ask` returns (`AskResult`) and what `Pipeline.stream` yields (`StreamEvent`).
 
-The JSON of `cli.py ask --json`, of the HTTP service and of its event stream is derived from these models
+The JSON of `switchyard ask --json`, of the HTTP service and of its event stream is derived from these models
 (`model_dump(mode="json")`), and the OpenAPI document shows them as the response schemas. Fields are declared in the
 order the JSON has always had. Open-ended records (the grounding decision, the citation check's counts, a trace
 entry's input/output summaries, an agent step) stay dicts of JSON values: their keys depend on the path a run took.

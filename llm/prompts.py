@@ -189,7 +189,7 @@ JUDGE_CONTEXT_SENTENCES = (
     '{"relevant": [numbers of the sentences needed to answer the question]}; [] when none is.'
 )
 
-# question-set generation (`cli.py eval generate`): one item per passage, or per two passages sharing a name
+# question-set generation (`switchyard eval generate`): one item per passage, or per two passages sharing a name
 GENERATE_QUESTION = (
     "You write one test question about a passage, for checking a search engine. Reply with a JSON object: "
     '{"question": "...", "answer": "...", "supporting_sentence": "..."}. The question must be answerable from '

@@ -1,10 +1,10 @@
-"""search: the one entry point for callers that search without answering (`Pipeline.search`, `cli.py search`, the
+"""search: the one entry point for callers that search without answering (`Pipeline.search`, `switchyard search`, the
 MCP search tool, the HTTP service, the LangChain retriever). It returns what `ask` retrieves in its first round:
 the config's rewrite (nodes/rewrite.py, as the rewrite node runs it: PRF with the filter, an LLM rewrite with one
 LLM call), the one retrieval path (retrievers/search.py), then the configured reranker.
 
     result = search_passages(question, stack=stack, get_llm=lambda: llm, where="source~handbook", top_k=5)
-    print(json.dumps(search_json(question, result, stack), indent=2))   # `cli.py search --json`
+    print(json.dumps(search_json(question, result, stack), indent=2))   # `switchyard search --json`
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ def search_passages(
 
 
 def search_json(query: str, result: SearchResult, stack: RetrievalStack) -> dict:
-    """The JSON object of a search (`cli.py search --json`): the query, the collection, the passages, the timings
+    """The JSON object of a search (`switchyard search --json`): the query, the collection, the passages, the timings
     and the resolved config."""
     return {
         "query": query,

@@ -5,7 +5,7 @@ in package/commands/ that calls one library function and prints) and the mapping
 Every error ends in a one-line `error: …` on stderr and a non-zero exit, never a traceback: our own errors
 (errors.py) exit with their class's code; anything unexpected exits 1 and its traceback goes to the error log
 (`$SWITCHYARD_CACHE_DIR/errors.log`, default ~/.cache/switchyard; SWITCHYARD_DEBUG=1 raises it instead). A closed
-pipe (`cli.py list --json | head`) ends the command quietly, as Unix tools do.
+pipe (`switchyard list --json | head`) ends the command quietly, as Unix tools do.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 
 from switchyard.commands import chat, config, documents, evaluate, query, serve
 from switchyard.commands.common import Terminated
-from switchyard.errors import EXIT_FAIL, SwitchyardError, first_line
+from switchyard.errors import EXIT_FAIL, SwitchyardError, first_line, program
 
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a Unix tool killed by a closed pipe reports
 INDEX_DIR_HELP = "index location (LanceDB URI); overrides store.uri"
@@ -64,7 +64,7 @@ def _served(config_help: str) -> argparse.ArgumentParser:
 def build_parser() -> argparse.ArgumentParser:
     common = _common()
     parser = argparse.ArgumentParser(
-        prog="cli.py", description="Switchyard: retrieval-augmented QA over your documents"
+        prog=program(), description="Switchyard: retrieval-augmented QA over your documents"
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -227,7 +227,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--unreviewed",
         action="store_true",
-        help="a generated set (cli.py eval generate): also score the items not reviewed (rejected ones never)",
+        help="a generated set (`eval generate`): also score the items not reviewed (rejected ones never)",
     )
 
     p = sub.add_parser(
@@ -259,7 +259,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-progress", action="store_true")
 
     p = sub.add_parser("eval-review", help="accept, edit or reject a generated set's items (also `eval review`)")
-    p.add_argument("set", metavar="SET", help="the folder of `cli.py eval generate`")
+    p.add_argument("set", metavar="SET", help="the folder of `eval generate`")
 
     p = sub.add_parser(
         "serve",

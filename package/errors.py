@@ -9,7 +9,16 @@ catching those keeps working. Modules raise the subclass that fits; add a new on
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 EXIT_FAIL, EXIT_USAGE = 1, 2
+
+
+def program() -> str:
+    """The command a hint names: `cli.py` when this process is the repository's cli.py, else `switchyard` (the
+    installed command; also what a host embedding the library should be told to run)."""
+    return "cli.py" if Path(sys.argv[0] if sys.argv else "").name == "cli.py" else "switchyard"
 
 
 class SwitchyardError(Exception):
@@ -49,7 +58,7 @@ class HistoryError(QuestionError):
 
 class InputError(SwitchyardError, ValueError):
     """A file or answer handed to a command that it cannot use: a saved run that is missing or is not one
-    (`cli.py trace`), a paused run's answer that never came (standard input ended)."""
+    (`switchyard trace`), a paused run's answer that never came (standard input ended)."""
 
     http_status = 400
 

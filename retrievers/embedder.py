@@ -389,7 +389,7 @@ class OnnxRuntimeBackend(_CompiledBackend):
 
 
 # One OpenVINO inference at a time in the process, across models: MiniLM and e5 embedding one query from two threads
-# at once hung once (`cli.py search` with retrieve.retrievers.e5: both threads inside the request's input-tensor
+# at once hung once (`switchyard search` with retrieve.retrievers.e5: both threads inside the request's input-tensor
 # copy, the main thread waiting for the GIL). One inference already uses every core, so little is lost.
 _OPENVINO_LOCK = threading.Lock()
 

@@ -20,7 +20,7 @@ from typing import Protocol
 
 import numpy as np
 
-from switchyard.errors import NotFound
+from switchyard.errors import NotFound, program
 from switchyard.retrievers.chunking import Chunker, SentenceWindows
 from switchyard.retrievers.documents import LoadError, SourceDocument, search_text, sha256_hex
 from switchyard.retrievers.embedder import TextEmbedder
@@ -309,7 +309,7 @@ def matching_documents(docs: list[dict], targets: Iterable[str]) -> list[str]:
                 if d["source"] == resolved or d["source"].startswith(resolved.rstrip(os.sep) + os.sep)
             }
         if not found:
-            raise NotFound(f"no indexed document matches {target!r} (see `cli.py list`); nothing deleted")
+            raise NotFound(f"no indexed document matches {target!r} (see `{program()} list`); nothing deleted")
         matched |= found
     return sorted(matched)
 

@@ -1,4 +1,4 @@
-"""Ingestion on a Ray cluster (`cli.py ingest --ray ADDRESS`); the only module of retrievers/ that imports Ray.
+"""Ingestion on a Ray cluster (`switchyard ingest --ray ADDRESS`); the only module of retrievers/ that imports Ray.
 
 Only the orchestration differs from a local ingest: Ingestor.run (retrievers/ingest.py) still decides what is new,
 changed, unchanged or gone, and commits each batch through IndexStore.write_documents, in this process (the driver).

@@ -1,5 +1,5 @@
 """The one retrieval path. Every caller that reads the index for a question goes through `Retrieval`: the graph's
-retrieve node, every rewrite method (PRF feedback included), `cli.py search`, the HTTP service and the LangChain
+retrieve node, every rewrite method (PRF feedback included), `switchyard search`, the HTTP service and the LangChain
 retriever. It takes the queries of a round, the caller's filter and the run (`RunContext`, whose `groups` are the
 caller's access scope: its groups, or `ALL`), and returns typed passages; filter and access are applied inside each
 retriever's LanceDB query (so top-k is filled with passages the caller may read), never after. The injection policy

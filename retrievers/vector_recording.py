@@ -11,7 +11,7 @@ bytes a row), `vectors` (float32) and `runtime` ({model, backend, precision, dim
 - `DIR/<model>-<time>-<random>.vlog`, the log a live recording appends to: one line of its runtime as JSON, then
   records of the 32-byte key and the float32 vector. Each recording (a process's embedder) has its own log, so
   concurrent processes never write one file; threads share the recording and its lock. Vectors are buffered in
-  memory and appended when `flush_every` are pending and on `flush()`, which `cli.py eval` calls before it writes
+  memory and appended when `flush_every` are pending and on `flush()`, which `switchyard eval` calls before it writes
   each row, so a row on disk never outlives its vectors, even under kill -9. A record torn by a death mid-write is
   ignored when read (its vector is computed and recorded again). Older runs hold the same as whole segments,
   `DIR/<model>-<time>-<random>.npz`, which still load.

@@ -1,1 +1,1 @@
-"""Switchyard over HTTP: `cli.py serve` runs `service.app.create_app` with uvicorn."""
+"""Switchyard over HTTP: `switchyard serve` runs `service.app.create_app` with uvicorn."""

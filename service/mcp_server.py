@@ -1,6 +1,6 @@
 """The MCP server: Switchyard's retrieval and answers as Model Context Protocol tools and resources, for MCP hosts
 (Claude Desktop, IDEs, agent frameworks). `create_mcp_server(registry)` builds one app over the same
-`PipelineRegistry` the HTTP service uses; `cli.py mcp` serves it over stdio, the HTTP service at `/mcp`
+`PipelineRegistry` the HTTP service uses; `switchyard mcp` serves it over stdio, the HTTP service at `/mcp`
 (streamable HTTP).
 
 Tools (input validated by the SDK with pydantic; results are structured content with an output schema):

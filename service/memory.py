@@ -1,4 +1,4 @@
-"""Heap settings for a long-running server process (`cli.py serve` calls `limit_heap_growth` before it starts; a
+"""Heap settings for a long-running server process (`switchyard serve` calls `limit_heap_growth` before it starts; a
 library never changes its host, so nothing here runs on import).
 
 Why: the native code a server runs on many threads (LanceDB's writer and index updates, the embedder's runtime)

@@ -7,7 +7,7 @@ import signal
 import sys
 
 from switchyard.commands.common import load_config, raise_terminated
-from switchyard.errors import EXIT_FAIL, UsageError
+from switchyard.errors import EXIT_FAIL, UsageError, program
 
 
 def cmd_eval(args) -> int:
@@ -96,7 +96,7 @@ def cmd_eval_generate(args) -> int:
     print(
         f"kept {done.kept} of {done.tried} tried ({done.yield_rate:.0%}; {done.asked} asked now); rejected: {reasons}"
     )
-    print(f"wrote {done.out}/questions.jsonl and generation.json; review it: cli.py eval review {done.out}")
+    print(f"wrote {done.out}/questions.jsonl and generation.json; review it: {program()} eval review {done.out}")
     return 0 if done.kept else EXIT_FAIL
 
 

@@ -8,7 +8,7 @@ import sys
 
 from switchyard.commands.chat import read_history
 from switchyard.commands.common import load_config
-from switchyard.errors import InputError, UsageError, first_line
+from switchyard.errors import InputError, UsageError, first_line, program
 
 
 def cmd_ask(args) -> int:
@@ -41,7 +41,7 @@ def cmd_ask(args) -> int:
             page = f", p. {c.page}" if c.page else ""
             print(f"  [{c.n}] {c.title} — {c.source}{page}")
     if args.trace:
-        data = result.to_json()  # the trace as `ask --json` and `cli.py trace` show it
+        data = result.to_json()  # the trace as `ask --json` and `switchyard trace` show it
         if data["steps"]:
             print("\nAgent steps:")
             _print_steps(data["steps"])
@@ -159,7 +159,7 @@ def cmd_trace(args) -> int:
     if isinstance(data, list):
         data = {"steps": data}
     if not isinstance(data, dict) or not isinstance(data.get("steps", data.get("trace")), list):
-        raise InputError(f"{path}: expected the JSON printed by `cli.py ask --json` (with 'steps' or 'trace')")
+        raise InputError(f"{path}: expected the JSON printed by `{program()} ask --json` (with 'steps' or 'trace')")
     if data.get("question"):
         print(f"question: {data['question']}")
     if data.get("steps"):

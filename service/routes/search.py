@@ -1,4 +1,4 @@
-"""`POST /v1/search`: the ranked passages `cli.py search --json` prints (what `ask` retrieves in its first round),
+"""`POST /v1/search`: the ranked passages `switchyard search --json` prints (what `ask` retrieves in its first round),
 with the same filters, access rules and collection permissions as `/v1/ask`. It holds a run slot like a run: a
 pipeline whose rewrite asks the LLM makes one LLM call per search."""
 
