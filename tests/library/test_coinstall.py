@@ -1,7 +1,7 @@
 """Switchyard installs into anyone's environment: the wheel built from this repository holds one top-level name,
 `switchyard`, and installs (with the `local` extra) into a fresh virtual environment beside PyPI's `llm` and a host
 service that owns the generic names `configs`, `service`, `errors`, `nodes`, … (tests/fixtures/host_service). Both
-import, and `switchyard ask` answers over the sample corpus there. Offline: everything comes from the wheelhouse
+import, and `switchyard ask` answers over the sample corpus there, with no PyTorch installed. Offline: everything comes from the wheelhouse
 that setup.sh built (.venv/wheelhouse), never from a registry."""
 
 from __future__ import annotations
@@ -89,6 +89,13 @@ def test_switchyard_and_the_host_import_side_by_side(fresh_env):
     assert set(seen["host"].values()) == {"host-service"}
     assert seen["llm"].endswith("site-packages/llm/__init__.py")  # PyPI's llm, untouched
     assert seen["switchyard"].endswith("site-packages/switchyard/__init__.py")
+
+
+def test_the_core_brings_no_pytorch(fresh_env):
+    """The core (with `local`) embeds with the packaged MiniLM on OpenVINO: none of the heavy stack is installed."""
+    heavy = ("torch", "sentence_transformers", "transformers", "scipy", "sklearn")
+    code = f"import importlib.util, json; print(json.dumps([n for n in {heavy!r} if importlib.util.find_spec(n)]))"
+    assert json.loads(run(fresh_env / "bin" / "python", "-c", code, cwd=fresh_env).stdout) == []
 
 
 def test_switchyard_ask_answers_there(fresh_env, tmp_path):
