@@ -138,6 +138,7 @@ def test_ci_builds_the_docs_and_runs_the_readme_test_command():
     assert SETUP in lines and TESTS in lines
     docs_build = next(i for i, line in enumerate(lines) if ".venv/bin/mkdocs build --strict" in line)
     assert lines.index(SETUP) < docs_build < lines.index(TESTS)
+    assert " -q" not in lines[docs_build]  # -q hides the warnings --strict counts (a broken anchor is one)
 
 
 def test_every_quick_start_command_exists():
@@ -227,3 +228,17 @@ def test_every_list_in_the_docs_renders_as_a_list():
         glued = _lists_glued_to_a_paragraph(path.read_text(encoding="utf-8"))
         where = path.relative_to(ROOT)
         assert not glued, f"{where}: list items right after a paragraph line (add a blank line before): {glued}"
+
+
+def test_headings_carry_no_dates_or_issue_numbers():
+    """Links point at headings; a heading that names when or for which issue it was written changes, and its links
+    break. Dates and issue numbers belong in the text."""
+    dated = re.compile(r"\b20\d\d-\d\d-\d\d\b|\bissues? \d+")
+    found = []
+    for path in [README, *sorted(DOCS.glob("*.md"))]:
+        fenced = False
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            fenced ^= line.startswith("```")
+            if not fenced and re.match(r"#{1,6} ", line) and dated.search(line):
+                found.append(f"{path.relative_to(ROOT)}:{number}: {line}")
+    assert not found, "\n".join(found)
