@@ -6,7 +6,8 @@ needs PyTorch (`torch.onnx.export`, the `torch` extra); for the models Switchyar
 committed instead, with every weight tensor emptied and named after the `model.safetensors` tensor it holds (or its
 transpose: a linear layer's weight is stored transposed for MatMul). `fill` puts the weights back, in place, and
 the result is the export itself, byte for byte (tests/retrievers/test_onnx_template.py compares them), so vectors
-do not change with the way the file was made.
+do not change with the way the file was made. Filling needs no `onnx` package (it edits the protobuf encoding);
+making a template does (the `torch` extra).
 
     .venv/bin/python -m switchyard.retrievers.onnx_template EXPORT.onnx MODEL_DIR OUT.onnx   # make a template
 """
@@ -74,21 +75,101 @@ def make(export: Path, model_dir: Path, out: Path) -> None:
 
 
 def fill(template: Path, model_dir: Path, target: Path) -> None:
-    """Write the ONNX file of `model_dir`'s transformer to `target`: the template with the weights put back."""
-    import onnx
+    """Write the ONNX file of `model_dir`'s transformer to `target`: the template with the weights put back.
+
+    Works on the protobuf encoding itself (no `onnx` package, 31 MB the core does without): each mapped initializer
+    gets its `raw_data` field where protobuf's own serializer puts it (field order), the graph's and the model's
+    lengths follow, and the template's metadata goes, so the bytes are what `onnx.save` writes (tested)."""
     from safetensors.numpy import load_file
 
-    model = onnx.load(str(template))
-    meta = {p.key: p.value for p in model.metadata_props}
+    model = template.read_bytes()
+    meta = dict(_string_pair(payload) for number, _, payload in _fields(model) if number == MODEL_METADATA)
     mapping = json.loads(meta[WEIGHTS_KEY])
     tensors = load_file(str(model_dir / "model.safetensors"))
-    for init in model.graph.initializer:
-        if init.name in mapping:
-            key, transposed = mapping[init.name]
-            value = tensors[key].T if transposed else tensors[key]
-            init.raw_data = np.ascontiguousarray(value).tobytes()
-    del model.metadata_props[:]  # the export has none: the filled file is the export, byte for byte
-    onnx.save(model, str(target))
+
+    def weights(name: str) -> bytes:
+        key, transposed = mapping[name]
+        return np.ascontiguousarray(tensors[key].T if transposed else tensors[key]).tobytes()
+
+    out = bytearray()
+    for number, encoded, payload in _fields(model):
+        if number == MODEL_GRAPH:
+            graph = bytearray()
+            for field, whole, tensor in _fields(payload):
+                name = _tensor_name(tensor) if field == GRAPH_INITIALIZER else None
+                graph += _length_field(field, _with_raw_data(tensor, weights(name))) if name in mapping else whole
+            out += _length_field(MODEL_GRAPH, bytes(graph))
+        elif number != MODEL_METADATA:
+            out += encoded
+    target.write_bytes(bytes(out))
+
+
+# -- the few protobuf rules fill needs (https://protobuf.dev/programming-guides/encoding/) --------------------------
+MODEL_GRAPH, MODEL_METADATA = 7, 14  # onnx.proto: ModelProto.graph, ModelProto.metadata_props
+GRAPH_INITIALIZER = 5  # GraphProto.initializer
+TENSOR_NAME, TENSOR_RAW_DATA = 8, 9  # TensorProto.name, TensorProto.raw_data
+
+
+def _varint(buf: bytes, pos: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        byte = buf[pos]
+        value |= (byte & 0x7F) << shift
+        pos, shift = pos + 1, shift + 7
+        if byte < 0x80:
+            return value, pos
+
+
+def _encode_varint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    return bytes(out + bytes([value]))
+
+
+def _fields(buf: bytes):
+    """(field number, the field's whole encoding, its payload for length-delimited fields else b"") of each
+    top-level field of one protobuf message."""
+    pos = 0
+    while pos < len(buf):
+        start = pos
+        tag, pos = _varint(buf, pos)
+        wire, payload = tag & 7, b""
+        if wire == 0:
+            _, pos = _varint(buf, pos)
+        elif wire == 1:
+            pos += 8
+        elif wire == 2:
+            size, pos = _varint(buf, pos)
+            payload, pos = buf[pos : pos + size], pos + size
+        elif wire == 5:
+            pos += 4
+        else:
+            raise ValueError(f"unsupported protobuf wire type {wire}")
+        yield tag >> 3, buf[start:pos], payload
+
+
+def _length_field(number: int, payload: bytes) -> bytes:
+    return _encode_varint(number << 3 | 2) + _encode_varint(len(payload)) + payload
+
+
+def _string_pair(entry: bytes) -> tuple[str, str]:
+    """A StringStringEntryProto's (key, value)."""
+    found = {number: payload.decode() for number, _, payload in _fields(entry)}
+    return found.get(1, ""), found.get(2, "")
+
+
+def _tensor_name(tensor: bytes) -> str:
+    return next((p.decode() for n, _, p in _fields(tensor) if n == TENSOR_NAME), "")
+
+
+def _with_raw_data(tensor: bytes, data: bytes) -> bytes:
+    """The tensor's fields with `raw_data` set, in field-number order as protobuf serializes them."""
+    fields = [(n, whole) for n, whole, _ in _fields(tensor) if n != TENSOR_RAW_DATA]
+    at = next((i for i, (n, _) in enumerate(fields) if n > TENSOR_RAW_DATA), len(fields))
+    fields.insert(at, (TENSOR_RAW_DATA, _length_field(TENSOR_RAW_DATA, data)))
+    return b"".join(whole for _, whole in fields)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ import sys
 
 import numpy as np
 import pytest
+from safetensors.numpy import load_file
 
 from switchyard import MissingExtra
 from switchyard.retrievers import onnx_template
@@ -33,6 +34,45 @@ def test_the_filled_template_is_the_torch_export_byte_for_byte(minilm, tmp_path)
     OnnxExport(minilm, tmp_path)._torch_export(tmp_path / "exported.onnx")
     onnx_template.fill(onnx_template.template_for(minilm), minilm, tmp_path / "filled.onnx")
     assert (tmp_path / "filled.onnx").read_bytes() == (tmp_path / "exported.onnx").read_bytes()
+
+
+@pytest.mark.slow
+def test_filling_needs_no_onnx_package_and_writes_what_onnx_would(minilm, tmp_path, monkeypatch):
+    """fill edits the protobuf encoding itself; the onnx package (the torch extra) fills the same template to the
+    same bytes."""
+    import onnx
+
+    template = onnx_template.template_for(minilm)
+    monkeypatch.setitem(sys.modules, "onnx", None)  # as if only the core were installed
+    onnx_template.fill(template, minilm, tmp_path / "filled.onnx")
+    monkeypatch.undo()
+    model = onnx.load(str(template))
+    mapping = json.loads({p.key: p.value for p in model.metadata_props}[onnx_template.WEIGHTS_KEY])
+    tensors = load_file(str(minilm / "model.safetensors"))
+    for init in model.graph.initializer:
+        if init.name in mapping:
+            key, transposed = mapping[init.name]
+            init.raw_data = np.ascontiguousarray(tensors[key].T if transposed else tensors[key]).tobytes()
+    del model.metadata_props[:]
+    onnx.save(model, str(tmp_path / "by-onnx.onnx"))
+    assert (tmp_path / "filled.onnx").read_bytes() == (tmp_path / "by-onnx.onnx").read_bytes()
+
+
+def test_the_protobuf_fields_round_trip():
+    varints = [0, 1, 127, 128, 300, 2**31, 2**40 + 5]
+    assert [onnx_template._varint(onnx_template._encode_varint(v), 0)[0] for v in varints] == varints
+    tensor = b"".join(
+        [
+            b"\x08\x02",  # dims: 2 (field 1, varint)
+            b"\x10\x01",  # data_type: FLOAT (field 2)
+            onnx_template._length_field(8, b"w"),  # name
+            onnx_template._length_field(12, b"doc"),  # doc_string: after raw_data in field order
+        ]
+    )
+    filled = onnx_template._with_raw_data(tensor, b"\x00" * 8)
+    assert [n for n, _, _ in onnx_template._fields(filled)] == [1, 2, 8, 9, 12]
+    assert onnx_template._tensor_name(filled) == "w"
+    assert [p for n, _, p in onnx_template._fields(filled) if n == 9] == [b"\x00" * 8]
 
 
 def test_other_weights_get_no_template_and_need_torch_to_export(minilm, tmp_path, monkeypatch):
