@@ -10,7 +10,9 @@ before each. Overhead = everything except time inside LLM calls (retrieval, rera
 checking, graph bookkeeping). Target: overhead p50 <= 100 ms on 2 cores.
 
 Prints a table of calls and p50 / p95 ms per node, then the per-question total, the time inside the LLM and the
-pipeline overhead (p50 / p95). Writes the resolved config to --out (default bench/out/ask/config.resolved.yaml).
+pipeline overhead (p50 / p95), and records them in bench/results/ask_latency.json (`--result NAME` for a variant;
+docs/benchmarks.md's table is generated from it: python -m bench report). Writes the resolved config to --out
+(default bench/out/ask/config.resolved.yaml).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import argparse
 import tempfile
 from pathlib import Path
 
+import results
 from common import ROOT, SAMPLE_QUESTIONS, write_resolved_config
 
 from switchyard.configs.loader import load_config
@@ -32,6 +35,9 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config override (repeatable)")
     parser.add_argument("--out", default=str(ROOT / "bench" / "out" / "ask"))
+    parser.add_argument(
+        "--result", default="ask_latency", help="the result file's name, bench/results/NAME.json (a variant: its own)"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         config = load_config(args.config, [*args.set, f"store.uri={tmp}/index"])
@@ -60,6 +66,18 @@ def main() -> None:
         f"pipeline overhead (total - LLM): p50 {percentile(overheads, 50):.1f} ms, "
         f"p95 {percentile(overheads, 95):.1f} ms (target p50 <= 100 ms)"
     )
+    figures = {
+        "questions": len(totals),
+        "nodes": {
+            n: {"calls": len(t), "p50_ms": percentile(t, 50), "p95_ms": percentile(t, 95)} for n, t in per_node.items()
+        },
+        **{
+            k: {"p50_ms": percentile(v, 50), "p95_ms": percentile(v, 95)}
+            for k, v in (("total", totals), ("llm", llm_ms), ("overhead", overheads))
+        },
+    }
+    run = {"config_file": args.config, "overrides": args.set, "runs": args.runs}
+    print(f"wrote {results.record(args.result, figures, {**run, 'resolved': config.model_dump(mode='json')})}")
 
 
 if __name__ == "__main__":

@@ -8,14 +8,14 @@ Installs come from the wheelhouse setup.sh built (.venv/wheelhouse), offline, in
 folder: a wheel of this checkout (no deps) plus its dependencies as the extras ask. Size = the venv's disk use
 (`du`), time = the pip command's wall time (unzipping and byte-compiling; nothing is downloaded or built).
 Import figures: `python -c "import switchyard"` and `from switchyard import Pipeline` in fresh interpreters
-(median of --runs), wall time and peak RSS (ru_maxrss of the child). Targets (issue 59): core <= 1.5 GB,
-`import switchyard` <= 1 s and <= 150 MB.
+(median of --runs), wall time and peak RSS (ru_maxrss of the child). Targets: core <= 1.2 GB (no PyTorch),
+`import switchyard` <= 1 s and <= 150 MB. Records the figures in bench/results/library_footprint.json (docs/benchmarks.md's
+table is generated from it: python -m bench report).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import subprocess
 import sys
@@ -23,6 +23,8 @@ import tempfile
 import time
 import venv
 from pathlib import Path
+
+import results
 
 ROOT = Path(__file__).resolve().parents[1]
 WHEELHOUSE = ROOT / ".venv" / "wheelhouse"
@@ -76,9 +78,10 @@ def install(extras: str, workdir: Path) -> tuple[float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--extras", nargs="*", default=["", "all"], help='extras to install ("" = the core)')
+    parser.add_argument(
+        "--extras", nargs="*", default=["", "server", "local", "all"], help='extras to install ("" = the core)'
+    )
     parser.add_argument("--no-install", action="store_true")
-    parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
 
     figures: dict[str, object] = {}
@@ -98,8 +101,7 @@ def main() -> None:
                 name = f"switchyard[{extras}]" if extras else "switchyard (core)"
                 figures[name] = {"install_seconds": round(took, 1), "venv_mb": size}
                 print(f"{name:<36} {took:6.1f} s  {size:7.0f} MB venv", flush=True)
-    if args.json:
-        args.json.write_text(json.dumps(figures, indent=2) + "\n")
+    print(f"wrote {results.record('library_footprint', figures, {'runs': args.runs, 'extras': args.extras})}")
 
 
 if __name__ == "__main__":

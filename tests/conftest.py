@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from pathlib import Path
 
@@ -19,11 +20,134 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 SAMPLES = ROOT / "samples" / "corpus"
 
 
-@pytest.fixture(scope="session")
-def embedder():
-    from switchyard.retrievers.embedder import Embedder
+# The fast lane (`-m "not slow"`) loads no model: the session's embedder answers from the vectors recorded here (one
+# packed file), and every model loader fails the test that reaches it. The full suite embeds with the real model.
+# A fast test that embeds a text not recorded fails with VectorCacheMiss: record again with
+#   .venv/bin/python -m pytest -m "not slow" --record-vectors && .venv/bin/python bench/pack_run.py tests/fixtures/fast-lane
+FAST_LANE_VECTORS = FIXTURES / "fast-lane" / "vectors"
+MODEL_LOADERS = (  # (module, attribute): every place a model file is read
+    ("switchyard.retrievers.embedder", "Embedder._load"),
+    ("switchyard.retrievers.onnx_template", "fill"),
+    ("switchyard.retrievers.e5_model", "parse"),
+    ("switchyard.retrievers.cross_encoder_onnx", "OnnxCrossEncoder._load"),
+    ("switchyard.retrievers.rerankers", "_SentenceTransformersCrossEncoder._load"),
+    ("switchyard.llm.llamacpp", "LlamaCppBackend._load"),
+)
 
-    return Embedder("minilm")
+
+class ModelLoadInFastLane(AssertionError):
+    """A test of the fast lane reached a model loader: mark it slow, or give it recorded vectors / a scripted LLM."""
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--record-vectors",
+        action="store_true",
+        help=f"record the vectors the session's embedder computes into {FAST_LANE_VECTORS} (then pack them)",
+    )
+
+
+MODEL_SUFFIXES = (".safetensors", ".onnx", ".gguf", ".bin", ".pt", ".pth")  # weights, graphs, GGUF, 4-bit e5
+_opened_models: list[str] = []  # model files opened by this process (the fast lane's audit hook)
+
+
+def _audit(event: str, args: tuple) -> None:
+    if event == "open" and isinstance(args[0], str | bytes | os.PathLike):
+        path = os.fsdecode(args[0])
+        if path.endswith(MODEL_SUFFIXES):
+            _opened_models.append(path)
+
+
+def pytest_configure(config):
+    if vector_mode(config) == "replay":
+        sys.addaudithook(_audit)  # cannot be removed: installed only in a fast-lane process
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """The fast lane's proof: no model file was opened from Python or is mapped into this process."""
+    if vector_mode(session.config) != "replay":
+        return
+    mapped = {
+        line.split()[-1]
+        for line in Path("/proc/self/maps").read_text().splitlines()
+        if line.split()[-1].endswith(MODEL_SUFFIXES)
+    }
+    if _opened_models or mapped:
+        print(f"\nthe fast lane opened model files: {sorted(set(_opened_models) | mapped)}")
+        session.exitstatus = 1
+
+
+def vector_mode(config) -> str:
+    """'record' (--record-vectors), 'replay' (the fast lane: slow tests deselected) or 'live' (the real model)."""
+    if config.getoption("--record-vectors"):
+        return "record"
+    return "replay" if config.getoption("markexpr").replace(" ", "") == "notslow" else "live"
+
+
+def fast_lane_overrides(config) -> list[str]:
+    """`--set` overrides for a process a fast test starts (the CLI, a server): the session's recorded vectors, replayed
+    in the fast lane, so that process loads no model either; none in the full suite."""
+    mode = vector_mode(config)
+    if mode == "live":
+        return []
+    recorded = ["embedding.backend=torch", f"embedding.vector_cache={FAST_LANE_VECTORS}"]
+    return recorded + ["embedding.replay=true"] * (mode == "replay")
+
+
+@pytest.fixture(autouse=True)
+def fast_lane(request, monkeypatch):
+    """Outside slow tests, when recording or replaying: whatever builds the packaged MiniLM from a config (the
+    service, pipelines, stacks) gets the session's embedder, so its vectors are recorded / replayed too; and when
+    replaying, every model loader raises ModelLoadInFastLane."""
+    mode = vector_mode(request.config)
+    if mode == "live" or request.node.get_closest_marker("slow"):
+        return
+    import importlib
+
+    from switchyard.retrievers import vector_recording
+
+    session = request.getfixturevalue("embedder")
+    build = vector_recording.build_embedder
+
+    def build_embedder(model: str = "minilm", vector_cache: str | None = None, replay: bool = False, **settings):
+        if model != "minilm":
+            return build(model=model, vector_cache=vector_cache, replay=replay, **settings)
+        if not vector_cache:
+            return session
+        return vector_recording.RecordingEmbedder(
+            session, vector_recording.VectorRecording(vector_cache, model, replay)
+        )
+
+    for module in ("switchyard.nodes.resources", "switchyard.retrievers.stack"):
+        monkeypatch.setattr(importlib.import_module(module), "build_embedder", build_embedder)
+    if mode != "replay":
+        return
+    for module, attribute in MODEL_LOADERS:
+        owner = importlib.import_module(module)
+        *path, name = attribute.split(".")
+        for part in path:
+            owner = getattr(owner, part)
+
+        def refuse(*args, _where=f"{module}.{attribute}", **kwargs):
+            raise ModelLoadInFastLane(f"{_where}: the fast lane loads no model (mark the test slow)")
+
+        monkeypatch.setattr(owner, name, refuse)
+
+
+@pytest.fixture(scope="session")
+def embedder(request):
+    """The packaged MiniLM (torch reference backend); in the fast lane, its recorded vectors and no model."""
+    from switchyard.retrievers.embedder import Embedder
+    from switchyard.retrievers.vector_recording import RecordingEmbedder, VectorRecording
+
+    model = Embedder("minilm")
+    mode = vector_mode(request.config)
+    if mode == "live":
+        yield model
+        return
+    recording = VectorRecording(FAST_LANE_VECTORS, "minilm", replay=mode == "replay")
+    yield RecordingEmbedder(model, recording)
+    recording.flush()
 
 
 @pytest.fixture

@@ -52,6 +52,7 @@ class TestBuild:
         assert base["host"]["cores"] == os.cpu_count() and base["host"]["cpu"]
         assert f"- host: {base['host']['cpu']}, {os.cpu_count()} cores" in run_manifest.markdown(base)
 
+    @pytest.mark.slow  # loads the model to learn its precision
     def test_a_config_records_the_precision_its_embedder_computes_in(self, base):
         runtime = Embedder("minilm", backend="torch").runtime
         assert runtime == {"backend": "torch", "precision": "f32"}
@@ -73,6 +74,7 @@ class TestBuild:
         assert built["vector_cache"] == {"dir": f"{tmp_path}/vectors", "mode": "replay"}
         assert not {"vector_cache", "replay"} & built["configs"]["fixed"]["embedding"].keys()
 
+    @pytest.mark.slow  # records with the real model first
     def test_a_replayed_recording_reports_the_runtime_that_recorded_it(self, tmp_path):
         recording = build_embedder("minilm", backend="torch", vector_cache=str(tmp_path))
         recording.run(["a text"])

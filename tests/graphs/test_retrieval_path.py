@@ -94,9 +94,11 @@ class TestEveryEntryPointHonoursTheFilter:
         assert docs and in_filter(d.metadata["doc_id"] for d in docs)
         assert calls
 
-    def test_cli_search(self, sample_index):
+    def test_cli_search(self, sample_index, request):
+        from tests.conftest import fast_lane_overrides
         from tests.test_cli import cli
 
+        replayed = [a for override in fast_lane_overrides(request.config) for a in ("--set", override)]
         done = cli(
             "search",
             OTHER_TOPIC,
@@ -107,6 +109,7 @@ class TestEveryEntryPointHonoursTheFilter:
             "--set",
             "rewrite.method=none",
             "--json",
+            *replayed,
         )
         assert done.returncode == 0, done.stderr
         out = json.loads(done.stdout)

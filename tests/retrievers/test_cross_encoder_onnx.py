@@ -21,6 +21,8 @@ from switchyard.retrievers.rerankers import CrossEncoderReranker
 from tests.conftest import ROOT
 from tests.threads import on_one_barrier
 
+pytestmark = pytest.mark.slow  # builds, exports and loads cross-encoder models
+
 MAX_LENGTH = 64
 QUERY = "Which coupler joins railway cars automatically?"
 TEXTS = [

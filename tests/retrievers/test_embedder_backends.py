@@ -15,6 +15,8 @@ from switchyard.run_context import ALL
 from tests.conftest import SAMPLES
 from tests.threads import on_one_barrier
 
+pytestmark = pytest.mark.slow  # the embedding runtimes themselves: they load the model
+
 LONG = " ".join(
     f"Sentence {i} of a long abstract: the coupler, the brake pipe and the buffer beam were inspected at "
     f"yard {i} before the train left for the junction."

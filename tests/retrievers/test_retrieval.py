@@ -128,11 +128,13 @@ class TestRerankers:
         with pytest.raises(RerankerError, match="needs an LLM backend"):
             LLMReranker(None)
 
+    @pytest.mark.slow  # reaches the cross-encoder loader
     def test_missing_cross_encoder_is_clear_error(self, sample_stack, tmp_path):
         reranker = CrossEncoderReranker(str(tmp_path / "no-such-model"))
         with pytest.raises(RerankerError, match="not available locally"):
             reranker.run("q", sample_stack.search("gauge", rerank=False, groups=ALL).passages)
 
+    @pytest.mark.slow  # loads a cross-encoder
     def test_cross_encoder_from_a_local_folder(self, sample_stack, tmp_path):
         # No cross-encoder weights ship in any package; build a tiny one from the MiniLM weights to prove
         # that a local folder loads and scores (its ranking quality is not the point here).

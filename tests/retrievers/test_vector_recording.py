@@ -205,6 +205,7 @@ class TestBases:
             VectorRecording(tmp_path / "run", "minilm", replay=True).lookup(["y"])
 
 
+@pytest.mark.slow  # a recording around the real model: computes what is not recorded
 class TestEmbedderRecording:
     TEXTS = ["The knuckle coupler was patented by Eli Janney.", "Who patented the knuckle coupler?"]
 
@@ -257,6 +258,7 @@ class TestCollectionsOfARecording:
         assert record == replay and len({plain, record, other}) == 3
 
 
+@pytest.mark.slow  # builds the real embedder from config settings
 class TestBuildEmbedder:
     def test_without_a_recording_it_is_the_embedder_itself(self):
         built = build_embedder("minilm", backend="torch")

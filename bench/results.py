@@ -1,0 +1,125 @@
+"""One result file per benchmark run, in one schema, and the docs tables generated from them.
+
+A benchmark that finishes calls `record(name, figures, config)`: bench/results/<name>.json then holds
+
+    {"schema": 1, "benchmark": name, "figures": {...}, "command": [...], "commit": {"sha", "dirty"},
+     "machine": {"cpu", "cores", "memory_gib", "python", "platform"}, "config_hash": sha256 or null,
+     "config": {...} or null, "finished": ISO time}
+
+`figures` is the benchmark's own nested mapping of names to numbers or strings; `config` what it ran with (its
+options, a resolved pipeline config), hashed so two results say whether they measured the same thing. A new run of a
+benchmark replaces its file (git keeps the old ones); variants of one benchmark are keys inside `figures`.
+
+docs/benchmarks.md carries tables generated from these files between markers:
+
+    <!-- result: NAME TABLE -->
+    | ... the generated table ... |
+    <!-- end result -->
+
+TABLE names a function of bench/tables.py that renders that table from the result's figures. `python -m bench report`
+writes every such block again from the committed results; tests/bench/test_results.py fails when a block differs
+from what its result file renders (a figure edited by hand, or a result committed without the docs).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results"
+SCHEMA = 1
+BLOCK = re.compile(r"(<!-- result: (?P<name>[\w.-]+) (?P<table>\w+) -->\n)(?P<body>.*?)(<!-- end result -->)", re.S)
+
+
+def machine() -> dict:
+    cpu = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in _read("/proc/cpuinfo").splitlines()
+            if line.startswith("model name")
+        ),
+        platform.processor() or "unknown",
+    )
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "memory_gib": round(memory, 1),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+    }
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text()
+    except OSError:
+        return ""
+
+
+def commit() -> dict:
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True)
+        return done.stdout.strip() if done.returncode == 0 else ""
+
+    return {
+        "sha": git("rev-parse", "HEAD") or None,
+        "dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
+    }
+
+
+def config_hash(config: dict | None) -> str | None:
+    if config is None:
+        return None
+    return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def record(name: str, figures: dict, config: dict | None = None, folder: Path = RESULTS) -> Path:
+    """Write bench/results/<name>.json for a finished run (replacing the previous one) and return its path."""
+    result = {
+        "schema": SCHEMA,
+        "benchmark": name,
+        "figures": figures,
+        "command": [Path(sys.argv[0]).name if sys.argv else "", *sys.argv[1:]],
+        "commit": commit(),
+        "machine": machine(),
+        "config_hash": config_hash(config),
+        "config": config,
+        "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.json"
+    path.write_text(json.dumps(result, indent=1, sort_keys=False, default=str) + "\n")
+    return path
+
+
+def load(name: str, folder: Path = RESULTS) -> dict:
+    path = folder / f"{name}.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no result for benchmark {name!r} (run it: python -m bench run {name})")
+    result = json.loads(path.read_text())
+    if result.get("schema") != SCHEMA:
+        raise ValueError(f"{path}: schema {result.get('schema')!r}, expected {SCHEMA}")
+    return result
+
+
+def render_blocks(text: str, folder: Path = RESULTS) -> str:
+    """`text` with every result block's body rendered again from its result file."""
+    import tables
+
+    def body(match: re.Match) -> str:
+        render = getattr(tables, match["table"], None)
+        if render is None:
+            raise ValueError(f"bench/tables.py has no table {match['table']!r} (block for {match['name']})")
+        rendered = render(load(match["name"], folder)).rstrip("\n") + "\n"
+        return match.group(1) + rendered + match.group(5)
+
+    return BLOCK.sub(body, text)

@@ -1,0 +1,40 @@
+"""The docs tables generated from result files (bench/results.py): one function per table, result -> Markdown."""
+
+from __future__ import annotations
+
+
+def footprint(result: dict) -> str:
+    """library_footprint: each install's venv size and install time, then the import figures."""
+    figures = result["figures"]
+    rows = ["| install (fresh venv, from the wheelhouse) | venv MB | install s |", "|---|---|---|"]
+    rows += [
+        f"| `{name}` | {f['venv_mb']:,.0f} | {f['install_seconds']:.0f} |"
+        for name, f in figures.items()
+        if "venv_mb" in f
+    ]
+    rows += ["", "| import (fresh interpreter, median) | s | peak RSS MB |", "|---|---|---|"]
+    rows += [f"| `{name}` | {f['seconds']:.2f} | {f['rss_mb']:.0f} |" for name, f in figures.items() if "rss_mb" in f]
+    return "\n".join(rows) + f"\n\n{_provenance(result)}"
+
+
+def ask_overhead(result: dict) -> str:
+    """ask_latency: per-node p50/p95, then the per-question total, LLM time and the pipeline's overhead."""
+    figures = result["figures"]
+    rows = ["| node | calls | p50 ms | p95 ms |", "|---|---|---|---|"]
+    rows += [f"| {n} | {f['calls']} | {f['p50_ms']:.1f} | {f['p95_ms']:.1f} |" for n, f in figures["nodes"].items()]
+    rows += ["", "| per question | p50 ms | p95 ms |", "|---|---|---|"]
+    rows += [f"| {label} | {figures[key]['p50_ms']:.0f} | {figures[key]['p95_ms']:.0f} |" for key, label in _TOTALS]
+    return "\n".join(rows) + f"\n\n{_provenance(result)}"
+
+
+_TOTALS = (("total", "total"), ("llm", "inside LLM calls"), ("overhead", "**pipeline overhead**"))
+
+
+def _provenance(result: dict) -> str:
+    sha = (result["commit"]["sha"] or "unknown")[:8] + ("+" if result["commit"]["dirty"] else "")
+    m = result["machine"]
+    command = " ".join(result["command"])
+    return (
+        f"*`{command}` at {sha}, {result['finished'][:10]}; {m['cores']} cores, {m['memory_gib']:.0f} GiB, "
+        f"Python {m['python']} (bench/results/{result['benchmark']}.json).*"
+    )
