@@ -134,6 +134,37 @@ def write_resolved_config(config, out_dir: Path) -> Path:
     return path
 
 
+def rss_mb(pid: int | None = None) -> float | None:
+    """Resident set size of a process (default: this one) in MB, through psutil; None once it has exited."""
+    import psutil
+
+    try:
+        return psutil.Process(pid).memory_info().rss / 2**20
+    except psutil.Error:
+        return None
+
+
+def peak_rss_mb(pid: int | None = None) -> float | None:
+    """The highest resident set size a process (default: this one) has had, in MB: Linux's VmHWM, which psutil
+    does not expose. Not ru_maxrss, which Linux carries over exec, so a probe would report its parent's peak."""
+    try:
+        status = Path(f"/proc/{pid or 'self'}/status").read_text()
+    except OSError:
+        return None
+    return next((int(line.split()[1]) / 1024 for line in status.splitlines() if line.startswith("VmHWM:")), None)
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds of one process (not its children), through psutil; None once it has exited."""
+    import psutil
+
+    try:
+        times = psutil.Process(pid).cpu_times()
+    except psutil.Error:
+        return None
+    return times.user + times.system
+
+
 def free_port() -> int:
     """A free TCP port on 127.0.0.1, for a server a benchmark starts."""
     import socket

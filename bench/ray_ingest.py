@@ -31,20 +31,10 @@ import threading
 import time
 from pathlib import Path
 
-from common import ROOT, scifact_docs
+from common import ROOT, rss_mb, scifact_docs
 
 sys.path.insert(0, str(ROOT))
 from tests.ray_cluster import LocalCluster  # noqa: E402
-
-
-def rss_mb(pid: int) -> float:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return 0.0
 
 
 def run_ingest(corpus: Path, index: Path, extra: list[str], cluster: LocalCluster | None) -> dict:
@@ -67,9 +57,9 @@ def run_ingest(corpus: Path, index: Path, extra: list[str], cluster: LocalCluste
 
     def sample():
         while proc.poll() is None:
-            driver_peak[0] = max(driver_peak[0], rss_mb(proc.pid))
+            driver_peak[0] = max(driver_peak[0], rss_mb(proc.pid) or 0.0)
             for pid in cluster.actor_pids() if cluster else []:
-                peaks[pid] = max(peaks.get(pid, 0.0), rss_mb(pid))
+                peaks[pid] = max(peaks.get(pid, 0.0), rss_mb(pid) or 0.0)
             time.sleep(0.1)
 
     sampler = threading.Thread(target=sample, daemon=True)

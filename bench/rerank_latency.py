@@ -16,26 +16,14 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import resource
 import time
 from pathlib import Path
 
-from common import SHARED
+from common import SHARED, peak_rss_mb, rss_mb
 
 from switchyard.evaluation.ranking import percentile
 from switchyard.retrievers.documents import Passage
 from switchyard.retrievers.rerankers import CrossEncoderReranker
-
-
-def rss_mb() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
-
-
-def peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def main() -> None:

@@ -48,7 +48,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import numpy as np
-from common import ROOT, SHARED, copied_chunk, e5_overrides, write_resolved_config
+from common import ROOT, SHARED, copied_chunk, e5_overrides, peak_rss_mb, rss_mb, write_resolved_config
 
 from switchyard.configs.loader import load_config
 from switchyard.configs.schema import VectorIndexConfig
@@ -372,23 +372,6 @@ def choose_index(
 
 
 # -- probes in fresh processes (peak RSS of a process that only searches) -------------------------------------------
-def _status_mb(key: str) -> float:
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith(key):
-                return int(line.split()[1]) / 1024
-    return float("nan")
-
-
-def rss_mb() -> float:
-    return _status_mb("VmRSS:")
-
-
-def peak_rss_mb() -> float:
-    # VmHWM, not ru_maxrss: Linux carries ru_maxrss over exec, so a probe would report its parent's peak
-    return _status_mb("VmHWM:")
-
-
 def probe_search(uri: str, collection: str, n_queries: int, overrides: list[str]) -> dict:
     """Open the collection with the default config (hybrid, no reranking) and time real questions."""
     stack = RetrievalStack(load_config(None, [f"store.uri={uri}", f"store.collection={collection}", *overrides]))

@@ -54,7 +54,7 @@ import time
 from pathlib import Path
 
 import httpx
-from common import ROOT, free_port, wait_until_healthy
+from common import ROOT, cpu_seconds, free_port, rss_mb, wait_until_healthy
 
 from tests.otlp_receiver import OtlpReceiver
 
@@ -72,27 +72,6 @@ ROUTES = [  # (method, Locust name): the mix
     ("POST", "/v1/collections/{name}/documents"),
 ]
 WARM_UP_QUESTION = "Who patented the knuckle coupler?"
-
-
-def rss_mb(pid: int) -> float | None:
-    try:
-        with open(f"/proc/{pid}/status") as fh:
-            for line in fh:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024  # kB
-    except OSError:
-        return None
-    return None
-
-
-def cpu_seconds(pid: int) -> float | None:
-    """utime + stime of one process (not its children), from /proc/PID/stat."""
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            fields = fh.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 class RssSampler(threading.Thread):

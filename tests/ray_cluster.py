@@ -12,20 +12,15 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from tests.conftest import free_port
+
 RAY = str(Path(sys.executable).with_name("ray"))
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class LocalCluster:
@@ -33,7 +28,7 @@ class LocalCluster:
 
     def __init__(self, head_cpus: int = 2, worker_cpus: int = 1, object_store_mb: int = 200):
         self.head_cpus, self.worker_cpus, self.object_store_mb = head_cpus, worker_cpus, object_store_mb
-        self.port = _free_port()
+        self.port = free_port()
         self.address = f"127.0.0.1:{self.port}"
         # short: Ray's socket paths must fit in 107 bytes
         self.temp_dir = tempfile.mkdtemp(prefix="ray-", dir="/tmp")

@@ -4,7 +4,6 @@ import contextlib
 import json
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -15,7 +14,7 @@ import pytest
 from switchyard.errors import DatasetError
 from switchyard.evaluation.datasets import load_dataset
 from switchyard.evaluation.rows import EvalRow
-from tests.conftest import FIXTURES, ROOT, SAMPLES
+from tests.conftest import FIXTURES, ROOT, SAMPLES, free_port
 
 DATASET = FIXTURES / "tiny_qa" / "questions.jsonl"
 
@@ -56,9 +55,7 @@ def _timeless(value):
 @contextlib.contextmanager
 def slow_server(delay_ms: int):
     """bench/slow_openai_server.py on a free 127.0.0.1 port: a stand-in for a remote model server."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     proc = subprocess.Popen(
         [
             sys.executable,
