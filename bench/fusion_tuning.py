@@ -587,8 +587,9 @@ def paired_p(diff: np.ndarray, flips: int = 10_000, seed: int = 0) -> float:
     return float((np.abs((signs * diff).mean(axis=1)) >= abs(diff.mean()) - 1e-12).mean())
 
 
-CHOSEN = {  # the default (the selection rule's choice on dev) and the settings it replaced
-    "default (three lists, margin)": dict(
+CHOSEN = {  # each selection rule's pick on dev, and the shipped default (test-chosen*.json in bench/eval/)
+    "second rule's pick (max, 0.3 / 0.7)": dict(normalization="max", weights=_w(0.3)),
+    "first rule's pick (three lists, margin)": dict(
         normalization="zscore",
         adaptive_power=2,
         adaptive_signal="margin",
@@ -596,7 +597,7 @@ CHOSEN = {  # the default (the selection rule's choice on dev) and the settings 
         weights={"bm25": 0.4, "dense": 0.5},
         chunk=0.1,
     ),
-    "previous default (zscore 0.5/0.5)": dict(normalization="zscore", adaptive_power=0, weights=_w(0.5)),
+    "shipped default (zscore 0.5/0.5)": dict(normalization="zscore", adaptive_power=0, weights=_w(0.5)),
 }
 
 
