@@ -10,11 +10,14 @@ PY=${PYTHON:-python3}
 .venv/bin/python -m pip install --quiet --upgrade pip
 # Every locked distribution as a wheel, once, in .venv/wheelhouse: the venv installs from it, and so does the
 # co-installation test (tests/library/test_coinstall.py: a fresh venv with Switchyard beside PyPI's `llm`), offline.
-# llama-cpp-python builds from source; the native build segfaults on some CPUs (AMX path), so build portable.
+# llama-cpp-python builds from source; the native build segfaults on some CPUs (AMX path), so build portable, and
+# only the libraries its bindings load (.ci/llama-cpp-minimal.cmake: no `common`, no multimodal `mtmd`; 83 compile
+# units, ~140 s on 2 cores).
 # torch==2.13.0 resolves to the CPU wheel on this machine's disk (the lock pins it in the same command).
 WHEELS=.venv/wheelhouse
 LOCKS=(-r requirements-lock.txt -r requirements-ray-lock.txt -r requirements-langgraph-lock.txt)
-CMAKE_ARGS="-DGGML_NATIVE=OFF" .venv/bin/pip wheel --quiet --no-deps -w "$WHEELS" "${LOCKS[@]}" \
+LLAMA_CMAKE="-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF -DCMAKE_PROJECT_llama.cpp_INCLUDE=$PWD/.ci/llama-cpp-minimal.cmake"
+CMAKE_ARGS="$LLAMA_CMAKE" .venv/bin/pip wheel --quiet --no-deps -w "$WHEELS" "${LOCKS[@]}" \
   -r tests/fixtures/host_service/requirements-lock.txt
 .venv/bin/pip install --quiet --no-deps --no-index --find-links "$WHEELS" "${LOCKS[@]}"
 # Editable in setuptools' strict mode: a link tree of the mapped folders (build/__editable__.*) on a plain .pth path,
