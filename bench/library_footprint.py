@@ -9,8 +9,9 @@ folder: a wheel of this checkout (no deps) plus its dependencies as the extras a
 (`du`), time = the pip command's wall time (unzipping and byte-compiling; nothing is downloaded or built).
 Import figures: `python -c "import switchyard"` and `from switchyard import Pipeline` in fresh interpreters
 (median of --runs), wall time and peak RSS (ru_maxrss of the child). Targets: core <= 1.2 GB (no PyTorch),
-`import switchyard` <= 1 s and <= 150 MB. Records the figures in bench/results/library_footprint.json (docs/benchmarks.md's
-table is generated from it: python -m bench report).
+`import switchyard` <= 1 s and <= 150 MB. Records the installs in bench/results/library_footprint.json and the
+imports in bench/results/import_cost.json (`--no-install` / `--no-import`: one of them; docs/benchmarks.md's tables
+are generated from them: python -m bench report).
 """
 
 from __future__ import annotations
@@ -81,27 +82,31 @@ def main() -> None:
     parser.add_argument(
         "--extras", nargs="*", default=["", "server", "local", "all"], help='extras to install ("" = the core)'
     )
-    parser.add_argument("--no-install", action="store_true")
+    parser.add_argument("--no-install", action="store_true", help="the import figures only")
+    parser.add_argument("--no-import", action="store_true", help="the installs only")
     args = parser.parse_args()
 
-    figures: dict[str, object] = {}
-    for label, code in (
-        ("import switchyard", "import switchyard"),
-        ("from switchyard import Pipeline", "from switchyard import Pipeline"),
-    ):
-        seconds, rss = child_figures(code, args.runs)
-        figures[label] = {"seconds": round(seconds, 3), "rss_mb": round(rss, 1)}
-        print(f"{label:<36} {seconds:6.2f} s  {rss:7.1f} MB RSS (median of {args.runs})", flush=True)
+    if not args.no_import:
+        imports: dict[str, object] = {}
+        for label, code in (
+            ("import switchyard", "import switchyard"),
+            ("from switchyard import Pipeline", "from switchyard import Pipeline"),
+        ):
+            seconds, rss = child_figures(code, args.runs)
+            imports[label] = {"seconds": round(seconds, 3), "rss_mb": round(rss, 1)}
+            print(f"{label:<36} {seconds:6.2f} s  {rss:7.1f} MB RSS (median of {args.runs})", flush=True)
+        print(f"wrote {results.record('import_cost', imports, {'runs': args.runs})}")
     if not args.no_install:
         if not WHEELHOUSE.is_dir():
             sys.exit(f"error: {WHEELHOUSE} is missing: run setup.sh first")
+        installs: dict[str, object] = {}
         with tempfile.TemporaryDirectory() as tmp:
             for extras in args.extras:
                 took, size = install(extras, Path(tmp))
                 name = f"switchyard[{extras}]" if extras else "switchyard (core)"
-                figures[name] = {"install_seconds": round(took, 1), "venv_mb": size}
+                installs[name] = {"install_seconds": round(took, 1), "venv_mb": size}
                 print(f"{name:<36} {took:6.1f} s  {size:7.0f} MB venv", flush=True)
-    print(f"wrote {results.record('library_footprint', figures, {'runs': args.runs, 'extras': args.extras})}")
+        print(f"wrote {results.record('library_footprint', installs, {'extras': args.extras})}")
 
 
 if __name__ == "__main__":

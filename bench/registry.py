@@ -19,7 +19,7 @@ class Benchmark:
 
 BENCHMARKS: dict[str, Benchmark] = {
     "library_footprint": Benchmark(
-        "library_footprint.py", "install size and time of the core and extras; import time and RSS", result=True
+        "library_footprint.py", "install size and time of the core and extras (and import_cost)", result=True
     ),
     "ask_latency": Benchmark("ask_latency.py", "per-node latency of ask and the pipeline's own overhead", result=True),
     "retrieval_suite": Benchmark(

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 
 def footprint(result: dict) -> str:
-    """library_footprint: each install's venv size and install time, then the import figures."""
-    figures = result["figures"]
+    """library_footprint: each install's venv size and install time."""
     rows = ["| install (fresh venv, from the wheelhouse) | venv MB | install s |", "|---|---|---|"]
-    rows += [
-        f"| `{name}` | {f['venv_mb']:,.0f} | {f['install_seconds']:.0f} |"
-        for name, f in figures.items()
-        if "venv_mb" in f
-    ]
-    rows += ["", "| import (fresh interpreter, median) | s | peak RSS MB |", "|---|---|---|"]
-    rows += [f"| `{name}` | {f['seconds']:.2f} | {f['rss_mb']:.0f} |" for name, f in figures.items() if "rss_mb" in f]
+    rows += [f"| `{n}` | {f['venv_mb']:,.0f} | {f['install_seconds']:.0f} |" for n, f in result["figures"].items()]
+    return "\n".join(rows) + f"\n\n{_provenance(result)}"
+
+
+def imports(result: dict) -> str:
+    """import_cost: wall time and peak RSS of importing the package and the pipeline in a fresh interpreter."""
+    rows = ["| import (fresh interpreter, median) | s | peak RSS MB |", "|---|---|---|"]
+    rows += [f"| `{n}` | {f['seconds']:.2f} | {f['rss_mb']:.0f} |" for n, f in result["figures"].items()]
     return "\n".join(rows) + f"\n\n{_provenance(result)}"
 
 

@@ -1,0 +1,65 @@
+"""The benchmarks as one suite (bench/__main__.py, bench/registry.py, bench/results.py): one registry, one result
+schema, and docs/benchmarks.md's generated tables equal to what their committed result files render."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench"))
+registry = pytest.importorskip("registry")
+results = pytest.importorskip("results")
+
+
+def test_every_script_in_bench_is_a_registered_benchmark_or_a_helper():
+    scripts = {p.name for p in (ROOT / "bench").glob("*.py")}
+    registered = {b.script for b in registry.BENCHMARKS.values()}
+    assert registered <= scripts, f"registered but missing: {registered - scripts}"
+    assert scripts - registered - registry.HELPERS == set(), "register these in bench/registry.py (or as HELPERS)"
+
+
+def test_a_result_file_holds_the_figures_and_where_they_came_from(tmp_path):
+    path = results.record("probe", {"p50_ms": 12.5, "nested": {"a": 1}}, {"runs": 2}, folder=tmp_path)
+    result = json.loads(path.read_text())
+    assert result["schema"] == results.SCHEMA and result["benchmark"] == "probe"
+    assert result["figures"] == {"p50_ms": 12.5, "nested": {"a": 1}}
+    assert len(result["commit"]["sha"]) == 40 and isinstance(result["commit"]["dirty"], bool)
+    assert result["machine"]["cores"] >= 1 and result["machine"]["python"].startswith("3.")
+    assert result["config_hash"] == results.config_hash({"runs": 2}) != results.config_hash({"runs": 3})
+    assert results.load("probe", tmp_path) == result
+
+
+def test_the_docs_tables_are_what_the_committed_results_render():
+    text = (ROOT / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+    blocks = list(results.BLOCK.finditer(text))
+    assert blocks, "docs/benchmarks.md has no generated table"
+    for block in blocks:
+        assert (results.RESULTS / f"{block['name']}.json").is_file(), f"no committed result for {block['name']}"
+    assert results.render_blocks(text) == text, "a generated table differs from its result: python -m bench report"
+
+
+def test_a_figure_edited_by_hand_is_found(tmp_path):
+    results.record("probe", {"import switchyard": {"seconds": 0.12, "rss_mb": 14.4}}, folder=tmp_path)
+    rendered = results.render_blocks("<!-- result: probe imports -->\n<!-- end result -->\n", tmp_path)
+    assert "| `import switchyard` | 0.12 | 14 |" in rendered
+    assert results.render_blocks(rendered, tmp_path) == rendered
+    edited = rendered.replace("| 0.12 |", "| 0.10 |")
+    assert results.render_blocks(edited, tmp_path) != edited
+
+
+def test_the_suite_lists_and_checks_from_the_command_line():
+    listed = subprocess.run([sys.executable, "-m", "bench", "list"], cwd=ROOT, capture_output=True, text=True)
+    assert listed.returncode == 0 and set(registry.BENCHMARKS) <= {
+        line.split()[0] for line in listed.stdout.splitlines()
+    }
+    check = subprocess.run(
+        [sys.executable, "-m", "bench", "report", "--check"], cwd=ROOT, capture_output=True, text=True
+    )
+    assert check.returncode == 0, check.stdout + check.stderr
+    unknown = subprocess.run([sys.executable, "-m", "bench", "run", "nope"], cwd=ROOT, capture_output=True, text=True)
+    assert unknown.returncode == 2 and "invalid choice: 'nope'" in unknown.stderr
