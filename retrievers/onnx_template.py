@@ -96,7 +96,7 @@ def fill(template: Path, model_dir: Path, target: Path) -> None:
         if number == MODEL_GRAPH:
             graph = bytearray()
             for field, whole, tensor in _fields(payload):
-                name = _tensor_name(tensor) if field == GRAPH_INITIALIZER else None
+                name = _tensor_name(tensor) if field == GRAPH_INITIALIZER else ""
                 graph += _length_field(field, _with_raw_data(tensor, weights(name))) if name in mapping else whole
             out += _length_field(MODEL_GRAPH, bytes(graph))
         elif number != MODEL_METADATA:
