@@ -32,7 +32,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     "windows": Benchmark("windows.py", "sentence windows against one vector per chunk; query latency"),
     "train_reranker": Benchmark("train_reranker.py", "trains the cross-encoder from training splits only"),
     "tune_reranker": Benchmark("tune_reranker.py", "the cross-encoder's N x fused-weight grid on dev, test once"),
-    "rerank_latency": Benchmark("rerank_latency.py", "cross-encoder load time, RSS, latency per query"),
+    "rerank_latency": Benchmark("rerank_latency.py", "cross-encoder load time, RSS, latency per query", result=True),
     "cross_encoder_quantization": Benchmark("cross_encoder_quantization.py", "int8/float32 cross-encoder exports"),
     "weight_predictor": Benchmark("weight_predictor.py", "a learned per-query fusion weight"),
     "query_adapter": Benchmark("query_adapter.py", "query adapters: fit settings by CV on dev, test"),

@@ -8,7 +8,8 @@ lengths: most fill the model's max_length) through `CrossEncoderReranker.run`, a
 are drawn at random per query (seeded), so only their lengths matter, and no relevance is measured.
 
 Prints the model's load time (including the sha256 check when --sha256 is given), the process RSS before and after
-loading and its peak after the runs, and p50 / p95 / mean ms per query for each N; --json writes the same as JSON.
+loading and its peak after the runs, and p50 / p95 / mean ms per query for each N, and records them in
+bench/results/rerank_latency.json (`--result NAME` for a variant, e.g. another model).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import random
 import time
 from pathlib import Path
 
+import results
 from common import SHARED, peak_rss_mb, rss_mb
 
 from switchyard.evaluation.ranking import percentile
@@ -36,7 +38,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2, help="ONNX Runtime intra-op threads")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--scifact", type=Path, default=SHARED / "scifact", help="a BEIR SciFact folder")
-    parser.add_argument("--json", type=Path, default=None, help="also write the figures to this file")
+    parser.add_argument("--result", default="rerank_latency", help="the result file's name: bench/results/NAME.json")
     args = parser.parse_args()
 
     corpus = [json.loads(line) for line in (args.scifact / "corpus.jsonl").open()]
@@ -85,9 +87,8 @@ def main() -> None:
         print(f"{n:>4} {row['p50']:>9.1f} {row['p95']:>9.1f} {row['mean']:>9.1f}")
     figures["peak_rss_mb"] = round(peak_rss_mb(), 1)
     print(f"peak RSS {figures['peak_rss_mb']:.0f} MB")
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(figures, indent=2) + "\n")
+    run = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items() if k != "result"}
+    print(f"wrote {results.record(args.result, figures, run)}")
 
 
 if __name__ == "__main__":
