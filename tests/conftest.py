@@ -98,9 +98,10 @@ def fast_lane_overrides(config) -> list[str]:
 def fast_lane(request, monkeypatch):
     """Outside slow tests, when recording or replaying: whatever builds the packaged MiniLM from a config (the
     service, pipelines, stacks) gets the session's embedder, so its vectors are recorded / replayed too; and when
-    replaying, every model loader raises ModelLoadInFastLane."""
+    replaying, every model loader raises ModelLoadInFastLane and a test that opened a model file fails."""
     mode = vector_mode(request.config)
     if mode == "live" or request.node.get_closest_marker("slow"):
+        yield
         return
     import importlib
 
@@ -121,6 +122,7 @@ def fast_lane(request, monkeypatch):
     for module in ("switchyard.nodes.resources", "switchyard.retrievers.stack"):
         monkeypatch.setattr(importlib.import_module(module), "build_embedder", build_embedder)
     if mode != "replay":
+        yield
         return
     for module, attribute in MODEL_LOADERS:
         owner = importlib.import_module(module)
@@ -132,6 +134,10 @@ def fast_lane(request, monkeypatch):
             raise ModelLoadInFastLane(f"{_where}: the fast lane loads no model (mark the test slow)")
 
         monkeypatch.setattr(owner, name, refuse)
+    opened = len(_opened_models)
+    yield
+    if len(_opened_models) > opened:  # under pytest-xdist too, where a worker's session status is not the run's
+        pytest.fail(f"the fast lane opened model files: {sorted(set(_opened_models[opened:]))}")
 
 
 @pytest.fixture(scope="session")

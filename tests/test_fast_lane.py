@@ -8,7 +8,8 @@ import pytest
 
 from switchyard.retrievers.embedder import Embedder
 from switchyard.retrievers.vector_recording import RecordingEmbedder
-from tests.conftest import FAST_LANE_VECTORS, ModelLoadInFastLane, vector_mode
+from tests import conftest
+from tests.conftest import FAST_LANE_VECTORS, ROOT, ModelLoadInFastLane, vector_mode
 
 
 def test_the_fast_lane_replays_and_refuses_models_the_full_suite_embeds(request, embedder, make_pipeline):
@@ -26,3 +27,8 @@ def test_the_fast_lane_replays_and_refuses_models_the_full_suite_embeds(request,
     if mode == "replay":
         with pytest.raises(ModelLoadInFastLane, match="Embedder._load: the fast lane loads no model"):
             Embedder("minilm").warm_up()
+        shipped = ROOT / "retrievers" / "models" / "cross-encoder.onnx"
+        before = len(conftest._opened_models)
+        shipped.open("rb").close()  # what any other code opening a model file would do
+        assert conftest._opened_models[before:] == [str(shipped)]  # the fixture would fail this test at teardown
+        del conftest._opened_models[before:]  # opened on purpose here
