@@ -31,6 +31,8 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
+import results
+import tables
 from common import ROOT
 
 from switchyard.configs.loader import load_config
@@ -551,22 +553,25 @@ def select_no_loss(
 
 def shares(suite: Path, runs: str, split: str) -> None:
     """How lexical each set is: the share of its queries whose first document is relevant, for each single list,
-    and the shares only BM25 or only dense (windows) gets right at rank 1."""
+    and the shares only BM25 or only dense (windows) gets right at rank 1; recorded in bench/results/
+    retrieval_shares_<split>.json (the data card's table is generated from it)."""
     data = load(suite, runs)
-    print(f"{split}: share of queries with a relevant document at rank 1")
-    print("| dataset | queries | bm25 | dense (windows) | dense (chunk vectors) | only bm25 | only dense |")
-    print("|---|---|---|---|---|---|---|")
+    figures: dict[str, dict] = {}
     for name in [n for n in DATASETS if n in data]:
         qrels = data[name]["qrels"][split]
         hit = {
             r: np.array([bool(rel.get(next(iter(ranking(data[name], q, r)), ""), 0)) for q, rel in qrels.items()])
             for r in SINGLES
         }
-        print(
-            f"| {name} | {len(qrels)} | "
-            + " | ".join(f"{hit[r].mean():.3f}" for r in SINGLES)
-            + f" | {(hit['bm25'] & ~hit['dense']).mean():.3f} | {(hit['dense'] & ~hit['bm25']).mean():.3f} |"
-        )
+        figures[name] = {
+            "queries": len(qrels),
+            **{r: round(float(hit[r].mean()), 3) for r in SINGLES},
+            "only_bm25": round(float((hit["bm25"] & ~hit["dense"]).mean()), 3),
+            "only_dense": round(float((hit["dense"] & ~hit["bm25"]).mean()), 3),
+        }
+    result = {"split": split, "datasets": figures}
+    print(tables.shares({"figures": result}))
+    print(f"wrote {results.record(f'retrieval_shares_{split}', result, {'split': split, 'runs': runs})}")
 
 
 def per_query(data: dict, split: str, fusion: dict | str, metric: str, rank=ranking) -> np.ndarray:

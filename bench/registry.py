@@ -28,7 +28,9 @@ BENCHMARKS: dict[str, Benchmark] = {
     "natural_sets": Benchmark(
         "natural_sets.py", "packs the natural-question sets (nq-open, clapnq) from their sources"
     ),
-    "fusion_tuning": Benchmark("fusion_tuning.py", "cached BM25/dense runs; fusion grids and selection rules on dev"),
+    "fusion_tuning": Benchmark(
+        "fusion_tuning.py", "cached BM25/dense runs; fusion grids and selection rules on dev (`shares`)", result=True
+    ),
     "windows": Benchmark("windows.py", "sentence windows against one vector per chunk; query latency"),
     "train_reranker": Benchmark("train_reranker.py", "trains the cross-encoder from training splits only"),
     "tune_reranker": Benchmark("tune_reranker.py", "the cross-encoder's N x fused-weight grid on dev, test once"),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import textwrap
+
 
 def footprint(result: dict) -> str:
     """library_footprint: each install's venv size and install time."""
@@ -27,6 +29,17 @@ def ask_overhead(result: dict) -> str:
     return "\n".join(rows) + f"\n\n{_provenance(result)}"
 
 
+def shares(result: dict) -> str:
+    """retrieval_shares_<split> (fusion_tuning.py shares): per set, the share of queries each single list gets right
+    at rank 1, and the shares only BM25 or only dense (windows) gets right."""
+    head = "| dataset | queries | bm25 | dense (windows) | dense (chunk vectors) | only bm25 | only dense |"
+    rows = [head, "|---|---|---|---|---|---|---|"]
+    for name, f in result["figures"]["datasets"].items():
+        cells = [f["queries"], *(f"{f[k]:.3f}" for k in ("bm25", "dense", "chunk", "only_bm25", "only_dense"))]
+        rows.append(f"| {name} | " + " | ".join(map(str, cells)) + " |")
+    return "\n".join(rows) + (f"\n\n{_provenance(result)}" if "commit" in result else "")
+
+
 _TOTALS = (("total", "total"), ("llm", "inside LLM calls"), ("overhead", "**pipeline overhead**"))
 
 
@@ -34,7 +47,8 @@ def _provenance(result: dict) -> str:
     sha = (result["commit"]["sha"] or "unknown")[:8] + ("+" if result["commit"]["dirty"] else "")
     m = result["machine"]
     command = " ".join(result["command"])
-    return (
+    line = (
         f"*`{command}` at {sha}, {result['finished'][:10]}; {m['cores']} cores, {m['memory_gib']:.0f} GiB, "
         f"Python {m['python']} (bench/results/{result['benchmark']}.json).*"
     )
+    return "\n".join(textwrap.wrap(line, 120, break_long_words=False, break_on_hyphens=False))

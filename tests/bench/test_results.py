@@ -35,12 +35,13 @@ def test_a_result_file_holds_the_figures_and_where_they_came_from(tmp_path):
 
 
 def test_the_docs_tables_are_what_the_committed_results_render():
-    text = (ROOT / "docs" / "benchmarks.md").read_text(encoding="utf-8")
-    blocks = list(results.BLOCK.finditer(text))
-    assert blocks, "docs/benchmarks.md has no generated table"
-    for block in blocks:
-        assert (results.RESULTS / f"{block['name']}.json").is_file(), f"no committed result for {block['name']}"
-    assert results.render_blocks(text) == text, "a generated table differs from its result: python -m bench report"
+    pages = {p.name: p.read_text(encoding="utf-8") for p in sorted((ROOT / "docs").glob("*.md"))}
+    blocks = [(name, b) for name, text in pages.items() for b in results.BLOCK.finditer(text)]
+    assert {name for name, _ in blocks} >= {"benchmarks.md", "question-sets.md"}, "generated tables went missing"
+    for name, block in blocks:
+        assert (results.RESULTS / f"{block['name']}.json").is_file(), f"{name}: no committed result {block['name']}"
+    stale = [name for name, text in pages.items() if results.render_blocks(text) != text]
+    assert not stale, f"a generated table differs from its result in {stale}: python -m bench report"
 
 
 def test_a_figure_edited_by_hand_is_found(tmp_path):
