@@ -12,6 +12,7 @@ generated table differs from its result file.
 from __future__ import annotations
 
 import argparse
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -38,8 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.step == "list":
         width = max(map(len, BENCHMARKS))
         for name, b in BENCHMARKS.items():
-            result = RESULTS / f"{name}.json"
-            where = f"  -> {result.relative_to(ROOT)}" if b.result else ""
+            where = "".join(f"  -> {(RESULTS / f'{r}.json').relative_to(ROOT)}" for r in b.results)
             print(f"{name:<{width}}  {b.measures}{where}")
         return 0
     if args.step == "run":
@@ -63,4 +63,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `python -m bench list | head` ends quietly, as Unix tools do
     sys.exit(main())

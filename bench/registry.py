@@ -1,8 +1,8 @@
 """The registry of maintained benchmarks: `python -m bench list | run NAME | report` reads it.
 
-Each entry names its script (run as `python bench/SCRIPT ARGS`) and says what it measures. Entries with
-`result=True` write bench/results/<name>.json (bench/results.py) when they finish; the rest still print their
-figures and are being moved to the schema one at a time.
+Each entry names its script (run as `python bench/SCRIPT ARGS`), says what it measures and names the result files
+it writes when it finishes (bench/results/<name>.json, bench/results.py); the rest still print their figures and
+are being moved to the schema one at a time.
 """
 
 from __future__ import annotations
@@ -14,14 +14,18 @@ from dataclasses import dataclass
 class Benchmark:
     script: str
     measures: str
-    result: bool = False  # writes bench/results/<name>.json
+    results: tuple[str, ...] = ()  # the result files it writes: bench/results/<name>.json
 
 
 BENCHMARKS: dict[str, Benchmark] = {
     "library_footprint": Benchmark(
-        "library_footprint.py", "install size and time of the core and extras (and import_cost)", result=True
+        "library_footprint.py",
+        "install size and time of the core and extras; import time and RSS",
+        results=("library_footprint", "import_cost"),
     ),
-    "ask_latency": Benchmark("ask_latency.py", "per-node latency of ask and the pipeline's own overhead", result=True),
+    "ask_latency": Benchmark(
+        "ask_latency.py", "per-node latency of ask and the pipeline's own overhead", results=("ask_latency",)
+    ),
     "retrieval_suite": Benchmark(
         "retrieval_suite.py", "builds the retrieval suite's BEIR folders with dev/test splits"
     ),
@@ -29,12 +33,16 @@ BENCHMARKS: dict[str, Benchmark] = {
         "natural_sets.py", "packs the natural-question sets (nq-open, clapnq) from their sources"
     ),
     "fusion_tuning": Benchmark(
-        "fusion_tuning.py", "cached BM25/dense runs; fusion grids and selection rules on dev (`shares`)", result=True
+        "fusion_tuning.py",
+        "cached BM25/dense runs; fusion grids and selection rules on dev (`shares`)",
+        results=("retrieval_shares_dev",),
     ),
     "windows": Benchmark("windows.py", "sentence windows against one vector per chunk; query latency"),
     "train_reranker": Benchmark("train_reranker.py", "trains the cross-encoder from training splits only"),
     "tune_reranker": Benchmark("tune_reranker.py", "the cross-encoder's N x fused-weight grid on dev, test once"),
-    "rerank_latency": Benchmark("rerank_latency.py", "cross-encoder load time, RSS, latency per query", result=True),
+    "rerank_latency": Benchmark(
+        "rerank_latency.py", "cross-encoder load time, RSS, latency per query", results=("rerank_latency",)
+    ),
     "cross_encoder_quantization": Benchmark("cross_encoder_quantization.py", "int8/float32 cross-encoder exports"),
     "weight_predictor": Benchmark("weight_predictor.py", "a learned per-query fusion weight"),
     "query_adapter": Benchmark("query_adapter.py", "query adapters: fit settings by CV on dev, test"),
