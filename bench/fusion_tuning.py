@@ -269,10 +269,7 @@ def ranking(data: dict, qid: str, fusion: dict | str) -> list[str]:
 
 def score(data: dict, split: str, fusion: dict | str) -> dict[str, float]:
     """Mean metrics of one configuration ('bm25', 'dense' or FusionConfig fields, + prf=(docs, weight)) on a split."""
-    rows = [
-        score_query(dedupe(ranking(data, qid, fusion))[:EVAL_DEPTH], rel) for qid, rel in data["qrels"][split].items()
-    ]
-    return {m: float(np.mean([r[m] for r in rows])) for m in METRIC_NAMES}
+    return {m: float(v.mean()) for m, v in per_query_metrics(data, split, fusion).items()}
 
 
 W = [0.3, 0.4, 0.5, 0.55, 0.6, 0.7]
@@ -480,7 +477,7 @@ def rank_by_no_loss(rows: list[dict]) -> list[dict]:
 
 def _per_query_all(params: dict | str) -> dict[str, dict[str, np.ndarray]]:
     data, names, split = _SELECTING
-    return {n: {m: per_query(data[n], split, params, m) for m in RULE_METRICS} for n in names}
+    return {n: per_query_metrics(data[n], split, params, RULE_METRICS) for n in names}
 
 
 def select_no_loss(
@@ -574,14 +571,18 @@ def shares(suite: Path, runs: str, split: str) -> None:
     print(f"wrote {results.record(f'retrieval_shares_{split}', result, {'split': split, 'runs': runs})}")
 
 
+def per_query_metrics(
+    data: dict, split: str, fusion: dict | str, metrics: tuple[str, ...] = METRIC_NAMES, rank=ranking
+) -> dict[str, np.ndarray]:
+    """Each of `metrics` per query of `split` for one configuration, every query ranked once; `rank(data, qid,
+    fusion)` gives the doc-id ranking."""
+    rows = [score_query(dedupe(rank(data, qid, fusion))[:EVAL_DEPTH], rel) for qid, rel in data["qrels"][split].items()]
+    return {m: np.array([r[m] for r in rows]) for m in metrics}
+
+
 def per_query(data: dict, split: str, fusion: dict | str, metric: str, rank=ranking) -> np.ndarray:
-    """`metric` per query of `split` for one configuration; `rank(data, qid, fusion)` gives the doc-id ranking."""
-    return np.array(
-        [
-            score_query(dedupe(rank(data, qid, fusion))[:EVAL_DEPTH], rel)[metric]
-            for qid, rel in data["qrels"][split].items()
-        ]
-    )
+    """`metric` per query of `split` for one configuration (per_query_metrics for one metric)."""
+    return per_query_metrics(data, split, fusion, (metric,), rank)[metric]
 
 
 def paired_p(diff: np.ndarray, flips: int = 10_000, seed: int = 0) -> float:
