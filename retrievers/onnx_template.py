@@ -91,17 +91,19 @@ def fill(template: Path, model_dir: Path, target: Path) -> None:
         key, transposed = mapping[name]
         return np.ascontiguousarray(tensors[key].T if transposed else tensors[key]).tobytes()
 
-    out = bytearray()
-    for number, encoded, payload in _fields(model):
-        if number == MODEL_GRAPH:
-            graph = bytearray()
-            for field, whole, tensor in _fields(payload):
-                name = _tensor_name(tensor) if field == GRAPH_INITIALIZER else ""
-                graph += _length_field(field, _with_raw_data(tensor, weights(name))) if name in mapping else whole
-            out += _length_field(MODEL_GRAPH, bytes(graph))
-        elif number != MODEL_METADATA:
-            out += encoded
-    target.write_bytes(bytes(out))
+    with target.open("wb") as out:  # piece by piece: the weights are never copied into one whole-model buffer
+        for number, encoded, payload in _fields(model):
+            if number == MODEL_GRAPH:
+                graph = []
+                for field, whole, tensor in _fields(payload):
+                    name = _tensor_name(tensor) if field == GRAPH_INITIALIZER else ""
+                    graph.append(
+                        _length_field(field, _with_raw_data(tensor, weights(name))) if name in mapping else whole
+                    )
+                out.write(_length_header(MODEL_GRAPH, sum(map(len, graph))))
+                out.writelines(graph)
+            elif number != MODEL_METADATA:
+                out.write(encoded)
 
 
 # -- the few protobuf rules fill needs (https://protobuf.dev/programming-guides/encoding/) --------------------------
@@ -150,8 +152,13 @@ def _fields(buf: bytes):
         yield tag >> 3, buf[start:pos], payload
 
 
+def _length_header(number: int, size: int) -> bytes:
+    """The tag and length that precede a length-delimited field's `size` bytes."""
+    return _encode_varint(number << 3 | 2) + _encode_varint(size)
+
+
 def _length_field(number: int, payload: bytes) -> bytes:
-    return _encode_varint(number << 3 | 2) + _encode_varint(len(payload)) + payload
+    return _length_header(number, len(payload)) + payload
 
 
 def _string_pair(entry: bytes) -> tuple[str, str]:
