@@ -440,6 +440,7 @@ class TestLimitsAndAudit:
 
     def test_audit_lines_name_the_key_never_the_key_itself(self, client, tenants):
         client.post("/v1/ask", headers=as_key(tenants, "acme"), json={"question": QUESTION, "collection": "acme"})
+        client.post("/v1/ask", json={"question": QUESTION, "collection": "acme"})  # no key: its own 401 line
         lines = [json.loads(line) for line in (tenants["root"] / "audit.jsonl").read_text().splitlines()]
         asked = [r for r in lines if r["route"] == "/v1/ask" and r["key"] == "acme" and r["status"] == 200]
         assert asked and asked[-1]["collection"] == "acme" and asked[-1]["ms"] > 0 and "question" not in asked[-1]
