@@ -22,7 +22,7 @@ MAIN_JOB = (
     '.venv/bin/python cli.py ingest samples/corpus && .venv/bin/python cli.py ask "Who patented the knuckle coupler?"'
 )
 TESTS = ".venv/bin/python -m pytest -q"
-FAST_LANE = '.venv/bin/python -m pytest -q -m "not slow" -n 2'
+FAST_LANE = '.venv/bin/python -m pytest -q -m "not slow" -n 2 --dist loadfile'
 
 
 def _generator():
