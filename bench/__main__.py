@@ -2,7 +2,7 @@
 
     .venv/bin/python -m bench list                 # every maintained benchmark, what it measures, its result file
     .venv/bin/python -m bench run NAME [ARGS ...]  # run one (its own options after the name; --help for them)
-    .venv/bin/python -m bench report [--check]     # write the docs' generated tables from bench/results/
+    .venv/bin/python -m bench report [--check]     # write the generated tables (README, docs) from the results
 
 `run` starts `python bench/SCRIPT ARGS` with this interpreter from the repository root; a benchmark that records
 its result writes bench/results/<name>.json (bench/results.py). `report --check` changes nothing and exits 1 when a
@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     run = sub.add_parser("run", help="run one benchmark", add_help=False)
     run.add_argument("name", choices=sorted(BENCHMARKS), metavar="NAME")
     run.add_argument("args", nargs=argparse.REMAINDER)
-    report = sub.add_parser("report", help="write the generated tables of docs/*.md")
+    report = sub.add_parser("report", help="write the generated tables of README.md and docs/*.md")
     report.add_argument("--check", action="store_true", help="change nothing; exit 1 if a table is out of date")
     args = parser.parse_args(argv)
     if args.step == "list":
@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
         command = [sys.executable, str(BENCH / BENCHMARKS[args.name].script), *args.args]
         return subprocess.run(command, cwd=ROOT).returncode
     stale = []
-    for page in sorted(DOCS.glob("*.md")):
+    for page in [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]:
         text = page.read_text(encoding="utf-8")
         rendered = render_blocks(text)
         if rendered != text:
@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.check:
         for page in stale:
             print(f"{page}: a generated table differs from its result file (python -m bench report)")
-        print(f"every generated table in {DOCS.relative_to(ROOT)}/ matches its result file" if not stale else "")
+        print("every generated table in README.md and docs/ matches its result file" if not stale else "")
         return 1 if stale else 0
     print(f"generated tables written: {', '.join(map(str, stale)) or 'none changed'}")
     return 0

@@ -22,7 +22,6 @@ research/window_sweep.py (load, ranking, per_query, paired_p, dense_run).
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing
 import pickle
 import sys
@@ -444,8 +443,8 @@ def select(
             f"{r['macro_ndcg@10']:.4f} | {r['macro_recall@1']:.4f} |"
         )
     if out:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps({"split": split, "datasets": names, "best_single": best, "rows": rows}, indent=1))
+        figures = {"split": split, "rule": "worst-ratio", "datasets": names, "best_single": best, "rows": rows}
+        results.record("retrieval_selection", figures, {"families": families, "split": split}, path=out)
     return rows
 
 
@@ -530,21 +529,15 @@ def select_no_loss(
             f"| {r['family']} | {r['settings']} | {losses} | {r['macro_ndcg@10']:.4f} | {r['macro_ndcg@10_all']:.4f} |"
         )
     if out:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        best_means = {k: round(float(v.mean()), 4) for k, v in best.items()}
-        out.write_text(
-            json.dumps(
-                {
-                    "split": split,
-                    "rule": "no-loss",
-                    "datasets": names,
-                    "ruled": RULED,
-                    "best_single": best_means,
-                    "rows": rows,
-                },
-                indent=1,
-            )
-        )
+        figures = {
+            "split": split,
+            "rule": "no-loss",
+            "datasets": names,
+            "ruled": RULED,
+            "best_single": {k: round(float(v.mean()), 4) for k, v in best.items()},
+            "rows": rows,
+        }
+        results.record("retrieval_selection", figures, {"families": families, "split": split}, path=out)
     return rows
 
 
@@ -621,12 +614,18 @@ def report_chosen(suite: Path, metric: str, split: str, runs: str) -> dict:
             line = ", ".join(f"{r} {v.mean():.4f}" for r, v in singles.items())
             print(f"{name} {m} ({len(singles[best])} q): {line}")
             out[name][m] = {r: round(float(v.mean()), 4) for r, v in singles.items()}
+            out[name][m]["queries"] = len(singles[best])
             for label, params in CHOSEN.items():
                 values = per_query(data[name], split, params, m)
                 diff = values - singles[best]
                 p = paired_p(diff)
                 print(f"  {label}: {values.mean():.4f} ({diff.mean():+.4f} vs {best}, p {p:.3f})")
-                out[name][m][label] = {"value": round(float(values.mean()), 4), "vs": best, "p": round(p, 4)}
+                out[name][m][label] = {
+                    "value": round(float(values.mean()), 4),
+                    "vs": best,
+                    "diff": round(float(diff.mean()), 4),
+                    "p": round(p, 4),
+                }
     return out
 
 
@@ -683,7 +682,11 @@ def main() -> int:
     )
     ap.add_argument("--runs", default="runs", help="the runs folder under the suite")
     ap.add_argument("--split", default="test", choices=SPLITS, help="test, oracle: the split to report (default test)")
-    ap.add_argument("--out", type=Path, help="select: also write every candidate's figures here (JSON)")
+    ap.add_argument(
+        "--out",
+        type=Path,
+        help="select, test: also write the figures here (a result file, bench/results.py; select: every candidate)",
+    )
     args = ap.parse_args()
     suite = Path(args.suite)
     if args.step == "cache":
@@ -700,7 +703,8 @@ def main() -> int:
     else:
         result = report_chosen(suite, args.metric, args.split, args.runs)
         if args.out:
-            args.out.write_text(json.dumps({"split": args.split, "chosen": CHOSEN, "datasets": result}, indent=1))
+            figures = {"split": args.split, "datasets": result}
+            results.record("retrieval_chosen", figures, {"chosen": CHOSEN, "split": args.split}, path=args.out)
     return 0
 
 

@@ -26,6 +26,11 @@ BENCHMARKS: dict[str, Benchmark] = {
     "ask_latency": Benchmark(
         "ask_latency.py", "per-node latency of ask and the pipeline's own overhead", results=("ask_latency",)
     ),
+    "dev_loop": Benchmark(
+        "dev_loop.py",
+        "set-up from a fresh clone (empty pip cache), the full suite under .ci/run, the fast lane",
+        results=("dev_loop",),
+    ),
     "retrieval_suite": Benchmark(
         "retrieval_suite.py", "builds the retrieval suite's BEIR folders with dev/test splits"
     ),
@@ -35,7 +40,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     "fusion_tuning": Benchmark(
         "fusion_tuning.py",
         "cached BM25/dense runs; fusion grids and selection rules on dev (`shares`)",
-        results=("retrieval_shares_dev",),
+        results=("retrieval_shares_dev",),  # select/test --out: result files beside the runs (bench/eval/)
     ),
     "windows": Benchmark("windows.py", "sentence windows against one vector per chunk; query latency"),
     "train_reranker": Benchmark("train_reranker.py", "trains the cross-encoder from training splits only"),

@@ -36,7 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
 SCHEMA = 1
-BLOCK = re.compile(r"(<!-- result: (?P<name>[\w.-]+) (?P<table>\w+) -->\n)(?P<body>.*?)(<!-- end result -->)", re.S)
+BLOCK = re.compile(r"(<!-- result: (?P<name>[\w./-]+) (?P<table>\w+) -->\n)(?P<body>.*?)(<!-- end result -->)", re.S)
 
 
 def machine() -> dict:
@@ -82,8 +82,11 @@ def config_hash(config: dict | None) -> str | None:
     return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def record(name: str, figures: dict, config: dict | None = None, folder: Path = RESULTS) -> Path:
-    """Write bench/results/<name>.json for a finished run (replacing the previous one) and return its path."""
+def record(
+    name: str, figures: dict, config: dict | None = None, folder: Path = RESULTS, path: Path | None = None
+) -> Path:
+    """Write bench/results/<name>.json (or `path`, for a result kept beside a run's other outputs) for a finished run,
+    replacing the previous one, and return its path."""
     result = {
         "schema": SCHEMA,
         "benchmark": name,
@@ -95,14 +98,20 @@ def record(name: str, figures: dict, config: dict | None = None, folder: Path = 
         "config": config,
         "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{name}.json"
+    path = path or folder / f"{name}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(result, indent=1, sort_keys=False, default=str) + "\n")
     return path
 
 
+def result_path(name: str, folder: Path = RESULTS) -> Path:
+    """A block's NAME: a benchmark's result (bench/results/NAME.json), or a path from the repository root without
+    `.json` for a result kept beside a run's outputs (bench/eval/retrieval-selection/test-chosen)."""
+    return ROOT / f"{name}.json" if "/" in name else folder / f"{name}.json"
+
+
 def load(name: str, folder: Path = RESULTS) -> dict:
-    path = folder / f"{name}.json"
+    path = result_path(name, folder)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no result for benchmark {name!r} (run it: python -m bench run {name})")
     result = json.loads(path.read_text())
@@ -123,3 +132,43 @@ def render_blocks(text: str, folder: Path = RESULTS) -> str:
         return match.group(1) + rendered + match.group(5)
 
     return BLOCK.sub(body, text)
+
+
+CITED = re.compile(r"bench/(?:results|eval)/[\w./-]*\w")
+
+
+def sections(text: str) -> list[tuple[str, str]]:
+    """(heading, body) of a Markdown page, split at every heading outside code fences."""
+    out: list[tuple[str, list[str]]] = [("", [])]
+    fenced = False
+    for line in text.splitlines():
+        fenced ^= line.startswith("```")
+        if not fenced and re.match(r"#{1,6} ", line):
+            out.append((line.lstrip("#").strip(), []))
+        else:
+            out[-1][1].append(line)
+    return [(heading, "\n".join(body)) for heading, body in out]
+
+
+def backed(body: str) -> bool:
+    """Whether a section's figures have a result behind them: a generated block, or a cited committed result, i.e. a
+    file in this schema or a run folder of `switchyard eval` (its report.json and manifest.json: commit, host,
+    configs)."""
+    if BLOCK.search(body):
+        return True
+    for cited in CITED.findall(body):
+        path = ROOT / cited
+        if path.is_dir() and (path / "report.json").is_file() and (path / "manifest.json").is_file():
+            return True
+        if path.suffix == ".json" and path.is_file():
+            try:
+                if json.loads(path.read_text()).get("schema") == SCHEMA:
+                    return True
+            except (ValueError, AttributeError):
+                continue
+    return False
+
+
+def unbacked(text: str) -> list[str]:
+    """The headings of the sections that quote a table of figures with no result behind it (`backed`)."""
+    return [h for h, body in sections(text) if re.search(r"^\|[-|: ]+\|$", body, re.M) and not backed(body)]

@@ -40,6 +40,57 @@ def shares(result: dict) -> str:
     return "\n".join(rows) + (f"\n\n{_provenance(result)}" if "commit" in result else "")
 
 
+def retrieval_chosen(result: dict) -> str:
+    """fusion_tuning.py test --out: per dataset and metric, the single lists (the best in bold) and each chosen
+    configuration with its difference to the best single list and the paired sign-flip p."""
+    chosen = list(result["config"]["chosen"])
+    head = ["split (queries)", "metric", "bm25", "dense (windows)", "dense (chunk vectors)", *chosen]
+    rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for name, metrics in result["figures"]["datasets"].items():
+        for metric, f in metrics.items():
+            best = max(_SINGLES, key=lambda r: f[r])
+            singles = [f"**{f[r]:.4f}**" if r == best else f"{f[r]:.4f}" for r in _SINGLES]
+            picks = [f"{f[c]['value']:.4f} ({f[c]['diff']:+.4f}, p {f[c]['p']:.3f})" for c in chosen]
+            label = "nDCG@10" if metric == "ndcg@10" else "R@1" if metric == "recall@1" else metric
+            rows.append(f"| {name} ({f['queries']}) | {label} | " + " | ".join(singles + picks) + " |")
+    return "\n".join(rows) + f"\n\n{_provenance(result)}"
+
+
+def dev_loop(result: dict) -> str:
+    """dev_loop: set-up from a fresh clone with an empty pip cache, the full suite under `.ci/run`, the fast lane."""
+    f = result["figures"]
+    rows = ["| step (fresh clone) | tests | seconds |", "|---|---|---|"]
+    rows.append(f"| set-up (`bash setup.sh`, empty pip cache) | – | {f['setup_seconds']:,.0f} |")
+    for key, label in (("full_suite", "full suite (`.ci/run`)"), ("fast_lane", "fast lane")):
+        if f.get(key):
+            rows.append(f"| {label} | {_counts(f[key])} | {f[key]['seconds']:,.0f} |")
+    return "\n".join(rows) + f"\n\n{_provenance(result)}"
+
+
+def dev_loop_line(result: dict) -> str:
+    """dev_loop as one sentence, for README.md."""
+    f = result["figures"]
+    parts = [f"set-up {f['setup_seconds'] / 60:.1f} min"]
+    for key, label in (("full_suite", "the full suite"), ("fast_lane", "the fast lane")):
+        if f.get(key):
+            parts.append(f"{label} {_counts(f[key])} in {_duration(f[key]['seconds'])}")
+    sha = (result["commit"]["sha"] or "unknown")[:8]
+    line = (
+        f"Measured from a fresh clone on {result['machine']['cores']} cores ({result['finished'][:10]}, {sha}): "
+        f"{', '.join(parts)} (`python -m bench run dev_loop`, bench/results/dev_loop.json)."
+    )
+    return "\n".join(textwrap.wrap(line, 120, break_long_words=False, break_on_hyphens=False))
+
+
+def _counts(summary: dict) -> str:
+    return ", ".join(f"{summary[k]:,} {k}" for k in ("passed", "skipped", "failed", "error") if summary.get(k))
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
+
+
+_SINGLES = ("bm25", "dense", "chunk")
 _TOTALS = (("total", "total"), ("llm", "inside LLM calls"), ("overhead", "**pipeline overhead**"))
 
 
