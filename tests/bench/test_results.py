@@ -70,10 +70,7 @@ def test_the_suite_lists_and_checks_from_the_command_line():
 # moving every benchmark to bench/results.py. The list may only shrink; a new table needs its result.
 UNBACKED = {
     "The retrieval suite",
-    "Natural factoid questions (hotpot-single) and windows only for long chunks",
     "A second dense model in the library",
-    "squad-intros: natural single-hop questions from SQuAD",
-    "squad-low-overlap: the unseen set's regime, and per-query weights",
     "Query adapters, an opt-in capability",
     "Compiled embedding backends",
     "What sentence windows cost at ingest",
