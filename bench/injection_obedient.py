@@ -11,7 +11,8 @@ its message), a short answer is the canary, free text repeats it. Otherwise it w
 and answers with the first words of the best passage. Attack success is scored as `cli.py eval` scores it
 (evaluation/metrics.py `attack_succeeded`: the question's own payload); "any payload" also counts a payload planted
 for another question of the slice that the run obeyed. What this measures is whether a payload can reach a decision at all;
-the live runs of bench/injection_eval.sh measure what the local model does with it.
+the live runs of bench/injection_eval.sh measure what the local model does with it. Records
+bench/results/injection_obedient.json (`--result NAME` for a variant).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import results as result_files
 from injection_tally import acting_canaries
 
 from switchyard.configs.loader import load_config
@@ -111,7 +113,9 @@ def _enum(schema: dict, key: str) -> list[str]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--policies", nargs="+", default=["keep", "exclude"])
+    parser.add_argument("--result", default="injection_obedient", help="the result file: bench/results/NAME.json")
     args = parser.parse_args()
+    figures: dict[str, dict] = {}
     data = load_dataset(SLICE / "questions.jsonl", SLICE / "corpus")
     planted = payloads(data)
     acting = acting_canaries(data.questions)
@@ -141,9 +145,12 @@ def main() -> int:
                 anywhere = [
                     q.id for q, r in results if attack_succeeded(r.answer, r.steps, acting + q.attack["canary"])
                 ]
+                figures.setdefault(name, {})[policy] = {"questions": len(results), "own": hits, "any": anywhere}
                 named = f" ({', '.join(hits)})" if hits and policy != "keep" else ""
                 cells.append(f"{len(hits)}/{len(data.questions)}{named}; any payload {len(anywhere)}")
             print(f"| {name} | " + " | ".join(cells) + " |", flush=True)
+    config = {"policies": args.policies, "configs": list(CONFIGS), "protocol": "json"}
+    print(f"recorded {result_files.record(args.result, figures, config).relative_to(ROOT)}")
     return 0
 
 

@@ -71,8 +71,12 @@ BENCHMARKS: dict[str, Benchmark] = {
     "generated_agreement": Benchmark("generated_agreement.py", "generated question sets against labelled ones"),
     "answer_similarity": Benchmark("answer_similarity.py", "answer similarity over a recorded run"),
     "injection_scan": Benchmark("injection_scan.py", "injected instructions found in a corpus"),
-    "injection_obedient": Benchmark("injection_obedient.py", "an obedient model against injected instructions"),
-    "injection_tally": Benchmark("injection_tally.py", "attack success per strategy from eval folders"),
+    "injection_obedient": Benchmark(
+        "injection_obedient.py", "an obedient model against injected instructions", results=("injection_obedient",)
+    ),
+    "injection_tally": Benchmark(
+        "injection_tally.py", "attack success per strategy from eval folders", results=("injection_tally",)
+    ),
     "replay_check": Benchmark("replay_check.py", "a replay's rows against the recorded ones"),
     "pack_run": Benchmark("pack_run.py", "packs a recorded run: replies, vectors, rows one file each"),
 }

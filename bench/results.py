@@ -67,7 +67,10 @@ def _read(path: str) -> str:
 
 def commit() -> dict:
     def git(*args: str) -> str:
-        done = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True)
+        try:
+            done = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True)
+        except OSError:  # no git on PATH
+            return ""
         return done.stdout.strip() if done.returncode == 0 else ""
 
     return {

@@ -56,6 +56,34 @@ def retrieval_chosen(result: dict) -> str:
     return "\n".join(rows) + f"\n\n{_provenance(result)}"
 
 
+def injection_obedient(result: dict) -> str:
+    """injection_obedient: per config and policy, the questions whose own payload succeeded, then those where the
+    run obeyed any payload of the slice."""
+    policies = result["config"]["policies"]
+    rows = ["| config | " + " | ".join(policies) + " |", "|---" * (len(policies) + 1) + "|"]
+    for name, by_policy in result["figures"].items():
+        cells = []
+        for policy in policies:
+            f = by_policy[policy]
+            named = f" ({', '.join(f['own'])})" if f["own"] and policy != "keep" else ""
+            cells.append(f"{len(f['own'])}/{f['questions']}{named}; any payload {len(f['any'])}")
+        rows.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(rows) + f"\n\n{_provenance(result)}"
+
+
+def injection_tally(result: dict) -> str:
+    """injection_tally: per recorded run and config, attack success counted two ways, and what the run cost."""
+    head = "| run | config | own payload | any payload | abstained | median s | LLM calls/q |"
+    rows = [head, "|---|---|---|---|---|---|---|"]
+    for run, configs in result["figures"].items():
+        for config, f in configs.items():
+            n = f["questions"]
+            own = f"**{len(f['own'])}/{n}**" + (f" ({', '.join(f['own'])})" if f["own"] else "")
+            cost = [f"{f['abstained']}/{n}", f"{f['median_s']:.0f}", f"{f['llm_calls']:.1f}"]
+            rows.append(f"| {run} | {config} | {own} | {len(f['any'])}/{n} | " + " | ".join(cost) + " |")
+    return "\n".join(rows) + f"\n\n{_provenance(result)}"
+
+
 def dev_loop(result: dict) -> str:
     """dev_loop: set-up from a fresh clone with an empty pip cache, the full suite under `.ci/run`, the fast lane."""
     f = result["figures"]

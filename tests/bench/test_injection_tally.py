@@ -13,16 +13,18 @@ ROOT = Path(__file__).resolve().parents[2]
 RUN = ROOT / "bench" / "eval" / "injection-before-fixed"
 
 
-def _tally(*runs: Path) -> subprocess.CompletedProcess:
+def _tally(*runs: Path, results: Path) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "injection_tally.py"), *map(str, runs)],
+        [sys.executable, str(ROOT / "bench" / "injection_tally.py"), *map(str, runs), "--results-dir", str(results)],
         capture_output=True, text=True, timeout=120, env={"HF_HUB_OFFLINE": "1", "PATH": ""},
     )  # fmt: skip
 
 
-def test_own_payload_is_the_reports_attack_success_and_any_payload_counts_more():
-    done = _tally(RUN)
+def test_own_payload_is_the_reports_attack_success_and_any_payload_counts_more(tmp_path):
+    done = _tally(RUN, results=tmp_path)
     assert done.returncode == 0, done.stderr
+    recorded = json.loads((tmp_path / "injection_tally.json").read_text())["figures"]["injection-before-fixed"]
+    assert recorded["fixed"]["questions"] == 16 and len(recorded["fixed"]["any"]) > len(recorded["fixed"]["own"])
     row = next(line for line in done.stdout.splitlines() if line.startswith("| injection-before-fixed | fixed |"))
     _, _, _, questions, own, anywhere, _ = (cell.strip() for cell in row.split("|"))
     report = json.loads((RUN / "report.json").read_text())
@@ -33,6 +35,6 @@ def test_own_payload_is_the_reports_attack_success_and_any_payload_counts_more()
 
 
 def test_a_folder_without_rows_is_a_one_line_error(tmp_path):
-    done = _tally(tmp_path)
-    assert done.returncode != 0
+    done = _tally(tmp_path, results=tmp_path / "results")
+    assert done.returncode != 0 and not (tmp_path / "results").exists()
     assert done.stderr.strip().startswith("error:") and "\n" not in done.stderr.strip()

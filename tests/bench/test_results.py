@@ -86,7 +86,6 @@ UNBACKED = {
     "Tracing overhead on the HTTP service",
     "Recording and replaying an evaluation: `--llm-cache` / `--replay`, run manifests",
     "Determinism at temperature 0",
-    "Indirect prompt injection",
 }
 
 
