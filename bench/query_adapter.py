@@ -12,7 +12,8 @@ test queries by whether a dev query shares a relevant document with them (what a
 Dense search here is exact (numpy, as LanceDB's flat search over the same vectors); the library path is the same
 `collect_examples` / `fit` / `apply_adapter` (`cli.py fit-adapter`). Prints: `cv`, dense and hybrid nDCG@10 per
 dataset and setting, then the settings ranked by macro hybrid nDCG@10; `test`, a Markdown table per dataset and
-slice (all / seen / not seen) with paired randomization p-values. Writes nothing (the adapters stay in memory).
+slice (all / seen / not seen) with paired randomization p-values, recorded in bench/results/query_adapter.json
+(docs/benchmarks.md's table is generated from it; the adapters stay in memory).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import results
 from fusion_tuning import SUITE, dense_run, load, paired_p, per_query
 
 from switchyard.configs.loader import load_config
@@ -108,8 +110,9 @@ def cv(suite: Path, names: list[str]) -> None:
         print(f"  epochs {epochs}, learning rate {lr:g}: {np.mean(vals):.4f}")
 
 
-def test(suite: Path, names: list[str], epochs: int, learning_rate: float) -> None:
+def test(suite: Path, names: list[str], epochs: int, learning_rate: float) -> dict:
     data = load(suite)
+    figures: dict[str, dict] = {}
     print(
         f"test {METRIC}; adapter fitted on each dataset's whole dev split (epochs {epochs}, learning rate "
         f"{learning_rate:g}); p: paired randomization, 10,000 sign flips"
@@ -140,12 +143,22 @@ def test(suite: Path, names: list[str], epochs: int, learning_rate: float) -> No
                 x[mask] for x in (bm25, base["dense"], adapted["dense"], base["hybrid"], adapted["hybrid"])
             )
             best = max((b, da), key=np.mean)
+            figures.setdefault(name, {})[label] = {
+                "queries": int(mask.sum()),
+                **{k: round(float(x.mean()), 4) for k, x in zip(_COLUMNS, (b, d, da, h, ha))},
+                "vs_default": {"diff": round(float((ha - h).mean()), 4), "p": round(paired_p(ha - h), 4)},
+                "vs_best_single": {"diff": round(float((ha - best).mean()), 4), "p": round(paired_p(ha - best), 4)},
+            }
             print(
                 f"| {name}, {label} | {mask.sum()} | {b.mean():.4f} | {d.mean():.4f} | {da.mean():.4f} | "
                 f"{h.mean():.4f} | {ha.mean():.4f} | {(ha - h).mean():+.4f} ({paired_p(ha - h):.3f}) | "
                 f"{(ha - best).mean():+.4f} ({paired_p(ha - best):.3f}) |",
                 flush=True,
             )
+    return figures
+
+
+_COLUMNS = ("bm25", "dense", "dense_adapter", "hybrid", "hybrid_adapter")
 
 
 def main() -> int:
@@ -160,7 +173,9 @@ def main() -> int:
     if args.step == "cv":
         cv(Path(args.suite), names)
     else:
-        test(Path(args.suite), names, args.epochs, args.learning_rate)
+        figures = test(Path(args.suite), names, args.epochs, args.learning_rate)
+        config = {"datasets": names, "epochs": args.epochs, "learning_rate": args.learning_rate, "metric": METRIC}
+        print(f"recorded {results.record('query_adapter', figures, config)}")
     return 0
 
 

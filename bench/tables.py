@@ -56,6 +56,20 @@ def retrieval_chosen(result: dict) -> str:
     return "\n".join(rows) + f"\n\n{_provenance(result)}"
 
 
+def query_adapter(result: dict) -> str:
+    """query_adapter test: per dataset and slice, nDCG@10 with and without the adapter, and the adapted hybrid's
+    difference to the default and to the better single list (paired p)."""
+    head = "| dataset, test queries | n | bm25 | dense | dense + adapter | hybrid (default) | **hybrid + adapter** |"
+    rows = [head + " − default (p) | − better single (p) |", "|---" * 9 + "|"]
+    for name, slices in result["figures"].items():
+        for label, f in slices.items():
+            cells = [f"{f[k]:.4f}" for k in ("bm25", "dense", "dense_adapter", "hybrid")]
+            cells.append(f"**{f['hybrid_adapter']:.4f}**")
+            cells += [f"{f[k]['diff']:+.4f} ({f[k]['p']:.3f})" for k in ("vs_default", "vs_best_single")]
+            rows.append(f"| {name}, {label} | {f['queries']} | " + " | ".join(cells) + " |")
+    return "\n".join(rows) + f"\n\n{_provenance(result)}"
+
+
 def injection_obedient(result: dict) -> str:
     """injection_obedient: per config and policy, the questions whose own payload succeeded, then those where the
     run obeyed any payload of the slice."""

@@ -70,7 +70,6 @@ def test_the_suite_lists_and_checks_from_the_command_line():
 # moving every benchmark to bench/results.py. The list may only shrink; a new table needs its result.
 UNBACKED = {
     "A second dense model in the library",
-    "Query adapters, an opt-in capability",
     "Compiled embedding backends",
     "What sentence windows cost at ingest",
     "Local vs Ray with 1 and 2 actors",
