@@ -43,6 +43,15 @@ def _upload_dir_option(p: argparse.ArgumentParser, help: str) -> None:
     p.add_argument("--upload-dir", default=UPLOAD_DIR, metavar="DIR", help=help)
 
 
+def _state_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--state",
+        metavar="URL",
+        help="postgresql://... shared by several servers: keys, per-key limits and the audit log (default: "
+        "$SWITCHYARD_STATE_URL, else files beside the index for one server)",
+    )
+
+
 def _common() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(add_help=False)
     p.add_argument("--config", metavar="FILE", help="pipeline YAML (defaults < FILE < --set)")
@@ -297,11 +306,13 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="accept SWITCHYARD_API_TOKEN (it opens everything) even while API keys exist; refused by default",
     )
+    _state_option(p)
 
     p = sub.add_parser("keys", help="API keys of the index: create (printed once), list, revoke")
     keys = p.add_subparsers(dest="keys_action", required=True, metavar="ACTION")
     key_common = argparse.ArgumentParser(add_help=False, parents=[common])
     _upload_dir_option(key_common, "where the key file lives when the index is on object storage")
+    _state_option(key_common)
     k = keys.add_parser("create", parents=[key_common], help="create a key and print it (once)")
     k.add_argument("name")
     k.add_argument("--collections", metavar="C1,C2", help="the collections it may read (required unless --admin)")

@@ -208,6 +208,16 @@ class ServiceError(SwitchyardError):
         self.message, self.headers = message, headers or {}
 
 
+class StateUnavailable(ServiceError):
+    """The server's shared state (its PostgreSQL database) cannot be reached now: 503, try again shortly."""
+
+    http_status = 503
+    RETRY_AFTER_S = 5
+
+    def __init__(self, message: str):
+        super().__init__(503, message, {"Retry-After": str(self.RETRY_AFTER_S)})
+
+
 def first_line(exc: BaseException) -> str:
     """The message's first line, or the class name for an exception without one."""
     text = str(exc).strip()

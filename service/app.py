@@ -39,7 +39,7 @@ from fastapi.staticfiles import StaticFiles
 from switchyard import otel_sdk, tracing
 from switchyard.extras import needs_extra
 from switchyard.service import error_responses
-from switchyard.service.audit import AuditLog, AuditMiddleware
+from switchyard.service.audit import AuditMiddleware
 from switchyard.service.auth import BearerAuth
 from switchyard.service.core import Service
 from switchyard.service.mcp_server import create_mcp_server, http_endpoint
@@ -69,6 +69,7 @@ def create_app(settings: ServiceSettings | None = None) -> FastAPI:
             if service.threads is not None:
                 service.threads.close()
             service.conversations.close()
+            service.state.close()
             await asyncio.to_thread(otel_sdk.flush)
 
     app = FastAPI(
@@ -91,9 +92,13 @@ def create_app(settings: ServiceSettings | None = None) -> FastAPI:
     app.add_route("/mcp", mcp_endpoint, include_in_schema=False)  # type: ignore[arg-type]
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     app.add_middleware(
-        BearerAuth, token=settings.api_token, keys=service.keys, token_with_keys=settings.token_with_keys
+        BearerAuth,
+        token=settings.api_token,
+        keys=service.keys,
+        limiter=service.state.rate_limiter,
+        token_with_keys=settings.token_with_keys,
     )
-    app.add_middleware(AuditMiddleware, audit=AuditLog(settings.audit_log, settings.audit_questions))
+    app.add_middleware(AuditMiddleware, audit=service.state.audit)
     app.add_middleware(MetricsMiddleware, metrics=service.metrics)  # outermost: counts 401s too
     if otel_sdk.install() is not None:  # the server's own process: the SDK from OTEL_*, as the CLI does
         _instrument(app)

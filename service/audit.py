@@ -7,7 +7,8 @@
 before it was identified); never the key itself. `collection` is what the route resolved (null for routes without
 one). The question is added only with `questions=True` (`serve --audit-questions`). Routes record collection and
 question in `request.state.audit` (see `note`). Lines go to a file (`serve --audit-log FILE`) or, without one, to the
-`switchyard.audit` logger.
+`switchyard.audit` logger; with `serve --state postgresql://...`, one row each in the database's `audit_log` table
+(service/postgres.py), whichever server answered.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Protocol
 
 log = logging.getLogger("switchyard.audit")
 
@@ -31,7 +33,17 @@ def note(request, collection: str | None = None, question: str | None = None) ->
         audit["question"] = question
 
 
+class AuditSink(Protocol):
+    """Where audit lines go: `AuditLog` (a file or the logger) or service/postgres.py's `PostgresAuditLog`."""
+
+    questions: bool
+
+    def write(self, record: dict) -> None: ...
+
+
 class AuditLog:
+    """One JSON line per request in a file, or to the `switchyard.audit` logger."""
+
     def __init__(self, path: Path | None = None, questions: bool = False):
         self.path = Path(path) if path else None
         self.questions = questions
@@ -51,7 +63,7 @@ class AuditLog:
 class AuditMiddleware:
     """Outside the auth, so refused requests (401, 429) are audited too."""
 
-    def __init__(self, app, audit: AuditLog):
+    def __init__(self, app, audit: AuditSink):
         self.app = app
         self.audit = audit
 
@@ -85,5 +97,5 @@ class AuditMiddleware:
                 record["question"] = noted["question"]
             try:
                 self.audit.write(record)
-            except OSError:
+            except Exception:  # a full disk or a database that is down must not turn the reply into a 500
                 log.exception("cannot write the audit line")

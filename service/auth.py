@@ -18,8 +18,8 @@ import json
 import logging
 import math
 
-from switchyard.errors import AccessError
-from switchyard.service.keys import LOCAL, TOKEN, KeyStore, Principal, RateLimiter
+from switchyard.errors import AccessError, StateUnavailable
+from switchyard.service.keys import LOCAL, TOKEN, KeyStore, LocalRateLimiter, Principal, RateLimiter
 from switchyard.service.openai_compat import OPENAI_PREFIX, openai_error_body
 
 log = logging.getLogger("switchyard.service")
@@ -64,7 +64,7 @@ class BearerAuth:
         self.app = app
         self.token = token.encode() if token else None
         self.keys = keys
-        self.limiter = limiter or RateLimiter()
+        self.limiter = limiter or LocalRateLimiter()
         self.token_with_keys = token_with_keys
 
     async def __call__(self, scope, receive, send):
@@ -77,17 +77,28 @@ class BearerAuth:
             log.error("refusing requests: %s", exc)
             await _reply(scope, send, 503, "the server's API key file cannot be used; see the server log", [])
             return
+        except StateUnavailable as exc:  # the shared state database is down: fail closed, say when to retry
+            await _unavailable(scope, send, exc)
+            return
         if self.token is None and not keys_exist:
             scope.setdefault("state", {})["principal"] = LOCAL
             await self.app(scope, receive, send)
             return
-        principal = self._authenticate(scope, keys_exist)
+        try:
+            principal = self._authenticate(scope, keys_exist)
+            wait = (
+                self.limiter.hit(principal.name, principal.rpm)
+                if isinstance(principal, Principal) and principal.rpm
+                else None
+            )
+        except StateUnavailable as exc:
+            await _unavailable(scope, send, exc)
+            return
         if not isinstance(principal, Principal):
             await _reply(scope, send, 401, principal, [(b"www-authenticate", b"Bearer")])
             return
         scope.setdefault("state", {})["principal"] = principal
         if principal.rpm:
-            wait = self.limiter.hit(principal.name, principal.rpm)
             if wait is not None:
                 await _reply(
                     scope,
@@ -115,6 +126,11 @@ class BearerAuth:
         if self.keys is not None:
             return self.keys.verify(given.decode("ascii", "replace")) or UNAUTHENTICATED
         return UNAUTHENTICATED
+
+
+async def _unavailable(scope, send, exc: StateUnavailable) -> None:
+    log.error("refusing requests: %s", exc.message)
+    await _reply(scope, send, 503, exc.message, [(b"retry-after", exc.headers["Retry-After"].encode())])
 
 
 async def _reply(scope, send, status: int, detail: str, headers: list[tuple[bytes, bytes]]) -> None:

@@ -20,11 +20,12 @@ from switchyard.service.access import CollectionAccess
 from switchyard.service.error_responses import run_error
 from switchyard.service.job_store import job_store_path
 from switchyard.service.jobs import IngestJobs
-from switchyard.service.keys import LOCAL, KeyRuns, KeyStore, Principal, keys_path
+from switchyard.service.keys import LOCAL, Principal
 from switchyard.service.metrics import ServiceMetrics
 from switchyard.service.registry import PipelineRegistry
 from switchyard.service.schemas import ThreadDone
 from switchyard.service.settings import ServiceSettings, beside_index
+from switchyard.service.state import open_state
 from switchyard.service.threads import PausedRuns, Thread, threads_path
 
 RETRY_AFTER_S = 1
@@ -80,8 +81,12 @@ class Service:
         self.jobs = IngestJobs(settings.upload_dir, self.registry.stack, job_store_path(store_uri, settings.upload_dir))
         self.metrics = ServiceMetrics()
         self.slots = RunSlots(settings.max_in_flight)
-        self.key_runs = KeyRuns()
-        self.keys = KeyStore(keys_path(store_uri, settings.upload_dir))
+        # keys, per-key limits and the audit log: beside the index, or in PostgreSQL shared with other servers
+        self.state = open_state(
+            settings.state_url, store_uri, settings.upload_dir, settings.audit_log, settings.audit_questions
+        )
+        self.keys = self.state.keys
+        self.key_runs = self.state.key_runs
         # paused runs (graph.router.approve) beside the index; no file unless a served pipeline pauses
         self.threads = (
             PausedRuns(threads_path(store_uri, settings.upload_dir), stale_after_s=2 * settings.request_timeout_s)

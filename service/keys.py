@@ -1,16 +1,19 @@
 """API keys and what each may do: `Principal` (who a request is: its collections, write and admin rights, access
-groups and limits), `KeyStore` (the keys of an index, hashed in a JSON file beside it) and the per-key limits
-(`RateLimiter`: requests per minute; `KeyRuns`: runs in flight).
+groups and limits), `KeyStore` (the keys a server accepts) and the per-key limits of one process (`RateLimiter`:
+requests per minute; `KeyRuns`: runs in flight).
 
-A key is `sy_<id>_<secret>`: the id finds its record, the secret is checked against a salted hash. The file holds the
-id, the salt and the hash, never the key; `keys create` prints the key once. Writes take an exclusive `flock` and
-replace the file atomically, so concurrent `keys create` commands and a server reading the file never see half of
-it; a server re-reads the file when it changes, so a revoked key stops working at once. A file that other users may
-read or write is refused (AccessError), as ssh refuses such a private key.
+A key is `sy_<id>_<secret>`: the id finds its record, the secret is checked against a salted hash. A store holds the
+id, the salt and the hash, never the key; `keys create` prints the key once. `KeyStore` is the interface (checks,
+verification, listing); `FileKeyStore` keeps the records in a JSON file beside the index, the embedded default, and
+service/postgres.py's `PostgresKeyStore` in a database that many servers share. The file's writes take an
+exclusive `flock` and replace it atomically, so concurrent `keys create` commands and a server reading the file never
+see half of it; a server re-reads the file when it changes, so a revoked key stops working at once. A file that
+other users may read or write is refused (AccessError), as ssh refuses such a private key.
 """
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import fcntl
 import hashlib
@@ -100,6 +103,10 @@ class KeyRecord:
             self.max_in_flight,
         )
 
+    @classmethod
+    def from_dict(cls, data: dict) -> KeyRecord:
+        return cls(**{**data, "collections": tuple(data["collections"]), "groups": tuple(data["groups"])})
+
     def public(self) -> dict:
         """What `keys list` shows: everything but the salt and hash."""
         out = asdict(self)
@@ -116,12 +123,102 @@ def keys_path(store_uri: str, upload_dir: Path) -> Path:
     return beside_index(store_uri, upload_dir, KEYS_NAME)
 
 
-class KeyStore:
+def new_key(
+    name: str,
+    collections: Sequence[str] | str | None = None,
+    *,
+    write: bool = False,
+    admin: bool = False,
+    groups: Sequence[str] | str | None = None,
+    rpm: int = 0,
+    max_in_flight: int = 0,
+) -> tuple[str, KeyRecord]:
+    """A new key, checked, and its record (what a store keeps)."""
+    if not _NAME.match(name or ""):
+        raise AccessError(f"invalid key name {name!r} (1-64 letters, digits, '_', '.', '-')")
+    names = [
+        c.strip() for c in (collections.split(",") if isinstance(collections, str) else collections or []) if c.strip()
+    ]
+    for collection in names:
+        try:
+            StoreConfig(collection=collection)
+        except ValueError:
+            raise AccessError(f"invalid collection name {collection!r}") from None
+    if not names and not admin:
+        raise AccessError("a key needs --collections (or --admin, which opens every collection)")
+    if rpm < 0 or max_in_flight < 0:
+        raise AccessError("limits must be >= 0 (0: no limit)")
+    secret, salt = secrets.token_urlsafe(32), secrets.token_bytes(16)
+    record = KeyRecord(
+        name=name,
+        key_id=secrets.token_hex(6),
+        salt=salt.hex(),
+        hash=_digest(secret, salt),
+        collections=tuple(sorted(set(names))),
+        write=write,
+        admin=admin,
+        groups=parse_labels(groups),
+        rpm=rpm,
+        max_in_flight=max_in_flight,
+        created=time.time(),
+    )
+    return f"{KEY_PREFIX}{record.key_id}_{secret}", record
+
+
+class KeyStore(abc.ABC):
+    """The keys a server accepts, by id. Implementations keep the records; checks and verification live here."""
+
+    @property
+    @abc.abstractmethod
+    def where(self) -> str:
+        """Where the keys are kept, for messages (a path, or the database without its credentials)."""
+
+    @abc.abstractmethod
+    def records(self) -> dict[str, KeyRecord]:
+        """The keys by id, as they are now (a key created or revoked elsewhere shows within a second)."""
+
+    @abc.abstractmethod
+    def _add(self, record: KeyRecord) -> None:
+        """Keep a new record; AccessError if a key of that name exists."""
+
+    @abc.abstractmethod
+    def revoke(self, name: str) -> None:
+        """Remove the key of that name; AccessError if there is none."""
+
+    def active(self) -> bool:
+        return bool(self.records())
+
+    def list(self) -> list[dict]:
+        return sorted((r.public() for r in self.records().values()), key=lambda r: r["name"])
+
+    def verify(self, key: str) -> Principal | None:
+        """The principal of a presented key, None if it is no valid key (compared in constant time)."""
+        match = _KEY.match(key)
+        record = self.records().get(match.group(1)) if match else None
+        if match is None or record is None:
+            return None
+        given = _digest(match.group(2), bytes.fromhex(record.salt))
+        return record.principal() if hmac.compare_digest(given, record.hash) else None
+
+    def create(self, name: str, collections: Sequence[str] | str | None = None, **rights) -> str:
+        """Record a new key and return it (the only time it is seen in clear). `rights`: `new_key`'s keywords."""
+        key, record = new_key(name, collections, **rights)
+        self._add(record)
+        return key
+
+
+class FileKeyStore(KeyStore):
+    """The keys in a JSON file (mode 0600) beside the index: one machine's servers and `keys` commands share it."""
+
     def __init__(self, path: Path):
         self.path = Path(path)
         self._lock = threading.Lock()
         self._seen: tuple | None = None
         self._records: dict[str, KeyRecord] = {}
+
+    @property
+    def where(self) -> str:
+        return str(self.path)
 
     # -- reading ----------------------------------------------------------------------------------------------
     def _stamp(self) -> tuple | None:
@@ -143,10 +240,7 @@ class KeyStore:
             raise AccessError(
                 f"the key file {self.path} is open to other users (mode {mode & 0o777:04o}); run chmod 600 on it"
             )
-        return {
-            r["key_id"]: KeyRecord(**{**r, "collections": tuple(r["collections"]), "groups": tuple(r["groups"])})
-            for r in data.get("keys", [])
-        }
+        return {r["key_id"]: KeyRecord.from_dict(r) for r in data.get("keys", [])}
 
     def records(self) -> dict[str, KeyRecord]:
         """The keys by id, re-read when the file changed (a key created or revoked by another process)."""
@@ -155,21 +249,6 @@ class KeyStore:
             if stamp != self._seen:
                 self._records, self._seen = self._read(), stamp
             return self._records
-
-    def active(self) -> bool:
-        return bool(self.records())
-
-    def list(self) -> list[dict]:
-        return sorted((r.public() for r in self.records().values()), key=lambda r: r["name"])
-
-    def verify(self, key: str) -> Principal | None:
-        """The principal of a presented key, None if it is no valid key (compared in constant time)."""
-        match = _KEY.match(key)
-        record = self.records().get(match.group(1)) if match else None
-        if match is None or record is None:
-            return None
-        given = _digest(match.group(2), bytes.fromhex(record.salt))
-        return record.principal() if hmac.compare_digest(given, record.hash) else None
 
     # -- writing ----------------------------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -192,55 +271,13 @@ class KeyStore:
             os.fsync(out.fileno())
         os.replace(tmp, self.path)
 
-    def create(
-        self,
-        name: str,
-        collections: Sequence[str] | str | None = None,
-        *,
-        write: bool = False,
-        admin: bool = False,
-        groups: Sequence[str] | str | None = None,
-        rpm: int = 0,
-        max_in_flight: int = 0,
-    ) -> str:
-        """Record a new key and return it (the only time it is seen in clear)."""
-        if not _NAME.match(name or ""):
-            raise AccessError(f"invalid key name {name!r} (1-64 letters, digits, '_', '.', '-')")
-        names = [
-            c.strip()
-            for c in (collections.split(",") if isinstance(collections, str) else collections or [])
-            if c.strip()
-        ]
-        for collection in names:
-            try:
-                StoreConfig(collection=collection)
-            except ValueError:
-                raise AccessError(f"invalid collection name {collection!r}") from None
-        if not names and not admin:
-            raise AccessError("a key needs --collections (or --admin, which opens every collection)")
-        if rpm < 0 or max_in_flight < 0:
-            raise AccessError("limits must be >= 0 (0: no limit)")
-        secret, salt = secrets.token_urlsafe(32), secrets.token_bytes(16)
-        record = KeyRecord(
-            name=name,
-            key_id=secrets.token_hex(6),
-            salt=salt.hex(),
-            hash=_digest(secret, salt),
-            collections=tuple(sorted(set(names))),
-            write=write,
-            admin=admin,
-            groups=parse_labels(groups),
-            rpm=rpm,
-            max_in_flight=max_in_flight,
-            created=time.time(),
-        )
+    def _add(self, record: KeyRecord) -> None:
         with self._locked():
             records = self._read()
-            if any(r.name == name for r in records.values()):
-                raise AccessError(f"a key named {name!r} exists; revoke it first")
+            if any(r.name == record.name for r in records.values()):
+                raise AccessError(f"a key named {record.name!r} exists; revoke it first")
             records[record.key_id] = record
             self._write(records)
-        return f"{KEY_PREFIX}{record.key_id}_{secret}"
 
     def revoke(self, name: str) -> None:
         with self._locked():
@@ -251,10 +288,18 @@ class KeyStore:
             self._write(kept)
 
 
-class RateLimiter:
-    """Requests per minute per key, over a sliding 60 s window; thread-safe."""
+class RateLimiter(abc.ABC):
+    """Requests per minute per key, over a sliding 60 s window."""
 
     WINDOW_S = 60.0
+
+    @abc.abstractmethod
+    def hit(self, name: str, per_minute: int) -> float | None:
+        """Count one request of `name`; None if allowed, else the seconds until one is allowed again."""
+
+
+class LocalRateLimiter(RateLimiter):
+    """The window of one process, in memory; thread-safe."""
 
     def __init__(self, clock=time.monotonic):
         self._clock = clock
@@ -262,7 +307,6 @@ class RateLimiter:
         self._lock = threading.Lock()
 
     def hit(self, name: str, per_minute: int) -> float | None:
-        """Count one request of `name`; None if allowed, else the seconds until one is allowed again."""
         now = self._clock()
         with self._lock:
             hits = self._hits.setdefault(name, deque())
@@ -274,8 +318,18 @@ class RateLimiter:
             return None
 
 
-class KeyRuns:
-    """Runs in flight per key; `try_acquire` never waits; thread-safe."""
+class KeyRuns(abc.ABC):
+    """Runs in flight per key; `try_acquire` never waits."""
+
+    @abc.abstractmethod
+    def try_acquire(self, name: str, limit: int) -> bool: ...
+
+    @abc.abstractmethod
+    def release(self, name: str) -> None: ...
+
+
+class LocalKeyRuns(KeyRuns):
+    """The runs of one process, in memory; thread-safe."""
 
     def __init__(self):
         self._active: dict[str, int] = {}

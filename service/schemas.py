@@ -89,9 +89,16 @@ class Conversation(BaseModel):
     messages: list[Message] = Field(description="the thread's turns, oldest first")
 
 
+class StateHealth(BaseModel):
+    backend: Literal["local", "postgresql"]
+    ok: bool
+    detail: str | None = None
+
+
 class Health(BaseModel):
-    status: Literal["ok"]
+    status: Literal["ok", "unavailable"]  # unavailable: the shared state database cannot be reached (503)
     pipelines: list[str]
+    state: StateHealth
 
 
 class PipelineInfo(BaseModel):

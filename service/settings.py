@@ -26,6 +26,8 @@ class ServiceSettings:
     # With API keys in the index's key file, the shared token is refused unless the operator opts in here
     # (`serve --allow-token-with-keys`): a token that opens everything would silently widen scoped keys.
     token_with_keys: bool = False
+    # PostgreSQL shared by several servers (service/state.py); None: files beside the index (one server)
+    state_url: str | None = field(default=None, repr=False)
 
     def __post_init__(self):
         if not self.configs:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from pathlib import Path
 
@@ -276,6 +277,29 @@ def stop_process(proc, timeout: float = 20) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    """A real PostgreSQL server on 127.0.0.1 in a temporary folder (tests/postgres_server.py), stopped at the end of
+    the session; `postgres.database()` gives each test a fresh database. Skipped where PostgreSQL's server or the
+    postgres extra is missing, except under CI (`CI` set), where that fails: .ci/run installs both."""
+    import importlib.util
+
+    from tests.postgres_server import PostgresServer, bindir
+
+    if importlib.util.find_spec("psycopg") is None:
+        missing = "the postgres extra (psycopg) is not installed"
+    elif bindir() is None:
+        missing = "PostgreSQL's server is not installed (Debian: apt-get install postgresql)"
+    else:
+        missing = None
+    if missing and os.environ.get("CI"):
+        pytest.fail(f"{missing}; CI must run the PostgreSQL tests (.ci/run installs it)")
+    if missing:
+        pytest.skip(missing)
+    with PostgresServer() as server:
+        yield server
 
 
 @pytest.fixture(scope="session")

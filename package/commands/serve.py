@@ -26,6 +26,7 @@ def cmd_serve(args) -> int:
         from switchyard.service.app import create_app
         from switchyard.service.auth import describe_credentials
         from switchyard.service.settings import ServiceSettings
+        from switchyard.service.state import state_url
 
     try:
         settings = ServiceSettings(
@@ -41,6 +42,7 @@ def cmd_serve(args) -> int:
             audit_log=Path(args.audit_log) if args.audit_log else None,
             audit_questions=args.audit_questions,
             token_with_keys=args.allow_token_with_keys,
+            state_url=state_url(args.state),
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from None
@@ -53,6 +55,10 @@ def cmd_serve(args) -> int:
     )
     print(
         "switchyard: " + describe_credentials(settings.api_token, service.keys, settings.token_with_keys),
+        file=sys.stderr,
+    )
+    print(
+        f"switchyard: state in {service.keys.where if settings.state_url else 'local files'}",
         file=sys.stderr,
         flush=True,
     )
@@ -84,9 +90,16 @@ def cmd_mcp(args) -> int:
 
 
 def cmd_keys(args) -> int:
-    from switchyard.service.keys import KeyStore, keys_path
+    from switchyard.service.state import open_state, state_url
 
-    store = KeyStore(keys_path(load_config(args).store.uri, Path(args.upload_dir)))
+    state = open_state(state_url(args.state), load_config(args).store.uri, Path(args.upload_dir))
+    try:
+        return _keys(args, state.keys)
+    finally:
+        state.close()
+
+
+def _keys(args, store) -> int:
     if args.keys_action == "create":
         key = store.create(
             args.name,
@@ -98,7 +111,7 @@ def cmd_keys(args) -> int:
             max_in_flight=args.max_in_flight,
         )
         print(key)
-        print(f"key {args.name!r} created in {store.path}; it is shown only now", file=sys.stderr)
+        print(f"key {args.name!r} created in {store.where}; it is shown only now", file=sys.stderr)
     elif args.keys_action == "revoke":
         store.revoke(args.name)
         print(f"key {args.name!r} revoked", file=sys.stderr)

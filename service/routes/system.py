@@ -7,6 +7,7 @@ from typing import Any
 from fastapi import APIRouter
 from fastapi.responses import Response
 
+from switchyard.errors import StateUnavailable
 from switchyard.service.dependencies import PrincipalDep, ServiceDep, require_admin
 from switchyard.service.metrics import CONTENT_TYPE
 from switchyard.service.schemas import AUTHENTICATED, Health, PipelineInfo, error_responses
@@ -14,9 +15,14 @@ from switchyard.service.schemas import AUTHENTICATED, Health, PipelineInfo, erro
 router = APIRouter()
 
 
-@router.get("/healthz", response_model=Health)
-def healthz(service: ServiceDep) -> dict[str, Any]:
-    return {"status": "ok", "pipelines": service.registry.names()}
+@router.get("/healthz", response_model=Health, responses={503: {"model": Health, "description": "state unavailable"}})
+def healthz(service: ServiceDep, response: Response) -> dict[str, Any]:
+    """Liveness, and whether the shared state (service/state.py) can be used: 503 while its database is down."""
+    state = service.state.health()
+    if not state["ok"]:
+        response.status_code = 503
+        response.headers["Retry-After"] = str(StateUnavailable.RETRY_AFTER_S)
+    return {"status": "ok" if state["ok"] else "unavailable", "pipelines": service.registry.names(), "state": state}
 
 
 @router.get(

@@ -16,7 +16,7 @@ from fastapi.testclient import TestClient
 from switchyard.configs.loader import load_config
 from switchyard.retrievers.stack import RetrievalStack
 from switchyard.run_context import ALL
-from switchyard.service.keys import KeyRuns, KeyStore, RateLimiter, keys_path
+from switchyard.service.keys import FileKeyStore, LocalKeyRuns, LocalRateLimiter, keys_path
 from tests.service.conftest import two_tenant_index
 
 SECRET_WORDS = ("77431", "runs monthly")  # only in acme's hr-labelled payroll document (not in the question)
@@ -31,7 +31,7 @@ def tenants(tmp_path_factory, embedder):
     uri, docs = two_tenant_index(root, embedder)
     acme = RetrievalStack(load_config(None, [f"store.uri={uri}"]), collection="acme", embedder=embedder)
     payroll = next(d["doc_id"] for d in acme.store.list_documents(ALL) if d["doc_id"].startswith("payroll"))
-    store = KeyStore(keys_path(str(uri), root / "uploads"))
+    store = FileKeyStore(keys_path(str(uri), root / "uploads"))
     keys = {
         "acme": store.create("acme", "acme"),
         "acme-writer": store.create("acme-writer", "acme", write=True),
@@ -98,7 +98,7 @@ class TestKeys:
         key = tenants["store"].create("temp", "acme")
         headers = {"Authorization": f"Bearer {key}"}
         assert client.get("/v1/collections", headers=headers).status_code == 200
-        KeyStore(tenants["store"].path).revoke("temp")  # as `cli.py keys revoke` from another process
+        FileKeyStore(tenants["store"].path).revoke("temp")  # as `cli.py keys revoke` from another process
         assert client.get("/v1/collections", headers=headers).status_code == 401
 
     @pytest.mark.parametrize("opted_in", [False, True])
@@ -143,7 +143,7 @@ class TestKeys:
         )
         assert "shared token refused while keys exist" in describe_credentials("t", store)
         assert "shared token on (opens everything)" in describe_credentials("t", store, token_with_keys=True)
-        empty = KeyStore(tmp_path / "none.json")
+        empty = FileKeyStore(tmp_path / "none.json")
         assert describe_credentials(None, empty) == "credentials: none, the server is open to anyone who can reach it"
         assert (
             describe_credentials("t", empty) == "credentials: shared token on (opens everything); 0 API key(s), 0 admin"
@@ -457,7 +457,7 @@ class TestConcurrency:
         made: dict[str, str] = {}
 
         def create(i):
-            store = KeyStore(tmp_path / "keys.json")  # one store per thread, as separate processes would
+            store = FileKeyStore(tmp_path / "keys.json")  # one store per thread, as separate processes would
             barrier.wait()
             made[f"k{i}"] = store.create(f"k{i}", "c")
 
@@ -466,14 +466,14 @@ class TestConcurrency:
             t.start()
         for t in threads:
             t.join()
-        store = KeyStore(tmp_path / "keys.json")
+        store = FileKeyStore(tmp_path / "keys.json")
         assert sorted(k["name"] for k in store.list()) == sorted(made)
         assert all(store.verify(key).name == name for name, key in made.items())
 
     def test_rate_limiter_and_key_runs_admit_exactly_their_limit(self):
         n, limit = 16, 5
         barrier = threading.Barrier(n)
-        limiter, runs = RateLimiter(), KeyRuns()
+        limiter, runs = LocalRateLimiter(), LocalKeyRuns()
         allowed, acquired = [], []
 
         def hit():

@@ -84,7 +84,11 @@ class TestAsk:
 
     def test_health_and_docs(self, server):
         with server.client() as c:
-            assert c.get("/healthz").json() == {"status": "ok", "pipelines": ["no-llm", "fixed"]}
+            assert c.get("/healthz").json() == {
+                "status": "ok",
+                "pipelines": ["no-llm", "fixed"],
+                "state": {"backend": "local", "ok": True, "detail": None},
+            }
             assert "/v1/ask/stream" in c.get("/openapi.json").json()["paths"]
             assert c.get("/docs").status_code == 200
 
@@ -287,9 +291,9 @@ class TestAuth:
             assert "credentials: shared token on (opens everything); 0 API key(s), 0 admin" in srv.output()
 
     def test_serve_names_its_credentials_and_refuses_an_open_key_file(self, tmp_path, index_copy):
-        from switchyard.service.keys import KeyStore, keys_path
+        from switchyard.service.keys import FileKeyStore, keys_path
 
-        store = KeyStore(keys_path(str(index_copy), tmp_path / "uploads"))
+        store = FileKeyStore(keys_path(str(index_copy), tmp_path / "uploads"))
         key = store.create("reader", "default")
         store.create("root", admin=True)
         with running_server(tmp_path, index_copy, "--config", "no-llm", token="s3cret-token") as srv:

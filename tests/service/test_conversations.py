@@ -15,7 +15,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from switchyard.graphs.conversations import CONVERSATIONS_NAME
-from switchyard.service.keys import KeyStore, keys_path
+from switchyard.service.keys import FileKeyStore, keys_path
 from tests.service.conftest import running_server
 from tests.service.test_app import sse_events
 
@@ -29,7 +29,7 @@ def index(tmp_path_factory, sample_index):
     """A copy of the sample index with two keys; the conversations' file is written beside it."""
     root = tmp_path_factory.mktemp("conversations")
     shutil.copytree(sample_index, root / "index")
-    store = KeyStore(keys_path(str(root / "index"), root / "uploads"))
+    store = FileKeyStore(keys_path(str(root / "index"), root / "uploads"))
     keys = {name: store.create(name, "default") for name in ("alice", "bob")}
     return SimpleNamespace(root=root, uri=root / "index", keys=keys)
 

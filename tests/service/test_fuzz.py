@@ -26,7 +26,7 @@ from schemathesis.specs.openapi.checks import (  # noqa: E402
     status_code_conformance,
 )
 
-from switchyard.service.keys import KeyStore, keys_path  # noqa: E402
+from switchyard.service.keys import FileKeyStore, keys_path  # noqa: E402
 from tests.service.conftest import running_server, two_tenant_index  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -43,7 +43,7 @@ TENANT_WORDS = {
 def fuzzed_server(tmp_path_factory, embedder):
     root = tmp_path_factory.mktemp("fuzz")
     index, _ = two_tenant_index(root, embedder)
-    store = KeyStore(keys_path(str(index), root / "uploads"))
+    store = FileKeyStore(keys_path(str(index), root / "uploads"))
     keys = {
         "acme-read": store.create("acme-read", "acme"),
         "acme-write": store.create("acme-write", "acme", write=True),

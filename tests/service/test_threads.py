@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 from fastapi.testclient import TestClient
 
-from switchyard.service.keys import KeyStore, keys_path
+from switchyard.service.keys import FileKeyStore, keys_path
 from switchyard.service.threads import THREADS_NAME, PausedRuns
 from tests.nodes.scripted import zeroshot_agent
 from tests.scripted_openai_server import ScriptedOpenAIServer
@@ -45,7 +45,7 @@ def index(tmp_path_factory, sample_index):
     """A copy of the sample index with two keys: the paused runs' file is written beside it."""
     root = tmp_path_factory.mktemp("threads")
     shutil.copytree(sample_index, root / "index")
-    store = KeyStore(keys_path(str(root / "index"), root / "uploads"))
+    store = FileKeyStore(keys_path(str(root / "index"), root / "uploads"))
     keys = {name: store.create(name, "default") for name in ("alice", "bob")}
     return SimpleNamespace(root=root, uri=root / "index", keys=keys)
 

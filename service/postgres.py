@@ -1,0 +1,310 @@
+"""The server state in PostgreSQL, shared by every server started with the same `--state postgresql://...` URL.
+
+`PostgresState` holds one psycopg connection pool and creates or migrates the schema when it opens: a table
+`switchyard_schema` records the version (MIGRATIONS, applied in order under an advisory lock, so servers starting
+together migrate once), and a database made by a newer Switchyard is refused with one line. Its stores:
+
+- `PostgresKeyStore`: the `api_keys` table; each server re-reads it at most every `KEYS_REFRESH_S`, so a key created
+  or revoked through any server (or `switchyard keys --state URL`) is seen by all within a second.
+- `PostgresRateLimiter`: a key's requests of the last 60 s are rows of `rate_hits`, counted and added in one
+  transaction under a per-key advisory lock, so all servers together hold a key to its requests per minute.
+- `PostgresKeyRuns`: a key's runs in flight are rows of `run_slots` with a lease; a server that dies leaves rows
+  that expire instead of blocking the key.
+- `PostgresAuditLog`: one row of `audit_log` per request.
+
+A database that cannot be reached raises `StateUnavailable` (HTTP 503 with Retry-After) from whatever needed it; the
+pool reconnects by itself when the database is back. The URL's password never appears in messages (`redact`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+import threading
+import time
+from datetime import datetime
+
+from switchyard.errors import AccessError, StateUnavailable, UsageError, first_line
+from switchyard.extras import needs_extra
+from switchyard.service.audit import AuditSink
+from switchyard.service.keys import KeyRecord, KeyRuns, KeyStore, RateLimiter
+from switchyard.service.state import redact
+
+with needs_extra("postgres", "a PostgreSQL state backend (serve --state)"):
+    import psycopg
+    from psycopg_pool import ConnectionPool, PoolTimeout
+
+log = logging.getLogger("switchyard.service")
+
+KEYS_REFRESH_S = 0.5
+CONNECT_TIMEOUT_S = 5.0
+
+# The schema, one entry per version: a server applies the ones its database lacks, in order, and never edits an
+# entry once released (a change is a new entry).
+MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE api_keys (
+        key_id text PRIMARY KEY,
+        name text NOT NULL UNIQUE,
+        salt text NOT NULL,
+        hash text NOT NULL,
+        collections text[] NOT NULL,
+        write boolean NOT NULL,
+        admin boolean NOT NULL,
+        groups text[] NOT NULL,
+        rpm integer NOT NULL,
+        max_in_flight integer NOT NULL,
+        created double precision NOT NULL
+    );
+    CREATE TABLE rate_hits (key_name text NOT NULL, at timestamptz NOT NULL);
+    CREATE INDEX rate_hits_key_at ON rate_hits (key_name, at);
+    CREATE TABLE run_slots (
+        id bigserial PRIMARY KEY,
+        key_name text NOT NULL,
+        server text NOT NULL,
+        expires timestamptz NOT NULL
+    );
+    CREATE INDEX run_slots_key ON run_slots (key_name);
+    CREATE TABLE audit_log (
+        id bigserial PRIMARY KEY,
+        time timestamptz NOT NULL,
+        server text NOT NULL,
+        key text,
+        method text,
+        route text,
+        collection text,
+        status integer NOT NULL,
+        ms real NOT NULL,
+        question text
+    );
+    """,
+)
+SCHEMA_VERSION = len(MIGRATIONS)
+_MIGRATION_LOCK = 7_311_982_001  # pg_advisory_lock key: one migrating server at a time
+
+
+def server_id() -> str:
+    """This process, as the rows it writes name it: host and pid."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+class PostgresState:
+    """Keys, limits and the audit log in one PostgreSQL database (service/state.py describes the backends)."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        audit_questions: bool = False,
+        run_lease_s: float = 600.0,
+        max_connections: int = 8,
+        timeout_s: float = CONNECT_TIMEOUT_S,
+    ):
+        self.where = redact(url)
+        self.timeout_s = timeout_s
+        self.pool = ConnectionPool(
+            url,
+            min_size=1,
+            max_size=max_connections,
+            timeout=timeout_s,
+            kwargs={"autocommit": True, "connect_timeout": max(1, int(timeout_s))},
+            open=False,
+            name="switchyard-state",
+        )
+        try:
+            self.pool.open(wait=True, timeout=timeout_s)
+        except PoolTimeout:
+            self.pool.close()
+            raise StateUnavailable(f"cannot connect to the state database {self.where}") from None
+        try:
+            migrate(self)
+        except BaseException:
+            self.pool.close()
+            raise
+        self.keys: KeyStore = PostgresKeyStore(self)
+        self.rate_limiter: RateLimiter = PostgresRateLimiter(self)
+        self.key_runs: KeyRuns = PostgresKeyRuns(self, run_lease_s)
+        self.audit: AuditSink = PostgresAuditLog(self, audit_questions)
+
+    @contextlib.contextmanager
+    def connection(self):
+        """A pooled connection (autocommit; `with conn.transaction():` for more than one statement); a database
+        that cannot be reached or fails mid-way is StateUnavailable."""
+        try:
+            with self.pool.connection(timeout=self.timeout_s) as conn:
+                yield conn
+        except (PoolTimeout, psycopg.OperationalError) as exc:
+            raise StateUnavailable(f"the state database {self.where} is unavailable: {first_line(exc)}") from None
+
+    def health(self) -> dict:
+        try:
+            with self.connection() as conn:
+                conn.execute("SELECT 1")
+        except StateUnavailable as exc:
+            return {"backend": "postgresql", "ok": False, "detail": exc.message}
+        return {"backend": "postgresql", "ok": True}
+
+    def close(self) -> None:
+        self.pool.close()
+
+
+def migrate(state: PostgresState) -> int:
+    """Bring the schema to SCHEMA_VERSION (one server at a time) and return the version found before."""
+    with state.connection() as conn:
+        conn.execute("SELECT pg_advisory_lock(%s)", (_MIGRATION_LOCK,))
+        try:
+            conn.execute("CREATE TABLE IF NOT EXISTS switchyard_schema (version integer NOT NULL)")
+            row = conn.execute("SELECT max(version) FROM switchyard_schema").fetchone()
+            found = row[0] if row and row[0] is not None else 0
+            if found > SCHEMA_VERSION:
+                raise UsageError(
+                    f"the state database {state.where} has schema version {found}, made by a newer Switchyard "
+                    f"(this one knows up to {SCHEMA_VERSION}); upgrade this server"
+                )
+            for version in range(found + 1, SCHEMA_VERSION + 1):
+                with conn.transaction():
+                    conn.execute(MIGRATIONS[version - 1])
+                    conn.execute("INSERT INTO switchyard_schema (version) VALUES (%s)", (version,))
+                log.info("state database %s migrated to schema version %d", state.where, version)
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(%s)", (_MIGRATION_LOCK,))
+    return found
+
+
+_KEY_COLUMNS = "key_id, name, salt, hash, collections, write, admin, groups, rpm, max_in_flight, created"
+
+
+class PostgresKeyStore(KeyStore):
+    """The keys in the `api_keys` table, cached per server for KEYS_REFRESH_S."""
+
+    def __init__(self, state: PostgresState, refresh_s: float = KEYS_REFRESH_S):
+        self.state = state
+        self.refresh_s = refresh_s
+        self._lock = threading.Lock()
+        self._records: dict[str, KeyRecord] = {}
+        self._read_at = float("-inf")
+
+    @property
+    def where(self) -> str:
+        return f"the state database {self.state.where}"
+
+    def records(self) -> dict[str, KeyRecord]:
+        with self._lock:
+            if time.monotonic() - self._read_at >= self.refresh_s:
+                with self.state.connection() as conn:
+                    rows = conn.execute(f"SELECT {_KEY_COLUMNS} FROM api_keys").fetchall()
+                names = _KEY_COLUMNS.split(", ")
+                self._records = {r[0]: KeyRecord.from_dict(dict(zip(names, r))) for r in rows}
+                self._read_at = time.monotonic()
+            return self._records
+
+    def _add(self, record: KeyRecord) -> None:
+        values = [getattr(record, name) for name in _KEY_COLUMNS.split(", ")]
+        values[4], values[7] = list(record.collections), list(record.groups)
+        try:
+            with self.state.connection() as conn:
+                conn.execute(f"INSERT INTO api_keys ({_KEY_COLUMNS}) VALUES ({', '.join(['%s'] * 11)})", values)
+        except psycopg.errors.UniqueViolation:
+            raise AccessError(f"a key named {record.name!r} exists; revoke it first") from None
+        self._expire()
+
+    def revoke(self, name: str) -> None:
+        with self.state.connection() as conn:
+            gone = conn.execute("DELETE FROM api_keys WHERE name = %s", (name,)).rowcount
+        if not gone:
+            raise AccessError(f"no key named {name!r}")
+        self._expire()
+
+    def _expire(self) -> None:
+        with self._lock:
+            self._read_at = float("-inf")
+
+
+class PostgresRateLimiter(RateLimiter):
+    """Requests per minute per key, counted over every server in `rate_hits` (the database's clock)."""
+
+    def __init__(self, state: PostgresState):
+        self.state = state
+
+    def hit(self, name: str, per_minute: int) -> float | None:
+        with self.state.connection() as conn, conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"rate:{name}",))
+            conn.execute(
+                "DELETE FROM rate_hits WHERE key_name = %s AND at <= clock_timestamp() - make_interval(secs => %s)",
+                (name, self.WINDOW_S),
+            )
+            count, wait = conn.execute(
+                "SELECT count(*), extract(epoch FROM min(at) + make_interval(secs => %s) - clock_timestamp()) "
+                "FROM rate_hits WHERE key_name = %s",
+                (self.WINDOW_S, name),
+            ).fetchone()
+            if count >= per_minute:
+                return max(float(wait), 0.0)
+            conn.execute("INSERT INTO rate_hits (key_name, at) VALUES (%s, clock_timestamp())", (name,))
+            return None
+
+
+class PostgresKeyRuns(KeyRuns):
+    """Runs in flight per key over every server: a row of `run_slots` per run, with a lease (`lease_s`, longer than
+    a run may last) after which a dead server's rows no longer count."""
+
+    def __init__(self, state: PostgresState, lease_s: float):
+        self.state = state
+        self.lease_s = lease_s
+        self.server = server_id()
+        self._held: dict[str, list[int]] = {}
+        self._lock = threading.Lock()
+
+    def try_acquire(self, name: str, limit: int) -> bool:
+        with self.state.connection() as conn, conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"runs:{name}",))
+            conn.execute("DELETE FROM run_slots WHERE key_name = %s AND expires < clock_timestamp()", (name,))
+            (active,) = conn.execute("SELECT count(*) FROM run_slots WHERE key_name = %s", (name,)).fetchone()
+            if active >= limit:
+                return False
+            (slot,) = conn.execute(
+                "INSERT INTO run_slots (key_name, server, expires) "
+                "VALUES (%s, %s, clock_timestamp() + make_interval(secs => %s)) RETURNING id",
+                (name, self.server, self.lease_s),
+            ).fetchone()
+        with self._lock:
+            self._held.setdefault(name, []).append(slot)
+        return True
+
+    def release(self, name: str) -> None:
+        with self._lock:
+            slot = self._held[name].pop()
+        try:
+            with self.state.connection() as conn:
+                conn.execute("DELETE FROM run_slots WHERE id = %s", (slot,))
+        except StateUnavailable:
+            log.warning("run slot %d of key %r not released (database unavailable); its lease expires it", slot, name)
+
+
+class PostgresAuditLog:
+    """One row of `audit_log` per request (the JSON line's fields, and the server that answered)."""
+
+    def __init__(self, state: PostgresState, questions: bool = False):
+        self.state = state
+        self.questions = questions
+        self.server = server_id()
+
+    def write(self, record: dict) -> None:
+        with self.state.connection() as conn:
+            conn.execute(
+                "INSERT INTO audit_log (time, server, key, method, route, collection, status, ms, question) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                (
+                    datetime.fromisoformat(record["time"].replace("Z", "+00:00")),
+                    self.server,
+                    record.get("key"),
+                    record.get("method"),
+                    record.get("route"),
+                    record.get("collection"),
+                    record["status"],
+                    record["ms"],
+                    record.get("question"),
+                ),
+            )

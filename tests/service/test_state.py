@@ -1,0 +1,184 @@
+"""The server state (service/state.py) against both backends: the local files and counters of one server, and a
+real PostgreSQL on 127.0.0.1 (service/postgres.py) that several servers share. The same tests run on both; what
+only a shared database can do (two servers agreeing, leases, migrations, outages) runs on PostgreSQL.
+
+Two "servers" here are two state objects over the same files or database, as two processes would hold.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from switchyard.errors import AccessError, StateUnavailable, UsageError
+from switchyard.service.state import LocalState, open_state, redact, state_url
+from tests.together import run_together
+
+
+@pytest.fixture(params=["local", "postgresql"])
+def backend(request, tmp_path):
+    """A factory of state objects sharing one backend (each call: another server), closed at the end."""
+    if request.param == "postgresql":
+        url = request.getfixturevalue("postgres").database()
+    else:
+        url = None
+    opened = []
+
+    def server(**kwargs):
+        state = open_state(url, str(tmp_path / "index"), tmp_path / "uploads", **kwargs)
+        opened.append(state)
+        return state
+
+    server.kind = request.param
+    server.url = url
+    yield server
+    for state in opened:
+        state.close()
+
+
+def test_keys_are_created_verified_listed_and_revoked(backend):
+    state = backend()
+    key = state.keys.create("acme", "manuals,faq", write=True, rpm=5)
+    principal = state.keys.verify(key)
+    assert principal.name == "acme" and principal.collections == ("faq", "manuals") and principal.rpm == 5
+    assert state.keys.verify(key[:-2] + "xx") is None and state.keys.verify("not-a-key") is None
+    assert [k["name"] for k in state.keys.list()] == ["acme"] and "hash" not in state.keys.list()[0]
+    with pytest.raises(AccessError, match="exists"):
+        state.keys.create("acme", "faq")
+    state.keys.revoke("acme")
+    assert state.keys.verify(key) is None and not state.keys.active()
+    with pytest.raises(AccessError, match="no key named"):
+        state.keys.revoke("acme")
+
+
+def test_a_key_created_or_revoked_by_one_server_holds_for_another_within_a_second(backend):
+    one, two = backend(), backend()
+    assert not two.keys.active()
+    key = one.keys.create("shared", admin=True)
+    assert _within(1.0, lambda: two.keys.verify(key) is not None)
+    one.keys.revoke("shared")
+    assert _within(1.0, lambda: two.keys.verify(key) is None)
+
+
+def test_a_keys_rate_holds_across_servers_hit_at_once(backend):
+    if backend.kind == "local":
+        pytest.skip("local counters are per process by design: one server")
+    servers = [backend() for _ in range(3)]
+    allowed = run_together(6, lambda i: sum(servers[i % 3].rate_limiter.hit("k", 10) is None for _ in range(6)))
+    assert sum(allowed) == 10  # 36 requests from 6 threads on 3 servers, the budget held once
+    wait = servers[0].rate_limiter.hit("k", 10)
+    assert wait is not None and 0 < wait <= 60
+
+
+def test_the_rate_window_slides(backend):
+    limiter = backend().rate_limiter
+    assert limiter.hit("k", 1) is None and limiter.hit("k", 1) is not None
+    assert limiter.hit("other", 1) is None  # per key
+
+
+def test_runs_in_flight_per_key(backend):
+    runs = backend().key_runs
+    assert runs.try_acquire("k", 2) and runs.try_acquire("k", 2) and not runs.try_acquire("k", 2)
+    runs.release("k")
+    assert runs.try_acquire("k", 2)
+
+
+def test_runs_in_flight_hold_across_servers_and_a_dead_servers_slots_expire(backend):
+    if backend.kind == "local":
+        pytest.skip("local counters are per process by design: one server")
+    alive, dying = backend(), backend()
+    dying.key_runs.lease_s = 1.0
+    acquired = run_together(8, lambda i: (alive, dying)[i % 2].key_runs.try_acquire("k", 3))
+    assert sum(acquired) == 3
+    # the dying server never releases: once its leases run out its slots stop counting
+    held_by_alive = len(alive.key_runs._held.get("k", []))
+    for _ in range(held_by_alive):
+        alive.key_runs.release("k")
+    assert _within(3.0, lambda: alive.key_runs.try_acquire("k", 1))
+
+
+def test_audit_lines(backend, tmp_path):
+    log = tmp_path / "audit.jsonl"
+    state = backend(audit_log=log) if backend.kind == "local" else backend()
+    record = {"time": "2026-01-01T12:00:00.123Z", "key": "acme", "method": "POST", "route": "/v1/ask"}
+    state.audit.write({**record, "collection": "faq", "status": 200, "ms": 12.5})
+    if backend.kind == "local":
+        assert '"route": "/v1/ask"' in log.read_text()
+    else:
+        import psycopg
+
+        with psycopg.connect(backend.url) as conn:
+            rows = conn.execute("SELECT key, route, collection, status, ms, server FROM audit_log").fetchall()
+        assert rows[0][:5] == ("acme", "/v1/ask", "faq", 200, 12.5) and ":" in rows[0][5]
+
+
+def test_the_schema_is_created_once_and_a_newer_one_is_refused(postgres):
+    import psycopg
+
+    from switchyard.service.postgres import SCHEMA_VERSION, PostgresState
+
+    url = postgres.database()
+    states = run_together(3, lambda i: PostgresState(url))  # three servers starting at once
+    for state in states:
+        state.close()
+    with psycopg.connect(url, autocommit=True) as conn:
+        assert conn.execute("SELECT array_agg(version) FROM switchyard_schema").fetchone()[0] == list(
+            range(1, SCHEMA_VERSION + 1)
+        )
+        conn.execute("INSERT INTO switchyard_schema VALUES (%s)", (SCHEMA_VERSION + 1,))
+    with pytest.raises(UsageError, match=f"schema version {SCHEMA_VERSION + 1}, made by a newer Switchyard") as err:
+        PostgresState(url)
+    assert "\n" not in str(err.value)
+
+
+def test_a_database_that_goes_down_is_503_and_comes_back_by_itself(postgres, tmp_path):
+    from tests.postgres_server import PostgresServer
+
+    with PostgresServer() as own:  # a server of its own, to stop
+        state = open_state(own.database(), str(tmp_path / "index"), tmp_path / "uploads")
+        key = state.keys.create("k", admin=True)
+        own.stop()
+        started = time.monotonic()
+        with pytest.raises(StateUnavailable) as err:
+            state.rate_limiter.hit("k", 5)
+        assert time.monotonic() - started < 15 and err.value.status == 503
+        assert err.value.headers["Retry-After"] == "5" and "password" not in err.value.message
+        assert state.health()["ok"] is False
+        own.start()
+        assert _within(15.0, lambda: state.health()["ok"])
+        state.keys._expire()
+        assert state.keys.verify(key) is not None and state.rate_limiter.hit("k", 5) is None
+        state.close()
+
+
+def test_state_urls_are_checked_and_never_shown_with_their_password(monkeypatch):
+    monkeypatch.delenv("SWITCHYARD_STATE_URL", raising=False)
+    assert state_url(None) is None
+    monkeypatch.setenv("SWITCHYARD_STATE_URL", "postgresql://u:s3cret@db:5432/sy")
+    assert state_url(None) == "postgresql://u:s3cret@db:5432/sy"
+    assert redact("postgresql://u:s3cret@db:5432/sy") == "postgresql://u:***@db:5432/sy"
+    assert redact("postgresql://db/sy") == "postgresql://db/sy"
+    with pytest.raises(UsageError, match="postgresql://") as err:
+        state_url("mysql://u:s3cret@db/sy")
+    assert "s3cret" not in str(err.value)
+
+
+def test_the_local_backend_is_what_a_server_gets_without_a_url(tmp_path, monkeypatch):
+    monkeypatch.delenv("SWITCHYARD_STATE_URL", raising=False)
+    state = open_state(state_url(None), str(tmp_path / "index"), tmp_path / "uploads")
+    assert isinstance(state, LocalState) and state.health() == {"backend": "local", "ok": True}
+    assert state.keys.where == str(tmp_path / "index" / ".switchyard-keys.json")
+
+
+def _within(seconds: float, condition) -> bool:
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            if condition():
+                return True
+        except StateUnavailable:
+            pass
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
