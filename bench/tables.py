@@ -56,6 +56,62 @@ def retrieval_chosen(result: dict) -> str:
     return "\n".join(rows) + f"\n\n{_provenance(result)}"
 
 
+def eval_workers(result: dict) -> str:
+    """eval_workers: per worker count, the command's wall time and the answering time, throughput and speed-ups
+    over the first (sequential) run."""
+    f = result["figures"]
+    runs = f["workers"]
+    base = next(iter(runs.values()))
+    head = "| workers | command wall s | answering s | questions/s | speed-up (answering) | speed-up (wall) | errors |"
+    rows = [head, "|---|---|---|---|---|---|---|"]
+    for n, r in runs.items():
+        rows.append(
+            f"| {n} | {r['wall_s']:.1f} | {r['answering_s']:.1f} | {r['rows'] / r['answering_s']:.2f} | "
+            f"{base['answering_s'] / r['answering_s']:.2f} | {base['wall_s'] / r['wall_s']:.2f} | {r['errors']} |"
+        )
+    load = " / ".join(f"{x:.1f}" for x in f["load_average"])
+    same = "the same" if f["identical_to_sequential"] else "**not** the same"
+    note = f"Rows (id, prediction, abstained, LLM calls) {same} for every worker count; load average at the end {load}."
+    return "\n".join(rows) + f"\n\n{note}\n\n{_provenance(result)}"
+
+
+def ray_ingest(result: dict) -> str:
+    """ray_ingest: per setup (local, Ray with 1 and 2 actors), the best round's chunks/s against local, wall time
+    and peak memory."""
+    f = result["figures"]
+    local = f["setups"]["local"]["chunks_per_s"]
+    labels = {"local": "local", "ray-1": f"Ray, 1 actor of {f['cpus']} CPUs", "ray-2": "Ray, 2 actors"}
+    rows = [
+        "| setup | chunks/s (rounds) | vs local | wall s | driver peak MB | actor peak MB |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, r in f["setups"].items():
+        rounds = " / ".join(f"{x:.1f}" for x in r["rounds_chunks_per_s"])
+        actor = f"{r['actor_peak_mb']:.0f}" if r["actors_seen"] else "-"
+        rows.append(
+            f"| {labels.get(name, name)} | **{r['chunks_per_s']:.1f}** ({rounds}) | {r['chunks_per_s'] / local:.2f}× | "
+            f"{r['wall_s']:.1f} | {r['driver_peak_mb']:.0f} | {actor} |"
+        )
+    start, end = (" / ".join(f"{x:.1f}" for x in f["load_average"][k]) for k in ("start", "end"))
+    note = (
+        f"{f['docs']} SciFact abstracts in {f['files']} files, {f['chunks']} chunks; load average (1 / 5 min) "
+        f"{start} at the start, {end} at the end."
+    )
+    return "\n".join(rows) + f"\n\n{note}\n\n{_provenance(result)}"
+
+
+def rerank_latency(result: dict) -> str:
+    """rerank_latency: per N candidates, p50 / p95 / mean ms per query; load time and memory below."""
+    f = result["figures"]
+    rows = ["| N candidates | p50 ms | p95 ms | mean ms |", "|---|---|---|---|"]
+    rows += [f"| {n} | {r['p50']:,.0f} | {r['p95']:,.0f} | {r['mean']:,.0f} |" for n, r in f["latency_ms"].items()]
+    memory = (
+        f"Load {f['load_s']:.2f} s; RSS {f['rss_mb_before_load']:.0f} MB before loading, "
+        f"{f['rss_mb_after_load']:.0f} MB after, peak {f['peak_rss_mb']:.0f} MB after the runs."
+    )
+    return "\n".join(rows) + f"\n\n{memory}\n\n{_provenance(result)}"
+
+
 def query_adapter(result: dict) -> str:
     """query_adapter test: per dataset and slice, nDCG@10 with and without the adapter, and the adapted hybrid's
     difference to the default and to the better single list (paired p)."""
