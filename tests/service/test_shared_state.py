@@ -82,6 +82,7 @@ def test_the_audit_log_holds_one_row_per_request_from_every_server(cluster):
     assert len({r[2] for r in rows}) == 1  # one process here; the server column names it (host:pid)
 
 
+@pytest.mark.slow  # waits out connect timeouts and the pool's reconnection (~7-17 s)
 def test_the_database_down_is_503_with_retry_after_and_healthz_says_so(postgres, sample_index, tmp_path):
     from tests.postgres_server import PostgresServer
 

@@ -132,6 +132,7 @@ def test_the_schema_is_created_once_and_a_newer_one_is_refused(postgres):
     assert "\n" not in str(err.value)
 
 
+@pytest.mark.slow  # waits out connect timeouts and the pool's reconnection (~7-17 s)
 def test_a_database_that_goes_down_is_503_and_comes_back_by_itself(postgres, tmp_path):
     from tests.postgres_server import PostgresServer
 
