@@ -78,13 +78,14 @@ class Service:
         self.registry = PipelineRegistry(settings.configs, settings.overrides)
         self.access = CollectionAccess(self.registry)
         store_uri = self.registry.configs[self.registry.default].store.uri  # where registry.stack ingests
-        self.jobs = IngestJobs(settings.upload_dir, self.registry.stack, job_store_path(store_uri, settings.upload_dir))
-        self.metrics = ServiceMetrics()
-        self.slots = RunSlots(settings.max_in_flight)
-        # keys, per-key limits and the audit log: beside the index, or in PostgreSQL shared with other servers
+        # keys, per-key limits, the audit log and upload jobs: beside the index, or in PostgreSQL shared by servers
         self.state = open_state(
             settings.state_url, store_uri, settings.upload_dir, settings.audit_log, settings.audit_questions
         )
+        job_store = self.state.job_store(job_store_path(store_uri, settings.upload_dir))
+        self.jobs = IngestJobs(settings.upload_dir, self.registry.stack, job_store)
+        self.metrics = ServiceMetrics()
+        self.slots = RunSlots(settings.max_in_flight)
         self.keys = self.state.keys
         self.key_runs = self.state.key_runs
         # paused runs (graph.router.approve) beside the index; no file unless a served pipeline pauses

@@ -1,5 +1,9 @@
-"""The durable record of upload jobs: one SQLite file (stdlib `sqlite3`, WAL), so a job outlives the process that ran
-it and `GET /v1/jobs/{id}` answers after a restart.
+"""The durable record of upload jobs, so a job outlives the process that ran it and `GET /v1/jobs/{id}` answers after
+a restart. `JobStore` is the interface; `SqliteJobStore` below is the embedded default (one machine), and
+service/postgres.py's `PostgresJobStore` the one servers on several machines share (`serve --state`), where a job's
+owner holds a lease and the files' bytes travel with the job.
+
+`SqliteJobStore`: one SQLite file (stdlib `sqlite3`, WAL).
 
 Where: `<index>/.switchyard-jobs.sqlite3` when the index is a local folder; `<upload_dir>/.switchyard-jobs.sqlite3`
 when it is on object storage (s3://, gs://, ...), since SQLite needs a local file (`job_store_path`).
@@ -13,6 +17,7 @@ between processes; every write is one transaction with `synchronous=FULL`.
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import fcntl
 import json
@@ -44,6 +49,10 @@ CREATE TABLE IF NOT EXISTS job_files (
     status TEXT NOT NULL, error TEXT, added INTEGER NOT NULL DEFAULT 0, updated INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (job_id, position));
 """
+
+
+class JobClaimLost(RuntimeError):
+    """A job this server was running is another's now (its lease lapsed and another server claimed it)."""
 
 
 @dataclass
@@ -100,7 +109,44 @@ def job_store_path(store_uri: str, upload_dir: Path) -> Path:
     return beside_index(store_uri, upload_dir, JOB_STORE_NAME)
 
 
-class JobStore:
+class JobStore(abc.ABC):
+    """Where jobs are recorded. `owner` names this store instance (a process); `lease_s` is None where ownership ends
+    with the process (SQLite: a file lock), else the seconds a claim lasts unless `renew` extends it."""
+
+    owner: str
+    lease_s: float | None = None
+
+    @abc.abstractmethod
+    def save(self, job: Job) -> None:
+        """Record the job and its files as they are now (one transaction)."""
+
+    def accept(self, job: Job) -> None:
+        """Record a new job whose files are in their final place (its `status.path`s): from here on it is never lost.
+        A store shared by several machines keeps the files' bytes too."""
+        self.save(job)
+
+    def file_path(self, job: Job, position: int) -> Path:
+        """Where the server running `job` reads its file at `position` (a shared store writes it there first)."""
+        return Path(job.files[position].path)
+
+    @abc.abstractmethod
+    def load(self, job_id: str) -> Job | None: ...
+
+    @abc.abstractmethod
+    def claim_orphans(self) -> list[Job]:
+        """Take over the unfinished jobs whose owner is gone (oldest first): each becomes this store's, queued
+        again. A job that another live owner runs is left alone, and of two stores claiming at once one wins."""
+
+    def renew(self) -> None:
+        """Extend this owner's claim on its unfinished jobs (stores with a lease; nothing to do without one)."""
+        return None
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Give up ownership: this store's unfinished jobs can then be claimed."""
+
+
+class SqliteJobStore(JobStore):
     def __init__(self, path: Path):
         self.path = Path(path)
         try:
@@ -139,7 +185,6 @@ class JobStore:
             yield db
 
     def save(self, job: Job) -> None:
-        """Record the job and its files as they are now (one transaction)."""
         with self._tx() as db:
             db.execute(
                 "INSERT INTO jobs (id, collection, state, error, created, started, finished, attempts, owner, "
@@ -196,8 +241,6 @@ class JobStore:
         )
 
     def claim_orphans(self) -> list[Job]:
-        """Take over the unfinished jobs whose owner is gone (oldest first): each becomes this store's, queued
-        again. A job that another live store runs is left alone, and of two stores claiming at once one wins."""
         with self._lock:
             rows = self._conn.execute(
                 "SELECT id, owner FROM jobs WHERE state IN (?, ?) AND (owner IS NULL OR owner != ?) ORDER BY created",
@@ -239,7 +282,6 @@ class JobStore:
             os.close(fd)  # closing drops a lock taken here
 
     def close(self) -> None:
-        """Close the database and give up ownership: this store's unfinished jobs can then be claimed."""
         with self._lock:
             self._conn.close()
         with contextlib.suppress(OSError):

@@ -14,7 +14,9 @@ half of it; a file that cannot be parsed is reported on the job and changes noth
 
 At start (`recover`), the unfinished jobs of a server that is gone are resumed: their files not yet reported are
 ingested again (ingest is idempotent: what was committed before the stop comes out `unchanged`), and the job says
-`resumed: true`. A job that cannot be resumed fails with a reason that says the server stopped during it.
+`resumed: true`. A job that cannot be resumed fails with a reason that says the server stopped during it. With a
+store shared by several servers (PostgreSQL), a server renews its claims every third of a lease and takes over the
+jobs whose claim lapsed while it runs, so a job of a server killed mid-way is finished by another.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from pathlib import Path
 
 from switchyard.retrievers.stack import RetrievalStack
 from switchyard.run_context import ALL, Scope
-from switchyard.service.job_store import MAX_ATTEMPTS, FileStatus, Job, JobStore
+from switchyard.service.job_store import MAX_ATTEMPTS, FileStatus, Job, JobClaimLost, JobStore
 
 log = logging.getLogger("switchyard.service")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -62,11 +64,12 @@ def fsync_dir(path: Path) -> None:
 
 
 class IngestJobs:
-    def __init__(self, upload_dir: Path, stack_for: Callable[[str], RetrievalStack], store_path: Path):
+    def __init__(self, upload_dir: Path, stack_for: Callable[[str], RetrievalStack], store: JobStore):
         self.upload_dir = Path(upload_dir)
         self._stack_for = stack_for
-        self.store = JobStore(store_path)
+        self.store = store
         self._stopping = threading.Event()
+        self._watch: threading.Thread | None = None
         self._hold_after = int(os.environ.get(TEST_HOLD_ENV) or 0)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ingest")
 
@@ -91,7 +94,7 @@ class IngestJobs:
         job = Job(
             id=staged.name, collection=collection, files=files, owner=self.store.owner, acl=tuple(acl), scope=scope
         )
-        self.store.save(job)  # accepted from here on
+        self.store.accept(job)  # accepted from here on
         shutil.rmtree(staged, ignore_errors=True)
         self._executor.submit(self._run, job)
         return job
@@ -106,6 +109,13 @@ class IngestJobs:
             with contextlib.suppress(OSError):
                 if time.time() - old.stat().st_mtime > STAGING_KEEP_S:
                     shutil.rmtree(old, ignore_errors=True)
+        if self.store.lease_s is not None and self._watch is None:
+            # a shared store: keep this server's claims alive, and take over lapsed ones while running
+            self._watch = threading.Thread(target=self._keep_leases, name="ingest-leases", daemon=True)
+            self._watch.start()
+        return self._take_over()
+
+    def _take_over(self) -> list[str]:
         claimed = self.store.claim_orphans()
         for job in claimed:
             if job.attempts >= MAX_ATTEMPTS:
@@ -128,12 +138,12 @@ class IngestJobs:
             self.store.save(job)
             stack = self._stack_for(job.collection)
             ingested = 0
-            for status in job.files:
+            for position, status in enumerate(job.files):
                 if status.status != "queued":
                     continue  # reported before a restart
                 if self._stopping.is_set():
                     return  # a graceful stop: the job stays running and is resumed at the next start
-                path = Path(status.path)
+                path = self.store.file_path(job, position)
                 if not path.is_file():
                     status.status, status.error = "error", "the uploaded file is no longer in the upload folder"
                 else:
@@ -148,12 +158,17 @@ class IngestJobs:
                         self._hold_for_test(job, ingested)
                 self.store.save(job)
             job.state = "done"
+        except JobClaimLost as exc:  # another server runs it now: stop here, write nothing more
+            log.warning("%s", exc)
+            return
         except Exception as exc:  # the job fails, the collection keeps what was committed
             reason = f"{type(exc).__name__}: {exc}"[:500]
             job.state, job.error = "failed", f"{STOPPED}; resuming it failed: {reason}" if job.resumed else reason
         job.finished = time.time()
         try:
             self.store.save(job)
+        except JobClaimLost as exc:
+            log.warning("%s", exc)
         except Exception:
             log.exception("cannot record the end of upload job %s", job.id)
 
@@ -161,9 +176,21 @@ class IngestJobs:
         print(f"{TEST_HOLD_ENV}: holding job {job.id} after {files} file(s)", file=sys.stderr, flush=True)
         self._stopping.wait()
 
+    def _keep_leases(self) -> None:
+        """A shared store's upkeep, every third of a lease: renew this server's claims, take over lapsed ones."""
+        assert self.store.lease_s is not None
+        while not self._stopping.wait(self.store.lease_s / 3):
+            try:
+                self.store.renew()
+                self._take_over()
+            except Exception as exc:  # the database down: the claims may lapse, another server takes the jobs over
+                log.warning("upload job leases not renewed: %s", exc)
+
     def shutdown(self) -> None:
         """Finish the file in progress (its commits are atomic anyway), then stop; the job in progress and those
         not started stay recorded as unfinished and are resumed at the next start."""
         self._stopping.set()
+        if self._watch is not None:
+            self._watch.join(timeout=5)
         self._executor.shutdown(wait=True, cancel_futures=True)
         self.store.close()

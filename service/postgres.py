@@ -11,6 +11,8 @@ together migrate once), and a database made by a newer Switchyard is refused wit
 - `PostgresKeyRuns`: a key's runs in flight are rows of `run_slots` with a lease; a server that dies leaves rows
   that expire instead of blocking the key.
 - `PostgresAuditLog`: one row of `audit_log` per request.
+- `PostgresJobStore`: upload jobs in `jobs` and `job_files`, their files' bytes kept until the job ends; the server
+  running a job holds a lease on it, and another server claims a job whose lease lapsed.
 
 A database that cannot be reached raises `StateUnavailable` (HTTP 503 with Retry-After) from whatever needed it; the
 pool reconnects by itself when the database is back. The URL's password never appears in messages (`redact`).
@@ -19,16 +21,22 @@ pool reconnects by itself when the database is back. The URL's password never ap
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import logging
 import os
 import socket
 import threading
 import time
-from datetime import datetime
+import uuid
+from datetime import datetime, timedelta
+from pathlib import Path
 
 from switchyard.errors import AccessError, StateUnavailable, UsageError, first_line
 from switchyard.extras import needs_extra
+from switchyard.run_context import ALL, AllScope
 from switchyard.service.audit import AuditSink
+from switchyard.service.job_store import KEEP_FINISHED_S, UNFINISHED, FileStatus, Job, JobClaimLost, JobStore
 from switchyard.service.keys import KeyRecord, KeyRuns, KeyStore, RateLimiter
 from switchyard.service.state import redact
 
@@ -80,6 +88,36 @@ MIGRATIONS: tuple[str, ...] = (
         question text
     );
     """,
+    """
+    CREATE TABLE jobs (
+        id text PRIMARY KEY,
+        collection text NOT NULL,
+        state text NOT NULL,
+        error text,
+        created double precision NOT NULL,
+        started double precision,
+        finished double precision,
+        attempts integer NOT NULL DEFAULT 0,
+        owner text,
+        lease_until timestamptz,
+        acl text NOT NULL DEFAULT '',
+        scope text
+    );
+    CREATE INDEX jobs_unfinished ON jobs (created) WHERE state IN ('queued', 'running');
+    CREATE TABLE job_files (
+        job_id text NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
+        position integer NOT NULL,
+        name text NOT NULL,
+        path text NOT NULL,
+        status text NOT NULL,
+        error text,
+        added integer NOT NULL DEFAULT 0,
+        updated integer NOT NULL DEFAULT 0,
+        sha256 text NOT NULL,
+        content bytea,
+        PRIMARY KEY (job_id, position)
+    );
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 _MIGRATION_LOCK = 7_311_982_001  # pg_advisory_lock key: one migrating server at a time
@@ -99,11 +137,13 @@ class PostgresState:
         *,
         audit_questions: bool = False,
         run_lease_s: float = 600.0,
+        job_lease_s: float = 30.0,
         max_connections: int = 8,
         timeout_s: float = CONNECT_TIMEOUT_S,
     ):
         self.where = redact(url)
         self.timeout_s = timeout_s
+        self.job_lease_s = job_lease_s
         self.pool = ConnectionPool(
             url,
             min_size=1,
@@ -137,6 +177,9 @@ class PostgresState:
                 yield conn
         except (PoolTimeout, psycopg.OperationalError) as exc:
             raise StateUnavailable(f"the state database {self.where} is unavailable: {first_line(exc)}") from None
+
+    def job_store(self, path: Path) -> JobStore:
+        return PostgresJobStore(self, self.job_lease_s)
 
     def health(self) -> dict:
         try:
@@ -308,3 +351,158 @@ class PostgresAuditLog:
                     record.get("question"),
                 ),
             )
+
+
+class PostgresJobStore(JobStore):
+    """Upload jobs in the `jobs` and `job_files` tables, shared by every server. The owner of an unfinished job
+    holds a lease (`lease_s`, renewed every third of it by the server running it); a job whose lease lapsed (its
+    server killed or cut off) is claimed by another. The files' bytes are kept with the job until it ends, so the
+    server that takes a job over writes them to the same path (servers sharing a state database share an
+    `--upload-dir` path, so a file's documents keep their ids whichever server ingests them)."""
+
+    def __init__(self, state: PostgresState, lease_s: float = 30.0):
+        self.state = state
+        self.lease_s = lease_s
+        self._lease_span = timedelta(seconds=lease_s)
+        self.owner = f"{server_id()}:{uuid.uuid4().hex[:8]}"
+        with state.connection() as conn:
+            conn.execute(
+                "DELETE FROM jobs WHERE state NOT IN ('queued', 'running') AND created < %s",
+                (time.time() - KEEP_FINISHED_S,),
+            )
+
+    def _lease(self, job: Job) -> timedelta | None:
+        return self._lease_span if job.state in UNFINISHED and job.owner == self.owner else None
+
+    def _upsert(self, conn, job: Job) -> int:
+        lease = self._lease(job)
+        return conn.execute(
+            "INSERT INTO jobs (id, collection, state, error, created, started, finished, attempts, owner, "
+            "lease_until, acl, scope) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, "
+            "CASE WHEN %s::interval IS NULL THEN NULL ELSE clock_timestamp() + %s::interval END, %s, %s) "
+            "ON CONFLICT (id) DO UPDATE SET state = excluded.state, error = excluded.error, started = "
+            "excluded.started, finished = excluded.finished, attempts = excluded.attempts, owner = excluded.owner, "
+            "lease_until = excluded.lease_until WHERE jobs.owner IS NOT DISTINCT FROM excluded.owner",
+            (
+                job.id,
+                job.collection,
+                job.state,
+                job.error,
+                job.created,
+                job.started,
+                job.finished,
+                job.attempts,
+                job.owner,
+                lease,
+                lease,
+                ",".join(job.acl),
+                None if isinstance(job.scope, AllScope) else json.dumps(list(job.scope)),
+            ),
+        ).rowcount
+
+    def accept(self, job: Job) -> None:
+        rows = []
+        for i, status in enumerate(job.files):
+            content = Path(status.path).read_bytes()
+            rows.append(
+                (job.id, i, status.name, status.path, status.status, hashlib.sha256(content).hexdigest(), content)
+            )
+        with self.state.connection() as conn, conn.transaction():
+            self._upsert(conn, job)
+            with conn.cursor() as cur:
+                cur.executemany(
+                    "INSERT INTO job_files (job_id, position, name, path, status, sha256, content) "
+                    "VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                    rows,
+                )
+
+    def save(self, job: Job) -> None:
+        with self.state.connection() as conn, conn.transaction():
+            if not self._upsert(conn, job):
+                raise JobClaimLost(f"upload job {job.id} is another server's now (this one's claim lapsed)")
+            with conn.cursor() as cur:
+                cur.executemany(
+                    "UPDATE job_files SET status = %s, error = %s, added = %s, updated = %s "
+                    "WHERE job_id = %s AND position = %s",
+                    [(f.status, f.error, f.added, f.updated, job.id, i) for i, f in enumerate(job.files)],
+                )
+            if job.state not in UNFINISHED:  # the bytes were kept for a takeover; the job is over
+                conn.execute("UPDATE job_files SET content = NULL WHERE job_id = %s", (job.id,))
+
+    def load(self, job_id: str) -> Job | None:
+        with self.state.connection() as conn:
+            row = conn.execute(
+                "SELECT id, collection, state, error, created, started, finished, attempts, owner, acl, scope "
+                "FROM jobs WHERE id = %s",
+                (job_id,),
+            ).fetchone()
+            if row is None:
+                return None
+            files = conn.execute(
+                "SELECT name, path, status, error, added, updated FROM job_files WHERE job_id = %s ORDER BY position",
+                (job_id,),
+            ).fetchall()
+        return Job(
+            row[0],
+            row[1],
+            row[2],
+            files=[FileStatus(*f) for f in files],
+            error=row[3],
+            created=row[4],
+            started=row[5],
+            finished=row[6],
+            attempts=row[7],
+            owner=row[8],
+            acl=tuple(filter(None, row[9].split(","))),
+            scope=ALL if row[10] is None else tuple(json.loads(row[10])),
+        )
+
+    def file_path(self, job: Job, position: int) -> Path:
+        """The file at its path, written there from the database first unless this machine holds the same bytes."""
+        path = Path(job.files[position].path)
+        with self.state.connection() as conn:
+            (digest,) = conn.execute(
+                "SELECT sha256 FROM job_files WHERE job_id = %s AND position = %s", (job.id, position)
+            ).fetchone()
+            if path.is_file() and hashlib.sha256(path.read_bytes()).hexdigest() == digest:
+                return path
+            (content,) = conn.execute(
+                "SELECT content FROM job_files WHERE job_id = %s AND position = %s", (job.id, position)
+            ).fetchone()
+        if content is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.part")
+            tmp.write_bytes(content)
+            os.replace(tmp, path)
+        return path
+
+    def claim_orphans(self) -> list[Job]:
+        with self.state.connection() as conn:
+            claimed = conn.execute(
+                "UPDATE jobs SET owner = %s, state = 'queued', lease_until = clock_timestamp() + %s "
+                "WHERE id IN (SELECT id FROM jobs WHERE state IN ('queued', 'running') AND (owner IS NULL OR "
+                "(owner <> %s AND lease_until < clock_timestamp())) ORDER BY created FOR UPDATE SKIP LOCKED) "
+                "RETURNING id, created",
+                (self.owner, self._lease_span, self.owner),
+            ).fetchall()
+        jobs = [self.load(job_id) for job_id, _ in sorted(claimed, key=lambda r: r[1])]
+        return [job for job in jobs if job is not None]
+
+    def renew(self) -> None:
+        with self.state.connection() as conn:
+            conn.execute(
+                "UPDATE jobs SET lease_until = clock_timestamp() + %s WHERE owner = %s AND state IN ('queued', "
+                "'running')",
+                (self._lease_span, self.owner),
+            )
+
+    def close(self) -> None:
+        try:
+            with self.state.connection() as conn:
+                conn.execute(
+                    "UPDATE jobs SET owner = NULL, lease_until = NULL WHERE owner = %s AND state IN ('queued', "
+                    "'running')",
+                    (self.owner,),
+                )
+        except StateUnavailable:
+            log.warning("upload jobs of %s not released (database unavailable); their leases expire them", self.owner)

@@ -1,6 +1,6 @@
-"""The state a server keeps besides the index: API keys, per-key request rates and runs in flight, and the audit log.
-
-Two backends, chosen when the server starts (`serve --state URL`, or `SWITCHYARD_STATE_URL`):
+"""The state a server keeps besides the index: API keys, per-key request rates and runs in flight, the audit log
+and the record of upload jobs. Two backends, chosen when the server starts (`serve --state URL`, or
+`SWITCHYARD_STATE_URL`):
 
 - `LocalState` (no URL, the embedded default): the key file beside the index, counters in the process's memory,
   the audit log in a file or the `switchyard.audit` logger. Right for one server.
@@ -19,6 +19,7 @@ from typing import Protocol
 
 from switchyard.errors import UsageError
 from switchyard.service.audit import AuditLog, AuditSink
+from switchyard.service.job_store import JobStore, SqliteJobStore
 from switchyard.service.keys import (
     FileKeyStore,
     KeyRuns,
@@ -39,6 +40,10 @@ class ServerState(Protocol):
     key_runs: KeyRuns
     audit: AuditSink
 
+    def job_store(self, path: Path) -> JobStore:
+        """The record of upload jobs (`path`: the SQLite file a local backend keeps beside the index)."""
+        ...
+
     def health(self) -> dict: ...
 
     def close(self) -> None: ...
@@ -52,6 +57,9 @@ class LocalState:
         self.rate_limiter: RateLimiter = LocalRateLimiter()
         self.key_runs: KeyRuns = LocalKeyRuns()
         self.audit: AuditSink = AuditLog(audit_log, audit_questions)
+
+    def job_store(self, path: Path) -> JobStore:
+        return SqliteJobStore(path)
 
     def health(self) -> dict:
         return {"backend": "local", "ok": True}

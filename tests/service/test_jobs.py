@@ -15,7 +15,7 @@ import pytest
 
 from switchyard.errors import StoreError
 from switchyard.run_context import ALL
-from switchyard.service.job_store import JOB_STORE_NAME, MAX_ATTEMPTS, FileStatus, Job, JobStore, job_store_path
+from switchyard.service.job_store import JOB_STORE_NAME, MAX_ATTEMPTS, FileStatus, Job, SqliteJobStore, job_store_path
 from switchyard.service.jobs import IngestJobs
 from tests.service.conftest import wait_for_job
 from tests.together import run_together
@@ -43,11 +43,11 @@ class TestJobStore:
     def test_a_store_that_cannot_be_opened_is_a_store_error(self, tmp_path):
         (tmp_path / "index").write_text("a file where the index folder should be")
         with pytest.raises(StoreError, match="cannot record upload jobs in"):
-            JobStore(tmp_path / "index" / JOB_STORE_NAME)
+            SqliteJobStore(tmp_path / "index" / JOB_STORE_NAME)
 
     def test_record_transitions_and_reload_in_a_new_instance(self, tmp_path):
         path = tmp_path / "index" / JOB_STORE_NAME
-        store = JobStore(path)
+        store = SqliteJobStore(path)
         job = _job(files=3)
         job.owner, job.scope = store.owner, ("hr",)
         store.save(job)
@@ -62,7 +62,7 @@ class TestJobStore:
         store.save(job)
         store.close()
 
-        again = JobStore(path)  # a new process's view
+        again = SqliteJobStore(path)  # a new process's view
         loaded = again.load(job.id)
         assert loaded == job
         view = loaded.to_dict()
@@ -77,18 +77,18 @@ class TestJobStore:
         path = tmp_path / JOB_STORE_NAME
         # a process records a running job, then exits without closing its store (as after kill -9)
         _in_other_process(
-            "import sys; from switchyard.service.job_store import *; s = JobStore(sys.argv[1]); "
+            "import sys; from switchyard.service.job_store import *; s = SqliteJobStore(sys.argv[1]); "
             "j = Job(id='deadbeef', collection='c', state='running', attempts=1, owner=s.owner, "
             "files=[FileStatus('a.txt', '/up/a.txt', 'indexed', None, 1, 0), FileStatus('b.txt', '/up/b.txt')]); "
             "s.save(j); import os; os._exit(0)",
             str(path),
         )
-        live = JobStore(path)  # another server, alive, with a job of its own
+        live = SqliteJobStore(path)  # another server, alive, with a job of its own
         mine = _job()
         mine.state, mine.owner = "running", live.owner
         live.save(mine)
 
-        first, second = JobStore(path), JobStore(path)
+        first, second = SqliteJobStore(path), SqliteJobStore(path)
         claimed = first.claim_orphans()
         assert [j.id for j in claimed] == ["deadbeef"]
         job = claimed[0]
@@ -100,7 +100,7 @@ class TestJobStore:
         assert live.load(mine.id).owner == live.owner
         # the lock file of a process gone with no job left is removed once it is an hour old
         _in_other_process(
-            "import sys, os; from switchyard.service.job_store import *; s = JobStore(sys.argv[1]); "
+            "import sys, os; from switchyard.service.job_store import *; s = SqliteJobStore(sys.argv[1]); "
             "print(s.owner); os._exit(0)",
             str(path),
         )
@@ -118,7 +118,7 @@ class TestJobStore:
     def test_concurrent_writers(self, tmp_path):
         """Threads of two store instances (two connections) released at once by a barrier: every write lands."""
         path = tmp_path / JOB_STORE_NAME
-        stores = [JobStore(path), JobStore(path)]
+        stores = [SqliteJobStore(path), SqliteJobStore(path)]
         threads_n, jobs_per_thread = 8, 15
 
         def writer(i: int) -> list[Job]:
@@ -139,7 +139,7 @@ class TestJobStore:
 
         written = [job for jobs in run_together(threads_n, writer) for job in jobs]
         assert len(written) == threads_n * jobs_per_thread
-        fresh = JobStore(path)
+        fresh = SqliteJobStore(path)
         for job in written:
             assert fresh.load(job.id) == job
         for store in (*stores, fresh):
@@ -190,7 +190,7 @@ class TestRecovery:
             (up / "c" / name).write_text(name)
         path = tmp_path / "index" / JOB_STORE_NAME
         _in_other_process(
-            "import sys, os; from switchyard.service.job_store import *; s = JobStore(sys.argv[1]); up = sys.argv[2]; "
+            "import sys, os; from switchyard.service.job_store import *; s = SqliteJobStore(sys.argv[1]); up = sys.argv[2]; "
             "from switchyard.run_context import ALL; "
             "sc = ALL if sys.argv[4] == 'ALL' else tuple(filter(None, sys.argv[4].split(','))); "
             "j = Job(id='0' * 32, collection='c', state='running', attempts=int(sys.argv[3]), owner=s.owner, "
@@ -206,7 +206,7 @@ class TestRecovery:
     def test_resumed_job_ingests_the_files_not_yet_reported(self, tmp_path):
         up, path = self._left_behind(tmp_path)
         stack = FakeStack()
-        jobs = IngestJobs(up, lambda c: stack, Path(path))
+        jobs = IngestJobs(up, lambda c: stack, SqliteJobStore(path))
         assert jobs.recover() == ["0" * 32]
         job = _wait(jobs, "0" * 32)
         assert job["state"] == "done" and job["resumed"] is True
@@ -219,7 +219,7 @@ class TestRecovery:
     def test_a_resumed_job_writes_as_its_uploader_reads(self, tmp_path, scope):
         up, path = self._left_behind(tmp_path, scope=",".join(scope))
         stack = FakeStack()
-        jobs = IngestJobs(up, lambda c: stack, Path(path))
+        jobs = IngestJobs(up, lambda c: stack, SqliteJobStore(path))
         jobs.recover()
         assert _wait(jobs, "0" * 32)["state"] == "done"
         assert stack.scopes == [scope, scope]  # not ALL: the restart does not widen the job's writes
@@ -227,7 +227,7 @@ class TestRecovery:
 
     def test_a_job_that_cannot_be_resumed_fails_with_a_reason(self, tmp_path):
         up, path = self._left_behind(tmp_path)
-        jobs = IngestJobs(up, lambda c: FakeStack(fail=RuntimeError("index unreachable")), Path(path))
+        jobs = IngestJobs(up, lambda c: FakeStack(fail=RuntimeError("index unreachable")), SqliteJobStore(path))
         jobs.recover()
         job = _wait(jobs, "0" * 32)
         assert job["state"] == "failed" and job["resumed"] is True
@@ -237,7 +237,7 @@ class TestRecovery:
     def test_a_job_that_keeps_stopping_the_server_is_not_started_again(self, tmp_path):
         up, path = self._left_behind(tmp_path, attempts=MAX_ATTEMPTS)
         stack = FakeStack()
-        jobs = IngestJobs(up, lambda c: stack, Path(path))
+        jobs = IngestJobs(up, lambda c: stack, SqliteJobStore(path))
         jobs.recover()
         job = jobs.get("0" * 32)
         assert job["state"] == "failed" and "stopped during the job 3 times" in job["error"]
@@ -254,7 +254,7 @@ class TestRecovery:
                 release.wait(timeout=30)
                 return super().run(paths)
 
-        jobs = IngestJobs(tmp_path / "up", lambda c: Blocking(), path)
+        jobs = IngestJobs(tmp_path / "up", lambda c: Blocking(), SqliteJobStore(path))
         staged = jobs.staging()
         for name in ("a.txt", "b.txt"):
             (staged / name).write_text(name)
@@ -265,12 +265,12 @@ class TestRecovery:
         assert jobs._stopping.wait(timeout=30)  # the stop is under way before the file in progress ends
         release.set()  # the file in progress finishes, the next one is left
         stopper.join(timeout=30)
-        peek = JobStore(path)
+        peek = SqliteJobStore(path)
         left = peek.load(job.id)
         peek.close()
         assert left.state == "running" and [f.status for f in left.files] == ["indexed", "queued"]
         stack = FakeStack()
-        restarted = IngestJobs(tmp_path / "up", lambda c: stack, path)
+        restarted = IngestJobs(tmp_path / "up", lambda c: stack, SqliteJobStore(path))
         assert restarted.recover() == [job.id]
         assert _wait(restarted, job.id)["state"] == "done" and stack.ingested == ["b.txt"]
         restarted.shutdown()
@@ -284,7 +284,7 @@ class TestRecovery:
                 release.wait(timeout=30)
                 return super().run(paths)
 
-        jobs = IngestJobs(tmp_path / "up", lambda c: Blocking(), tmp_path / "index" / JOB_STORE_NAME)
+        jobs = IngestJobs(tmp_path / "up", lambda c: Blocking(), SqliteJobStore(tmp_path / "index" / JOB_STORE_NAME))
         first = jobs.staging()
         (first / "a.txt").write_text("a")
         blocker = jobs.submit("c", first, ["a.txt"])
@@ -294,7 +294,7 @@ class TestRecovery:
         job = jobs.submit("c", staged, ["x.txt"])
         assert len(job.id) == 32 and int(job.id, 16) >= 0
         assert (tmp_path / "up" / "c" / "x.txt").read_text() == "x" and not staged.exists()
-        other = JobStore(tmp_path / "index" / JOB_STORE_NAME)  # what a restarted server would read
+        other = SqliteJobStore(tmp_path / "index" / JOB_STORE_NAME)  # what a restarted server would read
         assert other.load(job.id).state == "queued" and other.load(blocker.id).state == "running"
         other.close()
         release.set()
@@ -306,7 +306,7 @@ class TestRecovery:
         every job is recorded, runs and answers; every file is in place."""
         stack = FakeStack()
         path = tmp_path / "index" / JOB_STORE_NAME
-        jobs = IngestJobs(tmp_path / "up", lambda c: stack, path)
+        jobs = IngestJobs(tmp_path / "up", lambda c: stack, SqliteJobStore(path))
         threads_n = 8
 
         def uploader(i: int) -> list[str]:
@@ -333,7 +333,7 @@ class TestRecovery:
                 assert (tmp_path / "up" / f"c{i % 2}" / f"own-{i}-{k}.txt").read_text() == f"{i} {k} own-{i}-{k}.txt"
         assert not list((tmp_path / "up" / ".staging").iterdir())
         jobs.shutdown()
-        fresh = JobStore(path)
+        fresh = SqliteJobStore(path)
         assert all(fresh.load(job_id).state == "done" for job_id in ids)
         fresh.close()
 

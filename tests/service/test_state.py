@@ -8,10 +8,12 @@ Two "servers" here are two state objects over the same files or database, as two
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 
 from switchyard.errors import AccessError, StateUnavailable, UsageError
+from switchyard.run_context import ALL
 from switchyard.service.state import LocalState, open_state, redact, state_url
 from tests.together import run_together
 
@@ -183,3 +185,87 @@ def _within(seconds: float, condition) -> bool:
         if time.monotonic() > deadline:
             return False
         time.sleep(0.05)
+
+
+def _job(tmp_path, store, name="a.txt", text="The knuckle coupler was patented by Eli Janney."):
+    from switchyard.service.job_store import FileStatus, Job
+
+    folder = tmp_path / "uploads" / "default"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_text(text)
+    return Job(id=f"job-{name}", collection="default", files=[FileStatus(name, str(folder / name))], owner=store.owner)
+
+
+def test_upload_jobs_are_accepted_saved_and_loaded(backend, tmp_path):
+    from switchyard.service.job_store import job_store_path
+
+    store = backend().job_store(job_store_path(str(tmp_path / "index"), tmp_path / "uploads"))
+    job = _job(tmp_path, store)
+    job.acl, job.scope = ("hr",), ("hr", "ops")
+    store.accept(job)
+    job.state, job.files[0].status, job.files[0].added = "running", "indexed", 1
+    store.save(job)
+    loaded = store.load(job.id)
+    assert loaded.state == "running" and loaded.files[0].status == "indexed" and loaded.files[0].added == 1
+    assert loaded.acl == ("hr",) and loaded.scope == ("hr", "ops") and loaded.owner == store.owner
+    assert store.load("nope") is None and store.file_path(loaded, 0).read_text().startswith("The knuckle")
+    store.close()
+
+
+def test_a_job_whose_lease_lapsed_is_claimed_once_and_its_files_follow_it(postgres, tmp_path):
+    """Server A accepts a job and stops renewing its lease (killed, or cut off); B and C claim at once: one wins,
+    writes the file from the database where A's machine had it, and A may no longer record the job."""
+    from switchyard.service.job_store import JobClaimLost
+    from switchyard.service.postgres import PostgresState
+
+    url = postgres.database()
+    a, b, c = (PostgresState(url, job_lease_s=1.0) for _ in range(3))
+    try:
+        stores = [s.job_store(tmp_path / "unused") for s in (a, b, c)]
+        job = _job(tmp_path, stores[0])
+        stores[0].accept(job)
+        assert stores[1].claim_orphans() == [] and stores[2].claim_orphans() == []  # A's lease holds
+        Path(job.files[0].path).unlink()  # another machine: the upload is not on its disk
+        time.sleep(1.2)
+        claims = run_together(2, lambda i: stores[1 + i].claim_orphans())
+        won = [c for c in claims if c]
+        assert len(won) == 1 and won[0][0].id == job.id and won[0][0].state == "queued"
+        winner = stores[1 + claims.index(won[0])]
+        assert winner.file_path(won[0][0], 0).read_text().startswith("The knuckle")
+        job.state = "running"
+        with pytest.raises(JobClaimLost):
+            stores[0].save(job)
+        winner.close()  # a graceful stop gives the job up at once
+        assert [j.id for j in stores[0].claim_orphans()] == [job.id]
+    finally:
+        for state in (a, b, c):
+            state.close()
+
+
+def test_an_upload_of_a_server_that_died_is_ingested_by_another_exactly_once(postgres, tmp_path, make_stack):
+    """Two IngestJobs over one PostgreSQL store and one index: A accepts an upload and dies before running it; B,
+    running, takes it over when A's lease lapses and ingests it; the collection holds its document once."""
+    from switchyard.service.jobs import IngestJobs
+    from switchyard.service.postgres import PostgresState
+
+    url = postgres.database()
+    a, b = PostgresState(url, job_lease_s=1.0), PostgresState(url, job_lease_s=1.0)
+    stack = make_stack()
+    dead = IngestJobs(tmp_path / "uploads", lambda _c: stack, a.job_store(tmp_path / "unused"))
+    alive = IngestJobs(tmp_path / "uploads", lambda _c: stack, b.job_store(tmp_path / "unused"))
+    try:
+        job = _job(tmp_path, dead.store, "coupler.txt")
+        dead.store.accept(job)  # accepted, then the server is gone before its worker starts
+        assert alive.recover() == []  # the lease still holds
+        deadline = time.monotonic() + 15
+        while (alive.get(job.id) or {}).get("state") != "done" and time.monotonic() < deadline:
+            time.sleep(0.1)
+        done = alive.get(job.id)
+        assert done["state"] == "done", (done["error"], done)
+        assert done["resumed"] is False and done["files"][0]["status"] == "indexed"
+        docs = [d for d in stack.store.list_documents(ALL) if d["doc_id"].startswith("coupler")]
+        assert len(docs) == 1
+    finally:
+        alive.shutdown()
+        a.close()
+        b.close()
