@@ -22,7 +22,8 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Annotated
 
@@ -63,6 +64,17 @@ def _graph(checkpointer: BaseCheckpointSaver):
     return graph.compile(checkpointer=checkpointer, name="switchyard-conversation")
 
 
+@contextlib.contextmanager
+def _file_lock(path: Path) -> Iterator[None]:
+    """An exclusive `flock` on `path`, held for the block (every process of one machine takes the same file)."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing the file releases the lock
+
+
 def _checked_id(thread_id: str) -> str:
     if not isinstance(thread_id, str) or not thread_id.strip() or len(thread_id) > 200:
         raise QuestionError("a thread_id is a non-empty string of at most 200 characters")
@@ -84,9 +96,7 @@ class ConversationStore:
             saver.setup()
         except (OSError, sqlite3.Error) as exc:
             raise StoreError(f"cannot keep conversations in {path}: {first_line(exc)}") from exc
-        store = cls(saver, expire_s)
-        store._lock_path = Path(path).with_name(Path(path).name + ".lock")
-        return store
+        return cls(saver, expire_s, shared_lock=lambda: _file_lock(Path(path).with_name(Path(path).name + ".lock")))
 
     def close(self) -> None:
         """Close the file of an `on_disk` store (nothing for others)."""
@@ -94,29 +104,28 @@ class ConversationStore:
         if isinstance(conn, sqlite3.Connection):
             conn.close()
 
-    def __init__(self, checkpointer: BaseCheckpointSaver | None = None, expire_s: float = 86400.0):
+    def __init__(
+        self,
+        checkpointer: BaseCheckpointSaver | None = None,
+        expire_s: float = 86400.0,
+        shared_lock: Callable[[], AbstractContextManager] | None = None,
+    ):
+        """`shared_lock`: a lock every process sharing the checkpointer takes around an append (a database's
+        advisory lock); without it, appends are serialised within this process only (or by `on_disk`'s file)."""
         if expire_s <= 0:
             raise ValueError("expire_s must be > 0")
         self.expire_s = expire_s
         self.checkpointer = checkpointer or InMemorySaver()
         self._graph = _graph(self.checkpointer)
         self._lock = threading.Lock()
-        self._lock_path: Path | None = None  # on disk: the file whose flock serialises appends across processes
+        self._shared_lock = shared_lock
 
     @contextlib.contextmanager
     def _appending(self) -> Iterator[None]:
-        """Held while a turn is appended: this store's lock and, on disk, the file lock every process takes (each
+        """Held while a turn is appended: this store's lock and the shared lock every process takes (each
         process's own connection would otherwise read the same last checkpoint and write over the other's turn)."""
-        with self._lock:
-            if self._lock_path is None:
-                yield
-                return
-            fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o600)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-                yield
-            finally:
-                os.close(fd)  # closing the file releases the lock
+        with self._lock, self._shared_lock() if self._shared_lock else contextlib.nullcontext():
+            yield
 
     @staticmethod
     def _key(thread_id: str, owner: str | None) -> str:

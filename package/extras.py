@@ -38,7 +38,7 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "eval": ("matplotlib", "scipy"),
     "langchain": ("langchain", "langchain_openai"),
     "ray": ("ray", "pandas", "msgpack"),
-    "postgres": ("psycopg", "psycopg_pool"),
+    "postgres": ("psycopg", "psycopg_pool", "langgraph.checkpoint.postgres"),
 }
 
 

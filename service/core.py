@@ -11,7 +11,7 @@ import anyio
 
 from switchyard.conversation import as_history
 from switchyard.errors import PauseExpired, QuestionError, ServiceError, SwitchyardError, UnknownThread
-from switchyard.graphs.conversations import CONVERSATIONS_NAME, ConversationStore
+from switchyard.graphs.conversations import CONVERSATIONS_NAME
 from switchyard.graphs.pipeline import Pipeline
 from switchyard.graphs.results import Answer, AskResult, ErrorEvent, Paused
 from switchyard.nodes.approve import Approval, checked_arguments
@@ -90,14 +90,16 @@ class Service:
         self.key_runs = self.state.key_runs
         # paused runs (graph.router.approve) beside the index; no file unless a served pipeline pauses
         self.threads = (
-            PausedRuns(threads_path(store_uri, settings.upload_dir), stale_after_s=2 * settings.request_timeout_s)
+            self.state.paused_runs(
+                threads_path(store_uri, settings.upload_dir), stale_after_s=2 * settings.request_timeout_s
+            )
             if self.registry.pauses()
             else None
         )
         if self.threads is not None:
             self.registry.checkpointer = self.threads.checkpointer
         # conversation threads (`thread_id` on /v1/ask), beside the index: they outlive a restart
-        self.conversations = ConversationStore.on_disk(
+        self.conversations = self.state.conversations(
             beside_index(store_uri, settings.upload_dir, CONVERSATIONS_NAME),
             self.registry.configs[self.registry.default].conversation.expire_s,
         )

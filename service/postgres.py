@@ -11,6 +11,9 @@ together migrate once), and a database made by a newer Switchyard is refused wit
 - `PostgresKeyRuns`: a key's runs in flight are rows of `run_slots` with a lease; a server that dies leaves rows
   that expire instead of blocking the key.
 - `PostgresAuditLog`: one row of `audit_log` per request.
+- `PostgresPausedRuns` and the conversation threads: LangGraph's Postgres checkpointer (`langgraph-checkpoint-postgres`,
+  its own tables) and the `threads` table; a run paused through one server is resumed through another, a
+  conversation started on one goes on through another (appends serialised by an advisory lock).
 - `PostgresJobStore`: upload jobs in `jobs` and `job_files`, their files' bytes kept until the job ends; the server
   running a job holds a lease on it, and another server claims a job whose lease lapsed.
 
@@ -34,14 +37,19 @@ from pathlib import Path
 
 from switchyard.errors import AccessError, StateUnavailable, UsageError, first_line
 from switchyard.extras import needs_extra
+from switchyard.graphs.build import checkpoint_serde
+from switchyard.graphs.conversations import ConversationStore
 from switchyard.run_context import ALL, AllScope
 from switchyard.service.audit import AuditSink
 from switchyard.service.job_store import KEEP_FINISHED_S, UNFINISHED, FileStatus, Job, JobClaimLost, JobStore
 from switchyard.service.keys import KeyRecord, KeyRuns, KeyStore, RateLimiter
 from switchyard.service.state import redact
+from switchyard.service.threads import PausedRuns
 
 with needs_extra("postgres", "a PostgreSQL state backend (serve --state)"):
     import psycopg
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from psycopg.rows import dict_row
     from psycopg_pool import ConnectionPool, PoolTimeout
 
 log = logging.getLogger("switchyard.service")
@@ -118,6 +126,18 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (job_id, position)
     );
     """,
+    """
+    CREATE TABLE threads (
+        id text PRIMARY KEY,
+        owner text NOT NULL,
+        pipeline text NOT NULL,
+        collection text NOT NULL,
+        state text NOT NULL,
+        expires_at double precision NOT NULL,
+        created double precision NOT NULL,
+        updated double precision NOT NULL
+    );
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 _MIGRATION_LOCK = 7_311_982_001  # pg_advisory_lock key: one migrating server at a time
@@ -142,8 +162,12 @@ class PostgresState:
         timeout_s: float = CONNECT_TIMEOUT_S,
     ):
         self.where = redact(url)
+        self._url = url
         self.timeout_s = timeout_s
         self.job_lease_s = job_lease_s
+        self._saver: PostgresSaver | None = None
+        self._saver_pool: ConnectionPool | None = None
+        self._saver_lock = threading.Lock()
         self.pool = ConnectionPool(
             url,
             min_size=1,
@@ -181,6 +205,47 @@ class PostgresState:
     def job_store(self, path: Path) -> JobStore:
         return PostgresJobStore(self, self.job_lease_s)
 
+    def checkpointer(self) -> PostgresSaver:
+        """LangGraph's Postgres checkpointer over a pool of its own (it needs dict rows), its tables set up once:
+        paused runs and conversation threads keep their checkpoints there."""
+        with self._saver_lock:
+            if self._saver is None:
+                self._saver_pool = ConnectionPool(
+                    self._url,
+                    min_size=1,
+                    max_size=4,
+                    timeout=self.timeout_s,
+                    kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
+                    open=False,
+                    name="switchyard-checkpoints",
+                )
+                self._saver_pool.open(wait=True, timeout=self.timeout_s)
+                saver = PostgresSaver(self._saver_pool, serde=checkpoint_serde())  # type: ignore[arg-type]
+                with self.connection() as conn:  # one server at a time runs LangGraph's own migrations
+                    conn.execute("SELECT pg_advisory_lock(%s)", (_MIGRATION_LOCK,))
+                    try:
+                        saver.setup()
+                    finally:
+                        conn.execute("SELECT pg_advisory_unlock(%s)", (_MIGRATION_LOCK,))
+                self._saver = saver
+            return self._saver
+
+    def paused_runs(self, path: Path, stale_after_s: float) -> PausedRuns:
+        return PostgresPausedRuns(self, stale_after_s)
+
+    def conversations(self, path: Path, expire_s: float) -> ConversationStore:
+        return ConversationStore(self.checkpointer(), expire_s, shared_lock=lambda: self.advisory_lock("conversations"))
+
+    @contextlib.contextmanager
+    def advisory_lock(self, name: str):
+        """A lock every server sharing the database takes: PostgreSQL's session advisory lock, held for the block."""
+        with self.connection() as conn:
+            conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (name,))
+            try:
+                yield
+            finally:
+                conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (name,))
+
     def health(self) -> dict:
         try:
             with self.connection() as conn:
@@ -190,6 +255,8 @@ class PostgresState:
         return {"backend": "postgresql", "ok": True}
 
     def close(self) -> None:
+        if self._saver_pool is not None:
+            self._saver_pool.close()
         self.pool.close()
 
 
@@ -506,3 +573,32 @@ class PostgresJobStore(JobStore):
                 )
         except StateUnavailable:
             log.warning("upload jobs of %s not released (database unavailable); their leases expire them", self.owner)
+
+
+class PostgresPausedRuns(PausedRuns):
+    """Paused runs in the `threads` table, their checkpoints in LangGraph's Postgres checkpointer: a run paused
+    through one server is seen and resumed through any other (of two resumes at once, one claims it)."""
+
+    def __init__(self, state: PostgresState, stale_after_s: float = 3600.0):
+        self.state = state
+        self.stale_after_s = stale_after_s
+        self.checkpointer = state.checkpointer()
+        with state.connection() as conn:
+            conn.execute(
+                "DELETE FROM threads WHERE state NOT IN ('paused', 'running') AND updated < %s",
+                (time.time() - KEEP_FINISHED_S,),
+            )
+
+    def _write(self, sql: str, params: tuple) -> int:
+        with self.state.connection() as conn:
+            return conn.execute(sql.replace("?", "%s"), params).rowcount
+
+    def _read(self, thread_id: str) -> tuple | None:
+        with self.state.connection() as conn:
+            return conn.execute(
+                "SELECT id, owner, pipeline, collection, state, expires_at, updated FROM threads WHERE id = %s",
+                (thread_id,),
+            ).fetchone()
+
+    def close(self) -> None:
+        """Nothing of its own: the state's pools close with it."""

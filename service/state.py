@@ -1,6 +1,6 @@
-"""The state a server keeps besides the index: API keys, per-key request rates and runs in flight, the audit log
-and the record of upload jobs. Two backends, chosen when the server starts (`serve --state URL`, or
-`SWITCHYARD_STATE_URL`):
+"""The state a server keeps besides the index: API keys, per-key request rates and runs in flight, the audit log,
+and the records of upload jobs, paused runs and conversation threads. Two backends, chosen when the server starts
+(`serve --state URL`, or `SWITCHYARD_STATE_URL`):
 
 - `LocalState` (no URL, the embedded default): the key file beside the index, counters in the process's memory,
   the audit log in a file or the `switchyard.audit` logger. Right for one server.
@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Protocol
 
 from switchyard.errors import UsageError
+from switchyard.graphs.conversations import ConversationStore
 from switchyard.service.audit import AuditLog, AuditSink
 from switchyard.service.job_store import JobStore, SqliteJobStore
 from switchyard.service.keys import (
@@ -29,6 +30,7 @@ from switchyard.service.keys import (
     RateLimiter,
     keys_path,
 )
+from switchyard.service.threads import PausedRuns, SqlitePausedRuns
 
 STATE_ENV = "SWITCHYARD_STATE_URL"
 SCHEMES = ("postgresql://", "postgres://")
@@ -42,6 +44,14 @@ class ServerState(Protocol):
 
     def job_store(self, path: Path) -> JobStore:
         """The record of upload jobs (`path`: the SQLite file a local backend keeps beside the index)."""
+        ...
+
+    def paused_runs(self, path: Path, stale_after_s: float) -> PausedRuns:
+        """The record of paused runs and their checkpoints (`path`: a local backend's SQLite file)."""
+        ...
+
+    def conversations(self, path: Path, expire_s: float) -> ConversationStore:
+        """Conversation threads (`path`: a local backend's SQLite file)."""
         ...
 
     def health(self) -> dict: ...
@@ -60,6 +70,12 @@ class LocalState:
 
     def job_store(self, path: Path) -> JobStore:
         return SqliteJobStore(path)
+
+    def paused_runs(self, path: Path, stale_after_s: float) -> PausedRuns:
+        return SqlitePausedRuns(path, stale_after_s)
+
+    def conversations(self, path: Path, expire_s: float) -> ConversationStore:
+        return ConversationStore.on_disk(path, expire_s)
 
     def health(self) -> dict:
         return {"backend": "local", "ok": True}

@@ -1,7 +1,9 @@
-"""The service's paused runs (graph.router.approve): one SQLite file beside the index, `.switchyard-threads.sqlite3`
-(`threads_path`), holding LangGraph's checkpoints of the paused runs (`langgraph-checkpoint-sqlite`'s `SqliteSaver`,
-its own tables) and one row per run (table `threads`): who started it, on which pipeline and collection, its state
-and when its pause expires. Both outlive the process, so a pause survives a server restart.
+"""The service's paused runs (graph.router.approve): LangGraph's checkpoints of the paused runs and one row per run
+(table `threads`): who started it, on which pipeline and collection, its state and when its pause expires. Both
+outlive the process, so a pause survives a server restart. `PausedRuns` is the interface; `SqlitePausedRuns` keeps
+them in one SQLite file beside the index, `.switchyard-threads.sqlite3` (`threads_path`;
+`langgraph-checkpoint-sqlite`'s `SqliteSaver`, its own tables), and service/postgres.py's `PostgresPausedRuns` in
+the state database several servers share, so a run paused through one server is answered through another.
 
 A thread's state: `paused` (waits for an answer until `expires_at`), `running` (one resume is under way: a second
 one gets 409), `done`, `expired` (never resumed in time; its checkpoints are deleted) or `failed`. `claim` turns
@@ -12,12 +14,14 @@ that died mid-resume: `get` reports that thread `failed` (its checkpoints delete
 
 from __future__ import annotations
 
+import abc
 import sqlite3
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from switchyard.errors import StoreError, first_line
@@ -53,29 +57,22 @@ def threads_path(store_uri: str, upload_dir: Path) -> Path:
     return beside_index(store_uri, upload_dir, THREADS_NAME)
 
 
-class PausedRuns:
-    def __init__(self, path: Path, stale_after_s: float = 3600.0):
-        self.path = Path(path)
-        self.stale_after_s = stale_after_s
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._conn = connect(self.path)
-            # LangGraph's saver gets a connection of its own (it serializes its calls with its own lock)
-            self.checkpointer = SqliteSaver(connect(self.path), serde=checkpoint_serde())
-            self.checkpointer.setup()
-            with write_transaction(self._conn) as db:
-                db.execute(_SCHEMA)
-                db.execute(
-                    "DELETE FROM threads WHERE state NOT IN ('paused', 'running') AND updated < ?",
-                    (time.time() - KEEP_FINISHED_S,),
-                )
-        except (OSError, sqlite3.Error) as exc:  # e.g. a read-only index folder: one clear line at start
-            raise StoreError(f"cannot keep paused runs in {self.path}: {first_line(exc)}") from exc
-        self._lock = threading.Lock()
+class PausedRuns(abc.ABC):
+    """The record of paused runs, and the LangGraph checkpointer (`checkpointer`) their graphs pause into."""
 
+    checkpointer: BaseCheckpointSaver
+    stale_after_s: float
+
+    @abc.abstractmethod
     def _write(self, sql: str, params: tuple) -> int:
-        with self._lock, write_transaction(self._conn) as db:
-            return db.execute(sql, params).rowcount
+        """Run one write statement (qmark parameters) in a transaction; the rows it changed."""
+
+    @abc.abstractmethod
+    def _read(self, thread_id: str) -> tuple | None:
+        """(id, owner, pipeline, collection, state, expires_at, updated) of a thread, or None."""
+
+    @abc.abstractmethod
+    def close(self) -> None: ...
 
     def add(self, thread_id: str, owner: str, pipeline: str, collection: str, expires_at: float) -> None:
         now = time.time()
@@ -86,11 +83,7 @@ class PausedRuns:
         )
 
     def get(self, thread_id: str) -> Thread | None:
-        with self._lock:
-            row = self._conn.execute(
-                "SELECT id, owner, pipeline, collection, state, expires_at, updated FROM threads WHERE id = ?",
-                (thread_id,),
-            ).fetchone()
+        row = self._read(thread_id)
         if row is None:
             return None
         thread, claimed_at = Thread(*row[:-1]), row[-1]
@@ -121,7 +114,40 @@ class PausedRuns:
         self._write("UPDATE threads SET state = ?, updated = ? WHERE id = ?", (state, time.time(), thread_id))
         self.checkpointer.delete_thread(thread_id)
 
+
+class SqlitePausedRuns(PausedRuns):
+    def __init__(self, path: Path, stale_after_s: float = 3600.0):
+        self.path = Path(path)
+        self.stale_after_s = stale_after_s
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._conn = connect(self.path)
+            # LangGraph's saver gets a connection of its own (it serializes its calls with its own lock)
+            self._saver = SqliteSaver(connect(self.path), serde=checkpoint_serde())
+            self._saver.setup()
+            self.checkpointer = self._saver
+            with write_transaction(self._conn) as db:
+                db.execute(_SCHEMA)
+                db.execute(
+                    "DELETE FROM threads WHERE state NOT IN ('paused', 'running') AND updated < ?",
+                    (time.time() - KEEP_FINISHED_S,),
+                )
+        except (OSError, sqlite3.Error) as exc:  # e.g. a read-only index folder: one clear line at start
+            raise StoreError(f"cannot keep paused runs in {self.path}: {first_line(exc)}") from exc
+        self._lock = threading.Lock()
+
+    def _write(self, sql: str, params: tuple) -> int:
+        with self._lock, write_transaction(self._conn) as db:
+            return db.execute(sql, params).rowcount
+
+    def _read(self, thread_id: str) -> tuple | None:
+        with self._lock:
+            return self._conn.execute(
+                "SELECT id, owner, pipeline, collection, state, expires_at, updated FROM threads WHERE id = ?",
+                (thread_id,),
+            ).fetchone()
+
     def close(self) -> None:
         with self._lock:
             self._conn.close()
-        self.checkpointer.conn.close()
+        self._saver.conn.close()

@@ -15,15 +15,15 @@ from fastapi.testclient import TestClient
 from tests.together import run_together
 
 
-def _server(index, tmp_path, url: str, **settings) -> TestClient:
+def _server(index, tmp_path, url: str, configs=("no-llm",), overrides_extra=(), **settings) -> TestClient:
     from switchyard.service.app import create_app
     from switchyard.service.settings import ServiceSettings
 
     return TestClient(
         create_app(
             ServiceSettings(
-                configs=("no-llm",),
-                overrides=(f"store.uri={index}",),
+                configs=configs,
+                overrides=(f"store.uri={index}", *overrides_extra),
                 warm_up=False,
                 upload_dir=tmp_path / "uploads",
                 api_token=None,
@@ -146,3 +146,50 @@ def test_serve_and_keys_take_the_state_url_and_never_print_its_password(postgres
         )
     bad = subprocess.run([*cli, "keys", "list", "--state", "mysql://u:pw@h/db"], capture_output=True, text=True)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "pw@" not in bad.stderr
+
+
+def test_a_run_paused_through_one_server_is_answered_through_another(postgres, sample_index, tmp_path, embedder):
+    """graph.router.approve across servers: A pauses the run, B resumes it step by step to the answer (one scripted
+    OpenAI-compatible model behind both), C sees it done; a conversation (thread_id on /v1/ask) begun on A goes on
+    through C with its first turn in the history."""
+    from tests.nodes.scripted import zeroshot_agent
+    from tests.scripted_openai_server import ScriptedOpenAIServer
+
+    url = postgres.database()
+    model = ScriptedOpenAIServer(zeroshot_agent)
+    llm = ("llm.backend=openai", f"llm.base_url={model.url}")
+    servers = []
+    try:
+        for i in range(3):
+            server = _server(
+                sample_index, tmp_path / f"s{i}", url, configs=("agent-approve", "no-llm"), overrides_extra=llm
+            )
+            registry = server.app.state.service.registry
+            registry.models.provide(registry.configs["agent-approve"].embedding, embedder)
+            servers.append(server)
+        a, b, c = servers
+        key = a.app.state.service.keys.create("alice", "default")
+        time.sleep(0.6)
+        alice = {"Authorization": f"Bearer {key}"}
+        body = a.post("/v1/ask", json={"question": "Who patented the knuckle coupler?"}, headers=alice).json()
+        assert body["status"] == "paused"
+        thread = body["thread_id"]
+        assert c.get(f"/v1/threads/{thread}", headers=alice).json()["status"] == "paused"
+        while body["status"] == "paused":
+            reply = b.post(f"/v1/threads/{thread}/resume", json={"decision": "approve"}, headers=alice)
+            assert reply.status_code == 200, reply.text
+            body = reply.json()
+        assert "Janney" in body["answer"] and c.get(f"/v1/threads/{thread}", headers=alice).json()["status"] == "done"
+
+        first = a.post(
+            "/v1/ask",
+            json={"question": "Who patented the knuckle coupler?", "pipeline": "no-llm", "thread_id": "chat-1"},
+            headers=alice,
+        )
+        assert first.status_code == 200, first.text
+        history = c.get("/v1/conversations/chat-1", headers=alice).json()
+        assert [t["role"] for t in history["messages"]][:2] == ["user", "assistant"]
+    finally:
+        for server in servers:
+            server.app.state.service.state.close()
+        model.close()

@@ -269,3 +269,34 @@ def test_an_upload_of_a_server_that_died_is_ingested_by_another_exactly_once(pos
         alive.shutdown()
         a.close()
         b.close()
+
+
+def test_paused_runs_claimed_once_across_servers_and_finished(backend, tmp_path):
+    from switchyard.service.threads import THREADS_NAME
+
+    one, two = (backend().paused_runs(tmp_path / "index" / THREADS_NAME, 3600.0) for _ in range(2))
+    one.add("t1", "alice", "agent-approve", "default", time.time() + 60)
+    seen = two.get("t1")
+    assert seen.owner == "alice" and seen.state == "paused" and not seen.expired()
+    assert sorted(run_together(8, lambda i: (one, two)[i % 2].claim("t1"))) == [False] * 7 + [True]
+    assert one.get("t1").state == "running"
+    two.paused("t1", time.time() + 60)  # the resume paused again: it waits once more
+    assert one.claim("t1")
+    one.finish("t1", "done")
+    assert two.get("t1").state == "done" and not two.claim("t1") and two.get("nope") is None
+    for runs in (one, two):
+        runs.close()
+
+
+def test_a_conversation_started_on_one_server_goes_on_through_another(backend, tmp_path):
+    from switchyard.graphs.conversations import CONVERSATIONS_NAME
+
+    a, b = (backend().conversations(tmp_path / "index" / CONVERSATIONS_NAME, 3600.0) for _ in range(2))
+    a.append("chat-1", "Who patented the knuckle coupler?", "Eli Janney.", owner="acme")
+    assert [m.content for m in b.turns("chat-1", "acme")] == ["Who patented the knuckle coupler?", "Eli Janney."]
+    assert b.turns("chat-1", "globex") == []  # another key's thread of the same id is its own
+    run_together(6, lambda i: (a, b)[i % 2].append("chat-1", f"question {i}?", f"answer {i}.", owner="acme"))
+    turns = [m.content for m in a.turns("chat-1", "acme")]
+    assert len(turns) == 14 and {f"question {i}?" for i in range(6)} <= set(turns)  # no append lost
+    for store in (a, b):
+        store.close()

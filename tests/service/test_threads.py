@@ -13,7 +13,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from switchyard.service.keys import FileKeyStore, keys_path
-from switchyard.service.threads import THREADS_NAME, PausedRuns
+from switchyard.service.threads import THREADS_NAME, SqlitePausedRuns
 from tests.nodes.scripted import zeroshot_agent
 from tests.scripted_openai_server import ScriptedOpenAIServer
 from tests.service.conftest import running_server
@@ -192,7 +192,7 @@ def app_pipe(client):
 
 class TestPausedRuns:
     def test_of_two_claims_at_once_exactly_one_wins(self, tmp_path):
-        runs = [PausedRuns(tmp_path / THREADS_NAME) for _ in range(2)]  # two stores, as two processes would
+        runs = [SqlitePausedRuns(tmp_path / THREADS_NAME) for _ in range(2)]  # two stores, as two processes would
         runs[0].add("t1", "alice", "agent-approve", "default", time.time() + 60)
         assert sorted(run_together(8, lambda i: runs[i % 2].claim("t1"))) == [False] * 7 + [True]
         assert runs[1].get("t1").state == "running"
@@ -200,14 +200,14 @@ class TestPausedRuns:
             r.close()
 
     def test_a_claim_left_by_a_dead_process_turns_failed(self, tmp_path):
-        dead = PausedRuns(tmp_path / THREADS_NAME)
+        dead = SqlitePausedRuns(tmp_path / THREADS_NAME)
         dead.add("t1", "alice", "agent-approve", "default", time.time() + 60)
         assert dead.claim("t1")
         dead.close()  # the process died mid-resume: the row stays `running`
-        fresh = PausedRuns(tmp_path / THREADS_NAME, stale_after_s=0.0)
+        fresh = SqlitePausedRuns(tmp_path / THREADS_NAME, stale_after_s=0.0)
         assert fresh.get("t1").state == "failed"
         assert not fresh.claim("t1")
-        patient = PausedRuns(tmp_path / THREADS_NAME, stale_after_s=3600.0)
+        patient = SqlitePausedRuns(tmp_path / THREADS_NAME, stale_after_s=3600.0)
         patient.add("t2", "alice", "agent-approve", "default", time.time() + 60)
         assert patient.claim("t2") and patient.get("t2").state == "running"  # a live claim is left alone
         fresh.close()
