@@ -307,6 +307,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="accept SWITCHYARD_API_TOKEN (it opens everything) even while API keys exist; refused by default",
     )
     _state_option(p)
+    p.add_argument(
+        "--job-lease",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="with --state: seconds a server's claim on an upload job lasts unless renewed; another server takes "
+        "over a job whose claim lapsed (default 30)",
+    )
 
     p = sub.add_parser("keys", help="API keys of the index: create (printed once), list, revoke")
     keys = p.add_subparsers(dest="keys_action", required=True, metavar="ACTION")

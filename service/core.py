@@ -80,7 +80,12 @@ class Service:
         store_uri = self.registry.configs[self.registry.default].store.uri  # where registry.stack ingests
         # keys, per-key limits, the audit log and upload jobs: beside the index, or in PostgreSQL shared by servers
         self.state = open_state(
-            settings.state_url, store_uri, settings.upload_dir, settings.audit_log, settings.audit_questions
+            settings.state_url,
+            store_uri,
+            settings.upload_dir,
+            settings.audit_log,
+            settings.audit_questions,
+            settings.job_lease_s,
         )
         job_store = self.state.job_store(job_store_path(store_uri, settings.upload_dir))
         self.jobs = IngestJobs(settings.upload_dir, self.registry.stack, job_store)

@@ -28,6 +28,7 @@ class ServiceSettings:
     token_with_keys: bool = False
     # PostgreSQL shared by several servers (service/state.py); None: files beside the index (one server)
     state_url: str | None = field(default=None, repr=False)
+    job_lease_s: float = 30.0  # with state_url: how long a server's claim on an upload job lasts unless renewed
 
     def __post_init__(self):
         if not self.configs:
@@ -35,6 +36,7 @@ class ServiceSettings:
         if (
             min(self.max_question_chars, self.max_in_flight, self.max_upload_files, self.max_upload_bytes) < 1
             or self.request_timeout_s <= 0
+            or self.job_lease_s <= 0
         ):
             raise ValueError("limits must be positive")
 

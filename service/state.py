@@ -103,11 +103,16 @@ def redact(url: str) -> str:
 
 
 def open_state(
-    url: str | None, store_uri: str, upload_dir: Path, audit_log: Path | None = None, audit_questions: bool = False
+    url: str | None,
+    store_uri: str,
+    upload_dir: Path,
+    audit_log: Path | None = None,
+    audit_questions: bool = False,
+    job_lease_s: float = 30.0,
 ) -> ServerState:
     """The state backend for a server over the index at `store_uri`: PostgreSQL at `url`, else local files."""
     if url is None:
         return LocalState(keys_path(store_uri, upload_dir), audit_log, audit_questions)
     from switchyard.service.postgres import PostgresState  # psycopg: the `postgres` extra
 
-    return PostgresState(url, audit_questions=audit_questions)
+    return PostgresState(url, audit_questions=audit_questions, job_lease_s=job_lease_s)

@@ -43,6 +43,7 @@ def cmd_serve(args) -> int:
             audit_questions=args.audit_questions,
             token_with_keys=args.allow_token_with_keys,
             state_url=state_url(args.state),
+            job_lease_s=args.job_lease,
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from None
