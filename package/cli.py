@@ -351,6 +351,22 @@ def build_parser() -> argparse.ArgumentParser:
         "resources), for MCP hosts such as Claude Desktop",
     )
 
+    p = sub.add_parser("state", help="the state servers share in PostgreSQL (serve --state)")
+    state = p.add_subparsers(dest="state_action", required=True, metavar="ACTION")
+    m = state.add_parser(
+        "migrate",
+        help="copy a single-machine deployment's keys, upload jobs, paused runs and conversations into PostgreSQL "
+        "(idempotent)",
+    )
+    m.add_argument(
+        "--from",
+        dest="source",
+        required=True,
+        metavar="DIR",
+        help="where the server kept them: the index folder (the upload folder for an index on object storage)",
+    )
+    m.add_argument("--to", dest="url", metavar="URL", help="postgresql://... (default: $SWITCHYARD_STATE_URL)")
+
     p = sub.add_parser("config", parents=[common], help="show the resolved config")
     p.add_argument("action", choices=["show"])
     p.add_argument("--json", action="store_true")
@@ -374,6 +390,7 @@ COMMANDS = {
     "serve": serve.cmd_serve,
     "mcp": serve.cmd_mcp,
     "keys": serve.cmd_keys,
+    "state": serve.cmd_state,
     "config": config.cmd_config,
 }
 

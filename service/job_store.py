@@ -212,6 +212,11 @@ class SqliteJobStore(JobStore):
                 [(job.id, i, f.name, f.path, f.status, f.error, f.added, f.updated) for i, f in enumerate(job.files)],
             )
 
+    def ids(self) -> list[str]:
+        """Every job's id, oldest first."""
+        with self._lock:
+            return [row[0] for row in self._conn.execute("SELECT id FROM jobs ORDER BY created")]
+
     def load(self, job_id: str) -> Job | None:
         with self._lock:
             row = self._conn.execute(

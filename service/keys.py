@@ -178,8 +178,8 @@ class KeyStore(abc.ABC):
         """The keys by id, as they are now (a key created or revoked elsewhere shows within a second)."""
 
     @abc.abstractmethod
-    def _add(self, record: KeyRecord) -> None:
-        """Keep a new record; AccessError if a key of that name exists."""
+    def add_record(self, record: KeyRecord) -> None:
+        """Keep a new record (from `new_key`, or another store's); AccessError if a key of that name exists."""
 
     @abc.abstractmethod
     def revoke(self, name: str) -> None:
@@ -203,7 +203,7 @@ class KeyStore(abc.ABC):
     def create(self, name: str, collections: Sequence[str] | str | None = None, **rights) -> str:
         """Record a new key and return it (the only time it is seen in clear). `rights`: `new_key`'s keywords."""
         key, record = new_key(name, collections, **rights)
-        self._add(record)
+        self.add_record(record)
         return key
 
 
@@ -271,7 +271,7 @@ class FileKeyStore(KeyStore):
             os.fsync(out.fileno())
         os.replace(tmp, self.path)
 
-    def _add(self, record: KeyRecord) -> None:
+    def add_record(self, record: KeyRecord) -> None:
         with self._locked():
             records = self._read()
             if any(r.name == record.name for r in records.values()):

@@ -310,7 +310,7 @@ class PostgresKeyStore(KeyStore):
                 self._read_at = time.monotonic()
             return self._records
 
-    def _add(self, record: KeyRecord) -> None:
+    def add_record(self, record: KeyRecord) -> None:
         values = [getattr(record, name) for name in _KEY_COLUMNS.split(", ")]
         values[4], values[7] = list(record.collections), list(record.groups)
         try:
@@ -467,19 +467,20 @@ class PostgresJobStore(JobStore):
             ),
         ).rowcount
 
-    def accept(self, job: Job) -> None:
+    def accept(self, job: Job, missing_ok: bool = False) -> None:
+        """`missing_ok`: a file no longer on disk is recorded without its bytes (`state migrate`: finished jobs)."""
         rows = []
-        for i, status in enumerate(job.files):
-            content = Path(status.path).read_bytes()
-            rows.append(
-                (job.id, i, status.name, status.path, status.status, hashlib.sha256(content).hexdigest(), content)
-            )
+        for i, f in enumerate(job.files):
+            path = Path(f.path)
+            content = path.read_bytes() if not missing_ok or path.is_file() else None
+            digest = hashlib.sha256(content).hexdigest() if content is not None else ""
+            rows.append((job.id, i, f.name, f.path, f.status, f.error, f.added, f.updated, digest, content))
         with self.state.connection() as conn, conn.transaction():
             self._upsert(conn, job)
             with conn.cursor() as cur:
                 cur.executemany(
-                    "INSERT INTO job_files (job_id, position, name, path, status, sha256, content) "
-                    "VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                    "INSERT INTO job_files (job_id, position, name, path, status, error, added, updated, sha256, "
+                    "content) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
                     rows,
                 )
 

@@ -1,4 +1,5 @@
-"""Serving: serve (the HTTP service), mcp (the MCP server on stdio), keys (the API keys they accept)."""
+"""Serving: serve (the HTTP service), mcp (the MCP server on stdio), keys (the API keys they accept), state (moving
+a server's state into the PostgreSQL database several servers share)."""
 
 from __future__ import annotations
 
@@ -125,4 +126,18 @@ def _keys(args, store) -> int:
                 f"{k['name']}\t{rights}\tcollections={','.join(k['collections']) or '*'}\t"
                 f"groups={','.join(k['groups']) or '-'}\trpm={k['rpm'] or '-'}\tin_flight={k['max_in_flight'] or '-'}"
             )
+    return 0
+
+
+def cmd_state(args) -> int:
+    from switchyard.service.state import state_url
+
+    url = state_url(args.url)
+    if url is None:
+        raise UsageError("state migrate needs --to postgresql://... (or SWITCHYARD_STATE_URL)")
+    with needs_extra("postgres", "switchyard state migrate"):
+        from switchyard.service.state_migration import migrate_state
+
+    done = migrate_state(Path(args.source), url)
+    print(f"switchyard: state migrated from {args.source}: {done.summary()}", file=sys.stderr)
     return 0
