@@ -169,13 +169,12 @@ def dev_loop_line(result: dict) -> str:
     """dev_loop as one sentence, for README.md."""
     f = result["figures"]
     parts = [f"set-up {f['setup_seconds'] / 60:.1f} min"]
-    for key, label in (("full_suite", "the full suite"), ("fast_lane", "the fast lane")):
+    for key, label in (("full_suite", "full suite"), ("fast_lane", "fast lane")):
         if f.get(key):
-            parts.append(f"{label} {_counts(f[key])} in {_duration(f[key]['seconds'])}")
-    sha = (result["commit"]["sha"] or "unknown")[:8]
+            parts.append(f"{label} {f[key].get('passed', 0):,} passed in {_duration(f[key]['seconds'])}")
     line = (
-        f"Measured from a fresh clone on {result['machine']['cores']} cores ({result['finished'][:10]}, {sha}): "
-        f"{', '.join(parts)} (`python -m bench run dev_loop`, bench/results/dev_loop.json)."
+        f"Measured from a fresh clone on {result['machine']['cores']} cores ({result['finished'][:10]}): "
+        f"{', '.join(parts)} (`python -m bench run dev_loop`)."
     )
     return "\n".join(textwrap.wrap(line, 120, break_long_words=False, break_on_hyphens=False))
 
