@@ -63,9 +63,8 @@ def test_a_key_created_or_revoked_by_one_server_holds_for_another_within_a_secon
     assert _within(1.0, lambda: two.keys.verify(key) is None)
 
 
+@pytest.mark.parametrize("backend", ["postgresql"], indirect=True)  # local counts are one process's
 def test_a_keys_rate_holds_across_servers_hit_at_once(backend):
-    if backend.kind == "local":
-        pytest.skip("local counters are per process by design: one server")
     servers = [backend() for _ in range(3)]
     allowed = run_together(6, lambda i: sum(servers[i % 3].rate_limiter.hit("k", 10) is None for _ in range(6)))
     assert sum(allowed) == 10  # 36 requests from 6 threads on 3 servers, the budget held once
@@ -86,9 +85,8 @@ def test_runs_in_flight_per_key(backend):
     assert runs.try_acquire("k", 2)
 
 
+@pytest.mark.parametrize("backend", ["postgresql"], indirect=True)  # local counts are one process's
 def test_runs_in_flight_hold_across_servers_and_a_dead_servers_slots_expire(backend):
-    if backend.kind == "local":
-        pytest.skip("local counters are per process by design: one server")
     alive, dying = backend(), backend()
     dying.key_runs.lease_s = 1.0
     acquired = run_together(8, lambda i: (alive, dying)[i % 2].key_runs.try_acquire("k", 3))
