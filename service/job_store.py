@@ -104,6 +104,33 @@ class Job:
         }
 
 
+JOB_COLUMNS = "id, collection, state, error, created, started, finished, attempts, owner, acl, scope"
+FILE_COLUMNS = "name, path, status, error, added, updated"
+
+
+def job_from_row(row: tuple, files: list[tuple]) -> Job:
+    """A job from its row (JOB_COLUMNS) and its files' rows (FILE_COLUMNS, in order), as either store reads them."""
+    return Job(
+        row[0],
+        row[1],
+        row[2],
+        files=[FileStatus(*f) for f in files],
+        error=row[3],
+        created=row[4],
+        started=row[5],
+        finished=row[6],
+        attempts=row[7],
+        owner=row[8],
+        acl=tuple(filter(None, (row[9] or "").split(","))),
+        scope=ALL if row[10] is None else tuple(json.loads(row[10])),
+    )
+
+
+def encoded_access(job: Job) -> tuple[str, str | None]:
+    """The job's `acl` and `scope` as stored: comma-separated labels, and the scope's JSON list (None: ALL)."""
+    return ",".join(job.acl), None if isinstance(job.scope, AllScope) else json.dumps(list(job.scope))
+
+
 def job_store_path(store_uri: str, upload_dir: Path) -> Path:
     """The job store's file, beside the index."""
     return beside_index(store_uri, upload_dir, JOB_STORE_NAME)
@@ -201,8 +228,7 @@ class SqliteJobStore(JobStore):
                     job.finished,
                     job.attempts,
                     job.owner,
-                    ",".join(job.acl),
-                    None if isinstance(job.scope, AllScope) else json.dumps(list(job.scope)),
+                    *encoded_access(job),
                 ),
             )
             db.execute("DELETE FROM job_files WHERE job_id = ?", (job.id,))
@@ -219,31 +245,13 @@ class SqliteJobStore(JobStore):
 
     def load(self, job_id: str) -> Job | None:
         with self._lock:
-            row = self._conn.execute(
-                "SELECT id, collection, state, error, created, started, finished, attempts, "
-                "owner, acl, scope FROM jobs WHERE id = ?",
-                (job_id,),
-            ).fetchone()
+            row = self._conn.execute(f"SELECT {JOB_COLUMNS} FROM jobs WHERE id = ?", (job_id,)).fetchone()
             if row is None:
                 return None
             files = self._conn.execute(
-                "SELECT name, path, status, error, added, updated FROM job_files WHERE job_id = ? ORDER BY position",
-                (job_id,),
+                f"SELECT {FILE_COLUMNS} FROM job_files WHERE job_id = ? ORDER BY position", (job_id,)
             ).fetchall()
-        return Job(
-            row[0],
-            row[1],
-            row[2],
-            files=[FileStatus(*f) for f in files],
-            error=row[3],
-            created=row[4],
-            started=row[5],
-            finished=row[6],
-            attempts=row[7],
-            owner=row[8],
-            acl=tuple(filter(None, (row[9] or "").split(","))),
-            scope=ALL if row[10] is None else tuple(json.loads(row[10])),
-        )
+        return job_from_row(row, files)
 
     def claim_orphans(self) -> list[Job]:
         with self._lock:

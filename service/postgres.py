@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import logging
 import os
 import socket
@@ -39,9 +38,18 @@ from switchyard.errors import AccessError, StateUnavailable, UsageError, first_l
 from switchyard.extras import needs_extra
 from switchyard.graphs.build import checkpoint_serde
 from switchyard.graphs.conversations import ConversationStore
-from switchyard.run_context import ALL, AllScope
 from switchyard.service.audit import AuditSink
-from switchyard.service.job_store import KEEP_FINISHED_S, UNFINISHED, FileStatus, Job, JobClaimLost, JobStore
+from switchyard.service.job_store import (
+    FILE_COLUMNS,
+    JOB_COLUMNS,
+    KEEP_FINISHED_S,
+    UNFINISHED,
+    Job,
+    JobClaimLost,
+    JobStore,
+    encoded_access,
+    job_from_row,
+)
 from switchyard.service.keys import KeyRecord, KeyRuns, KeyStore, RateLimiter
 from switchyard.service.state import redact
 from switchyard.service.threads import PausedRuns
@@ -462,8 +470,7 @@ class PostgresJobStore(JobStore):
                 job.owner,
                 lease,
                 lease,
-                ",".join(job.acl),
-                None if isinstance(job.scope, AllScope) else json.dumps(list(job.scope)),
+                *encoded_access(job),
             ),
         ).rowcount
 
@@ -499,31 +506,13 @@ class PostgresJobStore(JobStore):
 
     def load(self, job_id: str) -> Job | None:
         with self.state.connection() as conn:
-            row = conn.execute(
-                "SELECT id, collection, state, error, created, started, finished, attempts, owner, acl, scope "
-                "FROM jobs WHERE id = %s",
-                (job_id,),
-            ).fetchone()
+            row = conn.execute(f"SELECT {JOB_COLUMNS} FROM jobs WHERE id = %s", (job_id,)).fetchone()
             if row is None:
                 return None
             files = conn.execute(
-                "SELECT name, path, status, error, added, updated FROM job_files WHERE job_id = %s ORDER BY position",
-                (job_id,),
+                f"SELECT {FILE_COLUMNS} FROM job_files WHERE job_id = %s ORDER BY position", (job_id,)
             ).fetchall()
-        return Job(
-            row[0],
-            row[1],
-            row[2],
-            files=[FileStatus(*f) for f in files],
-            error=row[3],
-            created=row[4],
-            started=row[5],
-            finished=row[6],
-            attempts=row[7],
-            owner=row[8],
-            acl=tuple(filter(None, row[9].split(","))),
-            scope=ALL if row[10] is None else tuple(json.loads(row[10])),
-        )
+        return job_from_row(row, files)
 
     def file_path(self, job: Job, position: int) -> Path:
         """The file at its path, written there from the database first unless this machine holds the same bytes."""

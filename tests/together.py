@@ -29,3 +29,20 @@ def run_together(n: int, fn: Callable[[int], T], timeout: float = 120) -> list[T
     if errors:
         raise errors[0]
     return results
+
+
+def eventually(seconds: float, condition: Callable[[], bool], ignore: tuple[type[BaseException], ...] = ()) -> bool:
+    """Whether `condition()` turns true within `seconds` (polled every 50 ms); exceptions of the `ignore` types
+    count as not yet."""
+    import time
+
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            if condition():
+                return True
+        except ignore:
+            pass
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)

@@ -18,7 +18,7 @@ import pytest
 from tests.conftest import ROOT
 from tests.retrievers.test_object_store import BUCKET, KEY_ID_VAR, SECRET, SECRET_VAR, s3_endpoint, s3_overrides
 from tests.service.conftest import running_server, wait_for_job
-from tests.together import run_together
+from tests.together import eventually, run_together
 
 __all__ = ["s3_endpoint"]  # the module-scoped moto fixture, used here too
 pytestmark = pytest.mark.slow
@@ -52,15 +52,6 @@ def _keys(url: str, *args: str) -> str:
     return done.stdout.strip()
 
 
-def _within(seconds: float, condition) -> bool:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
-
-
 def _audit_rows(url: str) -> int:
     import psycopg
 
@@ -82,9 +73,9 @@ def test_three_servers_agree_on_keys_limits_uploads_and_the_audit_log(tmp_path, 
         # keys: made by a command, revoked by a command, seen by every server within a second
         assert all(get(i, user) == 200 for i in range(3))
         _keys(url, "revoke", "acme")
-        assert all(_within(1.0, lambda i=i: get(i, user) == 401) for i in range(3))
+        assert all(eventually(1.0, lambda i=i: get(i, user) == 401) for i in range(3))
         user = _keys(url, "create", "acme", "--collections", "default", "--write")
-        assert all(_within(1.0, lambda i=i: get(i, user) == 200) for i in range(3))
+        assert all(eventually(1.0, lambda i=i: get(i, user) == 200) for i in range(3))
 
         # a key's requests per minute hold across the three servers together
         codes = run_together(6, lambda t: [get(t + j, metered) for j in range(10)])
@@ -114,7 +105,7 @@ def test_three_servers_agree_on_keys_limits_uploads_and_the_audit_log(tmp_path, 
         before = _audit_rows(url)
         for i in range(9):
             assert get(i, admin) == 200
-        assert _within(2.0, lambda: _audit_rows(url) == before + 9)
+        assert eventually(2.0, lambda: _audit_rows(url) == before + 9)
         for client in clients:
             client.close()
         assert all(SECRET not in s.output() for s in servers)
@@ -131,7 +122,7 @@ def test_a_job_of_a_server_killed_mid_way_is_finished_by_another(tmp_path, s3_en
         files = [("files", (f"yard{i}.txt", f"Yard {i} turns locomotive {200 + i}.".encode())) for i in range(3)]
         with httpx.Client(base_url=doomed.url, headers=headers, timeout=120) as a:
             job = a.post("/v1/collections/default/documents", files=files).json()["job_id"]
-        assert _within(180, lambda: f"holding job {job} after 1 file(s)" in doomed.output()), doomed.output()[-2000:]
+        assert eventually(180, lambda: f"holding job {job} after 1 file(s)" in doomed.output()), doomed.output()[-2000:]
         doomed.proc.send_signal(signal.SIGKILL)
         assert doomed.proc.wait(timeout=30) == -signal.SIGKILL
         with httpx.Client(base_url=survivor.url, headers=headers, timeout=120) as b:

@@ -12,7 +12,7 @@ import time
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.together import run_together
+from tests.together import eventually, run_together
 
 
 def _server(index, tmp_path, url: str, configs=("no-llm",), overrides_extra=(), **settings) -> TestClient:
@@ -51,9 +51,9 @@ def test_a_key_made_through_one_server_opens_all_and_its_revocation_closes_all(c
     _, (a, b, c) = cluster
     a.app.state.service.keys.create("admin", admin=True)  # keys remain after the revocation: the server stays closed
     key = a.app.state.service.keys.create("acme", "default")
-    assert all(_within(1.0, lambda s=s: _get(s, key).status_code == 200) for s in (a, b, c))
+    assert all(eventually(1.0, lambda s=s: _get(s, key).status_code == 200) for s in (a, b, c))
     c.app.state.service.keys.revoke("acme")
-    assert all(_within(1.0, lambda s=s: _get(s, key).status_code == 401) for s in (a, b, c))
+    assert all(eventually(1.0, lambda s=s: _get(s, key).status_code == 401) for s in (a, b, c))
 
 
 def test_a_keys_rate_limit_holds_across_servers(cluster):
@@ -99,18 +99,9 @@ def test_the_database_down_is_503_with_retry_after_and_healthz_says_so(postgres,
         health = server.get("/healthz")
         assert health.status_code == 503 and health.json()["status"] == "unavailable"
         own.start()
-        assert _within(15.0, lambda: _get(server, key).status_code == 200)
+        assert eventually(15.0, lambda: _get(server, key).status_code == 200)
         assert server.get("/healthz").status_code == 200
         server.app.state.service.state.close()
-
-
-def _within(seconds: float, condition) -> bool:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
 
 
 @pytest.mark.slow

@@ -15,7 +15,7 @@ import pytest
 from switchyard.errors import AccessError, StateUnavailable, UsageError
 from switchyard.run_context import ALL
 from switchyard.service.state import LocalState, open_state, redact, state_url
-from tests.together import run_together
+from tests.together import eventually, run_together
 
 
 @pytest.fixture(params=["local", "postgresql"])
@@ -58,9 +58,9 @@ def test_a_key_created_or_revoked_by_one_server_holds_for_another_within_a_secon
     one, two = backend(), backend()
     assert not two.keys.active()
     key = one.keys.create("shared", admin=True)
-    assert _within(1.0, lambda: two.keys.verify(key) is not None)
+    assert eventually(1.0, lambda: two.keys.verify(key) is not None)
     one.keys.revoke("shared")
-    assert _within(1.0, lambda: two.keys.verify(key) is None)
+    assert eventually(1.0, lambda: two.keys.verify(key) is None)
 
 
 @pytest.mark.parametrize("backend", ["postgresql"], indirect=True)  # local counts are one process's
@@ -95,7 +95,7 @@ def test_runs_in_flight_hold_across_servers_and_a_dead_servers_slots_expire(back
     held_by_alive = len(alive.key_runs._held.get("k", []))
     for _ in range(held_by_alive):
         alive.key_runs.release("k")
-    assert _within(3.0, lambda: alive.key_runs.try_acquire("k", 1))
+    assert eventually(3.0, lambda: alive.key_runs.try_acquire("k", 1))
 
 
 def test_audit_lines(backend, tmp_path):
@@ -147,7 +147,7 @@ def test_a_database_that_goes_down_is_503_and_comes_back_by_itself(postgres, tmp
         assert err.value.headers["Retry-After"] == "5" and "password" not in err.value.message
         assert state.health()["ok"] is False
         own.start()
-        assert _within(15.0, lambda: state.health()["ok"])
+        assert eventually(15.0, lambda: state.health()["ok"])
         state.keys._expire()
         assert state.keys.verify(key) is not None and state.rate_limiter.hit("k", 5) is None
         state.close()
@@ -170,19 +170,6 @@ def test_the_local_backend_is_what_a_server_gets_without_a_url(tmp_path, monkeyp
     state = open_state(state_url(None), str(tmp_path / "index"), tmp_path / "uploads")
     assert isinstance(state, LocalState) and state.health() == {"backend": "local", "ok": True}
     assert state.keys.where == str(tmp_path / "index" / ".switchyard-keys.json")
-
-
-def _within(seconds: float, condition) -> bool:
-    deadline = time.monotonic() + seconds
-    while True:
-        try:
-            if condition():
-                return True
-        except StateUnavailable:
-            pass
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
 
 
 def _job(tmp_path, store, name="a.txt", text="The knuckle coupler was patented by Eli Janney."):
