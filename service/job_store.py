@@ -126,9 +126,12 @@ def job_from_row(row: tuple, files: list[tuple]) -> Job:
     )
 
 
-def encoded_access(job: Job) -> tuple[str, str | None]:
-    """The job's `acl` and `scope` as stored: comma-separated labels, and the scope's JSON list (None: ALL)."""
-    return ",".join(job.acl), None if isinstance(job.scope, AllScope) else json.dumps(list(job.scope))
+def job_values(job: Job) -> tuple:
+    """The job's row as stored, in JOB_COLUMNS order: `acl` as comma-separated labels, `scope` as a JSON list (None:
+    ALL)."""
+    scope = None if isinstance(job.scope, AllScope) else json.dumps(list(job.scope))
+    fields = (job.id, job.collection, job.state, job.error, job.created, job.started, job.finished, job.attempts)
+    return (*fields, job.owner, ",".join(job.acl), scope)
 
 
 def job_store_path(store_uri: str, upload_dir: Path) -> Path:
@@ -218,18 +221,7 @@ class SqliteJobStore(JobStore):
                 "acl, scope) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET state = "
                 "excluded.state, error = excluded.error, started = excluded.started, finished = "
                 "excluded.finished, attempts = excluded.attempts, owner = excluded.owner",
-                (
-                    job.id,
-                    job.collection,
-                    job.state,
-                    job.error,
-                    job.created,
-                    job.started,
-                    job.finished,
-                    job.attempts,
-                    job.owner,
-                    *encoded_access(job),
-                ),
+                job_values(job),
             )
             db.execute("DELETE FROM job_files WHERE job_id = ?", (job.id,))
             db.executemany(

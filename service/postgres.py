@@ -47,8 +47,8 @@ from switchyard.service.job_store import (
     Job,
     JobClaimLost,
     JobStore,
-    encoded_access,
     job_from_row,
+    job_values,
 )
 from switchyard.service.keys import KeyRecord, KeyRuns, KeyStore, RateLimiter
 from switchyard.service.state import redact
@@ -452,26 +452,12 @@ class PostgresJobStore(JobStore):
     def _upsert(self, conn, job: Job) -> int:
         lease = self._lease(job)
         return conn.execute(
-            "INSERT INTO jobs (id, collection, state, error, created, started, finished, attempts, owner, "
-            "lease_until, acl, scope) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, "
-            "CASE WHEN %s::interval IS NULL THEN NULL ELSE clock_timestamp() + %s::interval END, %s, %s) "
+            f"INSERT INTO jobs ({JOB_COLUMNS}, lease_until) VALUES ({', '.join(['%s'] * 11)}, "
+            "CASE WHEN %s::interval IS NULL THEN NULL ELSE clock_timestamp() + %s::interval END) "
             "ON CONFLICT (id) DO UPDATE SET state = excluded.state, error = excluded.error, started = "
             "excluded.started, finished = excluded.finished, attempts = excluded.attempts, owner = excluded.owner, "
             "lease_until = excluded.lease_until WHERE jobs.owner IS NOT DISTINCT FROM excluded.owner",
-            (
-                job.id,
-                job.collection,
-                job.state,
-                job.error,
-                job.created,
-                job.started,
-                job.finished,
-                job.attempts,
-                job.owner,
-                lease,
-                lease,
-                *encoded_access(job),
-            ),
+            (*job_values(job), lease, lease),
         ).rowcount
 
     def accept(self, job: Job, missing_ok: bool = False) -> None:

@@ -230,6 +230,17 @@ def fit(rule: str, x: np.ndarray, y: np.ndarray, rels: list[np.ndarray]):
         b, a = np.polyfit(x, y, 1)
         return lambda v: snap(a + b * v)
     # stump: threshold between consecutive distinct feature values, >= 2 training sets a side
+    best = _stump(x, rels)
+    if best is None:
+        w = best_common(rels)
+        return lambda v: w
+    _, t, wl, wr = best
+    return lambda v: wl if v < t else wr
+
+
+def _stump(x: np.ndarray, rels: list[np.ndarray]):
+    """The best threshold between consecutive distinct feature values, >= 2 training sets a side: (gain,
+    threshold, weight below, weight at or above), or None."""
     order = np.argsort(x)
     best = None
     for i in range(2, len(x) - 1):
@@ -241,11 +252,7 @@ def fit(rule: str, x: np.ndarray, y: np.ndarray, rels: list[np.ndarray]):
         gain = sum(rels[j][WEIGHTS.index(wl)] for j in left) + sum(rels[j][WEIGHTS.index(wr)] for j in right)
         if best is None or gain > best[0] + 1e-12:
             best = (gain, (lo + hi) / 2, wl, wr)
-    if best is None:
-        w = best_common(rels)
-        return lambda v: w
-    _, t, wl, wr = best
-    return lambda v: wl if v < t else wr
+    return best
 
 
 def fit_params(rule: str, x: np.ndarray, y: np.ndarray, rels: list[np.ndarray]) -> dict:
@@ -255,17 +262,7 @@ def fit_params(rule: str, x: np.ndarray, y: np.ndarray, rels: list[np.ndarray]) 
     if rule == "linear":
         b, a = np.polyfit(x, y, 1)
         return {"intercept": round(float(a), 4), "slope": round(float(b), 4)}
-    order = np.argsort(x)
-    best = None
-    for i in range(2, len(x) - 1):
-        lo, hi = x[order[i - 1]], x[order[i]]
-        if lo == hi:
-            continue
-        left, right = order[:i], order[i:]
-        wl, wr = best_common([rels[j] for j in left]), best_common([rels[j] for j in right])
-        gain = sum(rels[j][WEIGHTS.index(wl)] for j in left) + sum(rels[j][WEIGHTS.index(wr)] for j in right)
-        if best is None or gain > best[0] + 1e-12:
-            best = (gain, (lo + hi) / 2, wl, wr)
+    best = _stump(x, rels)
     return {"threshold": round(float(best[1]), 4), "below": best[2], "at_or_above": best[3]}
 
 
