@@ -162,7 +162,9 @@ def dev_loop(result: dict) -> str:
     for key, label in (("full_suite", "full suite (`.ci/run`)"), ("fast_lane", "fast lane")):
         if f.get(key):
             rows.append(f"| {label} | {_counts(f[key])} | {f[key]['seconds']:,.0f} |")
-    return "\n".join(rows) + f"\n\n{_provenance(result)}"
+    status = f.get("ci_rc", f.get("setup_rc"))
+    verdict = f"`.ci/run` exit status {status}" + (" (green)" if status == 0 else " (**red**)")
+    return "\n".join(rows) + f"\n\n{verdict}; clone of {f['clone_of'][:8]}.\n\n{_provenance(result)}"
 
 
 def dev_loop_line(result: dict) -> str:
@@ -171,7 +173,7 @@ def dev_loop_line(result: dict) -> str:
     parts = [f"set-up {f['setup_seconds'] / 60:.1f} min"]
     for key, label in (("full_suite", "full suite"), ("fast_lane", "fast lane")):
         if f.get(key):
-            parts.append(f"{label} {f[key].get('passed', 0):,} passed in {_duration(f[key]['seconds'])}")
+            parts.append(f"{label} {_counts(f[key])} in {_duration(f[key]['seconds'])}")
     line = (
         f"Measured from a fresh clone on {result['machine']['cores']} cores ({result['finished'][:10]}): "
         f"{', '.join(parts)} (`python -m bench run dev_loop`)."
