@@ -11,7 +11,9 @@ scope is an `AccessError`, never read as "everything". Searches and fetches by i
 
 from __future__ import annotations
 
+import random
 import threading
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict
 
@@ -39,6 +41,8 @@ from switchyard.retrievers.store.schema import (
     table_windows,
 )
 from switchyard.run_context import ALL, Scope
+
+UPKEEP_ATTEMPTS = 5  # index upkeep retried on a commit conflict with another process writing the same collection
 
 
 class IndexStore:
@@ -351,6 +355,18 @@ class IndexStore:
         Rows written after an index was built are still searched (exhaustively) until the next refresh, so a
         crash between a write and this call costs speed, never results.
         """
+        for attempt in range(UPKEEP_ATTEMPTS):
+            try:
+                self._refresh_indexes()
+                return
+            except Exception as exc:  # LanceDB raises RuntimeError("lance error: Retryable commit conflict ...")
+                if "retryable commit conflict" not in str(exc).lower() or attempt == UPKEEP_ATTEMPTS - 1:
+                    raise
+                # another process (a server sharing the index) committed index upkeep at the same version:
+                # look again (the index it built may be the one this call wanted), after a jittered pause
+                time.sleep(random.uniform(0.05, 0.25) * (attempt + 1))
+
+    def _refresh_indexes(self) -> None:
         tbl = self.table()
         if tbl.count_rows() == 0:
             return

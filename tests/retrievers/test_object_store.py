@@ -183,3 +183,30 @@ class TestSecondProcess:
         assert data["config"]["store"]["storage_options"]["aws_secret_access_key"] == f"env:{SECRET_VAR}"
         # and this process sees what the CLI process wrote
         assert len(make_stack(embedder, overrides).store.list_documents(ALL)) == 5
+
+
+@pytest.mark.slow
+def test_writers_in_several_processes_make_one_new_collection_at_once(s3_endpoint, embedder, tmp_path):
+    """Six stacks (as six servers would hold) ingest into the same new collection on S3 at once: their index upkeep
+    commits conflict ("Retryable commit conflict"), is retried, and every document lands once."""
+    import time
+
+    from switchyard.configs.loader import load_config
+    from switchyard.retrievers.stack import RetrievalStack
+    from tests.together import run_together
+
+    uri = f"s3://{BUCKET}/race-{int(time.time() * 1000)}"
+    overrides = [o for o in s3_overrides(s3_endpoint) if not o.startswith("store.uri=")] + [f"store.uri={uri}"]
+    files = []
+    for i in range(6):
+        files.append(tmp_path / f"depot{i}.txt")
+        files[-1].write_text(f"Depot {i} keeps shunter number {1000 + i}.")
+
+    def ingest(i: int):
+        stack = RetrievalStack(load_config(None, overrides), embedder=embedder)
+        return stack.ingestor(progress=False).run([files[i]])
+
+    reports = run_together(6, ingest)
+    assert [r.added for r in reports] == [1] * 6 and not any(r.errors for r in reports)
+    stack = RetrievalStack(load_config(None, overrides), embedder=embedder)
+    assert sorted(d["title"] for d in stack.store.list_documents(ALL)) == [f"depot{i}" for i in range(6)]
