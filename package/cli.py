@@ -47,8 +47,8 @@ def _state_option(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--state",
         metavar="URL",
-        help="postgresql://... shared by several servers: keys, per-key limits and the audit log (default: "
-        "$SWITCHYARD_STATE_URL, else files beside the index for one server)",
+        help="postgresql://... shared by several servers: keys, per-key limits, the audit log, upload jobs, paused "
+        "runs and conversations (default: $SWITCHYARD_STATE_URL, else files beside the index for one server)",
     )
 
 

@@ -98,16 +98,15 @@ class BearerAuth:
             await _reply(scope, send, 401, principal, [(b"www-authenticate", b"Bearer")])
             return
         scope.setdefault("state", {})["principal"] = principal
-        if principal.rpm:
-            if wait is not None:
-                await _reply(
-                    scope,
-                    send,
-                    429,
-                    f"key {principal.name!r} is past its {principal.rpm} requests per minute; retry shortly",
-                    [(b"retry-after", str(max(1, math.ceil(wait))).encode())],
-                )
-                return
+        if wait is not None:
+            await _reply(
+                scope,
+                send,
+                429,
+                f"key {principal.name!r} is past its {principal.rpm} requests per minute; retry shortly",
+                [(b"retry-after", str(max(1, math.ceil(wait))).encode())],
+            )
+            return
         await self.app(scope, receive, send)
 
     @staticmethod

@@ -1,6 +1,6 @@
 """API keys and what each may do: `Principal` (who a request is: its collections, write and admin rights, access
-groups and limits), `KeyStore` (the keys a server accepts) and the per-key limits of one process (`RateLimiter`:
-requests per minute; `KeyRuns`: runs in flight).
+groups and limits), `KeyStore` (the keys a server accepts) and the per-key limits (`RateLimiter`: requests per
+minute; `KeyRuns`: runs in flight), each an interface whose `Local*` implementation counts in one process.
 
 A key is `sy_<id>_<secret>`: the id finds its record, the secret is checked against a salted hash. A store holds the
 id, the salt and the hash, never the key; `keys create` prints the key once. `KeyStore` is the interface (checks,

@@ -51,6 +51,7 @@ from switchyard.service.job_store import (
     job_values,
 )
 from switchyard.service.keys import KeyRecord, KeyRuns, KeyStore, RateLimiter
+from switchyard.service.settings import JOB_LEASE_S
 from switchyard.service.state import redact
 from switchyard.service.threads import PausedRuns
 
@@ -148,7 +149,7 @@ MIGRATIONS: tuple[str, ...] = (
     """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
-_MIGRATION_LOCK = 7_311_982_001  # pg_advisory_lock key: one migrating server at a time
+SCHEMA_LOCK = "switchyard schema"  # the advisory lock (`advisory_lock`) held while a server migrates the schema
 
 
 def server_id() -> str:
@@ -157,7 +158,8 @@ def server_id() -> str:
 
 
 class PostgresState:
-    """Keys, limits and the audit log in one PostgreSQL database (service/state.py describes the backends)."""
+    """A server's state in one PostgreSQL database shared with other servers (service/state.py describes the
+    backends)."""
 
     def __init__(
         self,
@@ -165,7 +167,7 @@ class PostgresState:
         *,
         audit_questions: bool = False,
         run_lease_s: float = 600.0,
-        job_lease_s: float = 30.0,
+        job_lease_s: float = JOB_LEASE_S,
         max_connections: int = 8,
         timeout_s: float = CONNECT_TIMEOUT_S,
     ):
@@ -229,12 +231,8 @@ class PostgresState:
                 )
                 self._saver_pool.open(wait=True, timeout=self.timeout_s)
                 saver = PostgresSaver(self._saver_pool, serde=checkpoint_serde())  # type: ignore[arg-type]
-                with self.connection() as conn:  # one server at a time runs LangGraph's own migrations
-                    conn.execute("SELECT pg_advisory_lock(%s)", (_MIGRATION_LOCK,))
-                    try:
-                        saver.setup()
-                    finally:
-                        conn.execute("SELECT pg_advisory_unlock(%s)", (_MIGRATION_LOCK,))
+                with self.advisory_lock(SCHEMA_LOCK):  # one server at a time runs LangGraph's own migrations
+                    saver.setup()
                 self._saver = saver
             return self._saver
 
@@ -270,24 +268,20 @@ class PostgresState:
 
 def migrate(state: PostgresState) -> int:
     """Bring the schema to SCHEMA_VERSION (one server at a time) and return the version found before."""
-    with state.connection() as conn:
-        conn.execute("SELECT pg_advisory_lock(%s)", (_MIGRATION_LOCK,))
-        try:
-            conn.execute("CREATE TABLE IF NOT EXISTS switchyard_schema (version integer NOT NULL)")
-            row = conn.execute("SELECT max(version) FROM switchyard_schema").fetchone()
-            found = row[0] if row and row[0] is not None else 0
-            if found > SCHEMA_VERSION:
-                raise UsageError(
-                    f"the state database {state.where} has schema version {found}, made by a newer Switchyard "
-                    f"(this one knows up to {SCHEMA_VERSION}); upgrade this server"
-                )
-            for version in range(found + 1, SCHEMA_VERSION + 1):
-                with conn.transaction():
-                    conn.execute(MIGRATIONS[version - 1])
-                    conn.execute("INSERT INTO switchyard_schema (version) VALUES (%s)", (version,))
-                log.info("state database %s migrated to schema version %d", state.where, version)
-        finally:
-            conn.execute("SELECT pg_advisory_unlock(%s)", (_MIGRATION_LOCK,))
+    with state.advisory_lock(SCHEMA_LOCK), state.connection() as conn:
+        conn.execute("CREATE TABLE IF NOT EXISTS switchyard_schema (version integer NOT NULL)")
+        row = conn.execute("SELECT max(version) FROM switchyard_schema").fetchone()
+        found = row[0] if row and row[0] is not None else 0
+        if found > SCHEMA_VERSION:
+            raise UsageError(
+                f"the state database {state.where} has schema version {found}, made by a newer Switchyard "
+                f"(this one knows up to {SCHEMA_VERSION}); upgrade this server"
+            )
+        for version in range(found + 1, SCHEMA_VERSION + 1):
+            with conn.transaction():
+                conn.execute(MIGRATIONS[version - 1])
+                conn.execute("INSERT INTO switchyard_schema (version) VALUES (%s)", (version,))
+            log.info("state database %s migrated to schema version %d", state.where, version)
     return found
 
 
@@ -435,7 +429,7 @@ class PostgresJobStore(JobStore):
     server that takes a job over writes them to the same path (servers sharing a state database share an
     `--upload-dir` path, so a file's documents keep their ids whichever server ingests them)."""
 
-    def __init__(self, state: PostgresState, lease_s: float = 30.0):
+    def __init__(self, state: PostgresState, lease_s: float = JOB_LEASE_S):
         self.state = state
         self.lease_s = lease_s
         self._lease_span = timedelta(seconds=lease_s)
@@ -559,22 +553,15 @@ class PostgresPausedRuns(PausedRuns):
         self.state = state
         self.stale_after_s = stale_after_s
         self.checkpointer = state.checkpointer()
-        with state.connection() as conn:
-            conn.execute(
-                "DELETE FROM threads WHERE state NOT IN ('paused', 'running') AND updated < %s",
-                (time.time() - KEEP_FINISHED_S,),
-            )
+        self._forget_finished()
 
     def _write(self, sql: str, params: tuple) -> int:
         with self.state.connection() as conn:
             return conn.execute(sql.replace("?", "%s"), params).rowcount
 
-    def _read(self, thread_id: str) -> tuple | None:
+    def _fetchone(self, sql: str, params: tuple) -> tuple | None:
         with self.state.connection() as conn:
-            return conn.execute(
-                "SELECT id, owner, pipeline, collection, state, expires_at, updated FROM threads WHERE id = %s",
-                (thread_id,),
-            ).fetchone()
+            return conn.execute(sql.replace("?", "%s"), params).fetchone()
 
     def close(self) -> None:
         """Nothing of its own: the state's pools close with it."""

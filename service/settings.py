@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 TOKEN_ENV = "SWITCHYARD_API_TOKEN"
+JOB_LEASE_S = 30.0  # with a shared state database: how long a server's claim on an upload job lasts unless renewed
 
 
 @dataclass(frozen=True)
@@ -28,7 +29,7 @@ class ServiceSettings:
     token_with_keys: bool = False
     # PostgreSQL shared by several servers (service/state.py); None: files beside the index (one server)
     state_url: str | None = field(default=None, repr=False)
-    job_lease_s: float = 30.0  # with state_url: how long a server's claim on an upload job lasts unless renewed
+    job_lease_s: float = JOB_LEASE_S  # with state_url
 
     def __post_init__(self):
         if not self.configs:

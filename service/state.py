@@ -30,6 +30,7 @@ from switchyard.service.keys import (
     RateLimiter,
     keys_path,
 )
+from switchyard.service.settings import JOB_LEASE_S
 from switchyard.service.threads import PausedRuns, SqlitePausedRuns
 
 STATE_ENV = "SWITCHYARD_STATE_URL"
@@ -98,8 +99,8 @@ def redact(url: str) -> str:
     if not sep or "@" not in rest:
         return url
     userinfo, _, host = rest.rpartition("@")
-    user = userinfo.split(":", 1)[0]
-    return f"{scheme}://{user + ':***@' if user else ''}{host}"
+    user, has_password, _ = userinfo.partition(":")
+    return f"{scheme}://{user}{':***' if has_password else ''}@{host}"
 
 
 def open_state(
@@ -108,7 +109,7 @@ def open_state(
     upload_dir: Path,
     audit_log: Path | None = None,
     audit_questions: bool = False,
-    job_lease_s: float = 30.0,
+    job_lease_s: float = JOB_LEASE_S,
 ) -> ServerState:
     """The state backend for a server over the index at `store_uri`: PostgreSQL at `url`, else local files."""
     if url is None:

@@ -56,8 +56,8 @@ def migrate_state(folder: Path, url: str) -> Migrated:
         _keys(folder / KEYS_NAME, state, done)
         _jobs(folder / JOB_STORE_NAME, state, done)
         _threads(folder / THREADS_NAME, state, done)
-        _checkpoints(folder / THREADS_NAME, state.checkpointer(), "checkpoint", done)
-        _checkpoints(folder / CONVERSATIONS_NAME, state.checkpointer(), "checkpoint", done)
+        _checkpoints(folder / THREADS_NAME, state.checkpointer(), done)
+        _checkpoints(folder / CONVERSATIONS_NAME, state.checkpointer(), done)
     finally:
         state.close()
     return done
@@ -115,7 +115,7 @@ def _threads(path: Path, state: PostgresState, done: Migrated) -> None:
             done.count("paused runs", copied=bool(copied))
 
 
-def _checkpoints(path: Path, target: BaseCheckpointSaver, kind: str, done: Migrated) -> None:
+def _checkpoints(path: Path, target: BaseCheckpointSaver, done: Migrated) -> None:
     """Every checkpoint of every thread of a SQLite checkpointer file, oldest first, with its pending writes."""
     if not path.is_file():
         return
@@ -129,7 +129,7 @@ def _checkpoints(path: Path, target: BaseCheckpointSaver, kind: str, done: Migra
         for item in reversed(tuples):  # list() gives the newest first; parents go in first
             configurable = item.config["configurable"]
             if target.get_tuple(item.config) is not None:
-                done.count(f"{kind}s", copied=False)
+                done.count("checkpoints", copied=False)
                 continue
             start = {"thread_id": configurable["thread_id"], "checkpoint_ns": configurable["checkpoint_ns"]}
             parent = item.parent_config or RunnableConfig(configurable=start)
@@ -139,6 +139,6 @@ def _checkpoints(path: Path, target: BaseCheckpointSaver, kind: str, done: Migra
                 by_task.setdefault(task_id, []).append((channel, value))
             for task_id, writes in by_task.items():
                 target.put_writes(stored, writes, task_id)
-            done.count(f"{kind}s", copied=True)
+            done.count("checkpoints", copied=True)
     finally:
         conn.close()

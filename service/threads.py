@@ -68,11 +68,18 @@ class PausedRuns(abc.ABC):
         """Run one write statement (qmark parameters) in a transaction; the rows it changed."""
 
     @abc.abstractmethod
-    def _read(self, thread_id: str) -> tuple | None:
-        """(id, owner, pipeline, collection, state, expires_at, updated) of a thread, or None."""
+    def _fetchone(self, sql: str, params: tuple) -> tuple | None:
+        """The first row of one query (qmark parameters), or None."""
 
     @abc.abstractmethod
     def close(self) -> None: ...
+
+    def _forget_finished(self) -> None:
+        """Rows of threads that ended more than KEEP_FINISHED_S ago go (a store calls this when it opens)."""
+        self._write(
+            "DELETE FROM threads WHERE state NOT IN ('paused', 'running') AND updated < ?",
+            (time.time() - KEEP_FINISHED_S,),
+        )
 
     def add(self, thread_id: str, owner: str, pipeline: str, collection: str, expires_at: float) -> None:
         now = time.time()
@@ -83,7 +90,10 @@ class PausedRuns(abc.ABC):
         )
 
     def get(self, thread_id: str) -> Thread | None:
-        row = self._read(thread_id)
+        row = self._fetchone(
+            "SELECT id, owner, pipeline, collection, state, expires_at, updated FROM threads WHERE id = ?",
+            (thread_id,),
+        )
         if row is None:
             return None
         thread, claimed_at = Thread(*row[:-1]), row[-1]
@@ -119,6 +129,7 @@ class SqlitePausedRuns(PausedRuns):
     def __init__(self, path: Path, stale_after_s: float = 3600.0):
         self.path = Path(path)
         self.stale_after_s = stale_after_s
+        self._lock = threading.Lock()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._conn = connect(self.path)
@@ -126,26 +137,18 @@ class SqlitePausedRuns(PausedRuns):
             self._saver = SqliteSaver(connect(self.path), serde=checkpoint_serde())
             self._saver.setup()
             self.checkpointer = self._saver
-            with write_transaction(self._conn) as db:
-                db.execute(_SCHEMA)
-                db.execute(
-                    "DELETE FROM threads WHERE state NOT IN ('paused', 'running') AND updated < ?",
-                    (time.time() - KEEP_FINISHED_S,),
-                )
+            self._write(_SCHEMA, ())
+            self._forget_finished()
         except (OSError, sqlite3.Error) as exc:  # e.g. a read-only index folder: one clear line at start
             raise StoreError(f"cannot keep paused runs in {self.path}: {first_line(exc)}") from exc
-        self._lock = threading.Lock()
 
     def _write(self, sql: str, params: tuple) -> int:
         with self._lock, write_transaction(self._conn) as db:
             return db.execute(sql, params).rowcount
 
-    def _read(self, thread_id: str) -> tuple | None:
+    def _fetchone(self, sql: str, params: tuple) -> tuple | None:
         with self._lock:
-            return self._conn.execute(
-                "SELECT id, owner, pipeline, collection, state, expires_at, updated FROM threads WHERE id = ?",
-                (thread_id,),
-            ).fetchone()
+            return self._conn.execute(sql, params).fetchone()
 
     def close(self) -> None:
         with self._lock:

@@ -160,6 +160,7 @@ def test_state_urls_are_checked_and_never_shown_with_their_password(monkeypatch)
     assert state_url(None) == "postgresql://u:s3cret@db:5432/sy"
     assert redact("postgresql://u:s3cret@db:5432/sy") == "postgresql://u:***@db:5432/sy"
     assert redact("postgresql://db/sy") == "postgresql://db/sy"
+    assert redact("postgresql://u@db/sy") == "postgresql://u@db/sy"  # no password: nothing to hide
     with pytest.raises(UsageError, match="postgresql://") as err:
         state_url("mysql://u:s3cret@db/sy")
     assert "s3cret" not in str(err.value)
