@@ -32,18 +32,24 @@ import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
+from typing import TypeVar
 
+from switchyard.errors import StateUnavailable
 from switchyard.retrievers.stack import RetrievalStack
 from switchyard.run_context import ALL, Scope
 from switchyard.service.job_store import MAX_ATTEMPTS, FileStatus, Job, JobClaimLost, JobStore
 
 log = logging.getLogger("switchyard.service")
+T = TypeVar("T")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 STOPPED = "the server stopped during the job"
 STAGING_KEEP_S = 86400  # staging folders of uploads cut off by a crash are removed at start after a day
+RECORD_RETRY_S = 2.0  # how often a job retries the state database while it is down
 # Tests only: with this set to N, a job's worker holds once N files of it are committed to the index and before the
-# Nth is recorded, until the server stops; the kill -9 test kills the server there (tests/service/test_jobs.py).
+# Nth is recorded, until the server stops (the kill -9 test kills the server there, tests/service/test_jobs.py);
+# with N:S, for S seconds (the outage test stops the database there, tests/service/test_many_servers.py).
 TEST_HOLD_ENV = "SWITCHYARD_TEST_HOLD_JOB_AFTER_FILES"
 
 
@@ -70,7 +76,8 @@ class IngestJobs:
         self.store = store
         self._stopping = threading.Event()
         self._watch: threading.Thread | None = None
-        self._hold_after = int(os.environ.get(TEST_HOLD_ENV) or 0)
+        hold = (os.environ.get(TEST_HOLD_ENV) or "0").split(":")
+        self._hold_after, self._hold_s = int(hold[0]), float(hold[1]) if len(hold) > 1 else None
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ingest")
 
     def staging(self) -> Path:
@@ -135,7 +142,7 @@ class IngestJobs:
     def _run(self, job: Job) -> None:
         try:
             job.state, job.started, job.attempts = "running", time.time(), job.attempts + 1
-            self.store.save(job)
+            self._record(job)
             stack = self._stack_for(job.collection)
             ingested = 0
             for position, status in enumerate(job.files):
@@ -143,7 +150,7 @@ class IngestJobs:
                     continue  # reported before a restart
                 if self._stopping.is_set():
                     return  # a graceful stop: the job stays running and is resumed at the next start
-                path = self.store.file_path(job, position)
+                path = self._waiting_out_outages(job, partial(self.store.file_path, job, position))
                 if not path.is_file():
                     status.status, status.error = "error", "the uploaded file is no longer in the upload folder"
                 else:
@@ -156,25 +163,48 @@ class IngestJobs:
                     ingested += 1
                     if ingested == self._hold_after:
                         self._hold_for_test(job, ingested)
-                self.store.save(job)
+                self._record(job)
             job.state = "done"
         except JobClaimLost as exc:  # another server runs it now: stop here, write nothing more
             log.warning("%s", exc)
+            return
+        except StateUnavailable:  # stopping while the database is down: the claim lapses, another server resumes it
             return
         except Exception as exc:  # the job fails, the collection keeps what was committed
             reason = f"{type(exc).__name__}: {exc}"[:500]
             job.state, job.error = "failed", f"{STOPPED}; resuming it failed: {reason}" if job.resumed else reason
         job.finished = time.time()
         try:
-            self.store.save(job)
-        except JobClaimLost as exc:
+            self._record(job)
+        except (JobClaimLost, StateUnavailable) as exc:
             log.warning("%s", exc)
         except Exception:
             log.exception("cannot record the end of upload job %s", job.id)
 
     def _hold_for_test(self, job: Job, files: int) -> None:
         print(f"{TEST_HOLD_ENV}: holding job {job.id} after {files} file(s)", file=sys.stderr, flush=True)
-        self._stopping.wait()
+        self._stopping.wait(self._hold_s)
+
+    def _record(self, job: Job) -> None:
+        self._waiting_out_outages(job, partial(self.store.save, job))
+
+    def _waiting_out_outages(self, job: Job, action: Callable[[], T]) -> T:
+        """`action()` on the job's store, retried while the state database is down: what was ingested is committed in
+        the index and known here, so the job goes on once the database is back (or stops with JobClaimLost, if its
+        claim lapsed meanwhile and another server resumed it). Raises StateUnavailable only when the server stops."""
+        waiting = False
+        while True:
+            try:
+                done = action()
+                if waiting:
+                    log.warning("upload job %s: the state database is back", job.id)
+                return done
+            except StateUnavailable as exc:
+                if not waiting:
+                    log.warning("upload job %s: waiting for the state database: %s", job.id, exc)
+                    waiting = True
+                if self._stopping.wait(RECORD_RETRY_S):
+                    raise
 
     def _keep_leases(self) -> None:
         """A shared store's upkeep, every third of a lease: renew this server's claims, take over lapsed ones."""

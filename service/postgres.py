@@ -150,11 +150,45 @@ MIGRATIONS: tuple[str, ...] = (
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 SCHEMA_LOCK = "switchyard schema"  # the advisory lock (`advisory_lock`) held while a server migrates the schema
+LOCK_POLL_S = 0.05  # how often a server waiting for an advisory lock asks for it again
+PROBE_S = 1.0  # while the database is down, how often a call tries it (the others are refused at once)
 
 
 def server_id() -> str:
     """This process, as the rows it writes name it: host and pid."""
     return f"{socket.gethostname()}:{os.getpid()}"
+
+
+class OutageGate:
+    """Fails fast while the database is known to be down: once a connection failed, calls are refused at once,
+    except one probe every `probe_every_s` that tries the database for real (and opens the gate again when it
+    answers). Without it every call in an outage waits the whole connect timeout, and a request that makes several
+    (auth, limits, its handler, the audit row) waits several times over."""
+
+    def __init__(self, probe_every_s: float):
+        self.probe_every_s = probe_every_s
+        self._down = False
+        self._next_probe = 0.0
+        self._lock = threading.Lock()
+
+    def admit(self) -> bool:
+        with self._lock:
+            if not self._down:
+                return True
+            now = time.monotonic()
+            if now < self._next_probe:
+                return False
+            self._next_probe = now + self.probe_every_s
+            return True
+
+    def failed(self) -> None:
+        with self._lock:
+            self._down = True
+            self._next_probe = max(self._next_probe, time.monotonic() + self.probe_every_s)
+
+    def answered(self) -> None:
+        with self._lock:
+            self._down = False
 
 
 class PostgresState:
@@ -178,6 +212,7 @@ class PostgresState:
         self._saver: PostgresSaver | None = None
         self._saver_pool: ConnectionPool | None = None
         self._saver_lock = threading.Lock()
+        self._gate = OutageGate(PROBE_S)
         self.pool = ConnectionPool(
             url,
             min_size=1,
@@ -205,11 +240,17 @@ class PostgresState:
     @contextlib.contextmanager
     def connection(self):
         """A pooled connection (autocommit; `with conn.transaction():` for more than one statement); a database
-        that cannot be reached or fails mid-way is StateUnavailable."""
+        that cannot be reached or fails mid-way is StateUnavailable, at once while it is known to be down (OutageGate)."""
+        if not self._gate.admit():
+            raise StateUnavailable(f"the state database {self.where} is unavailable (tried again every {PROBE_S:g} s)")
+        conn = None
         try:
             with self.pool.connection(timeout=self.timeout_s) as conn:
+                self._gate.answered()
                 yield conn
         except (PoolTimeout, psycopg.OperationalError) as exc:
+            if conn is None or conn.broken:  # not a statement's own error (a timeout, a cancel): the database
+                self._gate.failed()
             raise StateUnavailable(f"the state database {self.where} is unavailable: {first_line(exc)}") from None
 
     def job_store(self, path: Path) -> JobStore:
@@ -244,9 +285,13 @@ class PostgresState:
 
     @contextlib.contextmanager
     def advisory_lock(self, name: str):
-        """A lock every server sharing the database takes: PostgreSQL's session advisory lock, held for the block."""
+        """A lock every server sharing the database takes: PostgreSQL's session advisory lock, held for the block.
+        A waiter polls (pg_try_advisory_lock) instead of blocking in pg_advisory_lock: a statement blocked there
+        holds a snapshot, and the holder's migrations (LangGraph's CREATE INDEX CONCURRENTLY, on another connection)
+        wait for every older snapshot to end, a deadlock through this process that PostgreSQL cannot detect."""
         with self.connection() as conn:
-            conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (name,))
+            while not conn.execute("SELECT pg_try_advisory_lock(hashtext(%s))", (name,)).fetchone()[0]:
+                time.sleep(LOCK_POLL_S)
             try:
                 yield
             finally:

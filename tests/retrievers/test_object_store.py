@@ -12,52 +12,23 @@ import pytest
 
 from switchyard.retrievers.store import ChunkFetch, FullTextSearch, VectorSearch
 from switchyard.run_context import ALL
-from tests.conftest import ROOT, SAMPLES, free_port, stop_process, wait_until_serving
+from tests.conftest import ROOT, SAMPLES
+from tests.moto_server import BUCKET, CREDENTIALS, KEY_ID_VAR, SECRET, SECRET_VAR, MotoS3, s3_overrides
 
-BUCKET = "sy-index"
-KEY_ID_VAR, SECRET_VAR = "SY_TEST_S3_KEY_ID", "SY_TEST_S3_SECRET"
-SECRET = "sy-test-secret-5f0c9e"  # moto accepts any credentials; a distinctive value we can look for in outputs
 QUESTION = "Who patented the knuckle coupler?"
 
 
 @pytest.fixture(scope="module")
 def s3_endpoint(tmp_path_factory):
     """A moto S3 server on a free port with one bucket, and the credentials' env vars set; stopped at the end."""
-    import boto3
-
-    port = free_port()
-    endpoint = f"http://127.0.0.1:{port}"
-    log = tmp_path_factory.mktemp("moto") / "moto.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
+    server = MotoS3(tmp_path_factory.mktemp("moto") / "moto.log")
     try:
-        wait_until_serving(endpoint, proc, "moto server", timeout=30, log=log.read_text)
-        boto3.client(
-            "s3", endpoint_url=endpoint, aws_access_key_id="test", aws_secret_access_key=SECRET, region_name="us-east-1"
-        ).create_bucket(Bucket=BUCKET)
         with pytest.MonkeyPatch.context() as mp:
-            mp.setenv(KEY_ID_VAR, "test")
-            mp.setenv(SECRET_VAR, SECRET)
-            yield endpoint
+            for name, value in CREDENTIALS.items():
+                mp.setenv(name, value)
+            yield server.endpoint
     finally:
-        stop_process(proc, timeout=10)
-
-
-def s3_overrides(endpoint: str, collection: str = "default", secret_var: str = SECRET_VAR) -> list[str]:
-    """The `--set` overrides a user types to put the index on S3."""
-    return [
-        f"store.uri=s3://{BUCKET}/index",
-        f"store.collection={collection}",
-        f"store.storage_options.endpoint={endpoint}",
-        "store.storage_options.region=us-east-1",
-        "store.storage_options.allow_http=true",
-        f"store.storage_options.aws_access_key_id=env:{KEY_ID_VAR}",
-        f"store.storage_options.aws_secret_access_key=env:{secret_var}",
-    ]
+        server.close()
 
 
 def make_stack(embedder, overrides: list[str]):

@@ -1,22 +1,26 @@
-"""Many servers, one state: three real `serve` processes sharing one PostgreSQL (`--state`) and one index on S3
-(moto's S3-compatible server), all on 127.0.0.1, and the same `--upload-dir` path, as a deployment behind a load
-balancer would run them. What they must agree on: keys, a key's rate limit, uploads ingested exactly once, a job
-of a server killed with SIGKILL finished by another, and the audit log.
+"""Many servers, one state: three real `serve` processes sharing one PostgreSQL (`--state`) and one index (on S3, moto's
+S3-compatible server, or one folder), all on 127.0.0.1, and the same `--upload-dir` path, as a deployment behind a
+load balancer would run them. What they must agree on: keys, a key's rate limit, uploads ingested exactly once, a job
+of a server killed with SIGKILL finished by another, the audit log, a paused run answered through another server, a
+conversation going on through a third; and a restart of the database under load, ridden out by all three.
 """
 
 from __future__ import annotations
 
 import contextlib
+import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import httpx
 import pytest
 
 from tests.conftest import ROOT
-from tests.retrievers.test_object_store import BUCKET, KEY_ID_VAR, SECRET, SECRET_VAR, s3_endpoint, s3_overrides
+from tests.moto_server import BUCKET, CREDENTIALS, SECRET, s3_overrides
+from tests.retrievers.test_object_store import s3_endpoint
 from tests.service.conftest import running_server, wait_for_job
 from tests.together import eventually, run_together
 
@@ -31,17 +35,15 @@ def _args(endpoint: str, url: str) -> list[str]:
 
 
 @contextlib.contextmanager
-def _servers(tmp_path, endpoint: str, url: str, uri: str, count: int, env: tuple[dict, ...] = ()):
-    env = env or tuple({} for _ in range(count))
+def _servers(tmp_path, index: str, args: list[str], env: tuple[dict, ...]):
+    """One `serve` per entry of `env` (that server's extra environment), all with the same index and arguments."""
     with contextlib.ExitStack() as stack:
-        yield [
-            stack.enter_context(
-                running_server(
-                    tmp_path, uri, *_args(endpoint, url), env={KEY_ID_VAR: "test", SECRET_VAR: SECRET, **extra}
-                )
-            )
-            for extra in env
-        ]
+        yield [stack.enter_context(running_server(tmp_path, index, *args, env=extra)) for extra in env]
+
+
+def _s3_servers(tmp_path, endpoint: str, url: str, uri: str, count: int, env: tuple[dict, ...] = ()):
+    env = env or tuple({} for _ in range(count))
+    return _servers(tmp_path, uri, _args(endpoint, url), tuple({**CREDENTIALS, **extra} for extra in env))
 
 
 def _keys(url: str, *args: str) -> str:
@@ -64,7 +66,7 @@ def test_three_servers_agree_on_keys_limits_uploads_and_the_audit_log(tmp_path, 
     admin = _keys(url, "create", "ops", "--admin")
     user = _keys(url, "create", "acme", "--collections", "default", "--write")
     metered = _keys(url, "create", "metered", "--collections", "default", "--rpm", "30")
-    with _servers(tmp_path, s3_endpoint, url, uri, 3) as servers:
+    with _s3_servers(tmp_path, s3_endpoint, url, uri, 3) as servers:
         clients = [httpx.Client(base_url=s.url, timeout=120) for s in servers]
 
         def get(i: int, key: str, path: str = "/v1/collections") -> int:
@@ -119,7 +121,7 @@ def test_a_job_of_a_server_killed_mid_way_is_finished_by_another(tmp_path, s3_en
     admin = _keys(url, "create", "ops", "--admin")
     headers = {"Authorization": f"Bearer {admin}"}
     hold = {"SWITCHYARD_TEST_HOLD_JOB_AFTER_FILES": "1"}
-    with _servers(tmp_path, s3_endpoint, url, uri, 2, env=(hold, {})) as (doomed, survivor):
+    with _s3_servers(tmp_path, s3_endpoint, url, uri, 2, env=(hold, {})) as (doomed, survivor):
         files = [("files", (f"yard{i}.txt", f"Yard {i} turns locomotive {200 + i}.".encode())) for i in range(3)]
         with httpx.Client(base_url=doomed.url, headers=headers, timeout=120) as a:
             job = a.post("/v1/collections/default/documents", files=files).json()["job_id"]
@@ -134,3 +136,103 @@ def test_a_job_of_a_server_killed_mid_way_is_finished_by_another(tmp_path, s3_en
             titles = [d["title"] for d in b.get("/v1/collections/default/documents").json()]
         assert sorted(titles) == ["yard0", "yard1", "yard2"]
         assert "took over 1 unfinished upload job" in survivor.output()
+
+
+def test_a_run_paused_through_one_server_is_answered_through_another(tmp_path, sample_index, postgres):
+    """graph.router.approve across processes: A pauses the run, B resumes it step by step to the answer (one scripted
+    OpenAI-compatible model behind all three), C sees it done; a conversation begun on A goes on through C with the
+    first turn in its history."""
+    from tests.nodes.scripted import zeroshot_agent
+    from tests.scripted_openai_server import ScriptedOpenAIServer
+
+    url = postgres.database()
+    key = _keys(url, "create", "alice", "--collections", "default")
+    alice = {"Authorization": f"Bearer {key}"}
+    with ScriptedOpenAIServer(zeroshot_agent) as model:
+        args = ["--config", "agent-approve", "--config", "no-llm", "--no-warm-up", "--state", url]
+        args += ["--set", "llm.backend=openai", "--set", f"llm.base_url={model.url}"]
+        with _servers(tmp_path, sample_index, args, ({}, {}, {})) as servers:
+            a, b, c = (httpx.Client(base_url=s.url, headers=alice, timeout=120) for s in servers)
+            body = a.post("/v1/ask", json={"question": "Who patented the knuckle coupler?"}).json()
+            assert body["status"] == "paused", body
+            thread = body["thread_id"]
+            assert c.get(f"/v1/threads/{thread}").json()["status"] == "paused"
+            while body["status"] == "paused":
+                reply = b.post(f"/v1/threads/{thread}/resume", json={"decision": "approve"})
+                assert reply.status_code == 200, reply.text
+                body = reply.json()
+            assert "Janney" in body["answer"] and c.get(f"/v1/threads/{thread}").json()["status"] == "done"
+
+            question = {"question": "Who patented the knuckle coupler?", "pipeline": "no-llm", "thread_id": "chat-1"}
+            assert a.post("/v1/ask", json=question).status_code == 200
+            follow_up = {**question, "question": "When did he patent it?"}
+            assert c.post("/v1/ask", json=follow_up).status_code == 200
+            history = b.get("/v1/conversations/chat-1").json()
+            assert [(m["role"], m["content"]) for m in history["messages"] if m["role"] == "user"] == [
+                ("user", question["question"]),
+                ("user", follow_up["question"]),
+            ]
+            for client in (a, b, c):
+                client.close()
+
+
+def test_three_servers_ride_out_a_database_restart_under_load(tmp_path, sample_index, postgres):
+    """PostgreSQL stopped for ~8 s and started again while three servers answer searches from six threads and one
+    of them runs an upload job: every request answered 200 or 503 with Retry-After, none takes longer than the
+    request timeout, every server answers again without a restart, and the job, held mid-way across the outage,
+    finishes with every file indexed once."""
+    from switchyard.service.jobs import TEST_HOLD_ENV
+    from tests.postgres_server import PostgresServer
+
+    index = tmp_path / "index"
+    shutil.copytree(sample_index, index)  # the job writes to it
+    with PostgresServer() as own:  # its own server: the session's keeps running for the other tests
+        url = own.database()
+        admin = _keys(url, "create", "ops", "--admin")
+        headers = {"Authorization": f"Bearer {admin}"}
+        args = ["--config", "no-llm", "--no-warm-up", "--state", url, "--timeout", "30"]
+        hold = {TEST_HOLD_ENV: "1:4"}  # A holds its job 4 s after the first file: it records it during the outage
+        with _servers(tmp_path, str(index), args, (hold, {}, {})) as servers:
+            clients = [httpx.Client(base_url=s.url, headers=headers, timeout=60) for s in servers]
+            for client in clients:  # the models loaded before the clock starts
+                assert client.post("/v1/search", json={"query": "knuckle coupler"}).status_code == 200
+            files = [("files", (f"shed{i}.txt", f"Shed {i} stables locomotive {300 + i}.".encode())) for i in range(3)]
+            job = clients[0].post("/v1/collections/default/documents", files=files).json()["job_id"]
+            assert eventually(60, lambda: f"holding job {job}" in servers[0].output()), servers[0].output()[-2000:]
+
+            stop, seen = threading.Event(), []
+
+            def traffic(i: int) -> list[tuple[int, float, str | None]]:
+                replies = []
+                while not stop.is_set():
+                    started = time.monotonic()
+                    r = clients[i % 3].post("/v1/search", json={"query": "knuckle coupler"})
+                    replies.append((r.status_code, time.monotonic() - started, r.headers.get("retry-after")))
+                    if r.status_code == 503:
+                        stop.wait(0.5)
+                return replies
+
+            load = threading.Thread(target=lambda: seen.extend(run_together(6, traffic, timeout=180)))
+            load.start()
+            time.sleep(1.0)
+            own.stop()
+            time.sleep(8.0)
+            own.start()
+            back = [eventually(30, lambda c=c: c.get("/healthz").status_code == 200) for c in clients]
+            time.sleep(1.0)
+            stop.set()
+            load.join(timeout=120)
+
+            replies = [reply for thread in seen for reply in thread]
+            assert back == [True, True, True] and all(s.proc.poll() is None for s in servers)
+            assert {status for status, _, _ in replies} == {200, 503}, replies
+            assert all(retry == "5" for status, _, retry in replies if status == 503)
+            assert max(seconds for _, seconds, _ in replies) < 30
+            assert all(thread[-1][0] == 200 for thread in seen)  # each thread's last request, after the restart
+            done = wait_for_job(clients[1], job, timeout=120)
+            assert done["state"] == "done" and [f["status"] for f in done["files"]] == ["indexed"] * 3, done
+            titles = [d["title"] for d in clients[2].get("/v1/collections/default/documents").json()]
+            assert sorted(t for t in titles if t.startswith("shed")) == ["shed0", "shed1", "shed2"]
+            assert "waiting for the state database" in servers[0].output()
+            for client in clients:
+                client.close()

@@ -7,6 +7,7 @@ Two "servers" here are two state objects over the same files or database, as two
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 
@@ -132,6 +133,37 @@ def test_the_schema_is_created_once_and_a_newer_one_is_refused(postgres):
     assert "\n" not in str(err.value)
 
 
+def test_servers_waiting_for_the_schema_lock_do_not_stall_a_concurrent_index_build(postgres):
+    """Found by three servers starting at once behind a load balancer: the one migrating (LangGraph's checkpointer
+    tables: CREATE INDEX CONCURRENTLY, which waits for every older snapshot) must not wait for the servers that wait
+    for its lock, or neither ever goes on (a deadlock through the application, which PostgreSQL cannot see)."""
+    import psycopg
+
+    from switchyard.service.postgres import SCHEMA_LOCK, PostgresState
+
+    url = postgres.database()
+    holder, waiter = PostgresState(url), PostgresState(url)
+    waited = []
+
+    def wait_for_the_lock() -> None:
+        with waiter.advisory_lock(SCHEMA_LOCK):
+            waited.append(True)
+
+    with holder.advisory_lock(SCHEMA_LOCK):
+        thread = threading.Thread(target=wait_for_the_lock)
+        thread.start()
+        time.sleep(0.5)  # the waiter is waiting
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("SET statement_timeout = '10s'")  # the stall, if any, ends as an error
+            conn.execute("CREATE TABLE built (x int)")
+            conn.execute("CREATE INDEX CONCURRENTLY built_x ON built (x)")
+        assert not waited  # the lock is still held
+    thread.join(timeout=10)
+    assert waited == [True] and not thread.is_alive()
+    holder.close()
+    waiter.close()
+
+
 @pytest.mark.slow  # waits out connect timeouts and the pool's reconnection (~7-17 s)
 def test_a_database_that_goes_down_is_503_and_comes_back_by_itself(postgres, tmp_path):
     from tests.postgres_server import PostgresServer
@@ -145,7 +177,11 @@ def test_a_database_that_goes_down_is_503_and_comes_back_by_itself(postgres, tmp
             state.rate_limiter.hit("k", 5)
         assert time.monotonic() - started < 15 and err.value.status == 503
         assert err.value.headers["Retry-After"] == "5" and "password" not in err.value.message
-        assert state.health()["ok"] is False
+        started = time.monotonic()  # known to be down: refused at once, not after a connect timeout each
+        for _ in range(20):
+            with pytest.raises(StateUnavailable):
+                state.rate_limiter.hit("k", 5)
+        assert time.monotonic() - started < 3 and state.health()["ok"] is False
         own.start()
         assert eventually(15.0, lambda: state.health()["ok"])
         state.keys._expire()
