@@ -29,6 +29,9 @@ a success nor a failure). Everything else that is not the success above is a Loc
 unexpected 4xx, a 2xx with the wrong body, a stream that ends without `answer` or with `error`, and a 429/503
 without `Retry-After`.
 
+With `SWITCHYARD_BENCH_KEY` in the environment, every request carries it as `Authorization: Bearer KEY` (a server
+with keys, as behind a load balancer); without it, none (an open server).
+
 Only Locust and the standard library are imported: the file runs against any server of this API.
 """
 
@@ -36,6 +39,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import random
 import time
 
@@ -148,6 +152,8 @@ class ServiceUser(HttpUser):
     def on_start(self) -> None:
         self.client.trust_env = False  # 127.0.0.1 directly, never through a proxy from the environment
         self.options = self.environment.parsed_options
+        if key := os.environ.get("SWITCHYARD_BENCH_KEY"):
+            self.client.headers["Authorization"] = f"Bearer {key}"
 
     def _send(self, method: str, path: str, name: str, check, *, stream: bool = False, **kwargs) -> None:
         """One request, sent again after each back-pressure reply; `check(response)` says what is wrong with a

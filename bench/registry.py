@@ -71,7 +71,11 @@ BENCHMARKS: dict[str, Benchmark] = {
     "eval_workers": Benchmark(
         "eval_workers.py", "eval --workers N throughput against a slow model server", results=("eval_workers",)
     ),
-    "serve_load": Benchmark("serve_load.py", "the HTTP service under Locust: p50/p95 per route, errors, RSS"),
+    "serve_load": Benchmark(
+        "serve_load.py",
+        "the HTTP service under Locust, one server or many behind nginx: p50/p95 per route, errors, RSS, a restart",
+        results=("serve_load", "serve_load_tracing", "serve_load_servers"),  # by its options (its docstring)
+    ),
     "conversation_retrieval": Benchmark("conversation_retrieval.py", "retrieval of conversation turns (MTRAG)"),
     "conversation_sets": Benchmark("conversation_sets.py", "MTRAG conversations split by conversation"),
     "generated_agreement": Benchmark("generated_agreement.py", "generated question sets against labelled ones"),

@@ -181,6 +181,98 @@ def dev_loop_line(result: dict) -> str:
     return "\n".join(textwrap.wrap(line, 120, break_long_words=False, break_on_hyphens=False))
 
 
+def serve_load(result: dict) -> str:
+    """serve_load (one server): every phase's routes, then each phase's load, CPU and RSS, and the upload jobs."""
+    figures = result["figures"]
+    rows = [
+        "| phase | route | requests | req/s | p50 ms | p95 ms | back-pressure (429/503) | errors |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    notes = []
+    for run in figures["runs"]:
+        for phase in run["phases"]:
+            label = f"{phase['users']} users × {phase['seconds']} s"
+            for i, (route, r) in enumerate(phase["routes"].items()):
+                rows.append(
+                    f"| {label if i == 0 else ''} | `{route}` | {r['requests']:,} | {r['rps']:.2f} | "
+                    f"{r['p50_ms']:.0f} | {r['p95_ms']:.0f} | {phase['backpressure'].get(route, 0):,} | "
+                    f"{r['failures']} |"
+                )
+            rss, load, cpu = phase["rss_mb"], phase["load_average_1m"], phase["cpu_s"]
+            notes.append(
+                f"{label}: load average {load[0]} → {load[1]}; CPU seconds: server {cpu['servers']:.0f}, Locust "
+                f"{cpu['locust']:.0f}; server RSS {rss['after_warm_up']:,.0f} MB after {rss['warm_up_s']:g} s → "
+                f"{rss['end']:,.0f} MB at the end ({rss['growth_pct']:+.1f}%), peak {rss['peak']:,.0f} MB."
+            )
+        notes.append(f"Upload jobs: {_states(run['upload_jobs'])}.")
+    return "\n".join(rows) + "\n\n" + "\n".join(f"- {n}" for n in notes) + f"\n\n{_provenance(result)}"
+
+
+def serve_load_tracing(result: dict) -> str:
+    """serve_load --tracing off on: p50 per route without and with tracing, and the server's CPU per request."""
+    runs = {run["tracing"]: run for run in result["figures"]["runs"]}
+    off, on = runs["off"]["phases"][0], runs["on"]["phases"][0]
+    rows = ["| route | p50 off ms | p50 on ms | p50 change |", "|---|---|---|---|"]
+    for route, r in off["routes"].items():
+        if route in on["routes"] and route.startswith("POST /v1/"):
+            a, b = r["p50_ms"], on["routes"][route]["p50_ms"]
+            rows.append(f"| `{route}` | {a:.0f} | {b:.0f} | {(b / a - 1) * 100:+.0f}% |")
+    rows += ["", "| tracing | load average (start → end) | server CPU s | requests answered | CPU ms per request |"]
+    rows.append("|---|---|---|---|---|")
+    for name, phase in (("off", off), ("on", on)):
+        answered = sum(r["requests"] for r in phase["routes"].values())
+        cpu = phase["cpu_s"]["servers"]
+        load = phase["load_average_1m"]
+        rows.append(f"| {name} | {load[0]} → {load[1]} | {cpu:.1f} | {answered:,} | {cpu * 1000 / answered:.0f} |")
+    return "\n".join(rows) + f"\n\n{_provenance(result)}"
+
+
+def serve_load_servers(result: dict) -> str:
+    """serve_load_servers: the first phase on each set of servers side by side, and PostgreSQL's restart."""
+    figures = result["figures"]
+    lines = [servers_comparison(figures)]
+    for run in figures["runs"]:
+        for phase in run["phases"]:
+            if outage := phase.get("outage"):
+                lines.append(
+                    f"{run['name']} ({phase['users']} users x {phase['seconds']} s): PostgreSQL stopped "
+                    f"{outage['stopped_at_s']} s in, started again {outage['down_s']} s later; `/healthz` answered "
+                    f"{', '.join(map(str, outage['healthz_codes_seen']))} meanwhile, every server 200 again "
+                    f"{outage['all_healthy_after_start_s']} s after the start, none restarted; the slowest reply "
+                    f"took {phase['slowest_reply_ms'] / 1000:.1f} s (request timeout {figures['server']['timeout_s']} "
+                    f"s); upload jobs: {_states(run['upload_jobs'])}."
+                )
+    return "\n\n".join(lines) + f"\n\n{_provenance(result)}"
+
+
+def servers_comparison(figures: dict) -> str:
+    """serve_load's first phase of every run side by side: p50 / p95 ms per route, then the run's totals."""
+    runs = [r for r in figures["runs"] if r["phases"]]
+    first = [r["phases"][0] for r in runs]
+    rows = ["| | " + " | ".join(r["name"] for r in runs) + " |", "|---|" + "---|" * len(runs)]
+    for route in first[0]["routes"]:
+        cells = [p["routes"].get(route) for p in first]
+        rows.append(
+            f"| {route} p50 / p95 ms | "
+            + " | ".join(f"{c['p50_ms']:.0f} / {c['p95_ms']:.0f}" if c else "–" for c in cells)
+            + " |"
+        )
+    totals = (
+        ("requests answered", lambda p: f"{sum(r['requests'] for r in p['routes'].values()):,}"),
+        ("429/503 with Retry-After", lambda p: f"{sum(p['backpressure'].values()):,}"),
+        ("errors", lambda p: str(p["errors"])),
+        ("servers' CPU s", lambda p: f"{p['cpu_s']['servers']:.0f}"),
+        ("servers' peak RSS MB", lambda p: f"{p['rss_mb']['peak']:,.0f}"),
+    )
+    rows += [f"| {label} | " + " | ".join(cell(p) for p in first) + " |" for label, cell in totals]
+    return "\n".join(rows)
+
+
+def _states(jobs: dict) -> str:
+    states = ", ".join(f"{n} {state}" for state, n in jobs["states"].items())
+    return f"{jobs['jobs']} read back ({states}), {len(jobs['file_errors'])} files in error"
+
+
 def _counts(summary: dict) -> str:
     return ", ".join(f"{summary[k]:,} {k}" for k in ("passed", "skipped", "failed", "error") if summary.get(k))
 
