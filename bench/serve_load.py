@@ -722,7 +722,7 @@ def print_report(summary: dict) -> None:
                     a, b = r["p50_ms"], on["routes"][route]["p50_ms"]
                     over = f"{(b / a - 1) * 100:+.1f}%" if a else "–"
                     print(f"| {off['users']}x{off['seconds']} | {route} | {fmt(a)} | {fmt(b)} | {over} |")
-    if len(summary["runs"]) > 1 and summary["runs"][0]["restart_postgres"] is None and summary["runs"][0]["phases"]:
+    if len({run["servers"] for run in summary["runs"]}) > 1 and summary["runs"][0]["phases"]:
         import tables
 
         print(f"\nfirst phase, run by run\n\n{tables.servers_comparison(summary)}")

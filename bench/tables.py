@@ -265,6 +265,11 @@ def servers_comparison(figures: dict) -> str:
         ("servers' peak RSS MB", lambda p: f"{p['rss_mb']['peak']:,.0f}"),
     )
     rows += [f"| {label} | " + " | ".join(cell(p) for p in first) + " |" for label, cell in totals]
+    rows.append(
+        "| upload jobs done / accepted | "
+        + " | ".join(f"{r['upload_jobs']['states'].get('done', 0)} / {r['upload_jobs']['jobs']}" for r in runs)
+        + " |"
+    )
     return "\n".join(rows)
 
 

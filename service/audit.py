@@ -21,6 +21,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol
 
+from switchyard.errors import StateUnavailable
+
 log = logging.getLogger("switchyard.audit")
 
 
@@ -97,5 +99,7 @@ class AuditMiddleware:
                 record["question"] = noted["question"]
             try:
                 self.audit.write(record)
-            except Exception:  # a full disk or a database that is down must not turn the reply into a 500
+            except StateUnavailable as exc:  # the reply already says so (503); one line, not a traceback each
+                log.warning("audit line not written: %s", exc.message)
+            except Exception:  # a full disk must not turn the reply into a 500
                 log.exception("cannot write the audit line")

@@ -173,6 +173,7 @@ class IngestJobs:
         except Exception as exc:  # the job fails, the collection keeps what was committed
             reason = f"{type(exc).__name__}: {exc}"[:500]
             job.state, job.error = "failed", f"{STOPPED}; resuming it failed: {reason}" if job.resumed else reason
+            log.warning("upload job %s failed: %s", job.id, job.error)
         job.finished = time.time()
         try:
             self._record(job)

@@ -16,6 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict
+from typing import TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -42,7 +43,21 @@ from switchyard.retrievers.store.schema import (
 )
 from switchyard.run_context import ALL, Scope
 
-UPKEEP_ATTEMPTS = 5  # index upkeep retried on a commit conflict with another process writing the same collection
+T = TypeVar("T")
+COMMIT_ATTEMPTS = 5  # writes and index upkeep retried on a commit conflict with another process (a server sharing it)
+
+
+def retrying_conflicts(commit: Callable[[], T]) -> T:
+    """`commit()`, again after a jittered pause while LanceDB refuses it with a retryable commit conflict (another
+    process sharing the collection committed first), up to COMMIT_ATTEMPTS times in all."""
+    for attempt in range(COMMIT_ATTEMPTS):
+        try:
+            return commit()
+        except Exception as exc:  # LanceDB raises RuntimeError("lance error: Retryable commit conflict ...")
+            if "retryable commit conflict" not in str(exc).lower() or attempt == COMMIT_ATTEMPTS - 1:
+                raise
+            time.sleep(random.uniform(0.05, 0.25) * (attempt + 1))
+    raise AssertionError("unreachable")
 
 
 class IndexStore:
@@ -319,12 +334,14 @@ class IndexStore:
                 raise ValueError(f"collection {self.collection!r} holds {name} vectors: give one per chunk")
             columns[field_column(name)] = _fixed_size(given, len(chunks), field_dim)
         data = pa.table(columns, schema=pa.schema([f for f in tbl.schema]))
-        (
-            tbl.merge_insert("chunk_id")
-            .when_matched_update_all()
-            .when_not_matched_insert_all()
-            .when_not_matched_by_source_delete(f"doc_id IN ({sql_list(doc_ids)})")
-            .execute(data)
+        retrying_conflicts(  # an upsert of whole documents: the same again is the same result
+            lambda: (
+                tbl.merge_insert("chunk_id")
+                .when_matched_update_all()
+                .when_not_matched_insert_all()
+                .when_not_matched_by_source_delete(f"doc_id IN ({sql_list(doc_ids)})")
+                .execute(data)
+            )
         )
 
     def delete_documents(self, doc_ids: Iterable[str], scope: Scope | None = None) -> int:
@@ -335,8 +352,9 @@ class IndexStore:
             return 0
         tbl = self.table()
         before = tbl.count_rows()
+        where = f"doc_id IN ({sql_list(doc_ids)})"
         self.with_access(
-            access, lambda sql: tbl.delete(f"doc_id IN ({sql_list(doc_ids)})" + (f" AND {sql}" if sql else ""))
+            access, lambda sql: retrying_conflicts(lambda: tbl.delete(where + (f" AND {sql}" if sql else "")))
         )
         return before - tbl.count_rows()
 
@@ -355,16 +373,7 @@ class IndexStore:
         Rows written after an index was built are still searched (exhaustively) until the next refresh, so a
         crash between a write and this call costs speed, never results.
         """
-        for attempt in range(UPKEEP_ATTEMPTS):
-            try:
-                self._refresh_indexes()
-                return
-            except Exception as exc:  # LanceDB raises RuntimeError("lance error: Retryable commit conflict ...")
-                if "retryable commit conflict" not in str(exc).lower() or attempt == UPKEEP_ATTEMPTS - 1:
-                    raise
-                # another process (a server sharing the index) committed index upkeep at the same version:
-                # look again (the index it built may be the one this call wanted), after a jittered pause
-                time.sleep(random.uniform(0.05, 0.25) * (attempt + 1))
+        retrying_conflicts(self._refresh_indexes)  # the index another process built may be the one wanted here
 
     def _refresh_indexes(self) -> None:
         tbl = self.table()

@@ -181,3 +181,33 @@ def test_writers_in_several_processes_make_one_new_collection_at_once(s3_endpoin
     assert [r.added for r in reports] == [1] * 6 and not any(r.errors for r in reports)
     stack = RetrievalStack(load_config(None, overrides), embedder=embedder)
     assert sorted(d["title"] for d in stack.store.list_documents(ALL)) == [f"depot{i}" for i in range(6)]
+
+
+@pytest.mark.slow
+def test_writers_updating_one_collection_at_once_all_land(s3_endpoint, embedder, tmp_path):
+    """Six stacks (six servers' upload jobs) update documents of one existing S3 collection at once, three rounds:
+    their upserts and deletes conflict in LanceDB, are retried, and every document ends at its last version."""
+    import time
+
+    from switchyard.configs.loader import load_config
+    from switchyard.retrievers.stack import RetrievalStack
+    from tests.together import run_together
+
+    uri = f"s3://{BUCKET}/updates-{int(time.time() * 1000)}"
+    overrides = [o for o in s3_overrides(s3_endpoint) if not o.startswith("store.uri=")] + [f"store.uri={uri}"]
+    stacks = [RetrievalStack(load_config(None, overrides), embedder=embedder) for _ in range(6)]
+    files = [tmp_path / f"yard{i}.txt" for i in range(6)]
+    for i, path in enumerate(files):
+        path.write_text(f"Yard {i} turns locomotive {100 + i}.")
+    assert stacks[0].ingestor(progress=False).run(files).added == 6
+
+    for round_ in range(1, 4):
+        for i, path in enumerate(files):
+            path.write_text(f"Yard {i} turns locomotive {100 + i} in round {round_}.")
+        reports = run_together(6, lambda i: stacks[i].ingestor(progress=False).run([files[i]]))
+        assert [r.updated for r in reports] == [1] * 6 and not any(r.errors for r in reports), reports
+    reader = RetrievalStack(load_config(None, overrides), embedder=embedder).store
+    rows = reader.scan(["title", "text"], scope=ALL).to_pylist()
+    assert sorted((r["title"], r["text"]) for r in rows) == [
+        (f"yard{i}", f"Yard {i} turns locomotive {100 + i} in round 3.") for i in range(6)
+    ]
