@@ -5,6 +5,7 @@ server or on several behind a load balancer, sharing their state in PostgreSQL, 
     .venv/bin/python bench/serve_load.py [--phase 64x60 --phase 16x600] [--pipeline no-llm] [--max-in-flight 4]
                                          [--upload-names 200] [--no-uploads] [--tracing off [on]] [--port 0]
                                          [--out bench/out/serve_load] [--keep-index] [--result NAME]
+                                         [--results-dir bench/results]
     .venv/bin/python bench/serve_load.py --servers 1 3 --restart-postgres 20:10     # the many-server layout
 
 The sample corpus (samples/corpus) is ingested into a temporary index (`cli.py ingest`), then one server is started
@@ -796,6 +797,9 @@ def main() -> None:
         help="the result's name (default serve_load; serve_load_servers with --servers, serve_load_tracing with "
         "--tracing off on)",
     )
+    parser.add_argument(
+        "--results-dir", type=Path, default=results.RESULTS, help="where the result file goes (default bench/results)"
+    )
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a stopped benchmark still stops its servers
     args.layout = bool(args.servers)
@@ -872,9 +876,9 @@ def main() -> None:
     figures = {k: v for k, v in summary.items() if k not in ("command", "out")}
     for run in figures["runs"]:
         run.pop("server_logs")
-    dropped = ("port", "out", "many_runs")
+    dropped = ("port", "out", "many_runs", "results_dir")
     config = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items() if k not in dropped}
-    print(f"wrote {results.record(name, figures, config)}")
+    print(f"wrote {results.record(name, figures, config, args.results_dir)}")
 
 
 if __name__ == "__main__":

@@ -77,8 +77,6 @@ UNBACKED = {
     "The shipped cross-encoder on the suite's test splits",
     "Refusals when the answer is indexed: the corrective check",
     "Grade and citation-support thresholds (HotpotQA)",
-    "The HTTP service under load",
-    "Tracing overhead on the HTTP service",
     "Recording and replaying an evaluation: `--llm-cache` / `--replay`, run manifests",
     "Determinism at temperature 0",
 }

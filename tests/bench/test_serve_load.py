@@ -106,6 +106,7 @@ def test_the_locustfile_counts_back_pressure_apart_and_everything_else_that_is_n
 def test_serve_load_runs_the_mix_against_a_real_server_bounded(tmp_path):
     out = tmp_path / "out"
     cmd = [sys.executable, "bench/serve_load.py", "--phase", "8x20", "--out", str(out), "--upload-names", "5"]
+    cmd += ["--results-dir", str(tmp_path / "results")]  # not over the committed result
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "errors_total: 0" in done.stdout, done.stdout[-3000:]
@@ -130,6 +131,10 @@ def test_serve_load_runs_the_mix_against_a_real_server_bounded(tmp_path):
     assert 2 <= jobs["documents_in_scratch_collection"] <= 6
     for name in ("phase1-locust.json", "phase1_stats_history.csv", "phase1-locust.log", "rss.csv", "server.log"):
         assert (out / name).is_file(), name
+    recorded = json.loads((tmp_path / "results" / "serve_load.json").read_text())
+    assert recorded["benchmark"] == "serve_load" and recorded["figures"]["runs"] == [
+        {k: v for k, v in run.items() if k != "server_logs"}
+    ]
 
 
 def test_serve_load_refuses_a_bad_phase_in_one_line():
