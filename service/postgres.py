@@ -191,6 +191,20 @@ class OutageGate:
             self._down = False
 
 
+class CheckpointPool(ConnectionPool):
+    """The pool LangGraph's checkpointer borrows from (it calls `connection()`): an outage is StateUnavailable here
+    too, refused at once while the state knows the database is down."""
+
+    def __init__(self, state: PostgresState, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._state = state
+
+    @contextlib.contextmanager
+    def connection(self, timeout: float | None = None):  # type: ignore[override]
+        with self._state.guarded(ConnectionPool.connection(self, timeout=timeout)) as conn:
+            yield conn
+
+
 class PostgresState:
     """A server's state in one PostgreSQL database shared with other servers (service/state.py describes the
     backends)."""
@@ -219,6 +233,7 @@ class PostgresState:
             max_size=max_connections,
             timeout=timeout_s,
             kwargs={"autocommit": True, "connect_timeout": max(1, int(timeout_s))},
+            check=ConnectionPool.check_connection,  # after a database restart, no dead connection is lent
             open=False,
             name="switchyard-state",
         )
@@ -241,11 +256,18 @@ class PostgresState:
     def connection(self):
         """A pooled connection (autocommit; `with conn.transaction():` for more than one statement); a database
         that cannot be reached or fails mid-way is StateUnavailable, at once while it is known to be down (OutageGate)."""
+        with self.guarded(self.pool.connection(timeout=self.timeout_s)) as conn:
+            yield conn
+
+    @contextlib.contextmanager
+    def guarded(self, borrowing):
+        """The connection `borrowing` (a pool's `connection()`, not yet entered) lends, behind the OutageGate: what
+        cannot reach the database is StateUnavailable (503), for the state's pool and LangGraph's alike."""
         if not self._gate.admit():
             raise StateUnavailable(f"the state database {self.where} is unavailable (tried again every {PROBE_S:g} s)")
         conn = None
         try:
-            with self.pool.connection(timeout=self.timeout_s) as conn:
+            with borrowing as conn:
                 self._gate.answered()
                 yield conn
         except (PoolTimeout, psycopg.OperationalError) as exc:
@@ -261,12 +283,14 @@ class PostgresState:
         paused runs and conversation threads keep their checkpoints there."""
         with self._saver_lock:
             if self._saver is None:
-                self._saver_pool = ConnectionPool(
+                self._saver_pool = CheckpointPool(
+                    self,
                     self._url,
                     min_size=1,
                     max_size=4,
                     timeout=self.timeout_s,
                     kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
+                    check=ConnectionPool.check_connection,
                     open=False,
                     name="switchyard-checkpoints",
                 )

@@ -171,6 +171,7 @@ def test_a_database_that_goes_down_is_503_and_comes_back_by_itself(postgres, tmp
     with PostgresServer() as own:  # a server of its own, to stop
         state = open_state(own.database(), str(tmp_path / "index"), tmp_path / "uploads")
         key = state.keys.create("k", admin=True)
+        conversations = state.conversations(tmp_path, 3600.0)  # LangGraph's checkpointer, its own pool
         own.stop()
         started = time.monotonic()
         with pytest.raises(StateUnavailable) as err:
@@ -182,10 +183,13 @@ def test_a_database_that_goes_down_is_503_and_comes_back_by_itself(postgres, tmp
             with pytest.raises(StateUnavailable):
                 state.rate_limiter.hit("k", 5)
         assert time.monotonic() - started < 3 and state.health()["ok"] is False
+        with pytest.raises(StateUnavailable):  # a 503 too, not a driver error (a 500)
+            conversations.turns("chat", "k")
         own.start()
         assert eventually(15.0, lambda: state.health()["ok"])
         state.keys._expire()
         assert state.keys.verify(key) is not None and state.rate_limiter.hit("k", 5) is None
+        assert conversations.turns("chat", "k") == []
         state.close()
 
 
