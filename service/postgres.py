@@ -200,7 +200,7 @@ class CheckpointPool(ConnectionPool):
         self._state = state
 
     @contextlib.contextmanager
-    def connection(self, timeout: float | None = None):  # type: ignore[override]
+    def connection(self, timeout: float | None = None):
         with self._state.guarded(ConnectionPool.connection(self, timeout=timeout)) as conn:
             yield conn
 
