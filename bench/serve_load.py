@@ -199,7 +199,11 @@ class Deployment:
         self.prefix = Path(tempfile.mkdtemp(prefix="serve_load-nginx-"))
         self.postgres = PostgresServer()
         self.postgres.start()
-        self.s3 = MotoS3(out / "moto.log")
+        try:
+            self.s3 = MotoS3(out / "moto.log")
+        except BaseException:
+            self.postgres.close()
+            raise
         self.balancer: subprocess.Popen | None = None
 
     def overrides(self) -> list[str]:

@@ -234,11 +234,19 @@ def serve_load_servers(result: dict) -> str:
     for run in figures["runs"]:
         for phase in run["phases"]:
             if outage := phase.get("outage"):
+                exited = [f["error"] for f in phase["failures"] if f["route"] == "server"]
+                back = outage["all_healthy_after_start_s"]
                 lines.append(
                     f"{run['name']} ({phase['users']} users x {phase['seconds']} s): PostgreSQL stopped "
                     f"{outage['stopped_at_s']} s in, started again {outage['down_s']} s later; `/healthz` answered "
-                    f"{', '.join(map(str, outage['healthz_codes_seen']))} meanwhile, every server 200 again "
-                    f"{outage['all_healthy_after_start_s']} s after the start, none restarted; the slowest reply "
+                    f"{', '.join(map(str, outage['healthz_codes_seen']))} meanwhile, "
+                    + (
+                        f"every server 200 again {back} s after the start"
+                        if back is not None
+                        else "not every server 200 again within 120 s"
+                    )
+                    + (f", server(s) {'; '.join(exited)}" if exited else ", none restarted")
+                    + f"; the slowest reply "
                     f"took {phase['slowest_reply_ms'] / 1000:.1f} s (request timeout {figures['server']['timeout_s']} "
                     f"s); upload jobs: {_states(run['upload_jobs'])}."
                 )
@@ -266,7 +274,7 @@ def servers_comparison(figures: dict) -> str:
     )
     rows += [f"| {label} | " + " | ".join(cell(p) for p in first) + " |" for label, cell in totals]
     rows.append(
-        "| upload jobs done / accepted | "
+        "| upload jobs done / accepted (the whole run) | "
         + " | ".join(f"{r['upload_jobs']['states'].get('done', 0)} / {r['upload_jobs']['jobs']}" for r in runs)
         + " |"
     )

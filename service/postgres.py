@@ -31,6 +31,7 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -151,7 +152,7 @@ MIGRATIONS: tuple[str, ...] = (
 SCHEMA_VERSION = len(MIGRATIONS)
 SCHEMA_LOCK = "switchyard schema"  # the advisory lock (`advisory_lock`) held while a server migrates the schema
 LOCK_POLL_S = 0.05  # how often a server waiting for an advisory lock asks for it again
-PROBE_S = 1.0  # while the database is down, how often a call tries it (the others are refused at once)
+PROBE_S = 1.0  # while the database is down, how often a background probe tries it (requests are refused)
 
 
 def server_id() -> str:
@@ -160,35 +161,40 @@ def server_id() -> str:
 
 
 class OutageGate:
-    """Fails fast while the database is known to be down: once a connection failed, calls are refused at once,
-    except one probe every `probe_every_s` that tries the database for real (and opens the gate again when it
-    answers). Without it every call in an outage waits the whole connect timeout, and a request that makes several
-    (auth, limits, its handler, the audit row) waits several times over."""
+    """Refuses at once while the database is known to be down. The first failure to reach it closes the gate and
+    starts one background thread that tries the database every `probe_every_s` with a connection of its own
+    (`probe()`), and opens the gate when it answers; requests never wait for a probe. Without it every call in an
+    outage waits the whole connect timeout, and a request that makes several (auth, limits, its handler, the audit
+    row) waits several times over, on the server's event loop."""
 
-    def __init__(self, probe_every_s: float):
+    def __init__(self, probe: Callable[[], bool], probe_every_s: float):
+        self._probe = probe
         self.probe_every_s = probe_every_s
         self._down = False
-        self._next_probe = 0.0
         self._lock = threading.Lock()
+        self._closed = threading.Event()
 
     def admit(self) -> bool:
         with self._lock:
-            if not self._down:
-                return True
-            now = time.monotonic()
-            if now < self._next_probe:
-                return False
-            self._next_probe = now + self.probe_every_s
-            return True
+            return not self._down
 
     def failed(self) -> None:
         with self._lock:
+            if self._down or self._closed.is_set():
+                return
             self._down = True
-            self._next_probe = max(self._next_probe, time.monotonic() + self.probe_every_s)
+        threading.Thread(target=self._probe_until_up, name="state-probe", daemon=True).start()
 
-    def answered(self) -> None:
-        with self._lock:
-            self._down = False
+    def _probe_until_up(self) -> None:
+        while not self._closed.is_set():
+            if self._probe():
+                with self._lock:
+                    self._down = False
+                return
+            self._closed.wait(self.probe_every_s)
+
+    def close(self) -> None:
+        self._closed.set()
 
 
 class CheckpointPool(ConnectionPool):
@@ -226,7 +232,7 @@ class PostgresState:
         self._saver: PostgresSaver | None = None
         self._saver_pool: ConnectionPool | None = None
         self._saver_lock = threading.Lock()
-        self._gate = OutageGate(PROBE_S)
+        self._gate = OutageGate(self._reachable, PROBE_S)
         self.pool = ConnectionPool(
             url,
             min_size=1,
@@ -264,11 +270,10 @@ class PostgresState:
         """The connection `borrowing` (a pool's `connection()`, not yet entered) lends, behind the OutageGate: what
         cannot reach the database is StateUnavailable (503), for the state's pool and LangGraph's alike."""
         if not self._gate.admit():
-            raise StateUnavailable(f"the state database {self.where} is unavailable (tried again every {PROBE_S:g} s)")
+            raise StateUnavailable(f"the state database {self.where} is unavailable (tried every {PROBE_S:g} s)")
         conn = None
         try:
             with borrowing as conn:
-                self._gate.answered()
                 yield conn
         except (PoolTimeout, psycopg.OperationalError) as exc:
             if conn is None or conn.broken:  # not a statement's own error (a timeout, a cancel): the database
@@ -294,10 +299,15 @@ class PostgresState:
                     open=False,
                     name="switchyard-checkpoints",
                 )
-                self._saver_pool.open(wait=True, timeout=self.timeout_s)
-                saver = PostgresSaver(self._saver_pool, serde=checkpoint_serde())  # type: ignore[arg-type]
-                with self.advisory_lock(SCHEMA_LOCK):  # one server at a time runs LangGraph's own migrations
-                    saver.setup()
+                try:
+                    self._saver_pool.open(wait=True, timeout=self.timeout_s)
+                    saver = PostgresSaver(self._saver_pool, serde=checkpoint_serde())  # type: ignore[arg-type]
+                    with self.advisory_lock(SCHEMA_LOCK):  # one server at a time runs LangGraph's own migrations
+                        saver.setup()
+                except BaseException:
+                    self._saver_pool.close()  # the next call starts again from a new pool
+                    self._saver_pool = None
+                    raise
                 self._saver = saver
             return self._saver
 
@@ -329,7 +339,22 @@ class PostgresState:
             return {"backend": "postgresql", "ok": False, "detail": exc.message}
         return {"backend": "postgresql", "ok": True}
 
+    def _reachable(self) -> bool:
+        """The gate's probe: a connection of its own (not the pool's, which waits out its reconnection backoff);
+        once it answers, the pools replace the connections the outage broke, now rather than at their next retry."""
+        try:
+            with psycopg.connect(self._url, connect_timeout=max(1, int(self.timeout_s)), autocommit=True) as conn:
+                conn.execute("SELECT 1")
+        except psycopg.Error:
+            return False
+        for pool in (self.pool, self._saver_pool):
+            if pool is not None:
+                with contextlib.suppress(Exception):
+                    pool.check()
+        return True
+
     def close(self) -> None:
+        self._gate.close()
         if self._saver_pool is not None:
             self._saver_pool.close()
         self.pool.close()
