@@ -157,3 +157,29 @@ class TestReindexPolicy:
         for i in range(2):
             self.write(stack, docs, f"d{i}", f"Document {i} is about the number {i}.")
             assert self.unindexed(stack) == 0
+
+
+def test_a_commit_refused_as_a_retryable_conflict_is_tried_again_and_nothing_else_is(monkeypatch):
+    from switchyard.retrievers.store import index_store
+
+    monkeypatch.setattr(index_store.time, "sleep", lambda s: None)
+    calls = []
+
+    def conflicts_then(n: int, error: str = "lance error: Retryable commit conflict for version 7"):
+        def commit():
+            calls.append(1)
+            if len(calls) <= n:
+                raise RuntimeError(error)
+            return "committed"
+
+        return commit
+
+    assert index_store.retrying_conflicts(conflicts_then(2)) == "committed" and len(calls) == 3
+    calls.clear()
+    with pytest.raises(RuntimeError, match="Retryable"):  # another process keeps winning: give up, loudly
+        index_store.retrying_conflicts(conflicts_then(index_store.COMMIT_ATTEMPTS))
+    assert len(calls) == index_store.COMMIT_ATTEMPTS
+    calls.clear()
+    with pytest.raises(RuntimeError, match="schema mismatch"):  # not a conflict: not tried again
+        index_store.retrying_conflicts(conflicts_then(1, "lance error: schema mismatch"))
+    assert len(calls) == 1

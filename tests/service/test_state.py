@@ -133,6 +133,24 @@ def test_the_schema_is_created_once_and_a_newer_one_is_refused(postgres):
     assert "\n" not in str(err.value)
 
 
+def test_the_outage_gate_refuses_until_its_background_probe_reaches_the_database():
+    from switchyard.service.postgres import OutageGate
+
+    up, probes = threading.Event(), []
+    gate = OutageGate(lambda: probes.append(threading.current_thread().name) or up.is_set(), probe_every_s=0.01)
+    assert gate.admit() and not probes  # no probing while all is well
+    gate.failed()
+    gate.failed()  # a second failure starts no second probe
+    assert not gate.admit()
+    assert eventually(2.0, lambda: len(probes) >= 3) and not gate.admit()
+    assert set(probes) == {"state-probe"}  # never on the caller's thread
+    up.set()
+    assert eventually(2.0, gate.admit)
+    gate.close()
+    gate.failed()  # closed: no more probes
+    assert gate.admit()
+
+
 def test_servers_waiting_for_the_schema_lock_do_not_stall_a_concurrent_index_build(postgres):
     """Found by three servers starting at once behind a load balancer: the one migrating (LangGraph's checkpointer
     tables: CREATE INDEX CONCURRENTLY, which waits for every older snapshot) must not wait for the servers that wait
