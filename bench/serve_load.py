@@ -90,13 +90,6 @@ SCRATCH = "loadtest"
 LOCUSTFILE = ROOT / "bench" / "locustfile.py"
 BACKPRESSURE = " [back-pressure]"  # the locustfile's suffix for 429/503 with Retry-After
 KEY_ENV = "SWITCHYARD_BENCH_KEY"  # the locustfile sends it as a bearer token
-ROUTES = [  # (method, Locust name): the mix
-    ("POST", "/v1/ask"),
-    ("POST", "/v1/search"),
-    ("POST", "/v1/ask/stream"),
-    ("GET", "/v1/collections/{name}/documents"),
-    ("POST", "/v1/collections/{name}/documents"),
-]
 WARM_UP_QUESTION = "Who patented the knuckle coupler?"
 NGINX_CONF = """\
 {user}worker_processes 1;
