@@ -1,7 +1,8 @@
 """Determinism at temperature 0: does a question get the same answer alone, after other questions in any order, and
 from 8 threads at once? And what does the guarantee cost?
 
-    .venv/bin/python bench/determinism.py --questions 4 --max-tokens 96
+    .venv/bin/python bench/determinism.py --questions 4 --max-tokens 96 --both-ways      # the docs' result
+    .venv/bin/python bench/determinism.py --questions 4 --max-tokens 96                  # pipeline: with the fix
     .venv/bin/python bench/determinism.py --questions 4 --max-tokens 96 --prefix-reuse   # pipeline: before the fix
 
 Two levels, both with the default local model (the packaged SmolLM2 GGUF) at temperature 0:
@@ -17,18 +18,26 @@ Two levels, both with the default local model (the packaged SmolLM2 GGUF) at tem
   i % N in thread i) through one Pipeline.
 
 `--prefix-reuse` runs the pipeline level with llama-cpp-python's behaviour before the fix (a call reuses the KV cache
-of the longest common prompt prefix of the previous call: LlamaCppBackend.fresh_context = False).
+of the longest common prompt prefix of the previous call: LlamaCppBackend.fresh_context = False); `--both-ways` runs
+it with the fix, then before it (each way with its own alone answers), in one run.
 
 Prints, per level, how many replies/answers differ from the alone ones, and the latency: mean ms per LLM call in
-the sequences and the mean total ms per question asked in order.
+the sequences and the mean total ms per question asked in order. Records the same figures in
+bench/results/determinism.json (bench/results.py; `--result NAME` for another name): under `logits` the prompt's
+length and, per split, the max |difference| of the last token's logits, whether the greedy token stayed and the ms
+to evaluate what was not cached; under `calls` the replies differing and mean ms per call of both ways; under
+`pipeline` (absent with --skip-pipeline) one entry per way run (`fresh_context`, `prefix_reuse`); the load average
+at the start and the end.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import tempfile
 import time
 
+import results as result_files
 from common import ROOT, SAMPLE_QUESTIONS
 
 from switchyard.configs.loader import load_config
@@ -58,9 +67,10 @@ OTHERS = [
     request("Who patented the knuckle coupler? Answer briefly.", 8),
 ]
 LONG = request("Who patented the knuckle coupler?", 30)  # ~700 tokens, for the logits (216 tokens showed no change)
+WAYS = {True: "fresh_context", False: "prefix_reuse"}  # LlamaCppBackend.fresh_context -> the figures' key
 
 
-def logit_level() -> None:
+def logit_level() -> dict:
     """The last prompt token's logits, the whole prompt evaluated at once vs in two parts (what prefix reuse does:
     the cached part, then the rest), and with 1 vs 2 threads."""
     import numpy as np
@@ -72,18 +82,16 @@ def logit_level() -> None:
         return Llama(model_path=str(packaged_gguf()), n_ctx=2048, n_threads=n_threads, logits_all=True, verbose=False)
 
     m = model()
-    prompt = (
-        m.tokenize(
-            m.tokenizer_.hf_tokenizer.apply_chat_template(LONG, tokenize=False, add_generation_prompt=True).encode(),
-            special=True,
-        )
-        if hasattr(m.tokenizer_, "hf_tokenizer")
-        else None
-    )
-    if prompt is None:
+
+    def tokens(messages: list[dict]) -> list[int]:
+        if hasattr(m.tokenizer_, "hf_tokenizer"):
+            text = m.tokenizer_.hf_tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+            return m.tokenize(text.encode(), special=True)
         from llama_cpp.llama_chat_format import format_chatml
 
-        prompt = m.tokenize(format_chatml(LONG).prompt.encode(), special=True)
+        return m.tokenize(format_chatml(messages).prompt.encode(), special=True)
+
+    prompt = tokens(LONG)
 
     def last_logits(m, split: int | None = None):
         m.reset()
@@ -96,20 +104,33 @@ def logit_level() -> None:
         return np.array(m.scores[len(prompt) - 1])
 
     whole = last_logits(m)
+    figures = {
+        "prompt_tokens": len(prompt),
+        "target_tokens": len(tokens(TARGET)),  # the LLM calls' request
+        "whole_ms": round(last_logits.ms),
+        "splits": [],
+    }
     print(
         f"logits of the last of {len(prompt)} prompt tokens, max |difference| from the whole prompt at once "
         f"({last_logits.ms:.0f} ms to evaluate):"
     )
     for left in (1, 2, 10, len(prompt) // 2):
         part = last_logits(m, len(prompt) - left)
-        print(
-            f"  prefix cached, last {left} token(s) evaluated: {np.abs(part - whole).max():.4f} "
-            f"(greedy token {'same' if part.argmax() == whole.argmax() else 'DIFFERENT'}; {last_logits.ms:.0f} ms)"
+        diff, same = float(np.abs(part - whole).max()), bool(part.argmax() == whole.argmax())
+        figures["splits"].append(
+            {"evaluated": left, "max_abs_diff": round(diff, 4), "greedy_same": same, "ms": round(last_logits.ms)}
         )
-    print(f"  n_threads=1 instead of 2: {np.abs(last_logits(model(1)) - whole).max():.4f}")
+        print(
+            f"  prefix cached, last {left} token(s) evaluated: {diff:.4f} "
+            f"(greedy token {'same' if same else 'DIFFERENT'}; {last_logits.ms:.0f} ms)"
+        )
+    threads = float(np.abs(last_logits(model(1)) - whole).max())
+    figures["threads_1_vs_2_max_abs_diff"] = round(threads, 4)
+    print(f"  n_threads=1 instead of 2: {threads:.4f}")
+    return figures
 
 
-def call_level(max_tokens: int, rounds: int) -> None:
+def call_level(max_tokens: int, rounds: int) -> dict:
     """Both ways in one process, alternating, so that the latency compares under the same load."""
 
     def llm(n_threads: int = 2) -> LLM:
@@ -137,15 +158,19 @@ def call_level(max_tokens: int, rounds: int) -> None:
         f"LLM calls (max_tokens={max_tokens}): the same request after others of other lengths (2 orders) and "
         f"right after itself, {runs} times:"
     )
+    figures = {"max_tokens": max_tokens, "runs": runs, "threads_1_vs_2_same": one_thread == alone, "ways": {}}
     for fresh in (False, True):
         name = "fresh context (fix)" if fresh else "prefix reuse (before)"
+        mean = sum(times[fresh]) / len(times[fresh])
+        figures["ways"][WAYS[fresh]] = {"differ": differ[fresh], "calls": len(times[fresh]), "mean_ms": round(mean)}
         print(
             f"  {name}: {differ[fresh]} of {runs} replies differ from alone; mean "
-            f"{sum(times[fresh]) / len(times[fresh]):.0f} ms per call ({len(times[fresh])} calls)"
+            f"{mean:.0f} ms per call ({len(times[fresh])} calls)"
         )
+    return figures
 
 
-def pipeline_level(n: int, max_tokens: int) -> None:
+def pipeline_level(n: int, max_tokens: int) -> dict:
     questions = SAMPLE_QUESTIONS[:n]
     with tempfile.TemporaryDirectory() as tmp:
         config = load_config(
@@ -174,14 +199,18 @@ def pipeline_level(n: int, max_tokens: int) -> None:
         mean_ms = sum(totals) / len(totals)
         threads = run_together(8, lambda i: shared.ask(questions[i % n]).answer, timeout=900)
     print(f"pipeline: {n} questions, fixed config, llm.max_tokens={max_tokens}")
-    for name, answers, expected in (
-        ("in order", in_order, alone),
-        ("reverse order", reverse, alone),
-        ("8 threads, one barrier", threads, [alone[i % n] for i in range(8)]),
+    figures: dict = {"questions": n, "max_tokens": max_tokens}
+    for key, name, answers, expected in (
+        ("in_order", "in order", in_order, alone),
+        ("reverse", "reverse order", reverse, alone),
+        ("threads", "8 threads, one barrier", threads, [alone[i % n] for i in range(8)]),
     ):
         differ = sum(a != b for a, b in zip(answers, expected))
+        figures[key] = {"differ": differ, "answers": len(answers)}
         print(f"  {name}: {differ} of {len(answers)} answers differ from alone")
+    figures["mean_total_ms"] = round(mean_ms)
     print(f"  mean total per question (in order and reverse): {mean_ms:.0f} ms")
+    return figures
 
 
 def main() -> None:
@@ -190,17 +219,39 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=96)
     parser.add_argument("--call-max-tokens", type=int, default=32)
     parser.add_argument("--rounds", type=int, default=1, help="LLM calls: how many times the three sequences")
-    parser.add_argument(
+    ways = parser.add_mutually_exclusive_group()
+    ways.add_argument(
         "--prefix-reuse", action="store_true", help="pipeline: llama.cpp's prompt-prefix reuse (before the fix)"
     )
+    ways.add_argument("--both-ways", action="store_true", help="pipeline: with the fix, then before it")
     parser.add_argument("--skip-pipeline", action="store_true")
+    parser.add_argument("--result", default="determinism", help="the result file: bench/results/NAME.json")
     args = parser.parse_args()
-    logit_level()
-    call_level(args.call_max_tokens, args.rounds)
-    LlamaCppBackend.fresh_context = not args.prefix_reuse
+    import llama_cpp
+
+    from switchyard.llm.llamacpp import packaged_gguf
+
+    load_start = [round(x, 2) for x in os.getloadavg()[:2]]
+    figures: dict = {"logits": logit_level(), "calls": call_level(args.call_max_tokens, args.rounds)}
+    fresh_ways = [True, False] if args.both_ways else [not args.prefix_reuse]
     if not args.skip_pipeline:
-        print(f"fresh context per call: {LlamaCppBackend.fresh_context}")
-        pipeline_level(min(args.questions, len(SAMPLE_QUESTIONS)), args.max_tokens)
+        figures["pipeline"] = {}
+        n = min(args.questions, len(SAMPLE_QUESTIONS))
+        for fresh in fresh_ways:
+            LlamaCppBackend.fresh_context = fresh
+            print(f"fresh context per call: {LlamaCppBackend.fresh_context}")
+            figures["pipeline"][WAYS[fresh]] = pipeline_level(n, args.max_tokens)
+    figures["load_average"] = {"start": load_start, "end": [round(x, 2) for x in os.getloadavg()[:2]]}
+    config = {
+        "questions": args.questions,
+        "max_tokens": args.max_tokens,
+        "call_max_tokens": args.call_max_tokens,
+        "rounds": args.rounds,
+        "pipeline": None if args.skip_pipeline else [WAYS[f] for f in fresh_ways],
+        "model": packaged_gguf().name,
+        "llama_cpp": llama_cpp.__version__,
+    }
+    print(f"recorded {result_files.record(args.result, figures, config)}")
 
 
 if __name__ == "__main__":

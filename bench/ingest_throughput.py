@@ -7,7 +7,7 @@
     .venv/bin/python bench/ingest_throughput.py --docs 500 --backends torch,openvino,openvino+e5 --no-ndcg
 
 Options: [--docs 1000] [--backends torch,onnx,openvino] [--threads 2] [--rounds 2] [--ndcg-limit N | --no-ndcg]
-[--set KEY=VALUE ...] [--out bench/out/ingest]. A backend is `name` or `name:precision` (see embedding.precision),
+[--set KEY=VALUE ...] [--out bench/out/ingest] [--result ingest_throughput]. A backend is `name` or `name:precision` (see embedding.precision),
 optionally with `+e5`: the same runtime for both models with retrieve.retrievers.e5 on (configs/e5.yaml), so a
 collection also gets e5 vectors; its embed-only figure times both models on the chunk texts.
 Every backend is loaded first (the ONNX export, if missing from the cache, is built then and its time shown as load
@@ -21,7 +21,7 @@ abstracts each). The bar for making a backend the default: >= 2x torch's full-in
 
 Prints progress, a Markdown table (one row per backend), whether the bar is met, and as its last line
 `speedup_vs_torch: <best ratio>` (full-ingest chunks/s of the fastest backend over torch's). Writes
---out/results.json and --out/config.resolved.yaml.
+--out/results.json, --out/config.resolved.yaml and the figures to bench/results/RESULT.json (the docs' tables).
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import results
 from common import ROOT, SHARED, e5_overrides, scifact_docs, write_resolved_config
 
 from switchyard.configs.loader import load_config
@@ -157,6 +158,7 @@ def main() -> None:
     parser.add_argument("--ndcg-limit", type=int, help="only the first N SciFact test queries")
     parser.add_argument("--no-ndcg", action="store_true", help="skip the SciFact nDCG@10 check")
     parser.add_argument("--out", default=str(ROOT / "bench" / "out" / "ingest"))
+    parser.add_argument("--result", default="ingest_throughput", help="the result file's name: bench/results/NAME.json")
     parser.add_argument(
         "--set",
         dest="overrides",
@@ -174,9 +176,11 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     out = Path(args.out)
+    load_average = {"start": list(os.getloadavg()[:2])}
     print(f"start: {load_note()}", flush=True)
     stats = throughput(args, backends, out)
     scores = {} if args.no_ndcg else ndcg(args, backends)
+    load_average["end"] = list(os.getloadavg()[:2])
     print(f"end: {load_note()}")
 
     base = stats["torch"]
@@ -205,11 +209,21 @@ def main() -> None:
         )
     (out / "results.json").write_text(json.dumps({"stats": stats, "ndcg": scores, "args": vars(args)}, indent=1))
     others = [b for b in backends if b != "torch"]
+    met = [b for b in others if verdicts[b][1]]
+    figures = {
+        "docs": args.docs,
+        "threads": args.threads,
+        "rounds": args.rounds,
+        "overrides": args.overrides,
+        "backends": {b: {**stats[b], "ndcg@10": scores.get(b)} for b in backends},
+        "bar": {"speedup": SPEEDUP_BAR, "ndcg_tolerance": NDCG_TOLERANCE, "met_by": met},
+        "load_average": load_average,
+    }
+    print(f"recorded {results.record(args.result, figures, vars(args)).relative_to(ROOT)}")
     if not others:
         print("speedup_vs_torch: 1.00")
         return
     best = max(others, key=lambda b: verdicts[b][0])
-    met = [b for b in others if verdicts[b][1]]
     print(
         f"bar (>= {SPEEDUP_BAR:g}x ingest chunks/s and nDCG@10 within {NDCG_TOLERANCE} of torch): "
         + (f"met by {', '.join(met)}" if met else "not met" + (" (nDCG not checked)" if args.no_ndcg else ""))

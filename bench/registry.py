@@ -44,7 +44,11 @@ BENCHMARKS: dict[str, Benchmark] = {
     ),
     "windows": Benchmark("windows.py", "sentence windows against one vector per chunk; query latency"),
     "train_reranker": Benchmark("train_reranker.py", "trains the cross-encoder from training splits only"),
-    "tune_reranker": Benchmark("tune_reranker.py", "the cross-encoder's N x fused-weight grid on dev, test once"),
+    "tune_reranker": Benchmark(
+        "tune_reranker.py",
+        "the cross-encoder's N x fused-weight grid on dev, test once",
+        results=("cross_encoder_test",),  # report --result
+    ),
     "rerank_latency": Benchmark(
         "rerank_latency.py", "cross-encoder load time, RSS, latency per query", results=("rerank_latency",)
     ),
@@ -58,10 +62,30 @@ BENCHMARKS: dict[str, Benchmark] = {
     "ray_ingest": Benchmark(
         "ray_ingest.py", "ingest chunks/s locally and on a local Ray cluster", results=("ray_ingest",)
     ),
-    "ingest_throughput": Benchmark("ingest_throughput.py", "ingest chunks/s per embedding backend"),
+    "ingest_throughput": Benchmark(
+        "ingest_throughput.py",
+        "ingest chunks/s per embedding backend",
+        results=("ingest_throughput", "ingest_windows", "ingest_e5"),  # by --result (the docs' commands)
+    ),
     "query_latency": Benchmark("query_latency.py", "search latency at 10k and 100k chunks"),
-    "scale": Benchmark("scale.py", "100k and 1M chunks: build, vector index, recall, latency, memory"),
-    "determinism": Benchmark("determinism.py", "temperature 0 replies alone, reordered, from 8 threads"),
+    "scale": Benchmark(
+        "scale.py",
+        "100k and 1M chunks: build, vector index, recall, latency, memory",
+        results=("scale", "scale_windows", "scale_e5"),  # by --result (the docs' commands)
+    ),
+    "calibration_thresholds": Benchmark(
+        "calibration/03_support.py",
+        "grade and citation-support thresholds, after calibration/01_retrieve.py and 02_grade.py",
+        results=("calibration_thresholds",),
+    ),
+    "calibration_refusals": Benchmark(
+        "calibration/06_refusals.py",
+        "refusals when the answer is indexed: cosine and word coverage",
+        results=("calibration_refusals",),
+    ),
+    "determinism": Benchmark(
+        "determinism.py", "temperature 0 replies alone, reordered, from 8 threads", results=("determinism",)
+    ),
     "agent_sample": Benchmark("agent_sample.py", "fixed pipeline and agent strategies on the sample"),
     "agent_compare": Benchmark("agent_compare.py", "every agent architecture against fixed: quality, cost, tests"),
     "naive_rag": Benchmark("naive_rag.py", "the naive baseline: BM25 top-5 in one prompt"),
@@ -87,7 +111,11 @@ BENCHMARKS: dict[str, Benchmark] = {
     "injection_tally": Benchmark(
         "injection_tally.py", "attack success per strategy from eval folders", results=("injection_tally",)
     ),
-    "replay_check": Benchmark("replay_check.py", "a replay's rows against the recorded ones"),
+    "replay_check": Benchmark(
+        "replay_check.py",
+        "a replay's rows against the recorded ones; the committed fixture replayed: rows, wall, cache, manifest cost",
+        results=("replay_check",),  # with no folders given (the fixture); RECORDED REPLAYED only prints
+    ),
     "pack_run": Benchmark("pack_run.py", "packs a recorded run: replies, vectors, rows one file each"),
 }
 

@@ -30,7 +30,8 @@
    process), where its size limit (`retrieve.retrievers.bm25.max_chunks`) lets it; beyond that it refuses.
 
 Prints progress per size, then two Markdown tables (build / disk / search per size; recall and latency per vector
-index and setting). Writes --out/scale.json and --out/config.resolved.yaml (default --out bench/out/scale).
+index and setting). Writes --out/scale.json and --out/config.resolved.yaml (default --out bench/out/scale), and the
+figures to bench/results/RESULT.json (--result, default scale; the docs' tables).
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import numpy as np
+import results as result_files
 from common import ROOT, SHARED, copied_chunk, e5_overrides, peak_rss_mb, rss_mb, write_resolved_config
 
 from switchyard.configs.loader import load_config
@@ -492,6 +494,7 @@ def main() -> None:
         help="also an e5 column (timing only: see the docstring) and search with retrieve.retrievers.e5 on",
     )
     parser.add_argument("--out", default=str(ROOT / "bench" / "out" / "scale"))
+    parser.add_argument("--result", default="scale", help="the result file's name: bench/results/NAME.json")
     parser.add_argument("--probe", choices=["search", "rank_bm25"], help=argparse.SUPPRESS)
     parser.add_argument("--uri", help=argparse.SUPPRESS)
     parser.add_argument("--collection", help=argparse.SUPPRESS)
@@ -506,7 +509,8 @@ def main() -> None:
         print(json.dumps(probe_rank_bm25(args.uri, args.collection, args.queries)))
         return
 
-    print(f"load at start: {os.getloadavg()[0]:.2f} (1-min average, {os.cpu_count()} cores)", flush=True)
+    load_average = {"start": list(os.getloadavg()[:2])}
+    print(f"load at start: {load_average['start'][0]:.2f} (1-min average, {os.cpu_count()} cores)", flush=True)
     config = load_config(None, args.overrides)
     write_resolved_config(config, Path(args.out))
     rank_bm25_max = args.rank_bm25_max or config.retrieve.retrievers.bm25.max_chunks
@@ -586,7 +590,18 @@ def main() -> None:
         report[size] = {**stats, "search": search, "vector_indexes": index_results, "rank_bm25": bm25}
     (Path(args.out) / "scale.json").write_text(json.dumps(report, indent=1))
     print_tables(report, k)
-    print(f"load at end: {os.getloadavg()[0]:.2f}")
+    load_average["end"] = list(os.getloadavg()[:2])
+    print(f"load at end: {load_average['end'][0]:.2f}")
+    figures = {
+        "sizes": {str(size): r for size, r in report.items()},
+        "k": k,
+        "windows_per_chunk": args.windows,
+        "e5": args.e5,
+        "seed_chunks": len(rows),
+        "load_average": load_average,
+    }
+    config_record = {"args": {a: v for a, v in vars(args).items() if a not in ("probe", "uri", "collection")}}
+    print(f"recorded {result_files.record(args.result, figures, config_record).relative_to(ROOT)}")
 
 
 def print_tables(report: dict, k: int) -> None:

@@ -112,6 +112,374 @@ def rerank_latency(result: dict) -> str:
     return "\n".join(rows) + f"\n\n{memory}\n\n{_provenance(result)}"
 
 
+def ingest_throughput(result: dict) -> str:
+    """ingest_throughput: per embedding backend, full-ingest and embed-only chunks/s against torch; then, when the
+    run scored SciFact, each backend's vectors against torch's and its nDCG@10."""
+    f = result["figures"]
+    backends = f["backends"]
+    torch = backends["torch"]
+    rows = [
+        "| backend | precision | load s | ingest chunks/s (rounds) | embed-only chunks/s | overhead | vs torch |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, b in backends.items():
+        rounds = " / ".join(f"{x:.1f}" for x in b["ingest"])
+        rows.append(
+            f"| {name} | {b['precision']} | {b['load_s']:.1f} | **{b['ingest_best']:.1f}** ({rounds}) | "
+            f"{b['embed_best']:.1f} | {100 * (1 - b['ingest_best'] / b['embed_best']):.0f}% | "
+            f"{b['ingest_best'] / torch['ingest_best']:.2f}× |"
+        )
+    scored = {name: b for name, b in backends.items() if b["ndcg@10"]}
+    if scored:
+        rows += ["", "| backend | min cos to torch | SciFact test nDCG@10 dense | hybrid |", "|---|---|---|---|"]
+        rows += [
+            f"| {name} | {b['cos_min']:.6f} | {b['ndcg@10']['dense']:.4f} | {b['ndcg@10']['hybrid']:.4f} |"
+            for name, b in scored.items()
+        ]
+    start, end = (" / ".join(f"{x:.1f}" for x in f["load_average"][k]) for k in ("start", "end"))
+    bar = f["bar"]
+    verdict = (
+        f"The bar (≥ {bar['speedup']:g}× torch's ingest chunks/s, nDCG@10 within {bar['ndcg_tolerance']} of torch's): "
+        f"met by {', '.join(bar['met_by']) or 'no backend'}."
+        if scored
+        else "No nDCG@10 in this run, so the bar was not checked."
+    )
+    note = (
+        f"{f['docs']:,} SciFact abstracts, {torch['chunks']:,} chunks, {f['threads']} threads, best of "
+        f"{f['rounds']} rounds; settings {', '.join(f['overrides']) or 'the defaults'}. Load average (1 / 5 min) "
+        f"{start} at the start, {end} at the end. {verdict}"
+    )
+    return "\n".join(rows) + "\n\n" + _wrapped(note) + f"\n\n{_provenance(result)}"
+
+
+def scale_build(result: dict) -> str:
+    """scale: per collection size, build, compaction, index times and disk."""
+    rows = [
+        "| chunks | searched vectors | build s (writes) | compaction s | FTS index s | vector index s | disk MB |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for size, r in result["figures"]["sizes"].items():
+        rows.append(
+            f"| {int(size):,} | {r['searched_vectors']:,} | {r['build_s']:.0f} ({r['write_s']:.0f}) | "
+            f"{r['compact_s']:.0f} | {r['fts_s']:.0f} | {r['vector_index_s']:.0f} | {r['disk_mb']:,.0f} |"
+        )
+    return "\n".join(rows)
+
+
+def scale_search(result: dict) -> str:
+    """scale: per collection size, the search process's memory and the default hybrid search's latency."""
+    f = result["figures"]
+    parts = ("bm25", "dense", "e5", "embed") if f["e5"] else ("bm25", "dense", "embed")
+    rows = [
+        f"| chunks | search process peak RSS MB | hybrid p50 / p95 ms | {' / '.join(parts)} p50 ms "
+        "| the rank_bm25 backend instead |",
+        "|---|---|---|---|---|",
+    ]
+    for size, r in f["sizes"].items():
+        s, b = r["search"], r["rank_bm25"]
+        latencies = " / ".join(f"{s[part + '_p50_ms']:.1f}" for part in parts)
+        rank_bm25 = b.get("refused") or (
+            f"{b['held_mb']:,.0f} MB ({b['mb_per_1k_chunks']:.1f} per 1k chunks), built in {b['build_s']:.0f} s, "
+            f"query p50 {b['p50_ms']:,.0f} ms"
+        )
+        rows.append(
+            f"| {int(size):,} | {s['peak_rss_mb']:,.0f} | **{s['p50_ms']:.1f} / {s['p95_ms']:.1f}** | "
+            f"{latencies} | {rank_bm25} |"
+        )
+    start, end = (" / ".join(f"{x:.1f}" for x in f["load_average"][k]) for k in ("start", "end"))
+    note = (
+        f"Seed: {f['seed_chunks']:,} real chunks"
+        + (
+            f"; {f['windows_per_chunk']:g} synthetic window vectors per chunk on average"
+            if f["windows_per_chunk"]
+            else ""
+        )
+        + f". Load average (1 / 5 min) {start} at the start, {end} at the end."
+    )
+    return "\n".join(rows) + "\n\n" + _wrapped(note) + f"\n\n{_provenance(result)}"
+
+
+def scale_indexes(result: dict) -> str:
+    """scale: per size, each vector index and search setting: build time, recall against exact search, latency."""
+    k = result["figures"]["k"]
+    rows = [
+        f"| chunks | vector index | search settings | build s | recall@10 | recall@{k} | dense p50 / p95 ms |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for size, r in result["figures"]["sizes"].items():
+        rows += [
+            f"| {int(size):,} | {v['index']} | {v['settings']} | {v['build_s']:.0f} | {v['recall@10']:.3f} | "
+            f"{v[f'recall@{k}']:.3f} | {v['p50_ms']:.1f} / {v['p95_ms']:.1f} |"
+            for v in r["vector_indexes"]
+        ]
+    return "\n".join(rows)
+
+
+def cross_encoder_test(result: dict) -> str:
+    """tune_reranker report --result: per metric and dataset, the single lists, the fused default and the reranked
+    default, with the paired p-values against the fused default and the best single list."""
+    f = result["figures"]
+    rows = [
+        "| split (queries) | bm25 | dense | fused (the default) | **+ cross-encoder** | Δ vs fused (p) "
+        "| Δ vs best single (p) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for metric, label in (("ndcg@10", "nDCG@10"), ("recall@1", "R@1")):
+        rows.append(f"| {label} | | | | | | |")
+        for name, d in f["datasets"].items():
+            m = d[metric]
+            single = m["best_single"]
+            rows.append(
+                f"| {name} ({d['queries']}) | {m['bm25']:.4f} | {m['dense']:.4f} | {m['hybrid']:.4f} | "
+                f"**{m['reranked']:.4f}** | {m['reranked'] - m['hybrid']:+.4f} ({_p(m['p_vs_fused'])}) | "
+                f"{m['reranked'] - m[single]:+.4f} vs {single} ({_p(m['p_vs_single'])}) |"
+            )
+        names = [n for n in f["datasets"] if n != "nq-toy"]
+        macro = {k: sum(f["datasets"][n][metric][k] for n in names) / len(names) for k in ("bm25", "dense", "hybrid")}
+        reranked = sum(f["datasets"][n][metric]["reranked"] for n in names) / len(names)
+        rows.append(
+            f"| macro, {len(names)} sets (not nq-toy) | {macro['bm25']:.4f} | {macro['dense']:.4f} | "
+            f"{macro['hybrid']:.4f} | **{reranked:.4f}** | {reranked - macro['hybrid']:+.4f} | |"
+        )
+    note = f"The first {f['n']} fused passages reranked, `rerank.fused_weight` {f['fused_weight']}."
+    return "\n".join(rows) + "\n\n" + note + f"\n\n{_provenance(result)}"
+
+
+def _p(p: float) -> str:
+    return "< 0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def calibration_refusals(result: dict) -> str:
+    """calibration_refusals (bench/calibration/06_refusals.py): per set the quantiles of the best cosine and the best
+    word coverage among the top 5, then the share graded `incorrect` per rule (cosine < t and coverage < c), the
+    shipped rule in bold."""
+    f = result["figures"]
+    qs = "/".join(f"{q * 100:g}" for q in f["quantiles"]) + "%"
+    rows = [f"| set | n | best cosine {qs} | best coverage {qs} |", "|---|---|---|---|"]
+    for name, s in f["sets"].items():
+        cells = [" ".join(f"{x:.2f}" for x in s[k]) for k in ("cosine", "coverage")]
+        rows.append(f"| {_calibration_set(name)} | {s['n']} | " + " | ".join(cells) + " |")
+    sets = list(f["sets"])
+    rule = lambda r: (round(r["t"], 2), round(r["c"], 2))
+    shown = {rule(r): r for r in f["sweep"] if round(r["c"], 2) in (0.5, 0.6, 1.01)}
+    shown |= {rule(f[k]): f[k] for k in ("before", "shipped")}
+    head = [name + (" (higher is better)" if "near miss" in name else "") for name in sets]
+    rows += ["", "| rule | " + " | ".join(head) + " |", "|---|" + "---|" * len(sets)]
+    for key in sorted(shown):
+        r = shown[key]
+        label = f"cosine < {r['t']:.2f}" + (" (cosine only)" if r["c"] > 1 else f" and coverage < {r['c']:g}")
+        cells = [f"{r['rates'][name]:.1%}" for name in sets]
+        if key == rule(f["shipped"]):
+            label, cells = f"**now: {label}**", [f"**{c}**" for c in cells]
+        elif key == rule(f["before"]):
+            label = f"before: {label}"
+        rows.append(f"| {label} | " + " | ".join(cells) + " |")
+    note = (
+        "Share graded `incorrect` (refused after the retry): `incorrect` when the best cosine < t and the best "
+        "coverage < c; c = 1.01 is the cosine-only rule. Now: the default config's `grade.thresholds` (`incorrect`, "
+        "`coverage`); before: the calibration's `incorrect` alone."
+    )
+    return "\n".join(rows) + "\n\n" + _wrapped(note) + f"\n\n{_provenance(result)}"
+
+
+def calibration_grade(result: dict) -> str:
+    """calibration_thresholds (bench/calibration/02_grade.py's figures): per row (old guess, HotpotQA optimum,
+    calibration default) the held-out passage P / R / F1 at `relevant`, then its verdict shares; the provenance line
+    comes under `calibration_support`, the same result's second table."""
+    g = result["figures"]["grade"]
+    labels = {"old": "old guess", "optimum": "HotpotQA optimum", "default": "calibration default"}
+    rows = ["| grade thresholds relevant / incorrect / correct | split | passage P / R / F1 |", "|---|---|---|"]
+    verdicts = [
+        "| relevant / incorrect / correct | answerable → incorrect | unanswerable → incorrect | "
+        "precision of `correct` |",
+        "|---|---|---|---|",
+    ]
+    for name, r in g["rows"].items():
+        th = " / ".join(f"{r['thresholds'][k]:.2f}" for k in ("relevant", "incorrect", "correct"))
+        label = f"{labels.get(name, name)} {th}"
+        label = f"**{label}**" if name == "default" else label
+        h = r["held_out"]
+        prf = " / ".join(f"{h[k]:.3f}".removeprefix("0") for k in ("precision", "recall", "f1"))
+        rows.append(f"| {label} | held-out | {prf} |")
+        shares = (h["ans_incorrect"], h["una_incorrect"], h["correct_precision"])
+        verdicts.append(f"| {label} | " + " | ".join(f"{x:.1%}" for x in shares) + " |")
+    tune, held = g["directions"]["tune"], g["directions"]["held_out"]
+    c = g["constraints"]
+    note = (
+        f"Tuned on {tune['answerable']} answerable and {tune['unanswerable']} unanswerable questions, held out: "
+        f"{held['answerable']} and {held['unanswerable']}; a gold paragraph is in the top 5 for "
+        f"{held['gold_in_top5']:.1%} of the held-out answerable questions. Optimum on the tuning split: `relevant` "
+        f"at the best passage F1, `incorrect` the largest with at most {c['max_false_incorrect']:.0%} of answerable "
+        f"questions graded incorrect, `correct` the smallest whose 50/50-weighted precision is at least "
+        f"{c['min_correct_precision']:.0%}."
+    )
+    return "\n".join(rows) + "\n\n" + "\n".join(verdicts) + "\n\n" + _wrapped(note)
+
+
+def calibration_support(result: dict) -> str:
+    """calibration_thresholds (bench/calibration/03_support.py): per support threshold (old guess, 0.50, tuning
+    optimum; the shipped one in bold) the accuracy on fact + qa pairs, the held-out F1 / recall / TNR, and the
+    shares of all distractors and of answer-swapped sentences rejected on the held-out split."""
+    s = result["figures"]["support"]
+    labels = {"old": "old guess", "mid": "midpoint", "new": "tuning optimum"}
+    rows = [
+        "| support threshold | accuracy tune / held-out | held-out F1 / recall / TNR | distractors rejected | "
+        "swapped rejected |",
+        "|---|---|---|---|---|",
+    ]
+    for name, r in s["thresholds"].items():
+        tune, held = r["tune"]["fact+qa (pooled)"], r["held_out"]
+        pooled = held["fact+qa (pooled)"]
+        cells = [f"{tune['accuracy']:.3f} / {pooled['accuracy']:.3f}"]
+        cells.append(" / ".join(f"{pooled[k]:.3f}" for k in ("f1", "recall", "tnr")))
+        cells += [f"{held[k]:.1%}" for k in ("distractors_rejected", "swapped_rejected")]
+        label = f"{labels.get(name, name)} {r['t']:.2f}"
+        if round(r["t"], 2) == round(s["shipped"], 2):
+            label, cells = f"**{label} (default)**", [f"**{c}**" for c in cells]
+        rows.append(f"| {label} | " + " | ".join(cells) + " |")
+    b = s["bootstrap"]
+    pairs = ", ".join(f"{k} {v['pairs']:,} ({v['supported']:,} supported)" for k, v in s["pairs"]["held_out"].items())
+    note = (
+        f"Accuracy, F1, recall and TNR on the fact + qa pairs pooled (one unsupported pair per supported one); "
+        f"rejected on the held-out split: a supporting sentence against each distractor paragraph of its question "
+        f"(fact-all-distractors), and with its answer swapped for another question's (swap). Held-out pairs: "
+        f"{pairs}. Held-out accuracy, tuning optimum − old guess: {b['new_minus_old']:+.3f} "
+        f"(bootstrap 95% interval {b['low']:+.3f} .. {b['high']:+.3f}, {b['samples']:,} resamples)."
+    )
+    return "\n".join(rows) + "\n\n" + _wrapped(note) + f"\n\n{_provenance(result)}"
+
+
+def _calibration_set(name: str) -> str:
+    return name.replace("PW ", "PhantomWiki ", 1).replace("HQ ", "HotpotQA ", 1)
+
+
+def determinism(result: dict) -> str:
+    """determinism: the last prompt token's logits with a cached prefix against the whole prompt; LLM calls and (when
+    run) pipeline answers differing from alone, before the fix (prefix reuse) and with it (a fresh context)."""
+    f = result["figures"]
+    logits = f["logits"]
+    rows = [
+        f"| {logits['prompt_tokens']}-token prompt, evaluated after a cached prefix | max abs logit difference "
+        "| greedy token | ms |",
+        "|---|---|---|---|",
+        f"| nothing cached: the whole prompt (the reference) | – | – | {logits['whole_ms']:,} |",
+    ]
+    for split in logits["splits"]:
+        n = split["evaluated"]
+        label = f"the last {n} token{'s' if n > 1 else ''}" + (" (half)" if 2 * n == logits["prompt_tokens"] else "")
+        diff = f"{split['max_abs_diff']:.4f}" if split["max_abs_diff"] else "0"
+        greedy = "same" if split["greedy_same"] else "**changed**"
+        rows.append(f"| {label} | {diff} | {greedy} | {split['ms']:,} |")
+    threads = logits["threads_1_vs_2_max_abs_diff"]
+    rows.append(f"| the whole prompt, n_threads 1 instead of 2 | {f'{threads:.4f}' if threads else '0'} | – | – |")
+    calls = f["calls"]
+    before, fix = calls["ways"]["prefix_reuse"], calls["ways"]["fresh_context"]
+    rows += [
+        "",
+        f"| LLM calls (max_tokens {calls['max_tokens']}) | replies differing from alone | mean ms per call | calls |",
+        "|---|---|---|---|",
+    ]
+    for label, way in (("prefix reuse (before)", before), ("fresh context (fix)", fix)):
+        rows.append(f"| {label} | {way['differ']} of {calls['runs']} | {way['mean_ms']:,} | {way['calls']} |")
+    ways = f.get("pipeline") or {}
+    if ways:
+        first = next(iter(ways.values()))
+        rows += [
+            "",
+            "| pipeline, answers differing from alone | in order | reverse order | 8 threads, one barrier "
+            "| mean ms per question |",
+            "|---|---|---|---|---|",
+        ]
+        labels = {"prefix_reuse": "prefix reuse (before)", "fresh_context": "fresh context (fix)"}
+        for name, p in ways.items():
+            cells = [f"{p[k]['differ']} of {p[k]['answers']}" for k in ("in_order", "reverse", "threads")]
+            rows.append(f"| {labels.get(name, name)} | " + " | ".join(cells) + f" | {p['mean_total_ms']:,} |")
+    start, end = (" / ".join(f"{x:.1f}" for x in f["load_average"][k]) for k in ("start", "end"))
+    same = "the same reply" if calls["threads_1_vs_2_same"] else "**another reply**"
+    note = (
+        f"LLM calls: a {logits['target_tokens']}-token request alone on a fresh model, then after requests of other "
+        f"lengths sharing its prefix (two orders) and right after itself, both ways alternating in one process "
+        f"({calls['runs']} sequences each); with n_threads 1 instead of 2 the request alone got {same}. Fresh context "
+        f"against prefix reuse: {100 * (fix['mean_ms'] / before['mean_ms'] - 1):+.0f}% per call. "
+        + (
+            f"Pipeline: configs/fixed.yaml over the sample corpus, {first['questions']} sample questions, "
+            f"llm.max_tokens {first['max_tokens']}, each asked alone on a freshly loaded model, then in order, in "
+            f"reverse order and from 8 threads (question i % {first['questions']} in thread i) through one pipeline. "
+            if ways
+            else "The pipeline level was not run (--skip-pipeline). "
+        )
+        + f"Load average (1 / 5 min) {start} at the start, {end} at the end."
+    )
+    return "\n".join(rows) + "\n\n" + _wrapped(note) + f"\n\n{_provenance(result)}"
+
+
+def replay_check(result: dict) -> str:
+    """replay_check (no folders: the committed fixture): the fixture replayed with no model, its rows against the
+    committed ones, beside a fresh recording when run with --record; then the recording's size and what a run
+    manifest costs."""
+    f = result["figures"]
+    runs = {"replay (llama_cpp and embedding runtimes unimportable)": f["replay"]}
+    if "record" in f:
+        runs = {"record (real model, into a temporary cache)": f["record"], **runs}
+
+    def calls(run: dict) -> str:
+        per = ", ".join(
+            f"{name} {c['calls_min']}" + (f"–{c['calls_max']}" if c["calls_max"] != c["calls_min"] else "")
+            for name, c in run["configs"].items()
+        )
+        return f"{sum(c['llm_calls'] for c in run['configs'].values())} ({per} per question)"
+
+    cells = (
+        ("questions × configs", lambda r: f"{r['questions']} × {len(r['configs'])}"),
+        ("LLM calls", calls),
+        ("asking time", lambda r: f"{r['asking_s']:.1f} s"),
+        ("the whole command, wall", lambda r: f"{r['wall_s']:.0f} s"),
+        ("peak RSS", lambda r: f"{r['peak_rss_mb']:,} MB" if "peak_rss_mb" in r else "–"),
+        ("LLM replies", lambda r: _replies(r["replies"])),
+        ("embedding vectors", lambda r: _replies(r["vectors"])),
+        (
+            "rows like the committed ones",
+            lambda r: f"**{r.get('identical', r.get('like_committed'))}/{r['compared']}**",
+        ),
+    )
+    rows = ["| | " + " | ".join(runs) + " |", "|---|" + "---|" * len(runs)]
+    rows += [f"| {label} | " + " | ".join(cell(r) for r in runs.values()) + " |" for label, cell in cells]
+    cache, manifest = f["cache"], f["manifest"]
+    start, end = (" / ".join(f"{x:.1f}" for x in f["load_average"][k]) for k in ("start", "end"))
+    notes = [
+        f"`{f['fixture']}/`: {cache['replies']['entries']} replies in {_files(cache['replies'])}, vectors in "
+        f"{_files(cache['vectors'])}; the whole fixture {_files(cache['fixture'])}.",
+        f"A run manifest costs {manifest['first_s']:.2f} s with no hash remembered (sha256 of "
+        f"{manifest['hashed_files']} model files, {manifest['hashed_mb']:.0f} MB) and {manifest['second_s']:.2f} s "
+        f"after (hashes remembered by path, size and mtime).",
+        f"Load average (1 / 5 min) {start} at the start, {end} at the end.",
+    ]
+    return "\n".join(rows) + "\n\n" + "\n".join(map(_bullet, notes)) + f"\n\n{_provenance(result)}"
+
+
+def _replies(counts: dict) -> str:
+    """Replayed / recorded counts of a reply or vector cache, as `cli.py eval` prints them."""
+    if not counts:
+        return "–"
+    if not counts["replayed"]:
+        return f"{counts['recorded']:,} recorded"
+    if not counts["recorded"]:
+        return f"{counts['replayed']:,} replayed"
+    return f"{counts['recorded']:,} recorded, {counts['replayed']:,} already recorded"
+
+
+def _files(size: dict) -> str:
+    return f"{size['files']} file{'s' if size['files'] != 1 else ''} ({size['bytes'] / 1000:,.0f} KB)"
+
+
+def _bullet(text: str) -> str:
+    return "\n".join(
+        textwrap.wrap(
+            text, 120, initial_indent="- ", subsequent_indent="  ", break_long_words=False, break_on_hyphens=False
+        )
+    )
+
+
 def query_adapter(result: dict) -> str:
     """query_adapter test: per dataset and slice, nDCG@10 with and without the adapter, and the adapted hybrid's
     difference to the default and to the better single list (paired p)."""
@@ -178,7 +546,7 @@ def dev_loop_line(result: dict) -> str:
         f"Measured from a fresh clone on {result['machine']['cores']} cores ({result['finished'][:10]}): "
         f"{', '.join(parts)} (`python -m bench run dev_loop`)."
     )
-    return "\n".join(textwrap.wrap(line, 120, break_long_words=False, break_on_hyphens=False))
+    return _wrapped(line)
 
 
 def serve_load(result: dict) -> str:
@@ -298,6 +666,10 @@ _SINGLES = ("bm25", "dense", "chunk")
 _TOTALS = (("total", "total"), ("llm", "inside LLM calls"), ("overhead", "**pipeline overhead**"))
 
 
+def _wrapped(text: str) -> str:
+    return "\n".join(textwrap.wrap(text, 120, break_long_words=False, break_on_hyphens=False))
+
+
 def _provenance(result: dict) -> str:
     sha = (result["commit"]["sha"] or "unknown")[:8] + ("+" if result["commit"]["dirty"] else "")
     m = result["machine"]
@@ -306,4 +678,4 @@ def _provenance(result: dict) -> str:
         f"*`{command}` at {sha}, {result['finished'][:10]}; {m['cores']} cores, {m['memory_gib']:.0f} GiB, "
         f"Python {m['python']} (bench/results/{result['benchmark']}.json).*"
     )
-    return "\n".join(textwrap.wrap(line, 120, break_long_words=False, break_on_hyphens=False))
+    return _wrapped(line)

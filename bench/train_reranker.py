@@ -84,9 +84,16 @@ NAMESPACE = {
     "nq-toy": "nq",
     "squad-intros": "squad",
     "squad-low-overlap": "squad",
+    "nq-open": "nq-open",
+    "clapnq": "clapnq",
+    "mtrag-clapnq": "mtrag-clapnq",
+    "mtrag-fiqa": "mtrag-fiqa",
 }
-SPLIT_DEV = ("scifact", "hotpotqa", "hotpot-single", "phantomwiki")  # dev split cut into train / tune halves
-SOURCES = ("squad", "scifact", "hotpotqa", "phantomwiki")  # training sources (hotpot-single is within hotpotqa)
+# the natural-question sets (bench/natural_sets.py, bench/conversation_sets.py): questions asked without the text
+NATURAL = ("nq-open", "clapnq", "mtrag-clapnq", "mtrag-fiqa")
+SPLIT_DEV = ("scifact", "hotpotqa", "hotpot-single", "phantomwiki", *NATURAL)  # dev cut into train / tune halves
+SOURCES = ("squad", "scifact", "hotpotqa", "phantomwiki", *NATURAL)  # (hotpot-single is within hotpotqa)
+SHIPPED_SOURCES = ("squad", "scifact", "hotpotqa", "phantomwiki")  # the shipped model's (issue 61)
 
 
 class Log:
@@ -348,6 +355,8 @@ def train(pairs: list[Pair], sources: dict, mined: dict, out: Path, args, log: L
     seed_everything(args.seed)
     minilm = str(resolve_model_dir("minilm"))  # the packaged all-MiniLM-L6-v2, the same bytes as before
     model = CrossEncoder(minilm, num_labels=1, max_length=args.max_length, device="cpu")
+    if args.layers:
+        keep_first_layers(model, args.layers)
     positives = sum(p.label > 0 for p in pairs)
     pos_weight = (len(pairs) - positives) / max(positives, 1)
     loss_fn = BinaryCrossEntropyLoss(model, pos_weight=torch.tensor(pos_weight))
@@ -425,11 +434,21 @@ def train(pairs: list[Pair], sources: dict, mined: dict, out: Path, args, log: L
     return model, total
 
 
+def keep_first_layers(model, layers: int) -> None:
+    """Cut the transformer to its first `layers` layers (of MiniLM's 6) before training: a cross-encoder that costs
+    about layers / 6 of the full one per pair, initialised from the same weights."""
+    encoder = model.model.base_model.encoder
+    if not 0 < layers <= len(encoder.layer):
+        sys.exit(f"--layers must be between 1 and {len(encoder.layer)}")
+    del encoder.layer[layers:]
+    model.model.config.num_hidden_layers = layers
+
+
 def data_digest(pairs: list[Pair], args) -> str:
     h = hashlib.sha256()
     for p in pairs:
         h.update(f"{p.qid}\t{p.label}\t{p.passage[:64]}\n".encode())
-    keys = ("seed", "epochs", "batch_size", "lr", "warmup", "max_length", "max_steps", "bf16")
+    keys = ("seed", "epochs", "batch_size", "lr", "warmup", "max_length", "max_steps", "bf16", "layers")
     h.update(json.dumps({k: getattr(args, k) for k in keys}, sort_keys=True).encode())
     return h.hexdigest()[:16]
 
@@ -471,13 +490,20 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default=str(OUT))
     ap.add_argument("--suite", default=str(SUITE))
-    ap.add_argument("--sources", nargs="+", choices=SOURCES, default=list(SOURCES))
+    ap.add_argument(
+        "--sources",
+        nargs="+",
+        choices=SOURCES,
+        default=list(SHIPPED_SOURCES),
+        help="training sources (default: the shipped model's; add the natural-question sets by name)",
+    )
     ap.add_argument("--squad-paragraphs", type=int, default=2000, help="SQuAD train non-first paragraphs (1 q each)")
     ap.add_argument("--negatives", type=int, default=5, help="hard negatives per query")
     ap.add_argument("--depth", type=int, default=30, help="fused passages mined per training query")
     ap.add_argument("--tune-queries", type=int, default=40, help="tune queries per dataset for the curve")
     ap.add_argument("--tune-candidates", type=int, default=20, help="fused candidates reranked per tune query")
     ap.add_argument("--max-length", type=int, default=256)
+    ap.add_argument("--layers", type=int, default=0, help="keep the first N transformer layers (0: all 6)")
     ap.add_argument("--batch-size", type=int, default=16)
     ap.add_argument("--eval-batch-size", type=int, default=32)
     ap.add_argument("--epochs", type=int, default=2)

@@ -4,7 +4,7 @@
     .venv/bin/python bench/tune_reranker.py score --split dev-tune     # fused lists + cross-encoder logits, cached
     .venv/bin/python bench/tune_reranker.py grid --split dev-tune      # N x fused_weight: choose them here
     .venv/bin/python bench/tune_reranker.py score --split test
-    .venv/bin/python bench/tune_reranker.py report --split test --n 20 --fused-weight 0.5
+    .venv/bin/python bench/tune_reranker.py report --split test --n 20 --fused-weight 0.7 --result cross_encoder_test
 
 `score` runs each query of a split through the default configuration's retrievers and fusion (evaluation/retrieval.py
 `QueryRanker`, the path `eval-retrieval` measures), keeps the BM25, dense and fused document rankings and scores the
@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import results
 from common import ROOT
 
 from switchyard.configs.loader import load_config
@@ -40,7 +41,10 @@ from switchyard.retrievers.rerankers import blend, shipped_cross_encoder
 
 SUITE = ROOT / "bench" / "out" / "retrieval-suite"
 OUT = ROOT / "bench" / "out" / "reranker-tune"
-DATASETS = ("scifact", "hotpotqa", "hotpot-single", "phantomwiki", "squad-intros", "squad-low-overlap", "nq-toy")
+DATASETS = (
+    *("scifact", "hotpotqa", "hotpot-single", "phantomwiki", "squad-intros", "squad-low-overlap", "nq-toy"),
+    *("nq-open", "clapnq", "mtrag-clapnq", "mtrag-fiqa"),  # the natural-question sets (bench/natural_sets.py)
+)
 NS = (5, 10, 20)  # at most retrieve.top_k (20): the candidates `ask` already has
 WEIGHTS = tuple(round(w, 2) for w in np.arange(0, 1.01, 0.1))
 SINGLES = ("bm25", "dense")
@@ -177,7 +181,13 @@ def cmd_report(args) -> int:
                 f"{d_fused.mean():+.4f} ({sign_flip_pvalue(d_fused):.3f}) | "
                 f"{d_single.mean():+.4f} vs {single} ({sign_flip_pvalue(d_single):.3f}) |"
             )
-            out["datasets"].setdefault(name, {})[m] = {k: round(float(v.mean()), 4) for k, v in per.items()}
+            out["datasets"].setdefault(name, {})[m] = {
+                **{k: round(float(v.mean()), 4) for k, v in per.items()},
+                "best_single": single,
+                "p_vs_fused": round(sign_flip_pvalue(d_fused), 4),
+                "p_vs_single": round(sign_flip_pvalue(d_single), 4),
+            }
+            out["datasets"][name]["queries"] = len(rows)
         macro = {k: np.mean([out["datasets"][n][m][k] for n in names]) for k in ("bm25", "dense", "hybrid", "reranked")}
         print(
             f"| macro | {macro['bm25']:.4f} | {macro['dense']:.4f} | {macro['hybrid']:.4f} | "
@@ -185,6 +195,15 @@ def cmd_report(args) -> int:
         )
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1) + "\n")
+    if args.result:
+        scored = load(args.out, args.split)
+        config = {
+            "n": args.n,
+            "fused_weight": args.fused_weight,
+            "model": scored.get("model"),
+            "depth": scored.get("depth"),
+        }
+        print(f"recorded {results.record(args.result, out, config).relative_to(ROOT)}")
     return 0
 
 
@@ -202,6 +221,7 @@ def main() -> int:
     ap.add_argument("--n", type=int, default=20, help="report: fused passages reranked")
     ap.add_argument("--fused-weight", type=float, default=0.0, help="report: rerank.fused_weight")
     ap.add_argument("--json", help="report: also write the figures here")
+    ap.add_argument("--result", help="report: also record the figures as bench/results/RESULT.json (the docs' table)")
     args = ap.parse_args()
     return {"score": cmd_score, "grid": cmd_grid, "report": cmd_report}[args.command](args)
 

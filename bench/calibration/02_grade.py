@@ -15,7 +15,10 @@ Tuning direction (a): index = dev300_a paragraphs; answerable = dev300_a questio
 
 Prints, per direction, the answerable / unanswerable max-cosine quantiles and AUC, a table of passage P / R / F1
 and verdict shares for the old, tuned and RECOMMENDED thresholds, and the incorrect / correct threshold sweeps.
-Writes CACHE/grade_choice.json (the tuned values).
+Writes CACHE/grade_choice.json (the tuned values) and CACHE/grade_figures.json (per direction the question counts
+and gold-in-top-5 share; per row old / HotpotQA optimum / calibration default the thresholds, passage P / R / F1 /
+bAcc and verdict shares), which 03_support.py records with its own figures in
+bench/results/calibration_thresholds.json.
 """
 
 from __future__ import annotations
@@ -199,6 +202,38 @@ def main() -> None:
     table("NEW (HotpotQA protocol optimum)", new, dirs)
     table("RECOMMENDED default", RECOMMENDED, dirs)
     (CACHE / "grade_choice.json").write_text(json.dumps(new))
+    rows = {"old": OLD, "optimum": new, "default": RECOMMENDED}
+    (CACHE / "grade_figures.json").write_text(json.dumps(figures(rows, dict(zip(("tune", "held_out"), dirs.values())))))
+
+
+def figures(rows: dict[str, dict], dirs: dict[str, tuple[list, list]]) -> dict:
+    """What the tables print, as numbers: per direction (tune, held_out) the question counts and the share of
+    answerable questions with a gold paragraph in the top 5; per row its thresholds and, per direction, passage
+    P / R / F1 / bAcc at `relevant` and the verdict shares at `incorrect` / `correct`."""
+
+    def scores(th: dict, ans: list, una: list) -> dict:
+        cos, lab = passage_arrays(ans)
+        p, r, f, b = prf(cos, lab, th["relevant"])
+        passage = {"precision": p, "recall": r, "f1": f, "bacc": b}
+        return {
+            k: round(float(v), 4)
+            for k, v in (passage | verdict_stats(ans, una, th["incorrect"], th["correct"])).items()
+        }
+
+    return {
+        "directions": {
+            name: {"answerable": len(ans), "unanswerable": len(una), "gold_in_top5": round(float(hit(ans).mean()), 4)}
+            for name, (ans, una) in dirs.items()
+        },
+        "constraints": {"max_false_incorrect": MAX_FALSE_INCORRECT, "min_correct_precision": MIN_CORRECT_PRECISION},
+        "rows": {
+            name: {
+                "thresholds": {k: th[k] for k in ("relevant", "incorrect", "correct")},
+                **{d: scores(th, ans, una) for d, (ans, una) in dirs.items()},
+            }
+            for name, th in rows.items()
+        },
+    }
 
 
 if __name__ == "__main__":

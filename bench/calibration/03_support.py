@@ -18,12 +18,18 @@ per positive). Sentence vectors are cached in CACHE/sent_{split}.npy.
 
 Prints the pair counts, support-score quantiles per pair set, the tuning sweep, accuracy / F1 / recall / TNR per
 threshold, split and set, and the held-out accuracy difference new - old with a bootstrap interval. Writes
-CACHE/support_choice.json.
+CACHE/support_choice.json, and records bench/results/calibration_thresholds.json (bench/results.py): the grade
+figures 02_grade.py left in CACHE/grade_figures.json (run it first) and this step's, i.e. the pair counts, per
+threshold (old, 0.50, the tuned one) and split the accuracy / F1 / recall / TNR per set, the share of all
+distractors and of answer-swapped sentences rejected, the bootstrap difference, and the shipped
+answer.support_threshold. docs/benchmarks.md renders them with bench/tables.py's `calibration_grade` and
+`calibration_support`.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import random
 import re
 import sys
@@ -31,14 +37,16 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/, for common.py
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/, for common.py and results.py
+import results  # noqa: E402
 from common import CALIBRATION_CACHE as CACHE  # noqa: E402
-from common import OLD, load_split, make_stack, torch_threads
+from common import HOTPOT_SPLITS, HOTPOTQA, OLD, RECOMMENDED, ROOT, load_split, make_stack, torch_threads
 
 from switchyard.nodes.citations import support_matrix
 from switchyard.run_context import ALL
 
 GRID = np.round(np.arange(0.30, 0.9001, 0.01), 2)
+DIRECTION = {"a": "tune", "b": "held_out"}  # the keys of the recorded figures, as in 02_grade.py's
 
 
 class CachedEmbedder:
@@ -150,6 +158,7 @@ def main() -> None:
 
     embedder = Embedder("minilm")
     data = {}
+    counts = {}
     for split in ("a", "b"):
         stack = make_stack(f"hotpot_{split}", embedder)
         pairs = build_pairs(split, load_split(split), chunks_by_title(stack))
@@ -157,6 +166,9 @@ def main() -> None:
         sets = np.array([p[0] for p in pairs])
         labels = np.array([p[3] for p in pairs]).astype(bool)
         data[split] = (sets, labels, scores)
+        counts[DIRECTION[split]] = {
+            s: {"pairs": int((sets == s).sum()), "supported": int(labels[sets == s].sum())} for s in dict.fromkeys(sets)
+        }
         print(
             f"split {split}: "
             + ", ".join(
@@ -190,17 +202,25 @@ def main() -> None:
         print(f"    {t:.2f}  {a:.3f}  {f:.3f}")
 
     print(f"\n{'threshold':<10}{'split':<10}{'set':<22}{'acc':>7}{'F1(sup)':>9}{'recall':>8}{'TNR':>7}")
+    thresholds = {}
     for name, t in (("OLD", OLD["support"]), ("MID", 0.50), ("NEW", new)):
+        thresholds[name.lower()] = {"t": t}
         for split in ("a", "b"):
             sets, labels, scores = data[split]
             groups = {"fact+qa (pooled)": np.isin(sets, ["fact", "qa"]), "fact": sets == "fact", "qa": sets == "qa"}
             for g, m in groups.items():
                 a, f, r, tnr = metrics(scores[m], labels[m], t)
+                thresholds[name.lower()].setdefault(DIRECTION[split], {})[g] = _rounded(
+                    {"accuracy": a, "f1": f, "recall": r, "tnr": tnr}
+                )
                 print(
                     f"{name} {t:<6.2f}{'dev300_a' if split == 'a' else 'dev500':<10}{g:<22}{a:7.3f}{f:9.3f}{r:8.3f}{tnr:7.3f}"
                 )
             hard = sets == "fact-all-distractors"
             swap = sets == "swap"
+            thresholds[name.lower()][DIRECTION[split]] |= _rounded(
+                {"distractors_rejected": (scores[hard] < t).mean(), "swapped_rejected": (scores[swap] < t).mean()}
+            )
             print(
                 f"{'':<20}{'all distractors rejected:':<22}{(scores[hard] < t).mean():7.3f}   "
                 f"answer-swapped (invented) rejected: {(scores[swap] < t).mean():.3f}"
@@ -214,6 +234,39 @@ def main() -> None:
     lo, hi = np.quantile(diffs, [0.025, 0.975])
     print(f"\nheld-out pooled accuracy NEW - OLD: {np.mean(diffs):+.3f} (bootstrap 95% CI {lo:+.3f} .. {hi:+.3f})")
     (CACHE / "support_choice.json").write_text(json.dumps({"support": new}))
+    support = {
+        "pairs": counts,
+        "thresholds": thresholds,
+        "bootstrap": _rounded({"new_minus_old": np.mean(diffs), "low": lo, "high": hi}) | {"samples": len(diffs)},
+    }
+    record(support, new)
+
+
+def record(support: dict, new: float) -> None:
+    """bench/results/calibration_thresholds.json: 02_grade.py's figures (CACHE/grade_figures.json) and this step's,
+    with the shipped answer.support_threshold."""
+    from switchyard.configs.loader import load_config
+
+    grade_path = CACHE / "grade_figures.json"
+    if not grade_path.exists():
+        sys.exit(f"{grade_path}: missing, so no result recorded (run bench/calibration/02_grade.py, then this again)")
+    support |= {"tuned": new, "shipped": load_config(None, []).answer.support_threshold}
+    config = {
+        "hotpotqa": os.path.relpath(HOTPOTQA.resolve(), ROOT),
+        "splits": {"tune": HOTPOT_SPLITS["a"], "held_out": HOTPOT_SPLITS["b"]},
+        "embedder": "minilm",
+        "top_k": 5,
+        "old": OLD,
+        "recommended": RECOMMENDED,
+        "support_grid": [float(GRID[0]), float(GRID[-1]), 0.01],
+        "support_choice": "max accuracy on split a, fact + qa pooled",
+    }
+    figures = {"grade": json.loads(grade_path.read_text()), "support": support}
+    print(f"result: {results.record('calibration_thresholds', figures, config).relative_to(ROOT)}")
+
+
+def _rounded(values: dict) -> dict:
+    return {k: round(float(v), 4) for k, v in values.items()}
 
 
 if __name__ == "__main__":

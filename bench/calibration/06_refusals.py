@@ -14,22 +14,32 @@ coverage (share of the question's content words found in a passage's title + tex
     .venv/bin/python bench/calibration/06_refusals.py --phantomwiki bench/out/phantomwiki/s1 bench/out/phantomwiki/s2
 
 Prints per set the best-cosine and best-coverage quantiles, then the share graded incorrect for each (t, c) of
-the sweep. Writes CACHE/refusals.json (per question: best cosine, best coverage).
+the sweep. Writes CACHE/refusals.json (per question: best cosine, best coverage) and records the figures in
+bench/results/calibration_refusals.json (bench/results.py; `--result NAME` for a variant, e.g. the PhantomWiki
+development instances): per set n and the quantiles, the sweep, and the `incorrect` rule before issue 12 and as
+shipped (the default config's grade.thresholds), each with its shares; docs/benchmarks.md renders them with
+bench/tables.py's `calibration_refusals`.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/, for common.py
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/, for common.py and results.py
+import results  # noqa: E402
 from common import CALIBRATION_CACHE as CACHE  # noqa: E402
 from common import PHANTOMWIKI as PW
-from common import gold_titles, load_split, make_stack, paragraphs, torch_threads  # noqa: E402
+from common import RECOMMENDED, ROOT, gold_titles, load_split, make_stack, paragraphs, torch_threads  # noqa: E402
+
+QUANTILES = [0.05, 0.25, 0.5, 0.75, 0.95]
+SWEEP_T = (0.35, 0.40, 0.45)
+SWEEP_C = (0.5, 0.6, 0.67, 0.75, 0.8, 0.9, 1.01)
 
 
 def main() -> None:
@@ -40,6 +50,11 @@ def main() -> None:
         nargs="+",
         default=[PW],
         help="PhantomWiki folders (default: s11; bench/phantomwiki_instances.py writes others)",
+    )
+    ap.add_argument(
+        "--result",
+        default="calibration_refusals",
+        help="the result file's name: bench/results/NAME.json (another name for a variant, e.g. other instances)",
     )
     args = ap.parse_args()
     torch_threads(2)
@@ -85,15 +100,48 @@ def main() -> None:
     }
     arr = {k: np.array(v) for k, v in sets.items()}
     (CACHE / "refusals.json").write_text(json.dumps({k: v for k, v in sets.items()}))
-    q = lambda x: " ".join(f"{v:.2f}" for v in np.quantile(x, [0.05, 0.25, 0.5, 0.75, 0.95]))
+    q = lambda x: " ".join(f"{v:.2f}" for v in np.quantile(x, QUANTILES))
     for k, v in arr.items():
         print(f"{k:18s} n={len(v):3d}  best cos 5/25/50/75/95%: {q(v[:, 0])} | best coverage: {q(v[:, 1])}")
     print("rule: incorrect when cos < t and coverage < c  ->  share graded incorrect per set")
     print("   t     c    " + "  ".join(f"{k:>18s}" for k in arr))
-    for t in (0.35, 0.40, 0.45):
-        for c in (0.5, 0.6, 0.67, 0.75, 0.8, 0.9, 1.01):
+    for t in SWEEP_T:
+        for c in SWEEP_C:
             rates = [((v[:, 0] < t) & (v[:, 1] < c)).mean() for v in arr.values()]
             print(f"  {t:.2f}  {c:.2f}  " + "  ".join(f"{r:18.1%}" for r in rates))
+    path = results.record(args.result, figures(arr), {"phantomwiki": [_rel(f) for f in args.phantomwiki]})
+    print(f"result: {path.relative_to(ROOT)}")
+
+
+def figures(arr: dict[str, np.ndarray]) -> dict:
+    """Per set n and the quantiles of best cosine / best coverage; the share graded incorrect per (t, c) of the sweep;
+    the rule before issue 12 (cosine only, the calibration's `incorrect`) and the shipped one, with their shares."""
+    from switchyard.configs.loader import load_config
+
+    def rates(t: float, c: float) -> dict[str, float]:
+        return {k: round(float(((v[:, 0] < t) & (v[:, 1] < c)).mean()), 4) for k, v in arr.items()}
+
+    shipped = load_config(None, []).grade.thresholds
+    return {
+        "quantiles": QUANTILES,
+        "sets": {
+            k: {
+                "n": len(v),
+                "cosine": [round(float(x), 4) for x in np.quantile(v[:, 0], QUANTILES)],
+                "coverage": [round(float(x), 4) for x in np.quantile(v[:, 1], QUANTILES)],
+            }
+            for k, v in arr.items()
+        },
+        "sweep": [{"t": t, "c": c, "rates": rates(t, c)} for t in SWEEP_T for c in SWEEP_C],
+        "before": {"t": RECOMMENDED["incorrect"], "c": 1.01, "rates": rates(RECOMMENDED["incorrect"], 1.01)},
+        "shipped": {"t": shipped.incorrect, "c": shipped.coverage, "rates": rates(shipped.incorrect, shipped.coverage)},
+    }
+
+
+def _rel(folder: Path) -> str:
+    """A folder as a path from the repository root (the default, ../shared/..., included), so the config hash does
+    not depend on where the checkout lives."""
+    return os.path.relpath(folder.resolve(), ROOT)
 
 
 if __name__ == "__main__":
