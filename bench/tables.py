@@ -263,7 +263,7 @@ def calibration_refusals(result: dict) -> str:
     rule = lambda r: (round(r["t"], 2), round(r["c"], 2))
     shown = {rule(r): r for r in f["sweep"] if round(r["c"], 2) in (0.5, 0.6, 1.01)}
     shown |= {rule(f[k]): f[k] for k in ("before", "shipped")}
-    head = [name + (" (higher is better)" if "near miss" in name else "") for name in sets]
+    head = [_calibration_set(name) + (" (higher is better)" if "near miss" in name else "") for name in sets]
     rows += ["", "| rule | " + " | ".join(head) + " |", "|---|" + "---|" * len(sets)]
     for key in sorted(shown):
         r = shown[key]

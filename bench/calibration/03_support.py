@@ -43,6 +43,7 @@ from common import CALIBRATION_CACHE as CACHE  # noqa: E402
 from common import HOTPOT_SPLITS, HOTPOTQA, OLD, RECOMMENDED, ROOT, load_split, make_stack, torch_threads
 
 from switchyard.nodes.citations import support_matrix
+from switchyard.retrievers.documents import Passage
 from switchyard.run_context import ALL
 
 GRID = np.round(np.arange(0.30, 0.9001, 0.01), 2)
@@ -138,8 +139,9 @@ def score_pairs(split: str, pairs, embedder) -> np.ndarray:
         names.write_text(json.dumps(sents))
     cached = CachedEmbedder(dict(zip(sents, vecs)))
     out = []
-    for _, sent, passage, _ in pairs:
-        out.append(support_matrix([sent], [passage], cached, passage_vectors=passage["vector"][None, :])[0][0])
+    for _, sent, chunk, _ in pairs:
+        passage = Passage(chunk["chunk_id"], chunk["title"], "", chunk["title"], chunk["text"])
+        out.append(support_matrix([sent], [passage], cached, passage_vectors=chunk["vector"][None, :])[0][0])
     return np.array(out)
 
 
