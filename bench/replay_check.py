@@ -99,9 +99,13 @@ def print_comparison(same: Counter, total: Counter, differences: list[str]) -> N
 
 # -- the committed fixture -------------------------------------------------------------------------------------
 def run_eval(args: list[str], no_model: bool) -> tuple[subprocess.CompletedProcess, float]:
+    """`cli.py eval ARGS` in a fresh process and its wall time; exits with its output's tail if it failed."""
     command = [sys.executable, *(["-c", NO_MODEL] if no_model else []), str(ROOT / "cli.py"), *args]
     t0 = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
+    if done.returncode != 0:
+        print(done.stdout[-2000:], done.stderr[-2000:], sep="\n", file=sys.stderr)
+        sys.exit(1)
     return done, time.perf_counter() - t0
 
 
@@ -178,9 +182,6 @@ def check_fixture(args: argparse.Namespace) -> int:
         tmp = Path(tmp)
         done, wall = run_eval(eval_args(tmp / "replay", "--replay"), no_model=True)
         peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # the replay: the only child so far
-        if done.returncode != 0:
-            print(done.stdout[-2000:], done.stderr[-2000:], sep="\n", file=sys.stderr)
-            return 1
         same, total, differences = compare(recorded, fixture_rows(tmp / "replay" / RESULTS))
         print("replay of the committed fixture, no model importable:")
         print_comparison(same, total, differences)
@@ -213,9 +214,6 @@ def check_fixture(args: argparse.Namespace) -> int:
             record_args[record_args.index("--llm-cache") + 1] = str(tmp / "llm-cache")
             record_args[record_args.index("--vector-cache") + 1] = str(tmp / "vectors")
             done, wall = run_eval(record_args, no_model=False)
-            if done.returncode != 0:
-                print(done.stdout[-2000:], done.stderr[-2000:], sep="\n", file=sys.stderr)
-                return 1
             like, _, record_differences = compare(recorded, fixture_rows(tmp / "record" / RESULTS))
             print("recorded afresh with the real model, against the committed rows:")
             print_comparison(like, total, record_differences)

@@ -92,11 +92,7 @@ def ray_ingest(result: dict) -> str:
             f"| {labels.get(name, name)} | **{r['chunks_per_s']:.1f}** ({rounds}) | {r['chunks_per_s'] / local:.2f}× | "
             f"{r['wall_s']:.1f} | {r['driver_peak_mb']:.0f} | {actor} |"
         )
-    start, end = (" / ".join(f"{x:.1f}" for x in f["load_average"][k]) for k in ("start", "end"))
-    note = (
-        f"{f['docs']} SciFact abstracts in {f['files']} files, {f['chunks']} chunks; load average (1 / 5 min) "
-        f"{start} at the start, {end} at the end."
-    )
+    note = f"{f['docs']} SciFact abstracts in {f['files']} files, {f['chunks']} chunks. {_load_average(f)}"
     return "\n".join(rows) + f"\n\n{note}\n\n{_provenance(result)}"
 
 
@@ -136,7 +132,6 @@ def ingest_throughput(result: dict) -> str:
             f"| {name} | {b['cos_min']:.6f} | {b['ndcg@10']['dense']:.4f} | {b['ndcg@10']['hybrid']:.4f} |"
             for name, b in scored.items()
         ]
-    start, end = (" / ".join(f"{x:.1f}" for x in f["load_average"][k]) for k in ("start", "end"))
     bar = f["bar"]
     verdict = (
         f"The bar (≥ {bar['speedup']:g}× torch's ingest chunks/s, nDCG@10 within {bar['ndcg_tolerance']} of torch's): "
@@ -146,8 +141,7 @@ def ingest_throughput(result: dict) -> str:
     )
     note = (
         f"{f['docs']:,} SciFact abstracts, {torch['chunks']:,} chunks, {f['threads']} threads, best of "
-        f"{f['rounds']} rounds; settings {', '.join(f['overrides']) or 'the defaults'}. Load average (1 / 5 min) "
-        f"{start} at the start, {end} at the end. {verdict}"
+        f"{f['rounds']} rounds; settings {', '.join(f['overrides']) or 'the defaults'}. {_load_average(f)} {verdict}"
     )
     return "\n".join(rows) + "\n\n" + _wrapped(note) + f"\n\n{_provenance(result)}"
 
@@ -186,7 +180,6 @@ def scale_search(result: dict) -> str:
             f"| {int(size):,} | {s['peak_rss_mb']:,.0f} | **{s['p50_ms']:.1f} / {s['p95_ms']:.1f}** | "
             f"{latencies} | {rank_bm25} |"
         )
-    start, end = (" / ".join(f"{x:.1f}" for x in f["load_average"][k]) for k in ("start", "end"))
     note = (
         f"Seed: {f['seed_chunks']:,} real chunks"
         + (
@@ -194,7 +187,7 @@ def scale_search(result: dict) -> str:
             if f["windows_per_chunk"]
             else ""
         )
-        + f". Load average (1 / 5 min) {start} at the start, {end} at the end."
+        + f". {_load_average(f)}"
     )
     return "\n".join(rows) + "\n\n" + _wrapped(note) + f"\n\n{_provenance(result)}"
 
@@ -394,7 +387,6 @@ def determinism(result: dict) -> str:
         for name, p in ways.items():
             cells = [f"{p[k]['differ']} of {p[k]['answers']}" for k in ("in_order", "reverse", "threads")]
             rows.append(f"| {labels.get(name, name)} | " + " | ".join(cells) + f" | {p['mean_total_ms']:,} |")
-    start, end = (" / ".join(f"{x:.1f}" for x in f["load_average"][k]) for k in ("start", "end"))
     same = "the same reply" if calls["threads_1_vs_2_same"] else "**another reply**"
     note = (
         f"LLM calls: a {logits['target_tokens']}-token request alone on a fresh model, then after requests of other "
@@ -408,7 +400,7 @@ def determinism(result: dict) -> str:
             if ways
             else "The pipeline level was not run (--skip-pipeline). "
         )
-        + f"Load average (1 / 5 min) {start} at the start, {end} at the end."
+        + _load_average(f)
     )
     return "\n".join(rows) + "\n\n" + _wrapped(note) + f"\n\n{_provenance(result)}"
 
@@ -445,14 +437,13 @@ def replay_check(result: dict) -> str:
     rows = ["| | " + " | ".join(runs) + " |", "|---|" + "---|" * len(runs)]
     rows += [f"| {label} | " + " | ".join(cell(r) for r in runs.values()) + " |" for label, cell in cells]
     cache, manifest = f["cache"], f["manifest"]
-    start, end = (" / ".join(f"{x:.1f}" for x in f["load_average"][k]) for k in ("start", "end"))
     notes = [
         f"`{f['fixture']}/`: {cache['replies']['entries']} replies in {_files(cache['replies'])}, vectors in "
         f"{_files(cache['vectors'])}; the whole fixture {_files(cache['fixture'])}.",
         f"A run manifest costs {manifest['first_s']:.2f} s with no hash remembered (sha256 of "
         f"{manifest['hashed_files']} model files, {manifest['hashed_mb']:.0f} MB) and {manifest['second_s']:.2f} s "
         f"after (hashes remembered by path, size and mtime).",
-        f"Load average (1 / 5 min) {start} at the start, {end} at the end.",
+        _load_average(f),
     ]
     return "\n".join(rows) + "\n\n" + "\n".join(map(_bullet, notes)) + f"\n\n{_provenance(result)}"
 
@@ -664,6 +655,11 @@ def _duration(seconds: float) -> str:
 
 _SINGLES = ("bm25", "dense", "chunk")
 _TOTALS = (("total", "total"), ("llm", "inside LLM calls"), ("overhead", "**pipeline overhead**"))
+
+
+def _load_average(figures: dict) -> str:
+    start, end = (" / ".join(f"{x:.1f}" for x in figures["load_average"][k]) for k in ("start", "end"))
+    return f"Load average (1 / 5 min) {start} at the start, {end} at the end."
 
 
 def _wrapped(text: str) -> str:
