@@ -42,6 +42,18 @@ SAMPLE_QUESTIONS = [
 ]
 
 
+def load_average() -> list[float]:
+    """The machine's 1- and 5-minute load averages, rounded: what a result records at its start and end, so that a
+    reader can tell a quiet run from a loaded one (tables._load_average writes them under a table)."""
+    return [round(x, 2) for x in os.getloadavg()[:2]]
+
+
+def repo_path(path: Path) -> str:
+    """`path` relative to the repository root (../shared/... included), so that a recorded config does not depend on
+    where the checkout lives."""
+    return os.path.relpath(Path(path).resolve(), ROOT)
+
+
 # -- SciFact ------------------------------------------------------------------------------------------------------
 def scifact_docs(limit: int | None = None) -> list[dict]:
     path = SHARED / "scifact" / "corpus.jsonl"

@@ -33,12 +33,11 @@ at the start and the end.
 from __future__ import annotations
 
 import argparse
-import os
 import tempfile
 import time
 
 import results as result_files
-from common import ROOT, SAMPLE_QUESTIONS
+from common import ROOT, SAMPLE_QUESTIONS, load_average
 
 from switchyard.configs.loader import load_config
 from switchyard.graphs.pipeline import Pipeline
@@ -231,7 +230,7 @@ def main() -> None:
 
     from switchyard.llm.llamacpp import packaged_gguf
 
-    load_start = [round(x, 2) for x in os.getloadavg()[:2]]
+    load_start = load_average()
     figures: dict = {"logits": logit_level(), "calls": call_level(args.call_max_tokens, args.rounds)}
     fresh_ways = [True, False] if args.both_ways else [not args.prefix_reuse]
     if not args.skip_pipeline:
@@ -241,7 +240,7 @@ def main() -> None:
             LlamaCppBackend.fresh_context = fresh
             print(f"fresh context per call: {LlamaCppBackend.fresh_context}")
             figures["pipeline"][WAYS[fresh]] = pipeline_level(n, args.max_tokens)
-    figures["load_average"] = {"start": load_start, "end": [round(x, 2) for x in os.getloadavg()[:2]]}
+    figures["load_average"] = {"start": load_start, "end": load_average()}
     config = {
         "questions": args.questions,
         "max_tokens": args.max_tokens,

@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 
 import results
-from common import ROOT, SHARED, e5_overrides, scifact_docs, write_resolved_config
+from common import ROOT, SHARED, e5_overrides, load_average, scifact_docs, write_resolved_config
 
 from switchyard.configs.loader import load_config
 from switchyard.retrievers.documents import search_text
@@ -176,11 +176,11 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     out = Path(args.out)
-    load_average = {"start": list(os.getloadavg()[:2])}
+    load = {"start": load_average()}
     print(f"start: {load_note()}", flush=True)
     stats = throughput(args, backends, out)
     scores = {} if args.no_ndcg else ndcg(args, backends)
-    load_average["end"] = list(os.getloadavg()[:2])
+    load["end"] = load_average()
     print(f"end: {load_note()}")
 
     base = stats["torch"]
@@ -217,7 +217,7 @@ def main() -> None:
         "overrides": args.overrides,
         "backends": {b: {**stats[b], "ndcg@10": scores.get(b)} for b in backends},
         "bar": {"speedup": SPEEDUP_BAR, "ndcg_tolerance": NDCG_TOLERANCE, "met_by": met},
-        "load_average": load_average,
+        "load_average": load,
     }
     print(f"recorded {results.record(args.result, figures, vars(args)).relative_to(ROOT)}")
     if not others:

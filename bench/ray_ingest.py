@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 import results as result_files
-from common import ROOT, rss_mb, scifact_docs
+from common import ROOT, load_average, rss_mb, scifact_docs
 
 sys.path.insert(0, str(ROOT))
 from tests.ray_cluster import LocalCluster  # noqa: E402
@@ -104,8 +104,8 @@ def main() -> int:
         "ray-2": [*sets, "--set", "ray.actors=2", "--set", f"ray.cpus_per_actor={args.cpus / 2:g}"],
     }
     results: dict[str, list[dict]] = {name: [] for name in setups}
-    one, five, _ = os.getloadavg()
-    print(f"load average {one:.2f} / {five:.2f} on {os.cpu_count()} CPUs", flush=True)
+    load_start = load_average()
+    print(f"load average {load_start[0]:.2f} / {load_start[1]:.2f} on {os.cpu_count()} CPUs", flush=True)
     with tempfile.TemporaryDirectory() as tmp, LocalCluster(head_cpus=args.cpus, worker_cpus=0) as cluster:
         corpus = Path(tmp) / "corpus"
         corpus.mkdir()
@@ -147,7 +147,7 @@ def main() -> int:
         "files": args.files,
         "cpus": args.cpus,
         "chunks": best["local"]["chunks"],
-        "load_average": {"start": [round(one, 2), round(five, 2)], "end": [round(x, 2) for x in os.getloadavg()[:2]]},
+        "load_average": {"start": load_start, "end": load_average()},
         "setups": {
             name: {
                 "rounds_chunks_per_s": [round(x["chunks_per_s"], 2) for x in results[name]],

@@ -26,7 +26,6 @@ with how many of its rows equal the committed ones.
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import resource
 import subprocess
@@ -36,8 +35,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
-import common  # noqa: F401  (the repository root on sys.path)
 import results as result_files
+from common import load_average  # (and the repository root on sys.path)
 
 from switchyard.evaluation.jsonl import read_packed_lines, read_results  # noqa: E402
 from switchyard.evaluation.rows import RESULTS  # noqa: E402
@@ -175,7 +174,7 @@ def manifest_cost(tmp: Path) -> dict:
 
 
 def check_fixture(args: argparse.Namespace) -> int:
-    load_start = [round(x, 2) for x in os.getloadavg()[:2]]
+    load_start = load_average()
     recorded = fixture_rows(RECORDED / "results.jsonl")
     figures: dict = {"fixture": str(RECORDED.relative_to(ROOT))}
     with tempfile.TemporaryDirectory() as tmp:
@@ -224,7 +223,7 @@ def check_fixture(args: argparse.Namespace) -> int:
                 "cache": {"replies": folder_size(tmp / "llm-cache"), "vectors": folder_size(tmp / "vectors")},
             }
             print(f"record: {figures['record']['asking_s']} s asking, {wall:.1f} s wall")
-    figures["load_average"] = {"start": load_start, "end": [round(x, 2) for x in os.getloadavg()[:2]]}
+    figures["load_average"] = {"start": load_start, "end": load_average()}
     command = [arg.replace(f"{ROOT}/", "") for arg in eval_args(Path("OUT"), "--replay")]  # no checkout path
     config = {"fixture": figures["fixture"], "eval": command, "record": args.record}
     print(f"recorded {result_files.record(args.result, figures, config)}")

@@ -50,7 +50,16 @@ from pathlib import Path
 
 import numpy as np
 import results as result_files
-from common import ROOT, SHARED, copied_chunk, e5_overrides, peak_rss_mb, rss_mb, write_resolved_config
+from common import (
+    ROOT,
+    SHARED,
+    copied_chunk,
+    e5_overrides,
+    load_average,
+    peak_rss_mb,
+    rss_mb,
+    write_resolved_config,
+)
 
 from switchyard.configs.loader import load_config
 from switchyard.configs.schema import VectorIndexConfig
@@ -509,8 +518,8 @@ def main() -> None:
         print(json.dumps(probe_rank_bm25(args.uri, args.collection, args.queries)))
         return
 
-    load_average = {"start": list(os.getloadavg()[:2])}
-    print(f"load at start: {load_average['start'][0]:.2f} (1-min average, {os.cpu_count()} cores)", flush=True)
+    load = {"start": load_average()}
+    print(f"load at start: {load['start'][0]:.2f} (1-min average, {os.cpu_count()} cores)", flush=True)
     config = load_config(None, args.overrides)
     write_resolved_config(config, Path(args.out))
     rank_bm25_max = args.rank_bm25_max or config.retrieve.retrievers.bm25.max_chunks
@@ -590,15 +599,15 @@ def main() -> None:
         report[size] = {**stats, "search": search, "vector_indexes": index_results, "rank_bm25": bm25}
     (Path(args.out) / "scale.json").write_text(json.dumps(report, indent=1))
     print_tables(report, k)
-    load_average["end"] = list(os.getloadavg()[:2])
-    print(f"load at end: {load_average['end'][0]:.2f}")
+    load["end"] = load_average()
+    print(f"load at end: {load['end'][0]:.2f}")
     figures = {
         "sizes": {str(size): r for size, r in report.items()},
         "k": k,
         "windows_per_chunk": args.windows,
         "e5": args.e5,
         "seed_chunks": len(rows),
-        "load_average": load_average,
+        "load_average": load,
     }
     config_record = {"args": {a: v for a, v in vars(args).items() if a not in ("probe", "uri", "collection")}}
     print(f"recorded {result_files.record(args.result, figures, config_record).relative_to(ROOT)}")

@@ -228,11 +228,11 @@ def cross_encoder_test(result: dict) -> str:
                 f"{m['reranked'] - m[single]:+.4f} vs {single} ({_p(m['p_vs_single'])}) |"
             )
         names = [n for n in f["datasets"] if n != "nq-toy"]
-        macro = {k: sum(f["datasets"][n][metric][k] for n in names) / len(names) for k in ("bm25", "dense", "hybrid")}
-        reranked = sum(f["datasets"][n][metric]["reranked"] for n in names) / len(names)
+        lists = ("bm25", "dense", "hybrid", "reranked")
+        macro = {k: sum(f["datasets"][n][metric][k] for n in names) / len(names) for k in lists}
         rows.append(
             f"| macro, {len(names)} sets (not nq-toy) | {macro['bm25']:.4f} | {macro['dense']:.4f} | "
-            f"{macro['hybrid']:.4f} | **{reranked:.4f}** | {reranked - macro['hybrid']:+.4f} | |"
+            f"{macro['hybrid']:.4f} | **{macro['reranked']:.4f}** | {macro['reranked'] - macro['hybrid']:+.4f} | |"
         )
     note = f"The first {f['n']} fused passages reranked, `rerank.fused_weight` {f['fused_weight']}."
     return "\n".join(rows) + "\n\n" + note + f"\n\n{_provenance(result)}"
@@ -372,8 +372,8 @@ def determinism(result: dict) -> str:
         f"| LLM calls (max_tokens {calls['max_tokens']}) | replies differing from alone | mean ms per call | calls |",
         "|---|---|---|---|",
     ]
-    for label, way in (("prefix reuse (before)", before), ("fresh context (fix)", fix)):
-        rows.append(f"| {label} | {way['differ']} of {calls['runs']} | {way['mean_ms']:,} | {way['calls']} |")
+    for name, way in calls["ways"].items():
+        rows.append(f"| {_WAYS[name]} | {way['differ']} of {calls['runs']} | {way['mean_ms']:,} | {way['calls']} |")
     ways = f.get("pipeline") or {}
     if ways:
         first = next(iter(ways.values()))
@@ -383,10 +383,9 @@ def determinism(result: dict) -> str:
             "| mean ms per question |",
             "|---|---|---|---|---|",
         ]
-        labels = {"prefix_reuse": "prefix reuse (before)", "fresh_context": "fresh context (fix)"}
         for name, p in ways.items():
             cells = [f"{p[k]['differ']} of {p[k]['answers']}" for k in ("in_order", "reverse", "threads")]
-            rows.append(f"| {labels.get(name, name)} | " + " | ".join(cells) + f" | {p['mean_total_ms']:,} |")
+            rows.append(f"| {_WAYS[name]} | " + " | ".join(cells) + f" | {p['mean_total_ms']:,} |")
     same = "the same reply" if calls["threads_1_vs_2_same"] else "**another reply**"
     note = (
         f"LLM calls: a {logits['target_tokens']}-token request alone on a fresh model, then after requests of other "
@@ -448,6 +447,9 @@ def replay_check(result: dict) -> str:
     return "\n".join(rows) + "\n\n" + "\n".join(map(_bullet, notes)) + f"\n\n{_provenance(result)}"
 
 
+_WAYS = {"prefix_reuse": "prefix reuse (before)", "fresh_context": "fresh context (fix)"}  # determinism's two ways
+
+
 def _replies(counts: dict) -> str:
     """Replayed / recorded counts of a reply or vector cache, as `cli.py eval` prints them."""
     if not counts:
@@ -464,11 +466,7 @@ def _files(size: dict) -> str:
 
 
 def _bullet(text: str) -> str:
-    return "\n".join(
-        textwrap.wrap(
-            text, 120, initial_indent="- ", subsequent_indent="  ", break_long_words=False, break_on_hyphens=False
-        )
-    )
+    return _wrapped(text, first="- ", rest="  ")
 
 
 def query_adapter(result: dict) -> str:
@@ -662,8 +660,12 @@ def _load_average(figures: dict) -> str:
     return f"Load average (1 / 5 min) {start} at the start, {end} at the end."
 
 
-def _wrapped(text: str) -> str:
-    return "\n".join(textwrap.wrap(text, 120, break_long_words=False, break_on_hyphens=False))
+def _wrapped(text: str, first: str = "", rest: str = "") -> str:
+    """`text` in lines of at most 120 characters (docs' limit), the first line led by `first`, the others by `rest`."""
+    lines = textwrap.wrap(
+        text, 120, initial_indent=first, subsequent_indent=rest, break_long_words=False, break_on_hyphens=False
+    )
+    return "\n".join(lines)
 
 
 def _provenance(result: dict) -> str:

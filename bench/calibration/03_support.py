@@ -29,7 +29,6 @@ answer.support_threshold. docs/benchmarks.md renders them with bench/tables.py's
 from __future__ import annotations
 
 import json
-import os
 import random
 import re
 import sys
@@ -40,7 +39,17 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/, for common.py and results.py
 import results  # noqa: E402
 from common import CALIBRATION_CACHE as CACHE  # noqa: E402
-from common import HOTPOT_SPLITS, HOTPOTQA, OLD, RECOMMENDED, ROOT, load_split, make_stack, torch_threads
+from common import (  # noqa: E402
+    HOTPOT_SPLITS,
+    HOTPOTQA,
+    OLD,
+    RECOMMENDED,
+    ROOT,
+    load_split,
+    make_stack,
+    repo_path,
+    torch_threads,
+)
 
 from switchyard.nodes.citations import support_matrix
 from switchyard.retrievers.documents import Passage
@@ -254,7 +263,7 @@ def record(support: dict, new: float) -> None:
         sys.exit(f"{grade_path}: missing, so no result recorded (run bench/calibration/02_grade.py, then this again)")
     support |= {"tuned": new, "shipped": load_config(None, []).answer.support_threshold}
     config = {
-        "hotpotqa": os.path.relpath(HOTPOTQA.resolve(), ROOT),
+        "hotpotqa": repo_path(HOTPOTQA),
         "splits": {"tune": HOTPOT_SPLITS["a"], "held_out": HOTPOT_SPLITS["b"]},
         "embedder": "minilm",
         "top_k": 5,

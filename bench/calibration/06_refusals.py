@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -35,7 +34,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/, for comm
 import results  # noqa: E402
 from common import CALIBRATION_CACHE as CACHE  # noqa: E402
 from common import PHANTOMWIKI as PW
-from common import RECOMMENDED, ROOT, gold_titles, load_split, make_stack, paragraphs, torch_threads  # noqa: E402
+from common import (  # noqa: E402
+    RECOMMENDED,
+    ROOT,
+    gold_titles,
+    load_split,
+    make_stack,
+    paragraphs,
+    repo_path,
+    torch_threads,
+)
 
 QUANTILES = [0.05, 0.25, 0.5, 0.75, 0.95]
 SWEEP_T = (0.35, 0.40, 0.45)
@@ -109,7 +117,7 @@ def main() -> None:
         for c in SWEEP_C:
             rates = [((v[:, 0] < t) & (v[:, 1] < c)).mean() for v in arr.values()]
             print(f"  {t:.2f}  {c:.2f}  " + "  ".join(f"{r:18.1%}" for r in rates))
-    path = results.record(args.result, figures(arr), {"phantomwiki": [_rel(f) for f in args.phantomwiki]})
+    path = results.record(args.result, figures(arr), {"phantomwiki": [repo_path(f) for f in args.phantomwiki]})
     print(f"result: {path.relative_to(ROOT)}")
 
 
@@ -136,12 +144,6 @@ def figures(arr: dict[str, np.ndarray]) -> dict:
         "before": {"t": RECOMMENDED["incorrect"], "c": 1.01, "rates": rates(RECOMMENDED["incorrect"], 1.01)},
         "shipped": {"t": shipped.incorrect, "c": shipped.coverage, "rates": rates(shipped.incorrect, shipped.coverage)},
     }
-
-
-def _rel(folder: Path) -> str:
-    """A folder as a path from the repository root (the default, ../shared/..., included), so the config hash does
-    not depend on where the checkout lives."""
-    return os.path.relpath(folder.resolve(), ROOT)
 
 
 if __name__ == "__main__":
