@@ -175,17 +175,18 @@ def cmd_report(args) -> int:
             per["reranked"] = metric(rows, lambda r: reranked(r, args.n, args.fused_weight), m)
             single = max(SINGLES, key=lambda k: per[k].mean())
             d_fused, d_single = per["reranked"] - per["hybrid"], per["reranked"] - per[single]
+            p_fused, p_single = sign_flip_pvalue(d_fused), sign_flip_pvalue(d_single)
             print(
                 f"| {name} ({len(rows)}) | {per['bm25'].mean():.4f} | {per['dense'].mean():.4f} | "
                 f"{per['hybrid'].mean():.4f} | **{per['reranked'].mean():.4f}** | "
-                f"{d_fused.mean():+.4f} ({sign_flip_pvalue(d_fused):.3f}) | "
-                f"{d_single.mean():+.4f} vs {single} ({sign_flip_pvalue(d_single):.3f}) |"
+                f"{d_fused.mean():+.4f} ({p_fused:.3f}) | "
+                f"{d_single.mean():+.4f} vs {single} ({p_single:.3f}) |"
             )
             out["datasets"].setdefault(name, {})[m] = {
                 **{k: round(float(v.mean()), 4) for k, v in per.items()},
                 "best_single": single,
-                "p_vs_fused": round(sign_flip_pvalue(d_fused), 4),
-                "p_vs_single": round(sign_flip_pvalue(d_single), 4),
+                "p_vs_fused": round(p_fused, 4),
+                "p_vs_single": round(p_single, 4),
             }
             out["datasets"][name]["queries"] = len(rows)
         macro = {k: np.mean([out["datasets"][n][m][k] for n in names]) for k in ("bm25", "dense", "hybrid", "reranked")}
