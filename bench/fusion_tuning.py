@@ -157,11 +157,16 @@ def cache(
 
 
 def load(suite: Path, runs: str = "runs") -> dict[str, dict]:
-    return {
-        name: pickle.loads((suite / runs / f"{name}.pkl").read_bytes())
-        for name in DATASETS
-        if (suite / runs / f"{name}.pkl").exists()
-    }
+    """Each dataset's cached runs; with e5's list (runs/<name>.e5.pkl, bench/second_dense.py embed) where present."""
+    out = {}
+    for name in DATASETS:
+        path = suite / runs / f"{name}.pkl"
+        if path.exists():
+            out[name] = pickle.loads(path.read_bytes())
+            e5 = path.with_suffix(".e5.pkl")
+            if e5.exists():
+                out[name]["runs"]["e5"] = pickle.loads(e5.read_bytes())["e5"]
+    return out
 
 
 def _passages(rows) -> list[Passage]:
@@ -238,12 +243,13 @@ def prepare(data: dict) -> None:
 
 
 SINGLES = ("bm25", "dense", "chunk")  # BM25, dense over sentence windows (the default), dense over chunk vectors
+E5_SINGLES = (*SINGLES, "e5")  # with multilingual-e5-small over chunks (retrieve.retrievers.e5), for its families
 
 
 def ranking(data: dict, qid: str, fusion: dict | str) -> list[str]:
-    """Doc ids, best first, of 'bm25', 'dense', 'chunk' (chunk_runs), 'dense@SHARE' (blended_dense) or a fusion:
-    FusionConfig fields plus the bench-only keys prf=(docs, weight), blend=SHARE (blended_dense) and chunk=WEIGHT
-    (the chunk-vector list fused as a third list with that weight)."""
+    """Doc ids, best first, of 'bm25', 'dense', 'chunk' (chunk_runs), 'e5', 'dense@SHARE' (blended_dense) or a
+    fusion: FusionConfig fields plus the bench-only keys prf=(docs, weight), blend=SHARE (blended_dense), chunk=WEIGHT
+    (the chunk-vector list fused as a third list with that weight) and e5=WEIGHT (e5's list, likewise)."""
     runs = data["runs"]
     if isinstance(fusion, str):
         name, _, share = fusion.partition("@")
@@ -252,13 +258,16 @@ def ranking(data: dict, qid: str, fusion: dict | str) -> list[str]:
         return [d for _, d, _ in (blended_dense(data, qid, float(share)) if share else runs[name][qid])]
     fusion = dict(fusion)
     prf, blend = fusion.pop("prf", None), fusion.pop("blend", None)
-    chunk = fusion.pop("chunk", None)
+    chunk, e5 = fusion.pop("chunk", None), fusion.pop("e5", None)
     fc = FusionConfig(**fusion).model_dump()
     dense = runs["dense"][qid] if blend is None else blended_dense(data, qid, blend)
     lists = {"bm25": _passages(runs["bm25"][qid]), "dense": _passages(dense)}
     if chunk:
         lists["chunk"] = _passages(chunk_runs(data)[qid])
         fc["weights"] = {**fc["weights"], "chunk": chunk}
+    if e5:
+        lists["e5"] = _passages(runs["e5"][qid])
+        fc["weights"] = {**fc["weights"], "e5": e5}
     fused = fuse(lists, **fc)
     if prf:
         lists["dense"] = dense_feedback(data, qid, fused, *prf)
@@ -334,6 +343,14 @@ CANDIDATES = {
         for n in ("zscore", "minmax")
         for b in (0.3, 0.4, 0.5, 0.6)
     ],
+    "e5 three lists": [  # configs/e5.yaml's weights (z-score 0.5 / 0.25 / 0.25) and their neighbours
+        dict(normalization=n, weights={"bm25": b, "dense": round(1 - b - e, 2)}, e5=e)
+        for n in ("zscore", "max")
+        for b in (0.3, 0.4, 0.5)
+        for e in (0.15, 0.25, 0.35, 0.45)
+        if 1 - b - e >= 0.05
+    ],
+    "e5 for windows": [dict(normalization="zscore", weights={"bm25": b, "dense": 0.0}, e5=round(1 - b, 2)) for b in W],
     "zscore blend": [
         dict(normalization="zscore", blend=share, weights=_w(b))
         for share in (0.5, 0.6, 0.7, 0.8, 0.9)
@@ -480,46 +497,52 @@ def _per_query_all(params: dict | str) -> dict[str, dict[str, np.ndarray]]:
 
 
 def select_no_loss(
-    suite: Path, families: list[str], runs: str, out: Path | None, split: str = "dev", workers: int = 2
+    suite: Path,
+    families: list[str],
+    runs: str,
+    out: Path | None,
+    split: str = "dev",
+    workers: int = 2,
+    ruled: tuple[str, ...] = RULED,
 ) -> list[dict]:
     """The second selection rule (docs/benchmarks.md, "Retrieval on questions asked without seeing the text"),
     stated after the first failed on test and before this grid ran: on the RULED sets only (>= 300 dev queries),
     no dataset x metric (RULE_METRICS) where a candidate is below the best single list (SINGLES, best on this split)
     beyond noise (paired sign-flip p < NOISE_P); among those, the highest macro nDCG@10 over the RULED sets. The
-    other sets are scored and reported, not ruled on."""
+    other sets are scored and reported, not ruled on. The third rule (`ruled`: every set but RULE_EXCLUDES) is the
+    same on all ten sets. With an e5 family among `families`, e5 alone is a single list too (E5_SINGLES)."""
     data = load(suite, runs)
     names = [n for n in DATASETS if n in data and n not in RULE_EXCLUDES]
+    ruled = tuple(n for n in names if n in ruled)
+    singles_used = E5_SINGLES if any(f.startswith("e5") for f in families) else SINGLES
+    if "e5" in singles_used and (missing := [n for n in names if "e5" not in data[n]["runs"]]):
+        sys.exit(f"no e5 runs for {', '.join(missing)}: run bench/second_dense.py embed --dataset NAME first")
     for n in names:
         chunk_runs(data[n])  # once, before the workers fork
     global _SELECTING
     _SELECTING = (data, names, split)
-    candidates = [(r, r) for r in SINGLES] + [(f, p) for f in families for p in CANDIDATES[f]]
+    candidates = [(r, r) for r in singles_used] + [(f, p) for f in families for p in CANDIDATES[f]]
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
         scored = list(pool.map(_per_query_all, [p for _, p in candidates]))
-    singles = dict(zip(SINGLES, scored))
-    best = {
-        f"{n} {m}": max((singles[r][n][m] for r in SINGLES), key=np.mean)
-        for n in names
-        if n in RULED
-        for m in RULE_METRICS
-    }
+    singles = dict(zip(singles_used, scored))
+    best = {f"{n} {m}": max((singles[r][n][m] for r in singles_used), key=np.mean) for n in ruled for m in RULE_METRICS}
     rows = []
     for (family, params), figures in zip(candidates, scored):
-        ruled = {f"{n} {m}": figures[n][m] for n in names if n in RULED for m in RULE_METRICS}
+        ruled = {f"{n} {m}": figures[n][m] for n in ruled for m in RULE_METRICS}
         rows.append(
             {
                 "family": family,
                 "settings": params,
                 "losses": significant_losses(ruled, best),
-                "macro_ndcg@10": round(float(np.mean([figures[n]["ndcg@10"].mean() for n in RULED])), 4),
+                "macro_ndcg@10": round(float(np.mean([figures[n]["ndcg@10"].mean() for n in ruled])), 4),
                 "macro_ndcg@10_all": round(float(np.mean([figures[n]["ndcg@10"].mean() for n in names])), 4),
                 "figures": {n: {m: round(float(figures[n][m].mean()), 4) for m in RULE_METRICS} for n in names},
             }
         )
     rows = rank_by_no_loss(rows)
     print(
-        f"{split}: no loss beyond noise (p < {NOISE_P}) to the best single list ({', '.join(SINGLES)}) on "
-        f"{', '.join(RULED)} x {', '.join(RULE_METRICS)}; then macro nDCG@10 over those sets"
+        f"{split}: no loss beyond noise (p < {NOISE_P}) to the best single list ({', '.join(singles_used)}) on "
+        f"{', '.join(ruled)} x {', '.join(RULE_METRICS)}; then macro nDCG@10 over those sets"
     )
     print("| family | settings | losses | macro nDCG@10 (ruled) | macro nDCG@10 (all ten) |")
     print("|---|---|---|---|---|")
@@ -531,9 +554,10 @@ def select_no_loss(
     if out:
         figures = {
             "split": split,
-            "rule": "no-loss",
+            "rule": "no-loss" if ruled != tuple(names) else "no-loss-all",
             "datasets": names,
-            "ruled": RULED,
+            "ruled": ruled,
+            "singles": singles_used,
             "best_single": {k: round(float(v.mean()), 4) for k, v in best.items()},
             "rows": rows,
         }
@@ -659,8 +683,9 @@ def main() -> int:
     ap.add_argument(
         "--rule",
         default="worst-ratio",
-        choices=["worst-ratio", "no-loss"],
-        help="select: the first rule (worst ratio) or the second (no loss beyond noise on sets >= 300 dev queries)",
+        choices=["worst-ratio", "no-loss", "no-loss-all"],
+        help="select: the first rule (worst ratio), the second (no loss beyond noise on sets >= 300 dev queries) or "
+        "the third (the second on all ten sets)",
     )
     ap.add_argument("--suite", default=str(SUITE))
     ap.add_argument("--metric", default="ndcg@10", choices=METRIC_NAMES)
@@ -694,8 +719,13 @@ def main() -> int:
     elif args.step == "tune":
         tune(suite, args.metric, args.family or list(CANDIDATES), args.runs)
     elif args.step == "select":
-        chooser = select if args.rule == "worst-ratio" else select_no_loss
-        chooser(suite, args.family or list(CANDIDATES), args.runs, args.out, "dev")
+        families = args.family or list(CANDIDATES)
+        if args.rule == "worst-ratio":
+            select(suite, families, args.runs, args.out, "dev")
+        else:
+            select_no_loss(
+                suite, families, args.runs, args.out, "dev", ruled=DATASETS if args.rule == "no-loss-all" else RULED
+            )
     elif args.step == "shares":
         shares(suite, args.runs, args.split)
     elif args.step == "oracle":

@@ -11,8 +11,9 @@
 first `--depth` fused passages with the cross-encoder (`--model`, default the shipped file). Everything a split
 needs is cached in one file, `OUT/<split>.json.gz`, written after each dataset (a second run scores only the datasets
 it lacks). `grid` reranks the first N fused passages by `(1 - w) * minmax(logit) + w * minmax(fused)` (as
-`rerank.fused_weight` does; w = 1 is the fused order) for every N and w, and prints nDCG@10 per dataset and the
-macro average. `report` prints, for one (N, w), nDCG@10 and R@1 of BM25, dense, the fused default and the reranked
+`rerank.fused_weight` does; w = 1 is the fused order) for every N and w, prints nDCG@10 per dataset, the macro
+average and the cells below the best single list beyond noise, and chooses by issue 75's no-loss rule (`cmd_grid`).
+`report` prints, for one (N, w), nDCG@10 and R@1 of BM25, dense, the fused default and the reranked
 default per dataset, with paired sign-flip p-values (evaluation/stats.py, 9,999 resamples) against the fused default
 and against the best single retriever of that dataset. Choose N and w on dev-tune only; test is read once, with the
 choice fixed.
@@ -48,6 +49,7 @@ DATASETS = (
 NS = (5, 10, 20)  # at most retrieve.top_k (20): the candidates `ask` already has
 WEIGHTS = tuple(round(w, 2) for w in np.arange(0, 1.01, 0.1))
 SINGLES = ("bm25", "dense")
+METRICS = ("ndcg@10", "recall@1")
 
 
 def sample(qids: list[str], limit: int | None) -> list[str]:
@@ -132,26 +134,39 @@ def cmd_score(args) -> int:
 
 
 def cmd_grid(args) -> int:
+    """Every (N, w), chosen by issue 75's second rule, fixed before this grid was read: a candidate must not be below
+    the dataset's best single list (BM25 or dense) beyond noise (paired sign flips, p < 0.05) on nDCG@10 or R@1 on
+    any set; among those, the highest macro nDCG@10. The fused default (w = 1) is a candidate like any other."""
     data = load(args.out, args.split)["datasets"]
     names = [n for n in DATASETS if n in data and n != "nq-toy"]  # nq-toy: 2 queries, a smoke test
-    print(f"nDCG@10 on {args.split}, the first N fused passages reranked, w = rerank.fused_weight (1: fused order)\n")
-    print("| N | w | " + " | ".join(names) + " | macro | worst Δ vs fused |")
+    if not names:
+        sys.exit(f"nothing scored in {args.out / args.split}.json.gz: run `score --split {args.split}` first")
+    rows = {n: data[n]["queries"] for n in names}
+    singles = {(n, m): [metric(rows[n], lambda r, k=k: r[k], m) for k in SINGLES] for n in names for m in METRICS}
+    best_single = {key: max(lists, key=np.mean) for key, lists in singles.items()}
+    print(f"nDCG@10 on {args.split}, the first N fused passages reranked, w = rerank.fused_weight (1: fused order);")
+    print("losses: (set, metric) cells below the best single list with p < 0.05\n")
+    print("| N | w | " + " | ".join(names) + " | macro | losses |")
     print("|---|---|" + "---|" * (len(names) + 2))
-    fused = {n: metric(data[n]["queries"], lambda r: r["hybrid"], "ndcg@10").mean() for n in names}
-    print("| - | 1.0 | " + " | ".join(f"{fused[n]:.4f}" for n in names) + f" | {np.mean(list(fused.values())):.4f} | |")
-    best = None
-    for n_ in NS:
-        for w in WEIGHTS[:-1]:
-            vals = {
-                n: metric(data[n]["queries"], lambda r, n_=n_, w=w: reranked(r, n_, w), "ndcg@10").mean() for n in names
-            }
-            macro = float(np.mean(list(vals.values())))
-            worst = min(vals[n] - fused[n] for n in names)
-            print(f"| {n_} | {w} | " + " | ".join(f"{vals[n]:.4f}" for n in names) + f" | {macro:.4f} | {worst:+.4f} |")
-            if best is None or macro > best[0]:
-                best = (macro, n_, w, worst)
-    if best:
-        print(f"\nbest macro nDCG@10: {best[0]:.4f} at N={best[1]}, w={best[2]} (worst dataset Δ {best[3]:+.4f})")
+    candidates = [(NS[-1], 1.0)] + [(n_, w) for n_ in NS for w in WEIGHTS[:-1]]
+    chosen = None
+    for n_, w in candidates:
+        per = {(n, m): metric(rows[n], lambda r, n_=n_, w=w: reranked(r, n_, w), m) for n in names for m in METRICS}
+        losses = [
+            f"{n} {m}"
+            for (n, m), v in per.items()
+            if v.mean() < best_single[n, m].mean() and sign_flip_pvalue(v - best_single[n, m]) < 0.05
+        ]
+        macro = float(np.mean([per[n, "ndcg@10"].mean() for n in names]))
+        label = "- | 1.0" if w == 1.0 else f"{n_} | {w}"
+        cells = " | ".join(f"{per[n, 'ndcg@10'].mean():.4f}" for n in names)
+        print(f"| {label} | {cells} | {macro:.4f} | {', '.join(losses) or 'none'} |", flush=True)
+        if not losses and (chosen is None or macro > chosen[0]):
+            chosen = (macro, label)
+    if chosen is None:
+        print("\nno candidate is free of losses beyond noise: nothing to choose")
+        return 1
+    print(f"\nchosen (no loss beyond noise, then macro nDCG@10): N | w = {chosen[1]}, macro {chosen[0]:.4f}")
     return 0
 
 
