@@ -503,17 +503,17 @@ def select_no_loss(
     out: Path | None,
     split: str = "dev",
     workers: int = 2,
-    ruled: tuple[str, ...] = RULED,
+    ruled_sets: tuple[str, ...] = RULED,
 ) -> list[dict]:
     """The second selection rule (docs/benchmarks.md, "Retrieval on questions asked without seeing the text"),
     stated after the first failed on test and before this grid ran: on the RULED sets only (>= 300 dev queries),
     no dataset x metric (RULE_METRICS) where a candidate is below the best single list (SINGLES, best on this split)
     beyond noise (paired sign-flip p < NOISE_P); among those, the highest macro nDCG@10 over the RULED sets. The
-    other sets are scored and reported, not ruled on. The third rule (`ruled`: every set but RULE_EXCLUDES) is the
+    other sets are scored and reported, not ruled on. The third rule (`ruled_sets`: every set but RULE_EXCLUDES) is the
     same on all ten sets. With an e5 family among `families`, e5 alone is a single list too (E5_SINGLES)."""
     data = load(suite, runs)
     names = [n for n in DATASETS if n in data and n not in RULE_EXCLUDES]
-    ruled = tuple(n for n in names if n in ruled)
+    ruled_sets = tuple(n for n in names if n in ruled_sets)
     singles_used = E5_SINGLES if any(f.startswith("e5") for f in families) else SINGLES
     if "e5" in singles_used and (missing := [n for n in names if "e5" not in data[n]["runs"]]):
         sys.exit(f"no e5 runs for {', '.join(missing)}: run bench/second_dense.py embed --dataset NAME first")
@@ -525,16 +525,18 @@ def select_no_loss(
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
         scored = list(pool.map(_per_query_all, [p for _, p in candidates]))
     singles = dict(zip(singles_used, scored))
-    best = {f"{n} {m}": max((singles[r][n][m] for r in singles_used), key=np.mean) for n in ruled for m in RULE_METRICS}
+    best = {
+        f"{n} {m}": max((singles[r][n][m] for r in singles_used), key=np.mean) for n in ruled_sets for m in RULE_METRICS
+    }
     rows = []
     for (family, params), figures in zip(candidates, scored):
-        ruled = {f"{n} {m}": figures[n][m] for n in ruled for m in RULE_METRICS}
+        ruled = {f"{n} {m}": figures[n][m] for n in ruled_sets for m in RULE_METRICS}
         rows.append(
             {
                 "family": family,
                 "settings": params,
                 "losses": significant_losses(ruled, best),
-                "macro_ndcg@10": round(float(np.mean([figures[n]["ndcg@10"].mean() for n in ruled])), 4),
+                "macro_ndcg@10": round(float(np.mean([figures[n]["ndcg@10"].mean() for n in ruled_sets])), 4),
                 "macro_ndcg@10_all": round(float(np.mean([figures[n]["ndcg@10"].mean() for n in names])), 4),
                 "figures": {n: {m: round(float(figures[n][m].mean()), 4) for m in RULE_METRICS} for n in names},
             }
@@ -542,7 +544,7 @@ def select_no_loss(
     rows = rank_by_no_loss(rows)
     print(
         f"{split}: no loss beyond noise (p < {NOISE_P}) to the best single list ({', '.join(singles_used)}) on "
-        f"{', '.join(ruled)} x {', '.join(RULE_METRICS)}; then macro nDCG@10 over those sets"
+        f"{', '.join(ruled_sets)} x {', '.join(RULE_METRICS)}; then macro nDCG@10 over those sets"
     )
     print("| family | settings | losses | macro nDCG@10 (ruled) | macro nDCG@10 (all ten) |")
     print("|---|---|---|---|---|")
@@ -554,9 +556,9 @@ def select_no_loss(
     if out:
         figures = {
             "split": split,
-            "rule": "no-loss" if ruled != tuple(names) else "no-loss-all",
+            "rule": "no-loss" if ruled_sets != tuple(names) else "no-loss-all",
             "datasets": names,
-            "ruled": ruled,
+            "ruled": ruled_sets,
             "singles": singles_used,
             "best_single": {k: round(float(v.mean()), 4) for k, v in best.items()},
             "rows": rows,
@@ -623,23 +625,32 @@ CHOSEN = {  # each selection rule's pick on dev, and the shipped default (test-c
     "shipped default (zscore 0.5/0.5)": dict(normalization="zscore", adaptive_power=0, weights=_w(0.5)),
 }
 
+E5_CHOSEN = {  # the third rule's pick on dev (dev-select-e5.json), beside configs/e5.yaml and the shipped default
+    "configs/e5.yaml (zscore 0.5 / 0.25 / 0.25)": dict(
+        normalization="zscore", weights=_w(0.5) | {"dense": 0.25}, e5=0.25
+    ),
+    "shipped default (zscore 0.5/0.5)": CHOSEN["shipped default (zscore 0.5/0.5)"],
+}
 
-def report_chosen(suite: Path, metric: str, split: str, runs: str) -> dict:
-    """Each CHOSEN setting on `split` for nDCG@10 and R@1: its figure, the difference to the best single list
-    (SINGLES, the best on this split: the stricter comparison) and the paired sign-flip p; and the worst ratio."""
+
+def report_chosen(
+    suite: Path, metric: str, split: str, runs: str, chosen: dict = CHOSEN, singles_used: tuple = SINGLES
+) -> dict:
+    """Each `chosen` setting on `split` for nDCG@10 and R@1: its figure, the difference to the best single list
+    (`singles_used`, the best on this split: the stricter comparison) and the paired sign-flip p."""
     data = load(suite, runs)
     out: dict = {}
     print(f"{split}: config - best single list (best on {split}), paired randomization p (10,000 sign flips)")
     for name in [n for n in DATASETS if n in data]:
         out[name] = {}
         for m in RULE_METRICS:
-            singles = {r: per_query(data[name], split, r, m) for r in SINGLES}
+            singles = {r: per_query(data[name], split, r, m) for r in singles_used}
             best = max(singles, key=lambda r: singles[r].mean())
             line = ", ".join(f"{r} {v.mean():.4f}" for r, v in singles.items())
             print(f"{name} {m} ({len(singles[best])} q): {line}")
             out[name][m] = {r: round(float(v.mean()), 4) for r, v in singles.items()}
             out[name][m]["queries"] = len(singles[best])
-            for label, params in CHOSEN.items():
+            for label, params in chosen.items():
                 values = per_query(data[name], split, params, m)
                 diff = values - singles[best]
                 p = paired_p(diff)
@@ -706,6 +717,7 @@ def main() -> int:
         help="cache: config overrides for the collections and searches (e.g. ingest.window_tokens=0)",
     )
     ap.add_argument("--runs", default="runs", help="the runs folder under the suite")
+    ap.add_argument("--e5", action="store_true", help="test: the third rule's pick (E5_CHOSEN), e5 alone a single list")
     ap.add_argument("--split", default="test", choices=SPLITS, help="test, oracle: the split to report (default test)")
     ap.add_argument(
         "--out",
@@ -724,17 +736,23 @@ def main() -> int:
             select(suite, families, args.runs, args.out, "dev")
         else:
             select_no_loss(
-                suite, families, args.runs, args.out, "dev", ruled=DATASETS if args.rule == "no-loss-all" else RULED
+                suite,
+                families,
+                args.runs,
+                args.out,
+                "dev",
+                ruled_sets=DATASETS if args.rule == "no-loss-all" else RULED,
             )
     elif args.step == "shares":
         shares(suite, args.runs, args.split)
     elif args.step == "oracle":
         oracle(suite, args.metric, args.split, args.runs)
     else:
-        result = report_chosen(suite, args.metric, args.split, args.runs)
+        chosen, singles_used = (E5_CHOSEN, E5_SINGLES) if args.e5 else (CHOSEN, SINGLES)
+        result = report_chosen(suite, args.metric, args.split, args.runs, chosen, singles_used)
         if args.out:
             figures = {"split": args.split, "datasets": result}
-            results.record("retrieval_chosen", figures, {"chosen": CHOSEN, "split": args.split}, path=args.out)
+            results.record("retrieval_chosen", figures, {"chosen": chosen, "split": args.split}, path=args.out)
     return 0
 
 

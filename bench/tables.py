@@ -44,12 +44,14 @@ def retrieval_chosen(result: dict) -> str:
     """fusion_tuning.py test --out: per dataset and metric, the single lists (the best in bold) and each chosen
     configuration with its difference to the best single list and the paired sign-flip p."""
     chosen = list(result["config"]["chosen"])
-    head = ["split (queries)", "metric", "bm25", "dense (windows)", "dense (chunk vectors)", *chosen]
+    first = next(iter(next(iter(result["figures"]["datasets"].values())).values()))
+    lists = [r for r in _SINGLES if r in first]
+    head = ["split (queries)", "metric", *(_SINGLE_LABELS[r] for r in lists), *chosen]
     rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for name, metrics in result["figures"]["datasets"].items():
         for metric, f in metrics.items():
-            best = max(_SINGLES, key=lambda r: f[r])
-            singles = [f"**{f[r]:.4f}**" if r == best else f"{f[r]:.4f}" for r in _SINGLES]
+            best = max(lists, key=lambda r: f[r])
+            singles = [f"**{f[r]:.4f}**" if r == best else f"{f[r]:.4f}" for r in lists]
             picks = [f"{f[c]['value']:.4f} ({f[c]['diff']:+.4f}, p {f[c]['p']:.3f})" for c in chosen]
             label = "nDCG@10" if metric == "ndcg@10" else "R@1" if metric == "recall@1" else metric
             rows.append(f"| {name} ({f['queries']}) | {label} | " + " | ".join(singles + picks) + " |")
@@ -651,7 +653,8 @@ def _duration(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
 
 
-_SINGLES = ("bm25", "dense", "chunk")
+_SINGLES = ("bm25", "dense", "chunk", "e5")
+_SINGLE_LABELS = {"bm25": "bm25", "dense": "dense (windows)", "chunk": "dense (chunk vectors)", "e5": "e5 (chunks)"}
 _TOTALS = (("total", "total"), ("llm", "inside LLM calls"), ("overhead", "**pipeline overhead**"))
 
 
