@@ -12,7 +12,7 @@ first `--depth` fused passages with the cross-encoder (`--model`, default the sh
 needs is cached in one file, `OUT/<split>.json.gz`, written after each dataset (a second run scores only the datasets
 it lacks). `grid` reranks the first N fused passages by `(1 - w) * minmax(logit) + w * minmax(fused)` (as
 `rerank.fused_weight` does; w = 1 is the fused order) for every N and w, prints nDCG@10 per dataset, the macro
-average and the cells below the best single list beyond noise, and chooses by issue 75's no-loss rule (`cmd_grid`).
+average and the cells below the best single list beyond noise, and chooses by issue 75's third rule (`cmd_grid`).
 `report` prints, for one (N, w), nDCG@10 and R@1 of BM25, dense, the fused default and the reranked
 default per dataset, with paired sign-flip p-values (evaluation/stats.py, 9,999 resamples) against the fused default
 and against the best single retriever of that dataset. Choose N and w on dev-tune only; test is read once, with the
@@ -134,7 +134,7 @@ def cmd_score(args) -> int:
 
 
 def cmd_grid(args) -> int:
-    """Every (N, w), chosen by issue 75's second rule, fixed before this grid was read: a candidate must not be below
+    """Every (N, w), chosen by issue 75's third rule, fixed before this grid was read: a candidate must not be below
     the dataset's best single list (BM25 or dense) beyond noise (paired sign flips, p < 0.05) on nDCG@10 or R@1 on
     any set; among those, the highest macro nDCG@10. The fused default (w = 1) is a candidate like any other."""
     data = load(args.out, args.split)["datasets"]
