@@ -350,6 +350,12 @@ CANDIDATES = {
         for e in (0.15, 0.25, 0.35, 0.45)
         if 1 - b - e >= 0.05
     ],
+    "e5 with chunk vectors": [  # windows dropped (their ingest cost) for each chunk's own MiniLM vector
+        dict(normalization="zscore", weights={"bm25": b, "dense": 0.0}, chunk=round(1 - b - e, 2), e5=e)
+        for b in (0.3, 0.4, 0.5)
+        for e in (0.25, 0.35, 0.45)
+        if 1 - b - e >= 0.05
+    ],
     "e5 for windows": [dict(normalization="zscore", weights={"bm25": b, "dense": 0.0}, e5=round(1 - b, 2)) for b in W],
     "zscore blend": [
         dict(normalization="zscore", blend=share, weights=_w(b))
