@@ -635,6 +635,9 @@ E5_CHOSEN = {  # the third rule's pick on dev (dev-select-e5.json), beside confi
     "third rule's pick (zscore 0.3 / 0.35 / 0.35)": dict(
         normalization="zscore", weights={"bm25": 0.3, "dense": 0.35}, e5=0.35
     ),
+    "no windows, dev pick (zscore 0.4 / chunk 0.25 / 0.35)": dict(
+        normalization="zscore", weights={"bm25": 0.4, "dense": 0.0}, chunk=0.25, e5=0.35
+    ),
     "configs/e5.yaml before (zscore 0.5 / 0.25 / 0.25)": dict(
         normalization="zscore", weights=_w(0.5) | {"dense": 0.25}, e5=0.25
     ),
