@@ -26,6 +26,7 @@ import multiprocessing
 import pickle
 import sys
 import time
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -476,16 +477,16 @@ NOISE_P = 0.05
 
 
 def significant_losses(
-    values: dict[str, np.ndarray], best: dict[str, np.ndarray], flips: int = 10_000
+    values: dict[str, np.ndarray], best: dict[str, np.ndarray], pvalue: Callable[[np.ndarray], float] | None = None
 ) -> dict[str, float]:
     """The no-loss rule's test of one configuration: for each key ("dataset metric"), its per-query figures against
-    the best single list's on the same queries; the keys where it is lower on average and the paired sign-flip p is
-    below NOISE_P, with their p."""
+    the best single list's on the same queries; the keys where it is lower on average and the paired sign-flip p
+    (`pvalue`, default paired_p) is below NOISE_P, with their p. tune_reranker.py applies it to the reranker grid."""
     out = {}
     for key, v in values.items():
         diff = v - best[key]
         if diff.mean() < 0:
-            p = paired_p(diff, flips)
+            p = (pvalue or paired_p)(diff)
             if p < NOISE_P:
                 out[key] = round(p, 4)
     return out
@@ -516,11 +517,11 @@ def select_no_loss(
     no dataset x metric (RULE_METRICS) where a candidate is below the best single list (SINGLES, best on this split)
     beyond noise (paired sign-flip p < NOISE_P); among those, the highest macro nDCG@10 over the RULED sets. The
     other sets are scored and reported, not ruled on. The third rule (`ruled_sets`: every set but RULE_EXCLUDES) is the
-    same on all ten sets. With an e5 family among `families`, e5 alone is a single list too (E5_SINGLES)."""
+    same on all ten sets. With a candidate fusing e5's list, e5 alone is a single list too (E5_SINGLES)."""
     data = load(suite, runs)
     names = [n for n in DATASETS if n in data and n not in RULE_EXCLUDES]
     ruled_sets = tuple(n for n in names if n in ruled_sets)
-    singles_used = E5_SINGLES if any(f.startswith("e5") for f in families) else SINGLES
+    singles_used = E5_SINGLES if any("e5" in p for f in families for p in CANDIDATES[f]) else SINGLES
     if "e5" in singles_used and (missing := [n for n in names if "e5" not in data[n]["runs"]]):
         sys.exit(f"no e5 runs for {', '.join(missing)}: run bench/second_dense.py embed --dataset NAME first")
     for n in names:
@@ -639,7 +640,7 @@ E5_CHOSEN = {  # the third rule's pick on dev (dev-select-e5.json), beside confi
         normalization="zscore", weights={"bm25": 0.4, "dense": 0.0}, chunk=0.25, e5=0.35
     ),
     "configs/e5.yaml before (zscore 0.5 / 0.25 / 0.25)": dict(
-        normalization="zscore", weights=_w(0.5) | {"dense": 0.25}, e5=0.25
+        normalization="zscore", weights={"bm25": 0.5, "dense": 0.25}, e5=0.25
     ),
     "shipped default (zscore 0.5/0.5)": CHOSEN["shipped default (zscore 0.5/0.5)"],
 }

@@ -56,9 +56,9 @@ def overrides(backend: str, threads: int) -> list[str]:
     ]
 
 
-def load_note() -> str:
-    one, five, _ = os.getloadavg()
-    return f"load average {one:.2f} (1 min) / {five:.2f} (5 min) on {os.cpu_count()} CPUs"
+def load_note(load: list[float]) -> str:
+    """`load` (common.load_average: the 1- and 5-minute averages) as the progress lines print it."""
+    return f"load average {load[0]:.2f} (1 min) / {load[1]:.2f} (5 min) on {os.cpu_count()} CPUs"
 
 
 def throughput(args, backends: list[str], out: Path) -> dict[str, dict]:
@@ -177,11 +177,11 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     out = Path(args.out)
     load = {"start": load_average()}
-    print(f"start: {load_note()}", flush=True)
+    print(f"start: {load_note(load['start'])}", flush=True)
     stats = throughput(args, backends, out)
     scores = {} if args.no_ndcg else ndcg(args, backends)
     load["end"] = load_average()
-    print(f"end: {load_note()}")
+    print(f"end: {load_note(load['end'])}")
 
     base = stats["torch"]
     print(

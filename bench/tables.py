@@ -45,7 +45,7 @@ def retrieval_chosen(result: dict) -> str:
     configuration with its difference to the best single list and the paired sign-flip p."""
     chosen = list(result["config"]["chosen"])
     first = next(iter(next(iter(result["figures"]["datasets"].values())).values()))
-    lists = [r for r in _SINGLES if r in first]
+    lists = [r for r in _SINGLE_LABELS if r in first]
     head = ["split (queries)", "metric", *(_SINGLE_LABELS[r] for r in lists), *chosen]
     rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for name, metrics in result["figures"]["datasets"].items():
@@ -653,7 +653,6 @@ def _duration(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
 
 
-_SINGLES = ("bm25", "dense", "chunk", "e5")
 _SINGLE_LABELS = {"bm25": "bm25", "dense": "dense (windows)", "chunk": "dense (chunk vectors)", "e5": "e5 (chunks)"}
 _TOTALS = (("total", "total"), ("llm", "inside LLM calls"), ("overhead", "**pipeline overhead**"))
 

@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 import results
 from common import ROOT
+from fusion_tuning import significant_losses
 
 from switchyard.configs.loader import load_config
 from switchyard.evaluation.ranking import dedupe, score_query
@@ -152,11 +153,11 @@ def cmd_grid(args) -> int:
     chosen = None
     for n_, w in candidates:
         per = {(n, m): metric(rows[n], lambda r, n_=n_, w=w: reranked(r, n_, w), m) for n in names for m in METRICS}
-        losses = [
-            f"{n} {m}"
-            for (n, m), v in per.items()
-            if v.mean() < best_single[n, m].mean() and sign_flip_pvalue(v - best_single[n, m]) < 0.05
-        ]
+        losses = significant_losses(
+            {f"{n} {m}": v for (n, m), v in per.items()},
+            {f"{n} {m}": v for (n, m), v in best_single.items()},
+            sign_flip_pvalue,
+        )
         macro = float(np.mean([per[n, "ndcg@10"].mean() for n in names]))
         label = "- | 1.0" if w == 1.0 else f"{n_} | {w}"
         cells = " | ".join(f"{per[n, 'ndcg@10'].mean():.4f}" for n in names)
