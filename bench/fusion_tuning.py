@@ -477,16 +477,19 @@ NOISE_P = 0.05
 
 
 def significant_losses(
-    values: dict[str, np.ndarray], best: dict[str, np.ndarray], pvalue: Callable[[np.ndarray], float] | None = None
+    values: dict[str, np.ndarray],
+    best: dict[str, np.ndarray],
+    flips: int = 10_000,
+    pvalue: Callable[[np.ndarray], float] | None = None,
 ) -> dict[str, float]:
     """The no-loss rule's test of one configuration: for each key ("dataset metric"), its per-query figures against
     the best single list's on the same queries; the keys where it is lower on average and the paired sign-flip p
-    (`pvalue`, default paired_p) is below NOISE_P, with their p. tune_reranker.py applies it to the reranker grid."""
+    (`pvalue`, default paired_p with `flips`) is below NOISE_P, with their p. tune_reranker.py applies it to the reranker grid."""
     out = {}
     for key, v in values.items():
         diff = v - best[key]
         if diff.mean() < 0:
-            p = (pvalue or paired_p)(diff)
+            p = pvalue(diff) if pvalue else paired_p(diff, flips)
             if p < NOISE_P:
                 out[key] = round(p, 4)
     return out

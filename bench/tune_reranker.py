@@ -156,7 +156,7 @@ def cmd_grid(args) -> int:
         losses = significant_losses(
             {f"{n} {m}": v for (n, m), v in per.items()},
             {f"{n} {m}": v for (n, m), v in best_single.items()},
-            sign_flip_pvalue,
+            pvalue=sign_flip_pvalue,
         )
         macro = float(np.mean([per[n, "ndcg@10"].mean() for n in names]))
         label = "- | 1.0" if w == 1.0 else f"{n_} | {w}"
