@@ -7,8 +7,10 @@ config versioning (per-section serializers); tests/configs/test_config_version.p
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
+import sys
 from pathlib import Path
 
 from switchyard.configs.loader import CONFIG_DIR, config_hash, config_to_dict, load_config
@@ -74,7 +76,32 @@ def table() -> dict:
     }
 
 
-if __name__ == "__main__":
+# configs as saved before a default changed (layout 25: before e5 and no sentence windows became the default): their
+# full dumps, as `ask --json`, eval manifests and saved configs hold them; they must load back to the same config
+SAVED_DUMPS = Path(__file__).resolve().parents[1] / "fixtures" / "config_dumps_v25.json.gz"
+SAVED_OVERRIDE_SETS = ("none", "older-keys", "e5-on", "e5-top-k", "vector-field-on", "ray")
+
+
+def saved_dumps() -> dict:
+    """{config: {override set: {"dump": its full dump, "hash": its hash}}} for the sets that load."""
+    out: dict = {}
+    for name in [None, *shipped()]:
+        for label in SAVED_OVERRIDE_SETS:
+            try:
+                config = load_config(name, OVERRIDES[label])
+            except ConfigError:
+                continue
+            out.setdefault(name or "(defaults)", {})[label] = {
+                "dump": config_to_dict(config),
+                "hash": config_hash(config),
+            }
+    return out
+
+
+if __name__ == "__main__" and sys.argv[1:] == ["--saved-dumps"]:  # run once, at layout 25
+    SAVED_DUMPS.write_bytes(gzip.compress(json.dumps(saved_dumps(), sort_keys=True).encode(), mtime=0))
+    print(f"{SAVED_DUMPS}: {sum(map(len, json.loads(gzip.decompress(SAVED_DUMPS.read_bytes())).values()))} dumps")
+elif __name__ == "__main__":
     FIXTURE.write_text(json.dumps(table(), indent=None, separators=(",", ":"), sort_keys=True) + "\n")
     data = json.loads(FIXTURE.read_text())
     loaded = sum("hash" in e for cfg in data.values() for e in cfg.values())
