@@ -416,20 +416,30 @@ _OPENVINO_LOCK = threading.Lock()
 class OpenVINOBackend(_CompiledBackend):
     """OpenVINO's CPU plugin compiling the exported file. `precision` `auto` keeps the plugin's choice: bf16 on CPUs
     with native bf16 (AVX512_BF16 or AMX), where it is much faster and still agrees with torch to cosine > 0.9999;
-    f32 elsewhere. `f32` forces full precision."""
+    f32 elsewhere. `f32` forces full precision.
+
+    The compiled model is kept in OpenVINO's model cache, `openvino/` beside the ONNX file (its key covers the model
+    and these settings): a later process loads it instead of compiling again (e5: 0.5 s against 2.6 s here). One
+    process compiles at a time (a lock file), so two never write the same cache entry."""
 
     name = "openvino"
     module = "openvino"
+    CACHE_FOLDER = "openvino"
 
     def _compile(self, onnx_path: Path):
         import openvino as ov
+        from filelock import FileLock
 
-        settings: dict[str, object] = {"PERFORMANCE_HINT": "LATENCY"}
+        settings: dict[str, object] = {
+            "PERFORMANCE_HINT": "LATENCY",
+            "CACHE_DIR": str(onnx_path.parent / self.CACHE_FOLDER),
+        }
         if self.threads:
             settings["INFERENCE_NUM_THREADS"] = self.threads
         if self.precision == "f32":
             settings["INFERENCE_PRECISION_HINT"] = "f32"
-        compiled = ov.Core().compile_model(str(onnx_path), "CPU", settings)
+        with FileLock(onnx_path.parent / ".openvino.lock"):
+            compiled = ov.Core().compile_model(str(onnx_path), "CPU", settings)
         return compiled.create_infer_request(), compiled.get_property("INFERENCE_PRECISION_HINT").to_string()
 
     def _forward(self, request, input_ids, mask):
