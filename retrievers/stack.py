@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 from switchyard.configs.schema import FusionConfig, SwitchyardConfig, VectorFieldConfig
@@ -21,6 +22,8 @@ from switchyard.retrievers.search import Retrieval, SearchResult, Where
 from switchyard.retrievers.store import CHUNK_VECTORS, IndexStore
 from switchyard.retrievers.vector_recording import build_embedder
 from switchyard.run_context import RunContext, Scope
+
+_log = logging.getLogger(__name__)
 
 
 class RetrievalStack:
@@ -207,11 +210,29 @@ class RetrievalStack:
         adapter.check(self.config.embedding.model, self.embedder.dim)
         return adapter
 
+    def fused_fields(self) -> list[str]:
+        """The enabled vector fields hybrid mode fuses: those the collection holds, or every enabled one while it
+        does not exist yet (it is built with them). A collection built without one (before e5 was the default, or
+        with it off) is searched without its list, said once per call in the log: its vectors cannot be searched."""
+        enabled = self.enabled_fields()
+        if not enabled or not self.store.exists():
+            return enabled
+        held = [name for name in enabled if self.store.has_field(name)]
+        if missing := [name for name in enabled if name not in held]:
+            _log.warning(
+                "collection %r was built without %s vectors: its search fuses the other lists only; ingest into "
+                "a new collection (store.collection) to add them",
+                self.collection,
+                " or ".join(missing),
+            )
+        return held
+
     def hybrid_parts(self) -> list:
-        """The retrievers hybrid mode fuses: bm25, dense, chunk (when weighted) and each enabled vector field (e.g.
-        retrieve.retrievers.e5), new objects over this stack's store and models."""
+        """The retrievers hybrid mode fuses: bm25, dense, chunk (when weighted) and each enabled vector field the
+        collection holds (fused_fields, e.g. retrieve.retrievers.e5), new objects over this stack's store and
+        models."""
         chunk = [self.chunk_dense()] if self.config.retrieve.fusion.weights.get("chunk", 0.0) > 0 else []
-        return [self.bm25(), self.dense(), *chunk] + [self.field_retriever(name) for name in self.enabled_fields()]
+        return [self.bm25(), self.dense(), *chunk] + [self.field_retriever(name) for name in self.fused_fields()]
 
     def hybrid_retriever(self, fusion: FusionConfig | None = None) -> HybridRetriever:
         """The hybrid retriever: in hybrid mode, with the config's fusion, the very one `retrieval` runs; otherwise

@@ -25,6 +25,7 @@ SAMPLES = ROOT / "samples" / "corpus"
 # A fast test that embeds a text not recorded fails with VectorCacheMiss: record again with
 #   .venv/bin/python -m pytest -m "not slow" --record-vectors && .venv/bin/python bench/pack_run.py tests/fixtures/fast-lane
 FAST_LANE_VECTORS = FIXTURES / "fast-lane" / "vectors"
+E5_MODEL = "e5-small"  # retrieve.retrievers.e5's model
 MODEL_LOADERS = (  # (module, attribute): every place a model file is read
     ("switchyard.retrievers.embedder", "Embedder._load"),
     ("switchyard.retrievers.onnx_template", "fill"),
@@ -97,16 +98,16 @@ def fast_lane(request, monkeypatch):
 
     from switchyard.retrievers import vector_recording
 
-    session = request.getfixturevalue("embedder")
+    sessions = {"minilm": request.getfixturevalue("embedder"), E5_MODEL: request.getfixturevalue("e5_embedder")}
     build = vector_recording.build_embedder
 
     def build_embedder(model: str = "minilm", vector_cache: str | None = None, replay: bool = False, **settings):
-        if model != "minilm":
+        if model not in sessions:
             return build(model=model, vector_cache=vector_cache, replay=replay, **settings)
         if not vector_cache:
-            return session
+            return sessions[model]
         return vector_recording.RecordingEmbedder(
-            session, vector_recording.VectorRecording(vector_cache, model, replay)
+            sessions[model], vector_recording.VectorRecording(vector_cache, model, replay)
         )
 
     for module in ("switchyard.nodes.resources", "switchyard.retrievers.stack"):
@@ -130,31 +131,47 @@ def fast_lane(request, monkeypatch):
         pytest.fail(f"the fast lane loaded model files: {sorted(loaded)}")
 
 
-@pytest.fixture(scope="session")
-def embedder(request):
-    """The packaged MiniLM (torch reference backend); in the fast lane, its recorded vectors and no model."""
+def _session_embedder(request, model: str, **settings):
+    """One model for the session (torch reference backend); in the fast lane, its recorded vectors and no model."""
     from switchyard.retrievers.embedder import Embedder
     from switchyard.retrievers.vector_recording import RecordingEmbedder, VectorRecording
 
-    model = Embedder("minilm")
+    loaded = Embedder(model, **settings)
     mode = vector_mode(request.config)
     if mode == "live":
-        yield model
+        yield loaded
         return
-    recording = VectorRecording(FAST_LANE_VECTORS, "minilm", replay=mode == "replay")
-    yield RecordingEmbedder(model, recording)
+    recording = VectorRecording(FAST_LANE_VECTORS, model, replay=mode == "replay")
+    yield RecordingEmbedder(loaded, recording)
     recording.flush()
 
 
+@pytest.fixture(scope="session")
+def embedder(request):
+    """The packaged MiniLM, the default's embedding model."""
+    yield from _session_embedder(request, "minilm")
+
+
+@pytest.fixture(scope="session")
+def e5_embedder(request):
+    """multilingual-e5-small, the default's e5 vector field (retrieve.retrievers.e5), at its batch size."""
+    yield from _session_embedder(request, E5_MODEL, batch_size=16)
+
+
+def session_models(embedder, e5_embedder) -> dict:
+    """RetrievalStack's `embedder` and `field_embedders` arguments: the session's models."""
+    return {"embedder": embedder, "field_embedders": {"e5": e5_embedder}}
+
+
 @pytest.fixture
-def make_stack(tmp_path, embedder):
-    """RetrievalStack over a fresh index in tmp_path, sharing the session's embedding model."""
+def make_stack(tmp_path, embedder, e5_embedder):
+    """RetrievalStack over a fresh index in tmp_path, sharing the session's models."""
     from switchyard.configs.loader import load_config
     from switchyard.retrievers.stack import RetrievalStack
 
     def make(*overrides: str, collection: str | None = None, uri: Path | None = None):
         cfg = load_config(None, [f"store.uri={uri or tmp_path / 'index'}", *overrides])
-        return RetrievalStack(cfg, collection=collection, embedder=embedder)  # reuse the loaded model
+        return RetrievalStack(cfg, collection=collection, **session_models(embedder, e5_embedder))
 
     return make
 
@@ -167,19 +184,19 @@ def handbook_pdf(tmp_path):
 
 
 @pytest.fixture(scope="session")
-def sample_index(tmp_path_factory, embedder):
+def sample_index(tmp_path_factory, embedder, e5_embedder):
     """The bundled sample corpus ingested once per session (read-only for tests)."""
     from switchyard.configs.loader import load_config
     from switchyard.retrievers.stack import RetrievalStack
 
     uri = tmp_path_factory.mktemp("sample") / "index"
-    stack = RetrievalStack(load_config(None, [f"store.uri={uri}"]), embedder=embedder)
+    stack = RetrievalStack(load_config(None, [f"store.uri={uri}"]), **session_models(embedder, e5_embedder))
     stack.ingestor(progress=False).run([SAMPLES])
     return uri
 
 
 @pytest.fixture
-def make_pipeline(sample_index, embedder):
+def make_pipeline(sample_index, embedder, e5_embedder):
     """A Pipeline over the sample index; pass `llm=` (e.g. a scripted one) to replace the configured backend.
     The graph tests script whole-sentence answers, so the answer format is `sentences` unless a test names one
     (`answer_format="short"`: the scripted answer is then the JSON short answer)."""
@@ -191,6 +208,7 @@ def make_pipeline(sample_index, embedder):
         cfg = load_config(config_file, [f"store.uri={sample_index}", f"answer.format={answer_format}", *overrides])
         models = SharedModels()
         models.provide(cfg.embedding, embedder)
+        models.provide(cfg.embedding, e5_embedder, field=cfg.retrieve.retrievers.e5)
         if llm is not None:
             models.provide(cfg.llm, llm)
         return Pipeline(cfg, models)

@@ -1,6 +1,9 @@
 """Writes tests/fixtures/config_hashes.json: for every shipped config x each override set below, the config hash and
-the sha256 of its resolved dict as dumped in key order (or the error it raises). Generated once with the code before
+the sha256 of its resolved dict as dumped in key order (or the error it raises). Generated first with the code before
 config versioning (per-section serializers); tests/configs/test_config_version.py checks the current code against it.
+Written again at layout 26, when e5 and no sentence windows became the default (every config that does not say
+resolves differently since); the configs saved before it are the full dumps of `--saved-dumps`, written at layout 25,
+which must load back unchanged.
 
     .venv/bin/python -m tests.configs.make_config_hashes
 """

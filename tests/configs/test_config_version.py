@@ -1,15 +1,18 @@
 """Config versions (configs/versions.py): one table of the keys added since version 1 decides what a config's dump
-leaves out, so the hash and the resolved dict of every config made before stay identical."""
+leaves out, so the hash and the resolved dict of every config made before stay identical; another, of the defaults
+that changed, says how configs saved before still read as they were."""
 
 import ast
+import gzip
 import json
 
 import pytest
 
 from switchyard.configs.loader import CONFIG_DIR, config_hash, config_to_dict, load_config
 from switchyard.configs.schema import SwitchyardConfig
-from switchyard.configs.versions import ADDED_KEYS, CONFIG_VERSION, canonical_dump
-from tests.configs.make_config_hashes import FIXTURE, OVERRIDES, entry, shipped
+from switchyard.configs.versions import ADDED_KEYS, CHANGED_DEFAULTS, CONFIG_VERSION, NO_E5_WEIGHTS, canonical_dump
+from switchyard.errors import ConfigError
+from tests.configs.make_config_hashes import FIXTURE, OVERRIDES, SAVED_DUMPS, entry, shipped
 
 GOLDEN = json.loads(FIXTURE.read_text())
 
@@ -43,6 +46,7 @@ OTHER_VALUES = {
 # what a key needs beside it to load (replay reads a vector recording; a server has a context window)
 NEEDS = {
     "embedding.replay": ["embedding.vector_cache=/tmp/vectors"],
+    "retrieve.retrievers.e5": ["retrieve.retrievers.e5.enabled=false"],  # the section as added: e5 off
     "llm.context_window": ["llm.backend=openai", "llm.base_url=http://127.0.0.1:1/v1"],  # a server's key
 }
 
@@ -106,7 +110,8 @@ class TestHashesOfConfigsMadeBefore:
 class TestTheTable:
     def test_one_version_per_row_in_order_and_config_version_is_the_last(self):
         assert [row.version for row in ADDED_KEYS] == list(range(2, len(ADDED_KEYS) + 2))
-        assert CONFIG_VERSION == len(ADDED_KEYS) + 1
+        changed = sorted({row.version for row in CHANGED_DEFAULTS})  # one version may change several defaults
+        assert changed == list(range(len(ADDED_KEYS) + 2, CONFIG_VERSION + 1))
         assert len({row.path for row in ADDED_KEYS}) == len(ADDED_KEYS)
         assert set(OTHER_VALUES) == {row.path for row in ADDED_KEYS}  # this test covers every row
 
@@ -118,6 +123,9 @@ class TestTheTable:
         # which this flags for a deliberate decision
         defaults = SwitchyardConfig()
         full = {name: getattr(defaults, name).model_dump(mode="json") for name in SwitchyardConfig.model_fields}
+        for changed in CHANGED_DEFAULTS:  # a default changed later: the row keeps the one it was added with
+            *parents, key = changed.path.split(".")
+            _at(full, ".".join(parents))[key] = changed.before
         value = _at(full, row.path)
         for later in ADDED_KEYS:
             if later.path.startswith(row.path + ".") and later.version > row.version:
@@ -139,7 +147,8 @@ class TestTheTable:
         assert _has(changed.model_dump(), row.path) and not _has(at_default.model_dump(), row.path)
 
     def test_a_section_is_left_out_only_when_every_key_in_it_is_at_its_default(self):
-        e5 = config_to_dict(load_config(None, ["retrieve.retrievers.e5.batch_size=8"]))["retrieve"]["retrievers"]
+        e5_off = ["retrieve.retrievers.e5.enabled=false", "retrieve.retrievers.e5.batch_size=8"]
+        e5 = config_to_dict(load_config(None, e5_off))["retrieve"]["retrievers"]
         assert e5["e5"] == {"enabled": False, "top_k": 100, "batch_size": 8}  # the section, less the later keys
         ray = config_to_dict(load_config(None, ["ray.gpus_per_actor=0.0", "ray.actors=2"]))
         assert "ray" not in ray
@@ -161,3 +170,51 @@ class TestTheTable:
         # the whole config's (the table) and the LLM union's flat layout (a layout, not added keys)
         assert sorted(serializers) == ["_canonical", "_flat_layout"]
         assert "_omit_new_defaults" not in source and "_without_new_defaults" not in source
+
+
+class TestChangedDefaults:
+    """Layout 26 made e5 (with its weights) and no sentence windows the default (CHANGED_DEFAULTS)."""
+
+    SAVED = json.loads(gzip.decompress(SAVED_DUMPS.read_bytes()))
+
+    def test_every_config_saved_before_loads_back_to_the_same_config_and_hash(self):
+        saved = [(name, label, e) for name, sets in self.SAVED.items() for label, e in sets.items()]
+        assert len(saved) >= 100 and {"(defaults)", "fixed", "agent", "e5", "bm25-only"} <= set(self.SAVED)
+        for name, label, e in saved:
+            config = SwitchyardConfig.model_validate(e["dump"])
+            assert (config_to_dict(config), config_hash(config)) == (e["dump"], e["hash"]), (name, label)
+        before = SwitchyardConfig.model_validate(self.SAVED["(defaults)"]["none"]["dump"])
+        assert not before.retrieve.retrievers.e5.enabled and before.ingest.window_tokens == 64
+
+    def test_each_row_is_a_real_change(self):
+        today = config_to_dict(SwitchyardConfig())
+        for row in CHANGED_DEFAULTS:
+            assert _at(today, row.path) != row.before and row.kept_by
+
+    def test_a_config_that_does_not_say_gets_e5_with_its_weights_and_no_windows(self):
+        for config in (load_config(None), load_config("fixed"), load_config("agent")):
+            assert config.retrieve.retrievers.e5.enabled and config.ingest.window_tokens == 0
+            assert config.retrieve.fusion.weights == {"bm25": 0.4, "dense": 0.25, "e5": 0.35}
+        dump = config_to_dict(load_config(None))
+        assert dump["retrieve"]["retrievers"]["e5"]["enabled"] is True  # so the dump reads back with e5 on
+
+    @pytest.mark.parametrize(
+        "overrides, weights",
+        [
+            (["retrieve.fusion.weights={bm25: 0.7, dense: 0.3}"], {"bm25": 0.7, "dense": 0.3}),
+            (["retrieve.retrievers.e5.enabled=false"], NO_E5_WEIGHTS),
+            (["retrieve.retrievers.e5={top_k: 50, enabled: false}"], NO_E5_WEIGHTS),
+            (["retrieve.mode=bm25"], NO_E5_WEIGHTS),
+            (["retrieve.mode=dense"], NO_E5_WEIGHTS),
+        ],
+    )
+    def test_weights_without_e5_or_a_single_list_or_saying_so_keep_e5_off(self, overrides, weights):
+        config = load_config(None, overrides)
+        assert not config.retrieve.retrievers.e5.enabled and config.retrieve.fusion.weights == weights
+        assert SwitchyardConfig.model_validate(config_to_dict(config)) == config  # its dump reads back with e5 off
+
+    def test_e5_alone_or_named_in_the_weights_turns_it_on_and_e5_on_without_a_weight_is_an_error(self):
+        assert load_config(None, ["retrieve.mode=e5"]).retrieve.retrievers.e5.enabled
+        assert load_config(None, ["retrieve.fusion.weights={bm25: 0.5, e5: 0.5}"]).retrieve.retrievers.e5.enabled
+        with pytest.raises(ConfigError, match="give its list a fusion weight"):
+            load_config(None, ["retrieve.retrievers.e5.enabled=true", "retrieve.fusion.weights={bm25: 1, dense: 1}"])

@@ -227,11 +227,19 @@ class TestStreamAndSearch:
         assert_1873(events[-1].result)
         assert_1873(asked)
 
-    def test_search_with_history_finds_the_coupler_passage_first(self, pipe):
+    def test_search_with_history_brings_the_coupler_passage_up(self, pipe):
+        def rank(result) -> int:
+            return (
+                [p.title for p in result.passages].index("Railway couplers")
+                if any(p.title == "Railway couplers" for p in result.passages)
+                else len(result.passages)
+            )
+
         alone = pipe.search(YARD_FOLLOW_UP)
-        assert alone.passages[0].title != "Railway couplers"
-        found = pipe.search(YARD_FOLLOW_UP, history=HISTORY)
-        assert found.passages[0].title == "Railway couplers"
+        assert rank(alone) > 1
+        # "Who operates it?" matches the yard passages' words too: with the history the coupler passage is near the
+        # top (second under the default since e5, by an RRF score of 0.032 against 0.033), above where it was alone
+        assert rank(pipe.search(YARD_FOLLOW_UP, history=HISTORY)) <= 1
         assert pipe.search(FOLLOW_UP, history=HISTORY).passages[0].title == "Railway couplers"
 
 

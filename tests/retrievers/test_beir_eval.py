@@ -13,7 +13,7 @@ from switchyard.graphs.pipeline import Pipeline
 from switchyard.nodes.resources import SharedModels
 from switchyard.retrievers.fusion import fuse
 from switchyard.run_context import ALL
-from tests.conftest import FIXTURES, SAMPLES
+from tests.conftest import FIXTURES, SAMPLES, session_models
 
 QUESTIONS = [
     "Who patented the knuckle coupler?",
@@ -53,7 +53,7 @@ def ranked(passages) -> list[tuple[str, float]]:
 
 
 @pytest.mark.parametrize("reranker", ["none", "dense_rescore", pytest.param("cross_encoder", marks=pytest.mark.slow)])
-def test_hybrid_head_is_what_pipeline_search_returns(index_dir, embedder, request, reranker):
+def test_hybrid_head_is_what_pipeline_search_returns(index_dir, embedder, e5_embedder, request, reranker):
     # retrieve.top_k below the collection's size: the reranker sees only the fused head, as in `ask`
     config = load_config(
         None,
@@ -65,16 +65,17 @@ def test_hybrid_head_is_what_pipeline_search_returns(index_dir, embedder, reques
             *reranker_settings(reranker, request),
         ],
     )
-    stack, _ = prepare_stack(config, SAMPLES, index_dir, progress=False, embedder=embedder)
+    stack, _ = prepare_stack(config, SAMPLES, index_dir, progress=False, **session_models(embedder, e5_embedder))
     assert stack.store.count(ALL) > 6
     ranker = QueryRanker(stack, VARIANTS)
     assert ranker.hybrid is stack.retriever  # the very retriever `retrieval` runs
     head = "hybrid+rerank" if reranker != "none" else "hybrid"
-    assert ranker.names == ["bm25", "dense", "hybrid", "z"] + (["hybrid+rerank"] if reranker != "none" else [])
+    assert ranker.names == ["bm25", "dense", "e5", "hybrid", "z"] + (["hybrid+rerank"] if reranker != "none" else [])
     cfg = stack.config.model_copy(deep=True)
     cfg.rewrite.method = "none"
     models = SharedModels()
     models.provide(cfg.embedding, embedder)
+    models.provide(cfg.embedding, e5_embedder, field=cfg.retrieve.retrievers.e5)
     pipe = Pipeline(cfg, models)
     for question in QUESTIONS:
         rankings, times = ranker.rank(question)
@@ -88,14 +89,20 @@ def test_hybrid_head_is_what_pipeline_search_returns(index_dir, embedder, reques
 
 
 def hand_built(stack, query: str, variants: dict[str, FusionConfig]) -> dict[str, list[str]]:
-    """The path eval-retrieval took before QueryRanker, as it was written: BM25 and dense run by hand, their lists
-    fused by `fuse`, the reranker run on the first retrieve.top_k fused passages."""
+    """The path eval-retrieval took before QueryRanker, as it was written, with e5's list since it is the default:
+    BM25, dense and e5 run by hand, their lists fused by `fuse` (a variant's: the lists its weights name), the
+    reranker run on the first retrieve.top_k fused passages."""
     cfg = stack.config
-    singles = {"bm25": stack.bm25(), "dense": stack.dense()}
+    singles = {
+        "bm25": stack.bm25(),
+        "dense": stack.dense(),
+        **{n: stack.field_retriever(n) for n in stack.fused_fields()},
+    }
     rankings = {name: retriever.run(query) for name, retriever in singles.items()}
     lists = {name: rankings[name] for name in singles}
-    for name, fusion in {"hybrid": cfg.retrieve.fusion, **variants}.items():
-        rankings[name] = fuse(lists, **fusion.model_dump())
+    rankings["hybrid"] = fuse(lists, **cfg.retrieve.fusion.model_dump())
+    for name, fusion in variants.items():
+        rankings[name] = fuse({n: r for n, r in lists.items() if n in fusion.weights}, **fusion.model_dump())
     if cfg.rerank.method != "none":
         fused = rankings["hybrid"]
         head = fused[: cfg.retrieve.top_k]
@@ -114,10 +121,11 @@ def hand_built(stack, query: str, variants: dict[str, FusionConfig]) -> dict[str
         pytest.param(["retrieve.mode=bm25", "retrieve.top_k=2", "rerank.method=dense_rescore"], marks=pytest.mark.slow),
     ],
 )
-def test_rankings_on_the_fixture_sets_are_the_hand_built_paths(index_dir, embedder, overrides):
+def test_rankings_on_the_fixture_sets_are_the_hand_built_paths(index_dir, embedder, e5_embedder, overrides):
     for dataset in ("beir_rail", "beir_signals"):
         corpus, queries, _ = load_beir(FIXTURES / dataset)
-        stack, _ = prepare_stack(load_config(None, overrides), corpus, index_dir, progress=False, embedder=embedder)
+        config = load_config(None, overrides)
+        stack, _ = prepare_stack(config, corpus, index_dir, progress=False, **session_models(embedder, e5_embedder))
         ranker = QueryRanker(stack, VARIANTS)
         for query in queries.values():
             rankings, _ = ranker.rank(query)

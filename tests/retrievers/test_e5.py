@@ -15,6 +15,7 @@ from tests.retrievers.helpers import make_chunk, unit
 from tests.together import run_together
 
 E5 = ("retrieve.retrievers.e5.enabled=true", "retrieve.fusion.weights.e5=0.4")
+NO_E5 = ("retrieve.retrievers.e5.enabled=false",)  # e5 is on by default (config layout 26)
 
 
 class TestE5Store:
@@ -62,7 +63,7 @@ class TestE5Ingest:
         make_stack(*E5).ingestor(progress=False).run([SAMPLES])
         extra = tmp_path / "extra.md"
         extra.write_text("# Turntables\n\nA turntable turns a locomotive around in a roundhouse.\n")
-        plain = make_stack()
+        plain = make_stack(*NO_E5)
         report = plain.ingestor(progress=False).run([SAMPLES, extra])
         assert report.added == 1 and report.chunks_written == 1  # the others unchanged, not re-embedded
         rows = plain.store.scan(["chunk_id", E5_COLUMN], scope=ALL).to_pylist()
@@ -85,10 +86,21 @@ class TestE5Ingest:
         hits = stack.field_retriever("e5").run("What is the hobby of Abraham Kindred?")
         assert "Abraham Kindred" in [p.doc_id for p in hits[:3]]
 
-    def test_e5_on_a_collection_built_without_it_is_a_clear_error(self, make_stack):
-        make_stack().ingestor(progress=False).run([SAMPLES])
+    def test_a_collection_built_without_e5_is_searched_without_its_list(self, make_stack, caplog):
+        """A collection from before e5 was the default keeps working under it: hybrid fuses the lists it holds and
+        the log says so once; e5 alone is a clear error."""
+        make_stack(*NO_E5).ingestor(progress=False).run([SAMPLES])
+        default = make_stack()
+        with caplog.at_level("WARNING", logger="switchyard.retrievers.stack"):
+            passages = default.search("Who patented the knuckle coupler?", rerank=False, groups=ALL).passages
+            default.search("standard gauge", rerank=False, groups=ALL)
+        assert passages[0].title == "Railway couplers" and set(passages[0].scores) == {"bm25", "dense"}
+        assert [r.getMessage() for r in caplog.records] == [
+            "collection 'default' was built without e5 vectors: its search fuses the other lists only; ingest into "
+            "a new collection (store.collection) to add them"
+        ]
         with pytest.raises(StoreError, match="holds no e5 vectors"):
-            make_stack(*E5).search("standard gauge", groups=ALL)
+            make_stack("retrieve.mode=e5").search("standard gauge", groups=ALL)
 
 
 @pytest.mark.slow
@@ -156,16 +168,16 @@ class TestE5Access:
 class TestE5Settings:
     def test_config_checks(self):
         with pytest.raises(ConfigError, match="give its list a fusion weight"):
-            load_config(None, ["retrieve.retrievers.e5.enabled=true"])
+            load_config(None, ["retrieve.retrievers.e5.enabled=true", "retrieve.fusion.weights={bm25: 1, dense: 1}"])
         with pytest.raises(ConfigError, match="need retrieve.retrievers.e5.enabled"):
-            load_config(None, ["retrieve.fusion.weights.e5=0.4"])
+            load_config(None, [*NO_E5, "retrieve.fusion.weights.e5=0.4"])
         with pytest.raises(ConfigError, match="need retrieve.retrievers.e5.enabled"):
-            load_config(None, ["retrieve.mode=e5"])
+            load_config(None, [*NO_E5, "retrieve.mode=e5"])
         assert load_config(None, [*E5, "retrieve.mode=e5"]).retrieve.mode == "e5"
-        shipped = load_config("e5")
-        assert shipped.retrieve.retrievers.e5.enabled and shipped.retrieve.fusion.weights["e5"] > 0
-        # the default's resolved config (and so its hash) does not mention e5
-        assert "e5" not in load_config(None).model_dump()["retrieve"]["retrievers"]
+        for shipped in (load_config(None), load_config("e5")):
+            assert shipped.retrieve.retrievers.e5.enabled and shipped.retrieve.fusion.weights["e5"] > 0
+        # bm25-only and dense-only build no e5 vectors, and their resolved configs (so their hashes) do not mention e5
+        assert "e5" not in load_config("bm25-only").model_dump()["retrieve"]["retrievers"]
 
     def test_benchmark_collections_are_keyed_by_e5(self, tmp_path):
         corpus = tmp_path / "c.jsonl"

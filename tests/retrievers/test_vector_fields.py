@@ -55,7 +55,8 @@ class TestConfig:
 
     def test_new_settings_at_their_default_stay_out_of_the_dump(self):
         retrievers = config_to_dict(load_config(None))["retrieve"]["retrievers"]
-        assert "vector_fields" not in retrievers and "e5" not in retrievers
+        assert "vector_fields" not in retrievers and retrievers["e5"] == {"enabled": True, "top_k": 100}
+        assert "e5" not in config_to_dict(load_config("bm25-only"))["retrieve"]["retrievers"]  # e5 off, as added
         e5 = config_to_dict(load_config("e5"))["retrieve"]["retrievers"]["e5"]
         assert e5 == {"enabled": True, "top_k": 100}  # model, prefixes and batch size at e5's defaults: not dumped
         changed = load_config("e5", ["retrieve.retrievers.e5.batch_size=8"])

@@ -16,6 +16,8 @@ from switchyard.run_context import ALL
 from tests.conftest import FIXTURES, SAMPLES
 from tests.retrievers.helpers import make_chunk, unit
 
+WINDOWS = ("ingest.window_tokens=64", "ingest.window_overlap=32")  # configs/e5.yaml's; the default has none
+
 LONG_TEXT = (
     "The Janney coupler was patented by Eli Janney in 1873. It couples cars automatically when they are "
     "pushed together. Link-and-pin couplers needed a worker between the cars. Many workers were injured "
@@ -94,7 +96,7 @@ class TestWindowIngest:
     def test_a_chunk_weight_fuses_the_chunk_vector_list_as_a_third(self, make_stack):
         windows = ("ingest.window_tokens=32", "ingest.window_overlap=12")
         plain = make_stack(*windows)
-        assert [r.name for r in plain.hybrid_parts()] == ["bm25", "dense"]
+        assert [r.name for r in plain.hybrid_parts()] == ["bm25", "dense", "e5"]
         three = make_stack(*windows, "retrieve.fusion.weights={bm25: 0.4, dense: 0.5, chunk: 0.1}")
         assert [r.name for r in three.hybrid_parts()] == ["bm25", "dense", "chunk"]
         three.ingestor(progress=False).run([SAMPLES])
@@ -138,7 +140,7 @@ class TestWindowIngest:
         old = make_stack("ingest.window_tokens=0")
         old.ingestor(progress=False).run([SAMPLES])
         before = old.store.count(ALL)
-        new = make_stack()  # default config: windows on
+        new = make_stack(*WINDOWS)  # a config that asks for windows
         report = new.ingestor(progress=False).run([SAMPLES])
         assert report.unchanged == report.ingested and report.chunks_written == 0  # nothing re-embedded
         assert not new.store.has_windows and new.store.count(ALL) == before
@@ -147,6 +149,7 @@ class TestWindowIngest:
     def test_windowed_collection_gets_its_ann_index_on_the_windows(self, make_stack):
         # 60 articles, one chunk each, but more windows than that: the threshold counts the vectors searched
         stack = make_stack(
+            *WINDOWS,
             "store.vector_index_min_rows=150",
             "store.vector_index.kind=ivf_pq",
             "store.vector_index.num_partitions=2",
@@ -164,6 +167,7 @@ class TestWindowIngest:
     def test_hnsw_search_over_windows_takes_a_configured_ef_below_its_need(self, make_stack):
         # LanceDB's multivector search needs ef >= 10 * k; a configured ef of 20 for k = 100 used to be an error
         stack = make_stack(
+            *WINDOWS,
             "store.vector_index_min_rows=150",
             "store.vector_index.kind=ivf_hnsw_sq",
             "store.vector_index.num_partitions=1",
@@ -249,9 +253,10 @@ class TestWindowSettings:
     def test_config_checks(self):
         with pytest.raises(ConfigError, match="window_overlap must be smaller"):
             load_config(None, ["ingest.window_tokens=32", "ingest.window_overlap=32"])
-        # a chunk no longer than a window is its own single window: small chunks need no window setting
-        assert load_config(None, ["ingest.chunk_size=48", "ingest.chunk_overlap=8"]).ingest.window_tokens == 64
-        assert load_config(None, ["ingest.window_tokens=0"]).ingest.window_tokens == 0
+        # a chunk no longer than a window is its own single window: windows longer than the chunks are allowed
+        small = load_config(None, [*WINDOWS, "ingest.chunk_size=48", "ingest.chunk_overlap=8"])
+        assert small.ingest.window_tokens == 64
+        assert load_config(None).ingest.window_tokens == 0  # off by default since e5 is (config layout 26)
 
     def test_benchmark_collections_are_keyed_by_the_window_settings(self, tmp_path):
         corpus = tmp_path / "c.jsonl"
