@@ -90,13 +90,16 @@ def fast_lane(request, monkeypatch):
     """Outside slow tests, when recording or replaying: whatever builds the packaged MiniLM from a config (the
     service, pipelines, stacks) gets the session's embedder, so its vectors are recorded / replayed too; and when
     replaying, every model loader raises ModelLoadInFastLane and a test that left a model file mapped fails."""
-    mode = vector_mode(request.config)
-    if mode == "live" or request.node.get_closest_marker("slow"):
-        yield
-        return
     import importlib
 
     from switchyard.retrievers import vector_recording
+
+    mode = vector_mode(request.config)
+    if mode == "live":
+        share_e5_models(request.getfixturevalue("live_e5_models"), monkeypatch)
+    if mode == "live" or request.node.get_closest_marker("slow"):
+        yield
+        return
 
     sessions = {"minilm": request.getfixturevalue("embedder"), E5_MODEL: request.getfixturevalue("e5_embedder")}
     build = vector_recording.build_embedder
@@ -144,6 +147,34 @@ def _session_embedder(request, model: str, **settings):
     recording = VectorRecording(FAST_LANE_VECTORS, model, replay=mode == "replay")
     yield RecordingEmbedder(loaded, recording)
     recording.flush()
+
+
+@pytest.fixture(scope="session")
+def live_e5_models() -> dict:
+    """The e5 models the full suite's stacks built from a config share: one per runtime setting."""
+    return {}
+
+
+def share_e5_models(shared: dict, monkeypatch) -> None:
+    """Whatever builds e5 from a config in this process (stacks, pipelines, the service) gets one loaded model per
+    runtime setting for the whole session: each e5 model holds ~0.8 GB, and the suite builds hundreds of stacks."""
+    import importlib
+    import json
+
+    from switchyard.retrievers import vector_recording
+
+    build = vector_recording.build_embedder
+
+    def build_embedder(model: str = "minilm", vector_cache: str | None = None, replay: bool = False, **settings):
+        if model != E5_MODEL or vector_cache:
+            return build(model=model, vector_cache=vector_cache, replay=replay, **settings)
+        key = json.dumps(settings, sort_keys=True, default=str)
+        if key not in shared:
+            shared[key] = build(model=model, **settings)
+        return shared[key]
+
+    for module in ("switchyard.nodes.resources", "switchyard.retrievers.stack"):
+        monkeypatch.setattr(importlib.import_module(module), "build_embedder", build_embedder)
 
 
 @pytest.fixture(scope="session")

@@ -85,6 +85,9 @@ def emb(request, compiled):
     return compiled(request.param)
 
 
+NO_E5 = "retrieve.retrievers.e5.enabled=false"
+
+
 def _cos(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return (a * b).sum(axis=1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
 
@@ -93,7 +96,8 @@ def _stack(uri, embedder, *overrides):
     from switchyard.configs.loader import load_config
     from switchyard.retrievers.stack import RetrievalStack
 
-    return RetrievalStack(load_config(None, [f"store.uri={uri}", *overrides]), embedder=embedder)
+    # MiniLM's backends are the subject: no e5 field (on by default), whose model would load beside
+    return RetrievalStack(load_config(None, [f"store.uri={uri}", NO_E5, *overrides]), embedder=embedder)
 
 
 # -- vectors ------------------------------------------------------------------------------------------------------
@@ -296,7 +300,6 @@ def test_reingest_through_another_backend_is_incremental(tmp_path, embedder, emb
         "embedding_model": "minilm",
         "embedding_backend": "torch",
         "dim": 384,
-        "windows": [64, 32],
     }
 
     rows = compiled_stack.store.scan(["chunk_id", "title", "text", "source"], scope=ALL).to_pylist()
@@ -322,6 +325,7 @@ def test_new_collection_records_its_backend_and_torch_reuses_it(backend, tmp_pat
             f"embedding.backend={backend}",
             f"embedding.cache_dir={cache_dir}",
             "embedding.threads=2",
+            NO_E5,
         ],
     )
     stack = RetrievalStack(cfg)
@@ -331,7 +335,6 @@ def test_new_collection_records_its_backend_and_torch_reuses_it(backend, tmp_pat
         "embedding_model": "minilm",
         "embedding_backend": backend,
         "dim": 384,
-        "windows": [64, 32],
     }
     assert (
         stack.search("standard gauge", top_k=1, rerank=False, groups=ALL).passages[0].source.endswith("track-gauge.txt")
