@@ -134,7 +134,7 @@ def test_the_recorded_fixed_runs_replay_with_no_model(tmp_path, condition):
             "--corpus",
             str(INJECTION / "corpus"),
             "--configs",
-            str(ROOT / "configs" / "fixed.yaml"),
+            str(run / "configs" / "fixed.yaml"),  # the resolved config the run recorded (the default has changed)
             "--out",
             str(out),
             "--replay",

@@ -84,7 +84,7 @@ def test_a_folder_recorded_before_config_versions_resumes(tmp_path, built):
 
 def test_an_old_manifests_configs_rebuild_into_the_same_resolved_configs(tmp_path):
     # a resume of a committed folder compares the configs built now with those it recorded: no change
-    old = json.loads((FIXTURES / "recorded_run" / "manifest.json").read_text())
+    old = json.loads((FIXTURES / "manifest_before_versions.json").read_text())  # recorded_run's, until 2026-12-07
     rebuilt = {name: resolved_config(SwitchyardConfig.model_validate(c)) for name, c in old["configs"].items()}
     assert changes({"configs": old["configs"]}, {"configs": rebuilt}) == []
     assert "config_version" not in old  # recorded before config versions
