@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from switchyard.retrievers.store import E5_COLUMN
 from switchyard.run_context import ALL
 from tests.conftest import ROOT, SAMPLES
 from tests.retrievers.test_object_store import s3_endpoint, s3_overrides
@@ -73,10 +74,12 @@ def table(overrides: list[str]):
 
 
 def rows(store) -> tuple[list[dict], np.ndarray]:
-    """Every chunk row (sorted by chunk id) and the vectors in that order."""
-    columns = [c for c in store.table().schema.names if c not in ("vector", "window_vectors")]
-    data = sorted(store.scan(columns + ["vector"], scope=ALL).to_pylist(), key=lambda r: r["chunk_id"])
-    vectors = np.array([r.pop("vector") for r in data], dtype=np.float32)
+    """Every chunk row (sorted by chunk id) and its vectors in that order: MiniLM's, then e5's (the default's vector
+    field) beside them where the collection has them."""
+    vector_columns = [c for c in ("vector", E5_COLUMN) if c in store.table().schema.names]
+    columns = [c for c in store.table().schema.names if c not in ("vector", "window_vectors", E5_COLUMN)]
+    data = sorted(store.scan(columns + vector_columns, scope=ALL).to_pylist(), key=lambda r: r["chunk_id"])
+    vectors = np.array([np.concatenate([r.pop(c) for c in vector_columns]) for r in data], dtype=np.float32)
     return data, vectors
 
 
