@@ -75,6 +75,8 @@ class TestE5Ingest:
     def test_the_e5_column_gets_its_own_ann_index(self, make_stack):
         stack = make_stack(
             *E5,
+            "ingest.window_tokens=64",  # MiniLM's windows beside (off by default): each gets its own index
+            "ingest.window_overlap=32",
             "store.vector_index_min_rows=50",
             "store.vector_index.kind=ivf_pq",
             "store.vector_index.num_partitions=2",
@@ -94,7 +96,7 @@ class TestE5Ingest:
         with caplog.at_level("WARNING", logger="switchyard.retrievers.stack"):
             passages = default.search("Who patented the knuckle coupler?", rerank=False, groups=ALL).passages
             default.search("standard gauge", rerank=False, groups=ALL)
-        assert passages[0].title == "Railway couplers" and set(passages[0].scores) == {"bm25", "dense"}
+        assert passages[0].title == "Railway couplers" and set(passages[0].scores) == {"bm25", "dense", "fused"}
         assert [r.getMessage() for r in caplog.records] == [
             "collection 'default' was built without e5 vectors: its search fuses the other lists only; ingest into "
             "a new collection (store.collection) to add them"
