@@ -92,6 +92,9 @@ class ChangedDefault:
     kept_by: str
 
 
+NO_E5_WEIGHTS: dict[str, float] = {"bm25": 0.5, "dense": 0.5}
+"""retrieve.fusion.weights when a config gives none and has e5 off: the default before layout 26."""
+
 # e5 with chunk vectors, no sentence windows: the third selection rule's pick on the retrieval suite's dev splits, at
 # or above the best single list within noise on every test split (docs/benchmarks.md, issue 75)
 CHANGED_DEFAULTS: tuple[ChangedDefault, ...] = (
@@ -104,15 +107,12 @@ CHANGED_DEFAULTS: tuple[ChangedDefault, ...] = (
     ),
     ChangedDefault(
         "retrieve.fusion.weights",
-        {"bm25": 0.5, "dense": 0.5},
+        NO_E5_WEIGHTS,
         26,
         "every config saved before holds its weights; with e5 off, the weights left out are these",
     ),
     ChangedDefault("ingest.window_tokens", 64, 26, "every config saved before holds it"),
 )
-
-NO_E5_WEIGHTS: dict[str, float] = dict(CHANGED_DEFAULTS[1].before)
-"""retrieve.fusion.weights when a config gives none and has e5 off."""
 
 CONFIG_VERSION: int = 26
 """The current version of the config layout: 1 + the keys added since version 1 (one version per row) + the
