@@ -90,16 +90,15 @@ def fast_lane(request, monkeypatch):
     """Outside slow tests, when recording or replaying: whatever builds the packaged MiniLM from a config (the
     service, pipelines, stacks) gets the session's embedder, so its vectors are recorded / replayed too; and when
     replaying, every model loader raises ModelLoadInFastLane and a test that left a model file mapped fails."""
-    import importlib
-
-    from switchyard.retrievers import vector_recording
-
     mode = vector_mode(request.config)
     if mode == "live":
         share_e5_models(request.getfixturevalue("live_e5_models"), monkeypatch)
     if mode == "live" or request.node.get_closest_marker("slow"):
         yield
         return
+    import importlib
+
+    from switchyard.retrievers import vector_recording
 
     sessions = {"minilm": request.getfixturevalue("embedder"), E5_MODEL: request.getfixturevalue("e5_embedder")}
     build = vector_recording.build_embedder
@@ -113,8 +112,7 @@ def fast_lane(request, monkeypatch):
             sessions[model], vector_recording.VectorRecording(vector_cache, model, replay)
         )
 
-    for module in ("switchyard.nodes.resources", "switchyard.retrievers.stack"):
-        monkeypatch.setattr(importlib.import_module(module), "build_embedder", build_embedder)
+    builds_embedders_with(build_embedder, monkeypatch)
     if mode != "replay":
         yield
         return
@@ -158,7 +156,6 @@ def live_e5_models() -> dict:
 def share_e5_models(shared: dict, monkeypatch) -> None:
     """Whatever builds e5 from a config in this process (stacks, pipelines, the service) gets one loaded model per
     runtime setting for the whole session: each e5 model holds ~0.8 GB, and the suite builds hundreds of stacks."""
-    import importlib
     import json
 
     from switchyard.retrievers import vector_recording
@@ -172,6 +169,13 @@ def share_e5_models(shared: dict, monkeypatch) -> None:
         if key not in shared:
             shared[key] = build(model=model, **settings)
         return shared[key]
+
+    builds_embedders_with(build_embedder, monkeypatch)
+
+
+def builds_embedders_with(build_embedder, monkeypatch) -> None:
+    """Make `build_embedder` what every stack and pipeline of this process builds its embedders from a config with."""
+    import importlib
 
     for module in ("switchyard.nodes.resources", "switchyard.retrievers.stack"):
         monkeypatch.setattr(importlib.import_module(module), "build_embedder", build_embedder)

@@ -401,3 +401,20 @@ def test_cli_reports_a_bad_backend_without_a_traceback(capsys):
     assert cli.main(["config", "show", "--set", "embedding.backend=tensorrt"]) != 0
     err = capsys.readouterr().err
     assert "embedding.backend" in err and "Traceback" not in err
+
+
+def test_openvino_loads_together_compile_into_one_model_cache_entry(tmp_path):
+    """Four OpenVINO embedders (separate objects, as separate processes or stacks would have) loading at once over
+    an empty cache: they compile one at a time under the lock file into OpenVINO's model cache, and their vectors are
+    those of one that loads from the cache afterwards."""
+
+    def load(_):
+        emb = Embedder("minilm", backend="openvino", threads=2, cache_dir=tmp_path)
+        return emb.run(SENTENCES[:6])
+
+    together = on_one_barrier(load, range(4))
+    later = load(None)
+    for vectors in together:
+        np.testing.assert_allclose(vectors, later, atol=1e-6)
+    (folder,) = (tmp_path / "onnx").iterdir()
+    assert len([p for p in (folder / "openvino").iterdir() if p.suffix == ".blob"]) == 1
