@@ -211,25 +211,22 @@ class RetrievalStack:
         return adapter
 
     def fused_fields(self) -> list[str]:
-        """The enabled vector fields hybrid mode fuses: those the collection holds, or every enabled one while it
-        does not exist yet (it is built with them). A collection built without one (before e5 was the default, or
-        with it off) is searched without its list, said once per call in the log: its vectors cannot be searched."""
+        """The enabled vector fields hybrid mode fuses. A collection built without e5 (before it was the default,
+        or with it off) is searched without its list, said once per call in the log. Any other field a config
+        enables is one the user asked for: searching a collection without it stays an error (StoreError)."""
         enabled = self.enabled_fields()
-        if not enabled or not self.store.exists():
+        if "e5" not in enabled or not self.store.exists() or self.store.has_field("e5"):
             return enabled
-        held = [name for name in enabled if self.store.has_field(name)]
-        if missing := [name for name in enabled if name not in held]:
-            _log.warning(
-                "collection %r was built without %s vectors: its search fuses the other lists only; ingest into "
-                "a new collection (store.collection) to add them",
-                self.collection,
-                " or ".join(missing),
-            )
-        return held
+        _log.warning(
+            "collection %r was built without e5 vectors: its search fuses the other lists only; ingest into "
+            "a new collection (store.collection) to add them",
+            self.collection,
+        )
+        return [name for name in enabled if name != "e5"]
 
     def hybrid_parts(self) -> list:
-        """The retrievers hybrid mode fuses: bm25, dense, chunk (when weighted) and each enabled vector field the
-        collection holds (fused_fields, e.g. retrieve.retrievers.e5), new objects over this stack's store and
+        """The retrievers hybrid mode fuses: bm25, dense, chunk (when weighted) and each vector field
+        (fused_fields, e.g. retrieve.retrievers.e5), new objects over this stack's store and
         models."""
         chunk = [self.chunk_dense()] if self.config.retrieve.fusion.weights.get("chunk", 0.0) > 0 else []
         return [self.bm25(), self.dense(), *chunk] + [self.field_retriever(name) for name in self.fused_fields()]
