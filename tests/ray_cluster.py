@@ -45,6 +45,9 @@ class LocalCluster:
             "127.0.0.1",
             "--object-store-memory",
             str(self.object_store_mb * 2**20),
+            # free ports for what would bind a fixed default (10001, 52365): two test workers each start a cluster
+            "--dashboard-agent-listen-port",
+            str(free_port()),
             *args,
         ]
         log = open(Path(self.temp_dir) / f"start-{len(self.procs)}.log", "w")
@@ -63,6 +66,8 @@ class LocalCluster:
                 "--temp-dir",
                 self.temp_dir,
                 "--include-dashboard=false",
+                "--ray-client-server-port",
+                str(free_port()),
             )
             self._wait_for_cpus(self.head_cpus)
             if self.worker_cpus:

@@ -21,7 +21,7 @@ SETUP = "bash setup.sh"
 MAIN_JOB = (
     '.venv/bin/python cli.py ingest samples/corpus && .venv/bin/python cli.py ask "Who patented the knuckle coupler?"'
 )
-TESTS = ".venv/bin/python -m pytest -q"
+TESTS = ".venv/bin/python -m pytest -q -n 2 --dist loadfile"
 FAST_LANE = '.venv/bin/python -m pytest -q -m "not slow" -n 2 --dist loadfile'
 
 

@@ -26,12 +26,16 @@ from tests.together import eventually, run_together
 
 __all__ = ["s3_endpoint"]  # the module-scoped moto fixture, used here too
 pytestmark = pytest.mark.slow
+# the killed-server test's job lease, short so that the survivor takes the job over soon; the other tests keep the
+# default (30 s): with 2 s, a busy machine (six uploads through three servers beside another test worker) let a
+# running job's claim lapse and another server finish it
 LEASE_S = 2.0
 
 
-def _args(endpoint: str, url: str) -> list[str]:
+def _args(endpoint: str, url: str, lease_s: float | None) -> list[str]:
     overrides = [a for o in s3_overrides(endpoint) if not o.startswith("store.uri=") for a in ("--set", o)]
-    return ["--config", "no-llm", "--no-warm-up", "--state", url, "--job-lease", str(LEASE_S), *overrides]
+    lease = ["--job-lease", str(lease_s)] if lease_s else []
+    return ["--config", "no-llm", "--no-warm-up", "--state", url, *lease, *overrides]
 
 
 @contextlib.contextmanager
@@ -41,9 +45,11 @@ def _servers(tmp_path, index: str, args: list[str], env: tuple[dict, ...]):
         yield [stack.enter_context(running_server(tmp_path, index, *args, env=extra)) for extra in env]
 
 
-def _s3_servers(tmp_path, endpoint: str, url: str, uri: str, count: int, env: tuple[dict, ...] = ()):
+def _s3_servers(
+    tmp_path, endpoint: str, url: str, uri: str, count: int, env: tuple[dict, ...] = (), lease_s: float | None = None
+):
     env = env or tuple({} for _ in range(count))
-    return _servers(tmp_path, uri, _args(endpoint, url), tuple({**CREDENTIALS, **extra} for extra in env))
+    return _servers(tmp_path, uri, _args(endpoint, url, lease_s), tuple({**CREDENTIALS, **extra} for extra in env))
 
 
 def _keys(url: str, *args: str) -> str:
@@ -121,7 +127,7 @@ def test_a_job_of_a_server_killed_mid_way_is_finished_by_another(tmp_path, s3_en
     admin = _keys(url, "create", "ops", "--admin")
     headers = {"Authorization": f"Bearer {admin}"}
     hold = {"SWITCHYARD_TEST_HOLD_JOB_AFTER_FILES": "1"}
-    with _s3_servers(tmp_path, s3_endpoint, url, uri, 2, env=(hold, {})) as (doomed, survivor):
+    with _s3_servers(tmp_path, s3_endpoint, url, uri, 2, env=(hold, {}), lease_s=LEASE_S) as (doomed, survivor):
         files = [("files", (f"yard{i}.txt", f"Yard {i} turns locomotive {200 + i}.".encode())) for i in range(3)]
         with httpx.Client(base_url=doomed.url, headers=headers, timeout=120) as a:
             job = a.post("/v1/collections/default/documents", files=files).json()["job_id"]
