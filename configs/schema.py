@@ -367,9 +367,12 @@ class RetrieveConfig(_Section):
             )
         for name, field in fields.items():
             weight, path = self.fusion.weights.get(name, 0.0), self.retrievers.field_path(name)
-            if not field.enabled and (self.mode == name or weight > 0):
+            if not field.enabled and self.mode == name:
+                raise ValueError(f"retrieve.mode {name} needs {path}.enabled: true{field._hint}")
+            if not field.enabled and weight > 0:
                 raise ValueError(
-                    f"retrieve.mode {name} and retrieve.fusion.weights.{name} need {path}.enabled: true{field._hint}"
+                    f"{path} is off but retrieve.fusion.weights.{name} is {weight:g}: set "
+                    f"retrieve.fusion.weights.{name}=0 to leave its list out, or {path}.enabled=true{field._hint}"
                 )
             if field.enabled and self.mode == "hybrid" and self.fusion.method == "convex" and weight <= 0:
                 raise ValueError(

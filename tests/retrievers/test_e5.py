@@ -171,10 +171,15 @@ class TestE5Settings:
     def test_config_checks(self):
         with pytest.raises(ConfigError, match="give its list a fusion weight"):
             load_config(None, ["retrieve.retrievers.e5.enabled=true", "retrieve.fusion.weights={bm25: 1, dense: 1}"])
-        with pytest.raises(ConfigError, match="need retrieve.retrievers.e5.enabled"):
+        with pytest.raises(ConfigError, match="e5 is off but retrieve.fusion.weights.e5 is 0.4: set .*e5=0 to leave"):
             load_config(None, [*NO_E5, "retrieve.fusion.weights.e5=0.4"])
-        with pytest.raises(ConfigError, match="need retrieve.retrievers.e5.enabled"):
+        with pytest.raises(ConfigError, match="retrieve.mode e5 needs retrieve.retrievers.e5.enabled"):
             load_config(None, [*NO_E5, "retrieve.mode=e5"])
+        # turning e5 off over a config that weights it: the message's own fix works
+        with pytest.raises(ConfigError, match="retrieve.fusion.weights.e5=0 to leave its list out"):
+            load_config("fixed", ["retrieve.retrievers.e5.enabled=false"])
+        off = load_config("fixed", ["retrieve.retrievers.e5.enabled=false", "retrieve.fusion.weights.e5=0"])
+        assert not off.retrieve.retrievers.e5.enabled and off.retrieve.fusion.weights["bm25"] == 0.4
         assert load_config(None, [*E5, "retrieve.mode=e5"]).retrieve.mode == "e5"
         for shipped in (load_config(None), load_config("e5")):
             assert shipped.retrieve.retrievers.e5.enabled and shipped.retrieve.fusion.weights["e5"] > 0

@@ -66,7 +66,7 @@ class TestConfig:
     def test_checks(self, mini_config):
         with pytest.raises(ConfigError, match="give its list a fusion weight, retrieve.fusion.weights.mini"):
             load_config(mini_config, ["retrieve.fusion.weights.mini=0"])
-        with pytest.raises(ConfigError, match="need retrieve.retrievers.vector_fields.mini.enabled"):
+        with pytest.raises(ConfigError, match="vector_fields.mini is off but retrieve.fusion.weights.mini is"):
             load_config(mini_config, ["retrieve.retrievers.vector_fields.mini.enabled=false"])
         with pytest.raises(ConfigError, match="unknown retriever.*other"):
             load_config(mini_config, ["retrieve.fusion.weights.other=0.2"])
