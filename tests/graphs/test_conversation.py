@@ -16,8 +16,7 @@ from switchyard.conversation import MAX_MESSAGES, Message
 from switchyard.errors import ConversationExpired, HistoryError, QuestionError, UnknownConversation
 from switchyard.graphs.conversations import CONVERSATIONS_NAME, ConversationStore
 from tests.graphs.test_concurrency import essence
-from tests.threads import on_one_barrier
-from tests.together import run_together
+from tests.together import on_one_barrier, run_together
 
 QUESTION = "Who patented the knuckle coupler?"
 FOLLOW_UP = "What year was that?"

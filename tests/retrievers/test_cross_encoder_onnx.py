@@ -19,7 +19,7 @@ from switchyard.retrievers.cross_encoder_onnx import FORMAT, OnnxCrossEncoder, e
 from switchyard.retrievers.documents import Passage
 from switchyard.retrievers.rerankers import CrossEncoderReranker
 from tests.conftest import ROOT
-from tests.threads import on_one_barrier
+from tests.together import on_one_barrier
 
 pytestmark = pytest.mark.slow  # builds, exports and loads cross-encoder models
 

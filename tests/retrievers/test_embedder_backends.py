@@ -13,7 +13,7 @@ from switchyard.retrievers.embedder import Embedder, OnnxExport, bucketed_shape
 from switchyard.retrievers.store import ChunkFetch
 from switchyard.run_context import ALL
 from tests.conftest import SAMPLES
-from tests.threads import on_one_barrier
+from tests.together import on_one_barrier
 
 pytestmark = pytest.mark.slow  # the embedding runtimes themselves: they load the model
 

@@ -15,7 +15,7 @@ from switchyard.retrievers.vector_recording import (
     vector_key,
     write_packed_vectors,
 )
-from tests.threads import on_one_barrier
+from tests.together import on_one_barrier
 
 TORCH_F32 = {"backend": "torch", "precision": "f32"}
 
