@@ -12,7 +12,7 @@ A = TypeVar("A")
 T = TypeVar("T")
 
 
-def run_together(n: int, fn: Callable[[int], T], timeout: float = 120) -> list[T]:
+def run_together(n: int, fn: Callable[[int], T], timeout: float = 600) -> list[T]:
     """Call fn(i) for i in range(n) from n threads released together by one barrier; their results in order. The
     first error any thread raised is raised here, after every thread has ended; a thread still running after
     `timeout` seconds is a TimeoutError (never a missing result)."""
@@ -38,7 +38,7 @@ def run_together(n: int, fn: Callable[[int], T], timeout: float = 120) -> list[T
     return results  # type: ignore[return-value]
 
 
-def on_one_barrier(work: Callable[[A], T], args: Sequence[A], timeout: float = 120) -> list[T]:
+def on_one_barrier(work: Callable[[A], T], args: Sequence[A], timeout: float = 600) -> list[T]:
     """`work(arg)` for each of `args` in its own thread, all released at once (run_together); results in order."""
     return run_together(len(args), lambda i: work(args[i]), timeout)
 
